@@ -1,0 +1,210 @@
+//! Command handlers: every durable change goes through here, each in one
+//! transaction together with its audit row.
+
+use labfy_core::{ObjectRef, RefKind};
+use rusqlite::{Connection, params};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::{Result, StoreError};
+use crate::model::WorkspaceClass;
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// Longest title of an analyst note, in characters.
+pub const MAX_NOTE_TITLE_CHARS: usize = 200;
+/// Largest content of an analyst note, in bytes.
+pub const MAX_NOTE_CONTENT_BYTES: usize = 1024 * 1024;
+/// Longest source of an analyst note, in characters.
+pub const MAX_NOTE_SOURCE_CHARS: usize = 500;
+/// Longest workspace name, in characters.
+pub const MAX_WORKSPACE_NAME_CHARS: usize = 200;
+
+/// An analyst's note, stored as a new evidence item.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewNote {
+    /// Title (1–200 characters).
+    pub title: String,
+    /// Text (1 byte – 1 MiB).
+    pub content: String,
+    /// Where it comes from; defaults to "analyst note".
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// A human decision to allow outbound work (SPEC W4).
+#[derive(Debug, Clone)]
+pub struct NewGrant {
+    /// The investigation it is for.
+    pub investigation: ObjectRef,
+    /// Hosts / URL patterns.
+    pub scope: serde_json::Value,
+    /// Requests, bytes, time window.
+    pub budget: serde_json::Value,
+    /// RFC 3339 expiry.
+    pub expires_at: String,
+    /// Tool contract fingerprints the decision was made under.
+    pub contract_fingerprints: serde_json::Value,
+    /// Who decided.
+    pub decided_by: String,
+}
+
+fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
+    let n = value.chars().count();
+    if value.trim().is_empty() {
+        return Err(StoreError::Invalid(format!("{name} must not be empty")));
+    }
+    if n > max_chars {
+        return Err(StoreError::Invalid(format!("{name} too long ({n} characters, at most {max_chars})")));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r') {
+        return Err(StoreError::Invalid(format!("{name} contains control characters")));
+    }
+    Ok(())
+}
+
+/// Appends one row to the audit log (inside the caller's transaction).
+pub(crate) fn audit(
+    conn: &Connection,
+    actor: &str,
+    action: &str,
+    workspace: Option<Uuid>,
+    object: Option<&ObjectRef>,
+    detail: &serde_json::Value,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO audit_log (at, actor, action, workspace_id, object_ref, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        now_rfc3339(),
+        actor,
+        action,
+        workspace.map(|w| w.to_string()),
+        object.map(ToString::to_string),
+        detail.to_string()
+    ])?;
+    Ok(())
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Creates a `REAL` workspace with one empty investigation.
+pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
+    check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
+    let tx = conn.transaction()?;
+    let ws = Uuid::new_v4();
+    let inv = Uuid::new_v4();
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO workspaces (id, name, class, status, created_at) VALUES (?1, ?2, ?3, 'READY', ?4)",
+        params![ws.to_string(), name, WorkspaceClass::Real.as_str(), now],
+    )?;
+    tx.execute(
+        "INSERT INTO investigations (id, workspace_id, title, summary, created_at) VALUES (?1, ?2, ?3, '', ?4)",
+        params![inv.to_string(), ws.to_string(), name, now],
+    )?;
+    let ws_ref = ObjectRef::new(RefKind::Workspace, ws);
+    audit(&tx, actor, "workspace.create", Some(ws), Some(&ws_ref), &serde_json::json!({"class": "REAL"}))?;
+    tx.commit()?;
+    Ok((ws_ref, ObjectRef::new(RefKind::Investigation, inv)))
+}
+
+/// Stores an analyst's note as evidence, with its provenance and audit row.
+pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
+    if inv.kind() != RefKind::Investigation {
+        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+    }
+    check_text("title", &note.title, MAX_NOTE_TITLE_CHARS)?;
+    if note.content.is_empty() {
+        return Err(StoreError::Invalid("content must not be empty".into()));
+    }
+    if note.content.len() > MAX_NOTE_CONTENT_BYTES {
+        return Err(StoreError::Invalid(format!(
+            "content too large ({} bytes, at most {MAX_NOTE_CONTENT_BYTES})",
+            note.content.len()
+        )));
+    }
+    let source = note.source.clone().unwrap_or_else(|| "analyst note".to_owned());
+    check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let id = Uuid::new_v4();
+    let ev = ObjectRef::new(RefKind::Evidence, id);
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
+                               collected_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
+        params![
+            id.to_string(),
+            inv.id().to_string(),
+            note.title,
+            note.content,
+            sha256_hex(note.content.as_bytes()),
+            source,
+            note.content.len() as i64,
+            note.content.chars().count() as i64,
+            now
+        ],
+    )?;
+    tx.execute(
+        "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
+         VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
+        params![Uuid::new_v4().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
+    )?;
+    audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
+    tx.commit()?;
+    Ok(ev)
+}
+
+/// Persists a human grant with its audit row.
+pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
+    check_text("decided_by", &grant.decided_by, 200)?;
+    chrono::DateTime::parse_from_rfc3339(&grant.expires_at)
+        .map_err(|e| StoreError::Invalid(format!("expires_at is not RFC 3339: {e}")))?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, &grant.investigation)?;
+    let id = Uuid::new_v4();
+    let r = ObjectRef::new(RefKind::Grant, id);
+    tx.execute(
+        "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,
+                             decided_by, decided_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            id.to_string(),
+            ws.to_string(),
+            grant.investigation.id().to_string(),
+            grant.scope.to_string(),
+            grant.budget.to_string(),
+            grant.expires_at,
+            grant.contract_fingerprints.to_string(),
+            grant.decided_by,
+            now_rfc3339()
+        ],
+    )?;
+    audit(&tx, &grant.decided_by, "grant.decide", Some(ws), Some(&r), &serde_json::json!({"expires_at": grant.expires_at}))?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// Revokes a grant. Revoking twice is a conflict, not a silent no-op.
+pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
+    check_text("revoked_by", by, 200)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, grant)?;
+    let changed = tx.execute(
+        "UPDATE grants SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND revoked_at IS NULL",
+        params![grant.id().to_string(), now_rfc3339(), by],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::Conflict(format!("{grant} is already revoked")));
+    }
+    audit(&tx, by, "grant.revoke", Some(ws), Some(grant), &serde_json::json!({}))?;
+    tx.commit()?;
+    Ok(())
+}

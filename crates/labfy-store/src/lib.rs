@@ -1,0 +1,123 @@
+#![doc = include_str!("../README.md")]
+
+mod commands;
+mod db;
+mod error;
+mod migrations;
+mod model;
+mod reads;
+pub mod specimen;
+
+use std::path::{Path, PathBuf};
+
+use labfy_core::ObjectRef;
+use rusqlite::Connection;
+use uuid::Uuid;
+
+pub use commands::{
+    MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
+    sha256_hex,
+};
+pub use db::{BUSY_TIMEOUT, DB_FILE};
+pub use error::{Result, StoreError};
+pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
+pub use model::*;
+pub use reads::*;
+
+/// Current time as RFC 3339 UTC with millisecond precision.
+pub(crate) fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The read-write store of one data directory. Opening it checks the file is
+/// Labfy's, switches to WAL with foreign keys on and applies migrations.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) `<data_dir>/labfy.sqlite3`.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        let (conn, path) = db::open_read_write(data_dir)?;
+        Ok(Self { conn, path })
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Read models over this connection.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { conn: &self.conn }
+    }
+
+    /// Schema version of the open file.
+    pub fn schema_version(&self) -> Result<i64> {
+        db::schema_version(&self.conn)
+    }
+
+    /// Runs SQLite's full integrity check.
+    pub fn integrity_check(&self) -> Result<()> {
+        db::integrity_check(&self.conn, &self.path)
+    }
+
+    /// Creates a `REAL` workspace with one investigation.
+    pub fn create_real_workspace(&mut self, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
+        commands::create_real_workspace(&mut self.conn, name, actor)
+    }
+
+    /// Stores an analyst's note as a new evidence item.
+    pub fn add_note(&mut self, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
+        commands::add_note(&mut self.conn, ws, inv, note, actor)
+    }
+
+    /// Persists a human grant.
+    pub fn record_grant(&mut self, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
+        commands::record_grant(&mut self.conn, ws, grant)
+    }
+
+    /// Revokes a grant.
+    pub fn revoke_grant(&mut self, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
+        commands::revoke_grant(&mut self.conn, ws, grant, by)
+    }
+
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    #[cfg(test)]
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// A read-only connection to an existing store: for readers in other
+/// processes (the egress daemon re-checks grants through one) and for the
+/// server's pool of readers.
+pub struct ReadOnlyStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl ReadOnlyStore {
+    /// Opens `<data_dir>/labfy.sqlite3` read-only; it must exist and be migrated.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        let (conn, path) = db::open_read_only(data_dir)?;
+        Ok(Self { conn, path })
+    }
+
+    /// Read models over this connection.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { conn: &self.conn }
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+//! Versioned schema migrations (SPEC W1).
+//!
+//! The schema version is SQLite's `user_version`; each migration runs in one
+//! transaction together with the version bump, so a crash leaves either the old
+//! or the new schema, never half of one. Migrations are append-only: a released
+//! migration is never edited, a change is a new entry.
+
+/// `PRAGMA application_id` of every Labfy database: "LABF" in ASCII. A SQLite
+/// file with another id (and tables) is foreign and refused.
+pub const APPLICATION_ID: i32 = 0x4C41_4246;
+
+/// All migrations, in order. Index `i` brings the schema to version `i + 1`.
+pub const MIGRATIONS: &[&str] = &[V1];
+
+/// Newest schema version this build knows.
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Version 1: the model of SPEC W1–W4.
+const V1: &str = r#"
+CREATE TABLE workspaces (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    class         TEXT NOT NULL CHECK (class IN ('SPECIMEN', 'REAL')),
+    -- GENERATING while a SPECIMEN is being written; READY once complete.
+    status        TEXT NOT NULL CHECK (status IN ('GENERATING', 'READY')),
+    specimen_seed INTEGER,
+    specimen_size INTEGER,
+    created_at    TEXT NOT NULL,
+    CHECK ((class = 'SPECIMEN') = (specimen_seed IS NOT NULL))
+);
+
+CREATE TABLE investigations (
+    id           TEXT PRIMARY KEY,
+    workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    title        TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX investigations_workspace ON investigations(workspace_id);
+
+-- `seq` is the stable integer key the full-text index points at (an implicit
+-- rowid could be renumbered by VACUUM).
+CREATE TABLE evidence (
+    seq              INTEGER PRIMARY KEY,
+    id               TEXT NOT NULL UNIQUE,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    title            TEXT NOT NULL,
+    content          TEXT NOT NULL,
+    sha256           TEXT NOT NULL CHECK (length(sha256) = 64),
+    source           TEXT NOT NULL,
+    mime             TEXT NOT NULL,
+    byte_len         INTEGER NOT NULL CHECK (byte_len >= 0),
+    char_len         INTEGER NOT NULL CHECK (char_len >= 0),
+    collected_at     TEXT NOT NULL,
+    created_at       TEXT NOT NULL
+);
+CREATE INDEX evidence_investigation ON evidence(investigation_id, collected_at);
+
+CREATE VIRTUAL TABLE evidence_fts USING fts5(
+    title, content,
+    content = 'evidence', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER evidence_fts_insert AFTER INSERT ON evidence BEGIN
+    INSERT INTO evidence_fts(rowid, title, content) VALUES (new.seq, new.title, new.content);
+END;
+CREATE TRIGGER evidence_fts_delete AFTER DELETE ON evidence BEGIN
+    INSERT INTO evidence_fts(evidence_fts, rowid, title, content) VALUES ('delete', old.seq, old.title, old.content);
+END;
+-- Evidence is immutable once stored: its SHA-256 is a promise.
+CREATE TRIGGER evidence_immutable BEFORE UPDATE ON evidence BEGIN
+    SELECT RAISE(ABORT, 'evidence is immutable');
+END;
+
+CREATE TABLE entities (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL CHECK (kind IN ('person', 'organisation', 'domain', 'email', 'location', 'phone')),
+    name             TEXT NOT NULL,
+    attributes       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(attributes)),
+    -- Number of `mentions` relations pointing at the entity, kept by triggers,
+    -- so correlations (entities shared across evidence) need no full scan.
+    mention_count    INTEGER NOT NULL DEFAULT 0,
+    created_at       TEXT NOT NULL
+);
+CREATE INDEX entities_investigation ON entities(investigation_id, kind);
+CREATE INDEX entities_mentions ON entities(investigation_id, mention_count DESC);
+
+-- Typed edges between objects, written as namespaced refs (`evidence:<uuid>`).
+CREATE TABLE relations (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL CHECK (kind IN ('mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'linked_to', 'derived_from')),
+    src              TEXT NOT NULL,
+    dst              TEXT NOT NULL,
+    confidence       REAL NOT NULL CHECK (confidence BETWEEN 0.0 AND 1.0),
+    created_at       TEXT NOT NULL,
+    CHECK (src <> dst)
+);
+CREATE INDEX relations_src ON relations(src, kind);
+CREATE INDEX relations_dst ON relations(dst, kind);
+CREATE INDEX relations_investigation ON relations(investigation_id);
+CREATE TRIGGER relations_mention_insert AFTER INSERT ON relations WHEN new.kind = 'mentions' BEGIN
+    UPDATE entities SET mention_count = mention_count + 1 WHERE 'entity:' || id = new.dst;
+END;
+CREATE TRIGGER relations_mention_delete AFTER DELETE ON relations WHEN old.kind = 'mentions' BEGIN
+    UPDATE entities SET mention_count = mention_count - 1 WHERE 'entity:' || id = old.dst;
+END;
+
+CREATE TABLE provenance (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    object_ref       TEXT NOT NULL,
+    producer         TEXT NOT NULL,
+    activity         TEXT NOT NULL,
+    created_at       TEXT NOT NULL
+);
+CREATE INDEX provenance_object ON provenance(object_ref);
+CREATE INDEX provenance_investigation ON provenance(investigation_id);
+CREATE TABLE provenance_inputs (
+    provenance_id TEXT NOT NULL REFERENCES provenance(id) ON DELETE CASCADE,
+    position      INTEGER NOT NULL,
+    input_ref     TEXT NOT NULL,
+    PRIMARY KEY (provenance_id, position)
+) WITHOUT ROWID;
+
+CREATE TABLE jobs (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+    progress         REAL NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0.0 AND 1.0),
+    detail           TEXT NOT NULL DEFAULT '',
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+CREATE INDEX jobs_investigation ON jobs(investigation_id, created_at);
+
+-- Human decisions (SPEC W4). Immutable once decided, except revocation.
+CREATE TABLE grants (
+    id                    TEXT PRIMARY KEY,
+    workspace_id          TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    investigation_id      TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    scope                 TEXT NOT NULL CHECK (json_valid(scope)),
+    budget                TEXT NOT NULL CHECK (json_valid(budget)),
+    expires_at            TEXT NOT NULL,
+    contract_fingerprints TEXT NOT NULL CHECK (json_valid(contract_fingerprints)),
+    decided_by            TEXT NOT NULL CHECK (length(decided_by) > 0),
+    decided_at            TEXT NOT NULL,
+    revoked_at            TEXT,
+    revoked_by            TEXT,
+    CHECK ((revoked_at IS NULL) = (revoked_by IS NULL))
+);
+CREATE INDEX grants_workspace ON grants(workspace_id);
+CREATE TRIGGER grants_decision_immutable BEFORE UPDATE ON grants
+WHEN new.id IS NOT old.id OR new.workspace_id IS NOT old.workspace_id
+  OR new.investigation_id IS NOT old.investigation_id OR new.scope IS NOT old.scope
+  OR new.budget IS NOT old.budget OR new.expires_at IS NOT old.expires_at
+  OR new.contract_fingerprints IS NOT old.contract_fingerprints
+  OR new.decided_by IS NOT old.decided_by OR new.decided_at IS NOT old.decided_at
+  OR old.revoked_at IS NOT NULL
+BEGIN
+    SELECT RAISE(ABORT, 'a grant is immutable once decided; only an unrevoked grant can be revoked');
+END;
+
+CREATE TABLE campaigns (
+    id               TEXT PRIMARY KEY,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    grant_id         TEXT NOT NULL REFERENCES grants(id),
+    status           TEXT NOT NULL CHECK (status IN ('PENDING', 'ADMITTED', 'RUNNING', 'COMPLETED', 'FAILED', 'STOPPED')),
+    detail           TEXT NOT NULL DEFAULT '',
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+CREATE INDEX campaigns_grant ON campaigns(grant_id);
+
+-- Append-only, enforced by the database itself. No foreign keys: the log
+-- outlives what it talks about.
+CREATE TABLE audit_log (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    at           TEXT NOT NULL,
+    actor        TEXT NOT NULL,
+    action       TEXT NOT NULL,
+    workspace_id TEXT,
+    object_ref   TEXT,
+    detail       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail))
+);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN
+    SELECT RAISE(ABORT, 'audit_log is append-only');
+END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN
+    SELECT RAISE(ABORT, 'audit_log is append-only');
+END;
+"#;

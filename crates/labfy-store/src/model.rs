@@ -1,0 +1,423 @@
+//! The shapes the read models return. They serialise to the JSON the HTTP API
+//! publishes, so the server adds no parallel projection of its own.
+
+use labfy_core::ObjectRef;
+use serde::Serialize;
+
+/// Class of a workspace (SPEC W1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkspaceClass {
+    /// Synthetic data, for demos, tests and benchmarks; touches no network.
+    Specimen,
+    /// Real data.
+    Real,
+}
+
+impl WorkspaceClass {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Specimen => "SPECIMEN",
+            Self::Real => "REAL",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "SPECIMEN" => Some(Self::Specimen),
+            "REAL" => Some(Self::Real),
+            _ => None,
+        }
+    }
+}
+
+/// A workspace as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceSummary {
+    /// `workspace:<uuid>`.
+    pub id: ObjectRef,
+    /// Display name.
+    pub name: String,
+    /// `SPECIMEN` or `REAL`.
+    pub class: WorkspaceClass,
+    /// `GENERATING` or `READY`.
+    pub status: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Number of investigations.
+    pub investigation_count: i64,
+}
+
+/// An investigation as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvestigationSummary {
+    /// `investigation:<uuid>`.
+    pub id: ObjectRef,
+    /// Title.
+    pub title: String,
+    /// One-paragraph summary.
+    pub summary: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Number of evidence items.
+    pub evidence_count: i64,
+}
+
+/// Short form of the workspace inside an overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceBrief {
+    /// `workspace:<uuid>`.
+    pub id: ObjectRef,
+    /// Display name.
+    pub name: String,
+    /// Class.
+    pub class: WorkspaceClass,
+}
+
+/// Object counts of an investigation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    /// Evidence items.
+    pub evidence: i64,
+    /// Entities.
+    pub entities: i64,
+    /// Relations.
+    pub relations: i64,
+    /// Provenance records.
+    pub provenance: i64,
+    /// Jobs.
+    pub jobs: i64,
+}
+
+/// A kind and how many objects have it.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindCount {
+    /// Kind name.
+    pub kind: String,
+    /// Count.
+    pub count: i64,
+}
+
+/// An entity with the number of evidence items that mention it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntityBrief {
+    /// `entity:<uuid>`.
+    pub id: ObjectRef,
+    /// person, organisation, domain, email, location, phone.
+    pub kind: String,
+    /// Display name.
+    pub name: String,
+    /// Evidence items mentioning it.
+    pub evidence_count: i64,
+}
+
+/// An evidence item as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceBrief {
+    /// `evidence:<uuid>`.
+    pub id: ObjectRef,
+    /// Title.
+    pub title: String,
+    /// Where it came from (URL, file, person).
+    pub source: String,
+    /// Media type.
+    pub mime: String,
+    /// When it was collected (RFC 3339).
+    pub collected_at: String,
+}
+
+/// A job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    /// `job:<uuid>`.
+    pub id: ObjectRef,
+    /// What the job does.
+    pub kind: String,
+    /// QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED.
+    pub status: String,
+    /// 0.0–1.0.
+    pub progress: f64,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// Short human-readable detail.
+    pub detail: String,
+}
+
+/// The overview of one investigation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    /// The investigation.
+    pub investigation: InvestigationBrief,
+    /// Its workspace.
+    pub workspace: WorkspaceBrief,
+    /// Object counts.
+    pub counts: Counts,
+    /// Entities per kind.
+    pub entity_kinds: Vec<KindCount>,
+    /// Most mentioned entities.
+    pub top_entities: Vec<EntityBrief>,
+    /// Most recently collected evidence.
+    pub recent_evidence: Vec<EvidenceBrief>,
+    /// Latest jobs.
+    pub jobs: Vec<Job>,
+}
+
+/// Short form of an investigation.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvestigationBrief {
+    /// `investigation:<uuid>`.
+    pub id: ObjectRef,
+    /// Title.
+    pub title: String,
+    /// Summary.
+    pub summary: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// One full-text search hit.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    /// `evidence:<uuid>`.
+    pub id: ObjectRef,
+    /// Title.
+    pub title: String,
+    /// Source.
+    pub source: String,
+    /// Media type.
+    pub mime: String,
+    /// RFC 3339.
+    pub collected_at: String,
+    /// A bounded extract; matches are wrapped in U+E000 … U+E001.
+    pub snippet: String,
+}
+
+/// A full-text search answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResult {
+    /// The query as received.
+    pub query: String,
+    /// Best hits first.
+    pub hits: Vec<SearchHit>,
+    /// True when more hits exist than were returned.
+    pub truncated: bool,
+}
+
+/// Short form of an entity.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntityRefBrief {
+    /// `entity:<uuid>`.
+    pub id: ObjectRef,
+    /// Entity kind.
+    pub kind: String,
+    /// Display name.
+    pub name: String,
+}
+
+/// An entity shared across several evidence items.
+#[derive(Debug, Clone, Serialize)]
+pub struct Correlation {
+    /// The shared entity.
+    pub entity: EntityRefBrief,
+    /// How many evidence items mention it.
+    pub evidence_count: i64,
+    /// A few of those evidence items.
+    pub sample_evidence: Vec<ObjectRef>,
+}
+
+/// An entity mentioned by an evidence item.
+#[derive(Debug, Clone, Serialize)]
+pub struct MentionedEntity {
+    /// `entity:<uuid>`.
+    pub id: ObjectRef,
+    /// Entity kind.
+    pub kind: String,
+    /// Display name.
+    pub name: String,
+    /// Relation kind (`mentions`).
+    pub relation: String,
+}
+
+/// Everything about an evidence item except its content.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceSummary {
+    /// `evidence:<uuid>`.
+    pub id: ObjectRef,
+    /// Its investigation.
+    pub investigation_id: ObjectRef,
+    /// Title.
+    pub title: String,
+    /// Source.
+    pub source: String,
+    /// Media type.
+    pub mime: String,
+    /// SHA-256 of the content (hex).
+    pub sha256: String,
+    /// Size of the content in bytes.
+    pub byte_len: i64,
+    /// Size of the content in characters.
+    pub char_len: i64,
+    /// RFC 3339.
+    pub collected_at: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Entities it mentions (bounded).
+    pub entities: Vec<MentionedEntity>,
+}
+
+/// A bounded slice of an evidence item's text.
+#[derive(Debug, Clone, Serialize)]
+pub struct Excerpt {
+    /// `evidence:<uuid>`.
+    pub id: ObjectRef,
+    /// First character returned.
+    pub offset: i64,
+    /// Characters returned.
+    pub length: i64,
+    /// Characters in the whole content.
+    pub total_chars: i64,
+    /// The text.
+    pub text: String,
+    /// True when content continues past this slice.
+    pub truncated: bool,
+}
+
+/// Short form of any graph node.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeBrief {
+    /// The node's reference.
+    pub id: ObjectRef,
+    /// Its namespace (`evidence`, `entity`, …).
+    pub kind: String,
+    /// Human label (title, name, …).
+    pub label: String,
+    /// Finer kind (entity kind, media type), when there is one.
+    pub subkind: Option<String>,
+}
+
+/// A graph node with its details.
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    /// The node's reference.
+    pub id: ObjectRef,
+    /// Its namespace.
+    pub kind: String,
+    /// Human label.
+    pub label: String,
+    /// Finer kind.
+    pub subkind: Option<String>,
+    /// Kind-specific fields.
+    pub details: serde_json::Map<String, serde_json::Value>,
+    /// Number of relations touching it.
+    pub degree: i64,
+}
+
+/// The relation part of a neighbour.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelationBrief {
+    /// `relation:<uuid>`.
+    pub id: ObjectRef,
+    /// Relation kind.
+    pub kind: String,
+    /// `out` when the node is the source, `in` when it is the target.
+    pub direction: &'static str,
+    /// 0.0–1.0.
+    pub confidence: f64,
+}
+
+/// One neighbour of a node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Neighbor {
+    /// The edge.
+    pub relation: RelationBrief,
+    /// The node at its other end.
+    pub node: NodeBrief,
+}
+
+/// Neighbours of a node (bounded).
+#[derive(Debug, Clone, Serialize)]
+pub struct Neighbors {
+    /// The node asked about.
+    pub node: NodeBrief,
+    /// All relations touching it, including those not returned.
+    pub total: i64,
+    /// The first neighbours.
+    pub neighbors: Vec<Neighbor>,
+}
+
+/// One provenance record in a trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvenanceRecord {
+    /// `provenance:<uuid>`.
+    pub id: ObjectRef,
+    /// What it describes.
+    pub object: NodeBrief,
+    /// Who or what produced the object.
+    pub producer: String,
+    /// The activity.
+    pub activity: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Distance from the traced object (0 = its own record).
+    pub depth: u32,
+    /// The inputs it was produced from.
+    pub inputs: Vec<NodeBrief>,
+}
+
+/// Provenance of an object, following inputs back (bounded).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProvenanceTrace {
+    /// The traced object.
+    pub root: ObjectRef,
+    /// Records, breadth first.
+    pub records: Vec<ProvenanceRecord>,
+    /// True when a bound stopped the walk.
+    pub truncated: bool,
+}
+
+/// A stored grant (SPEC W4).
+#[derive(Debug, Clone, Serialize)]
+pub struct Grant {
+    /// `grant:<uuid>`.
+    pub id: ObjectRef,
+    /// Its workspace.
+    pub workspace_id: ObjectRef,
+    /// Its investigation.
+    pub investigation_id: ObjectRef,
+    /// Scope (hosts / URL patterns), as decided.
+    pub scope: serde_json::Value,
+    /// Budget (requests, bytes, time window), as decided.
+    pub budget: serde_json::Value,
+    /// RFC 3339.
+    pub expires_at: String,
+    /// Tool contract fingerprints the decision was made under.
+    pub contract_fingerprints: serde_json::Value,
+    /// Who decided.
+    pub decided_by: String,
+    /// RFC 3339.
+    pub decided_at: String,
+    /// When revoked, if it was.
+    pub revoked_at: Option<String>,
+    /// Who revoked it, if anyone.
+    pub revoked_by: Option<String>,
+}
+
+/// One audit log row.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditEntry {
+    /// Monotonic sequence.
+    pub seq: i64,
+    /// RFC 3339.
+    pub at: String,
+    /// Who acted.
+    pub actor: String,
+    /// What was done.
+    pub action: String,
+    /// Object concerned, if any.
+    pub object_ref: Option<String>,
+    /// JSON detail.
+    pub detail: serde_json::Value,
+}
