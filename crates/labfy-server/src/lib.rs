@@ -1,1 +1,68 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
+
+pub mod db;
+pub mod error;
+pub mod extract;
+pub mod listener;
+pub mod routes;
+pub mod security;
+pub mod session;
+pub mod state;
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use tower::ServiceBuilder;
+
+pub use state::AppState;
+
+/// Largest request body accepted (an analyst note is at most 1 MiB of text).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Longest a request may take before it is answered 503.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most requests served at once.
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+
+/// The whole application with its security layers, ready to serve or to be
+/// called with `oneshot` in tests.
+pub fn app(state: AppState) -> Router {
+    // `layer` (not `route_layer`): unknown `/api/…` paths need a session too.
+    let api = routes::api::router().layer(middleware::from_fn_with_state(state.clone(), security::require_session));
+    Router::new()
+        .merge(routes::ui::router())
+        .nest("/api", api)
+        .fallback(|| async { error::ApiError::not_found("no such page") })
+        .layer(
+            // Outermost first: headers on every answer, then the Host check,
+            // then resource bounds.
+            ServiceBuilder::new()
+                .layer(middleware::from_fn(security::security_headers))
+                .layer(middleware::from_fn_with_state(state.clone(), security::check_host))
+                .layer(axum::error_handling::HandleErrorLayer::new(|e: tower::BoxError| async move {
+                    if e.is::<tower::timeout::error::Elapsed>() {
+                        error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "request took too long")
+                    } else {
+                        error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED", "server busy; retry")
+                    }
+                }))
+                .load_shed()
+                .concurrency_limit(MAX_CONCURRENT_REQUESTS)
+                .timeout(REQUEST_TIMEOUT)
+                .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
+        .with_state(state)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+}

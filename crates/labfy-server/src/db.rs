@@ -1,0 +1,69 @@
+//! The server's access to the store: one writer and a small pool of read-only
+//! connections, each used on the blocking thread pool so SQLite never blocks
+//! the async workers.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use labfy_store::{ReadOnlyStore, Reads, Store, StoreError};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Idle read connections kept open.
+pub const MAX_IDLE_READERS: usize = 8;
+
+/// Handle to the store, cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    data_dir: PathBuf,
+    writer: Arc<Mutex<Store>>,
+    readers: Arc<Mutex<Vec<ReadOnlyStore>>>,
+}
+
+impl Db {
+    /// Wraps an open (migrated) store.
+    pub fn new(store: Store, data_dir: PathBuf) -> Self {
+        Self { data_dir, writer: Arc::new(Mutex::new(store)), readers: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    /// Runs `f` with read models on a pooled read-only connection.
+    pub async fn read<T, F>(&self, f: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Reads<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => ReadOnlyStore::open(&this.data_dir)?,
+            };
+            let out = f(conn.reads());
+            let mut pool = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if pool.len() < MAX_IDLE_READERS {
+                pool.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(ApiError::from)
+    }
+
+    /// Runs `f` with the (single) writer.
+    pub async fn write<T, F>(&self, f: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut store = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut store)
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(ApiError::from)
+    }
+}

@@ -1,0 +1,235 @@
+//! `/api/v1/…`: read routes over the store's read models and the one mutation
+//! of this version (an analyst's note). Every route is scoped to the session's
+//! workspace; references in paths are namespaced (`evidence:<uuid>`).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use labfy_core::{ObjectRef, RefKind};
+use labfy_store::{
+    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewNote, Node, Overview, ProvenanceTrace,
+    SearchResult, WorkspaceSummary,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiQuery, path_ref};
+use crate::security::CurrentSession;
+use crate::state::AppState;
+
+/// Every `/api/v1` route, relative to `/api` (the caller nests it there so
+/// that the session layer also covers unknown `/api/…` paths).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/session", get(session))
+        .route("/v1/workspaces", get(workspaces))
+        .route("/v1/workspaces/{workspace}/investigations", get(investigations))
+        .route("/v1/investigations/{investigation}/overview", get(overview))
+        .route("/v1/investigations/{investigation}/search", get(search))
+        .route("/v1/investigations/{investigation}/correlations", get(correlations))
+        .route("/v1/investigations/{investigation}/jobs", get(jobs))
+        .route("/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
+        .route("/v1/evidence/{evidence}", get(evidence))
+        .route("/v1/evidence/{evidence}/excerpt", get(excerpt))
+        .route("/v1/graph/nodes/{node}", get(node))
+        .route("/v1/graph/nodes/{node}/neighbors", get(neighbors))
+        .route("/v1/provenance/{object}", get(provenance))
+        .route("/v1/jobs/{job}", get(job))
+        .fallback(|| async { ApiError::not_found("no such API route") })
+}
+
+type Session = Extension<CurrentSession>;
+
+async fn session(Extension(s): Session) -> Json<Value> {
+    Json(json!({
+        "csrf_token": s.session.csrf_token,
+        "workspace_id": ObjectRef::new(RefKind::Workspace, s.session.workspace),
+    }))
+}
+
+async fn workspaces(State(st): State<AppState>) -> ApiResult<Json<Value>> {
+    let list: Vec<WorkspaceSummary> = st.db().read(|r| r.workspaces()).await?;
+    Ok(Json(json!({ "workspaces": list })))
+}
+
+async fn investigations(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ws): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let ws = path_ref(&ws, Some(RefKind::Workspace))?;
+    // Only the session's workspace can be browsed.
+    if ws.id() != s.session.workspace {
+        return Err(ApiError::not_found(format!("{ws} not found")));
+    }
+    let list: Vec<InvestigationSummary> = st.db().read(move |r| r.investigations(ws.id())).await?;
+    Ok(Json(json!({ "investigations": list })))
+}
+
+async fn overview(State(st): State<AppState>, Extension(s): Session, Path(inv): Path<String>) -> ApiResult<Json<Overview>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.overview(ws, &inv)).await?))
+}
+
+fn default_search_limit() -> u32 {
+    20
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchParams {
+    q: String,
+    #[serde(default = "default_search_limit")]
+    limit: u32,
+}
+
+async fn search(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiQuery(p): ApiQuery<SearchParams>,
+) -> ApiResult<Json<SearchResult>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.search(ws, &inv, &p.q, p.limit)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CorrelationParams {
+    #[serde(default = "default_search_limit")]
+    limit: u32,
+    focus: Option<String>,
+}
+
+async fn correlations(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiQuery(p): ApiQuery<CorrelationParams>,
+) -> ApiResult<Json<Value>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let focus = p.focus.as_deref().map(|f| path_ref(f, Some(RefKind::Evidence))).transpose()?;
+    let ws = s.session.workspace;
+    let list = st.db().read(move |r| r.correlations(ws, &inv, focus.as_ref(), p.limit)).await?;
+    Ok(Json(json!({ "correlations": list })))
+}
+
+async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path<String>) -> ApiResult<Json<Value>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let list: Vec<Job> = st.db().read(move |r| r.jobs(ws, &inv)).await?;
+    Ok(Json(json!({ "jobs": list })))
+}
+
+async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {
+    let job = path_ref(&job, Some(RefKind::Job))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.job(ws, &job)).await?))
+}
+
+async fn evidence(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ev): Path<String>,
+) -> ApiResult<Json<EvidenceSummary>> {
+    let ev = path_ref(&ev, Some(RefKind::Evidence))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.evidence_summary(ws, &ev)).await?))
+}
+
+fn default_excerpt_length() -> u32 {
+    4000
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExcerptParams {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default = "default_excerpt_length")]
+    length: u32,
+}
+
+async fn excerpt(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ev): Path<String>,
+    ApiQuery(p): ApiQuery<ExcerptParams>,
+) -> ApiResult<Json<Excerpt>> {
+    let ev = path_ref(&ev, Some(RefKind::Evidence))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.excerpt(ws, &ev, p.offset, p.length)).await?))
+}
+
+async fn node(State(st): State<AppState>, Extension(s): Session, Path(node): Path<String>) -> ApiResult<Json<Node>> {
+    let node = path_ref(&node, None)?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.node(ws, &node)).await?))
+}
+
+fn default_neighbors_limit() -> u32 {
+    50
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NeighborParams {
+    #[serde(default = "default_neighbors_limit")]
+    limit: u32,
+}
+
+async fn neighbors(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(node): Path<String>,
+    ApiQuery(p): ApiQuery<NeighborParams>,
+) -> ApiResult<Json<Neighbors>> {
+    let node = path_ref(&node, None)?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.neighbors(ws, &node, p.limit)).await?))
+}
+
+fn default_depth() -> u32 {
+    8
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProvenanceParams {
+    #[serde(default = "default_depth")]
+    depth: u32,
+}
+
+async fn provenance(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(object): Path<String>,
+    ApiQuery(p): ApiQuery<ProvenanceParams>,
+) -> ApiResult<Json<ProvenanceTrace>> {
+    let object = path_ref(&object, None)?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.provenance_trace(ws, &object, p.depth)).await?))
+}
+
+async fn add_note(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiJson(note): ApiJson<NewNote>,
+) -> ApiResult<(StatusCode, Json<EvidenceSummary>)> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let summary = st
+        .db()
+        .write(move |store| {
+            let ev = store.add_note(ws, &inv, &note, "analyst")?;
+            store.reads().evidence_summary(ws, &ev)
+        })
+        .await?;
+    tracing::info!(evidence = %summary.id, "analyst note stored");
+    Ok((StatusCode::CREATED, Json(summary)))
+}

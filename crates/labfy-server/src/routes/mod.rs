@@ -1,0 +1,4 @@
+//! Routers: one function per area, each returning `Router<AppState>` (STYLE 7).
+
+pub mod api;
+pub mod ui;

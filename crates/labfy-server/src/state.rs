@@ -1,0 +1,55 @@
+//! The one application state (STYLE 7): a `Clone` handle of `Arc`s.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::session::{RateLimit, Sessions};
+
+/// Shared by every handler and layer.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    sessions: Sessions,
+    allowed_hosts: [String; 2],
+    workspace: Uuid,
+}
+
+impl AppState {
+    /// State for a server listening on loopback `port`, browsing `workspace`.
+    pub fn new(db: Db, port: u16, workspace: Uuid, rate_limit: RateLimit) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                sessions: Sessions::new(rate_limit),
+                allowed_hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+                workspace,
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// Live sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
+    }
+
+    /// The exact `Host` values accepted.
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.inner.allowed_hosts
+    }
+
+    /// The workspace new sessions browse.
+    pub fn workspace(&self) -> Uuid {
+        self.inner.workspace
+    }
+}
