@@ -123,6 +123,18 @@ const I18N = {
     err_network: 'Serveur injoignable : {message}',
     err_timeout: 'Le serveur n’a pas répondu à temps.',
     err_unexpected: 'Réponse inattendue du serveur.',
+    detail_source: 'Source',
+    detail_sha256: 'SHA-256',
+    detail_byte_len: 'Taille (octets)',
+    detail_char_len: 'Taille (caractères)',
+    detail_collected_at: 'Collectée le',
+    detail_created_at: 'Créé le',
+    detail_evidence_count: 'Pièces qui le citent',
+    detail_summary: 'Résumé',
+    detail_form: 'Forme juridique',
+    detail_registration: 'Immatriculation',
+    detail_name: 'Nom',
+    detail_mime: 'Type MIME',
     kind_person: 'personne',
     kind_organisation: 'organisation',
     kind_domain: 'domaine',
@@ -244,6 +256,18 @@ const I18N = {
     err_network: 'Server unreachable: {message}',
     err_timeout: 'The server did not answer in time.',
     err_unexpected: 'Unexpected answer from the server.',
+    detail_source: 'Source',
+    detail_sha256: 'SHA-256',
+    detail_byte_len: 'Size (bytes)',
+    detail_char_len: 'Size (characters)',
+    detail_collected_at: 'Collected',
+    detail_created_at: 'Created',
+    detail_evidence_count: 'Evidence citing it',
+    detail_summary: 'Summary',
+    detail_form: 'Legal form',
+    detail_registration: 'Registration',
+    detail_name: 'Name',
+    detail_mime: 'MIME type',
     kind_person: 'person',
     kind_organisation: 'organisation',
     kind_domain: 'domain',
@@ -405,12 +429,36 @@ function hrefFor(ref, kind) {
   return isEvidence(ref, kind) ? `#/evidence/${seg(ref)}` : `#/node/${seg(ref)}`;
 }
 
+// The kind to show for a graph object. Graph nodes say `kind: "entity"`
+// with the entity kind (person, domain…) in `subkind`; evidence nodes carry
+// their MIME type in `subkind`.
+function displayKind(obj) {
+  if (!obj) return '';
+  return obj.kind === 'entity' && obj.subkind ? obj.subkind : (obj.kind ?? '');
+}
+
 // A link to an object: its label, then its kind in a muted tag.
 function objectLink(obj, testid) {
   const label = obj.label ?? obj.name ?? obj.title ?? obj.id;
-  return h('a', { href: hrefFor(obj.id, obj.kind), class: 'obj', testid, dataset: { ref: String(obj.id), kind: String(obj.kind ?? '') } },
-    h('span', { class: 'obj-label', text: label }),
-    obj.kind ? h('span', { class: `kind kind-${cssToken(obj.kind)}`, text: enumLabel('kind', obj.kind) }) : null);
+  const kind = displayKind(obj);
+  return h('a', {
+    href: hrefFor(obj.id, obj.kind),
+    class: 'obj',
+    testid,
+    dataset: { ref: String(obj.id), kind: String(obj.kind ?? ''), subkind: String(obj.subkind ?? '') },
+  },
+  h('span', { class: 'obj-label', text: label }),
+  kind ? h('span', { class: `kind kind-${cssToken(kind)}`, text: enumLabel('kind', kind) }) : null);
+}
+
+// A node detail value: dates and numbers formatted, anything else as text.
+function detailValue(key, value) {
+  if (value === null || value === undefined) return '—';
+  if (typeof value === 'number') return fmtNumber(value);
+  if (typeof value === 'object') return JSON.stringify(value);
+  if (/_at$/.test(key)) return timeEl(value);
+  if (key === 'sha256') return h('code', { class: 'hash', text: value });
+  return String(value);
 }
 
 function cssToken(s) {
@@ -1093,7 +1141,7 @@ async function renderNode(ref) {
       list.append(h('li', { class: 'neighbour-row' },
         h('span', { class: `dir dir-${out ? 'out' : 'in'}`, title: t(out ? 'dir_out' : 'dir_in'), 'aria-label': t(out ? 'dir_out' : 'dir_in'), text: out ? '→' : '←' }),
         h('span', { class: 'rel', testid: 'neighbour-relation', text: enumLabel('rel', rel.kind) }),
-        objectLink({ id: other.id, kind: other.kind, label: other.label }, 'neighbour'),
+        objectLink(other, 'neighbour'),
         Number.isFinite(conf) && rel.confidence !== null
           ? h('span', { class: 'muted small', text: t('confidence', { v: fmtNumber(conf) }) })
           : null));
@@ -1129,8 +1177,10 @@ async function renderNode(ref) {
     h('article', { class: 'node', testid: 'node-view', dataset: { ref: String(id), kind: String(node.kind ?? '') } },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow' },
-          h('span', { class: `kind kind-${cssToken(node.kind)}`, testid: 'node-kind', text: enumLabel('kind', node.kind) }),
-          node.subkind ? h('span', { class: 'muted', testid: 'node-subkind', text: ` · ${node.subkind}` }) : null),
+          h('span', { class: `kind kind-${cssToken(displayKind(node))}`, testid: 'node-kind', text: enumLabel('kind', displayKind(node)) }),
+          node.subkind && displayKind(node) !== node.subkind
+            ? h('span', { class: 'muted', testid: 'node-subkind', text: ` · ${node.subkind}` })
+            : null),
         h('h2', { testid: 'node-label', text: node.label ?? id }),
         h('nav', { class: 'links' },
           isEvidence(id, node.kind)
@@ -1147,7 +1197,7 @@ async function renderNode(ref) {
             dl([
               [t('meta_id'), h('code', { class: 'hash', text: id })],
               ...(node.degree !== undefined ? [[t('node_degree'), fmtNumber(node.degree)]] : []),
-              ...details.map(([k, v]) => [k, v === null || v === undefined ? '—' : (typeof v === 'object' ? JSON.stringify(v) : String(v))]),
+              ...details.map(([k, v]) => [enumLabel('detail', k), detailValue(k, v)]),
             ], 'node-details'),
             details.length === 0 ? emptyNote('node_no_details') : null)))));
   if (!shown) return;

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
 use axum::middleware;
 use tower::ServiceBuilder;
 
@@ -28,32 +29,34 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// The whole application with its security layers, ready to serve or to be
 /// called with `oneshot` in tests.
+///
+/// The guard layers wrap the routed application once, as one service (not
+/// route by route, which is what `Router::layer` does): the concurrency limit
+/// is global and unknown paths get the same headers and Host check.
 pub fn app(state: AppState) -> Router {
-    // `layer` (not `route_layer`): unknown `/api/…` paths need a session too.
-    let api = routes::api::router().layer(middleware::from_fn_with_state(state.clone(), security::require_session));
-    Router::new()
+    let api = routes::api::router().route_layer(middleware::from_fn_with_state(state.clone(), security::require_session));
+    let routed = Router::new()
         .merge(routes::ui::router())
-        .nest("/api", api)
+        .merge(api)
         .fallback(|| async { error::ApiError::not_found("no such page") })
-        .layer(
-            // Outermost first: headers on every answer, then the Host check,
-            // then resource bounds.
-            ServiceBuilder::new()
-                .layer(middleware::from_fn(security::security_headers))
-                .layer(middleware::from_fn_with_state(state.clone(), security::check_host))
-                .layer(axum::error_handling::HandleErrorLayer::new(|e: tower::BoxError| async move {
-                    if e.is::<tower::timeout::error::Elapsed>() {
-                        error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "request took too long")
-                    } else {
-                        error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED", "server busy; retry")
-                    }
-                }))
-                .load_shed()
-                .concurrency_limit(MAX_CONCURRENT_REQUESTS)
-                .timeout(REQUEST_TIMEOUT)
-                .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
-        )
-        .with_state(state)
+        .with_state(state.clone());
+    let guarded = ServiceBuilder::new()
+        // Outermost first: headers and the exact Host check on every answer,
+        // then resource bounds, then the body limit.
+        .layer(middleware::from_fn_with_state(state, security::guard))
+        .layer(axum::error_handling::HandleErrorLayer::new(|e: tower::BoxError| async move {
+            if e.is::<tower::timeout::error::Elapsed>() {
+                error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "request took too long")
+            } else {
+                error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED", "server busy; retry")
+            }
+        }))
+        .load_shed()
+        .concurrency_limit(MAX_CONCURRENT_REQUESTS)
+        .timeout(REQUEST_TIMEOUT)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .service(routed);
+    Router::new().fallback_service(guarded)
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves.

@@ -1,12 +1,14 @@
 //! The security layers of the HTTP surface (SPEC S1–S4), in the order they run:
 //!
-//! 1. response headers on everything (CSP, no sniffing, no framing, no referrer);
-//! 2. exact `Host` check — `127.0.0.1:<port>` or `localhost:<port>` — else 421
+//! 1. response headers on everything (CSP, no sniffing, no framing, no referrer),
+//! 2. exact `Host` check (both in [`guard`]) — `127.0.0.1:<port>` or `localhost:<port>` — else 421
 //!    (defeats DNS rebinding);
 //! 3. `/api/…` needs a valid `labfy_session` cookie, else 401;
 //! 4. every non-GET needs `Origin` equal to the server's own origin and
 //!    `X-CSRF-Token` equal to the session's token, else 403; then it takes a
 //!    token from the session's bucket, else 429 with `Retry-After`.
+
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -31,26 +33,20 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 #[derive(Clone)]
 pub struct CurrentSession {
     /// Cookie value (the session id).
-    pub id: String,
+    pub id: Arc<str>,
     /// Session data.
     pub session: Session,
 }
 
-/// Layer 1: security headers on every response, errors included.
-pub async fn security_headers(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
-    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
-    if !h.contains_key(header::CACHE_CONTROL) {
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    }
-    response
-}
+/// Headers set on every response, errors included.
+const RESPONSE_HEADERS: [(header::HeaderName, &str); 6] = [
+    (header::CONTENT_SECURITY_POLICY, CSP),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::REFERRER_POLICY, "no-referrer"),
+    (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
+    (header::HeaderName::from_static("cross-origin-resource-policy"), "same-origin"),
+];
 
 /// The `Host` header, if it is one of the exact allowed values.
 fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
@@ -58,17 +54,28 @@ fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str>
     state.allowed_hosts().iter().any(|a| a == host).then_some(host)
 }
 
-/// Layer 2: exact Host check (421 Misdirected Request otherwise).
-pub async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if allowed_host(&state, request.headers()).is_none() {
-        return ApiError::new(
+/// Layers 1 and 2: the exact Host check (421 Misdirected Request otherwise),
+/// and the security headers on every response, refusals included.
+pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let mut response = if allowed_host(&state, request.headers()).is_some() {
+        next.run(request).await
+    } else {
+        ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
             "WRONG_HOST",
             "this server answers only to its own loopback address (Host must be 127.0.0.1:<port> or localhost:<port>)",
         )
-        .into_response();
+        .into_response()
+    };
+    let h = response.headers_mut();
+    h.reserve(RESPONSE_HEADERS.len() + 1);
+    for (name, value) in RESPONSE_HEADERS {
+        h.insert(name, HeaderValue::from_static(value));
     }
-    next.run(request).await
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
 }
 
 /// The value of the `labfy_session` cookie, if present.
@@ -90,7 +97,7 @@ fn is_read_only(method: &Method) -> bool {
 /// Layers 3 and 4 for `/api/`: session, then Origin + CSRF + rate limit on mutations.
 pub async fn require_session(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let Some((id, session)) = session_cookie(request.headers())
-        .and_then(|id| state.sessions().get(id).map(|s| (id.to_owned(), s)))
+        .and_then(|id| state.sessions().get(id).map(|s| (Arc::<str>::from(id), s)))
     else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,

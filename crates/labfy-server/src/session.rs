@@ -3,7 +3,7 @@
 //! mutations. Memory only: a server restart asks the browser to reload `/`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::RngCore;
@@ -32,8 +32,8 @@ impl Default for RateLimit {
 /// What the server knows about one browser session.
 #[derive(Debug, Clone)]
 pub struct Session {
-    /// The CSRF token bound to it.
-    pub csrf_token: String,
+    /// The CSRF token bound to it (shared: a lookup copies no string).
+    pub csrf_token: Arc<str>,
     /// The workspace it browses.
     pub workspace: Uuid,
     last_used: Instant,
@@ -78,7 +78,7 @@ impl Sessions {
         }
         map.insert(
             id.clone(),
-            Session { csrf_token: csrf.clone(), workspace, last_used: now, tokens: f64::from(self.limit.burst), refilled: now },
+            Session { csrf_token: Arc::from(csrf.as_str()), workspace, last_used: now, tokens: f64::from(self.limit.burst), refilled: now },
         );
         (id, csrf)
     }
@@ -121,7 +121,7 @@ mod tests {
         let (b, _) = s.create(ws);
         assert_ne!(a, b);
         assert_eq!(a.len(), 64);
-        assert_eq!(s.get(&a).unwrap().csrf_token, csrf_a);
+        assert_eq!(&*s.get(&a).unwrap().csrf_token, csrf_a.as_str());
         for _ in 0..MAX_SESSIONS {
             s.create(ws);
         }

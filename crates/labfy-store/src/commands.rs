@@ -88,6 +88,30 @@ pub(crate) fn audit(
     Ok(())
 }
 
+/// Adds evidence rows with `seq` in `from..=to` to the full-text index. Every
+/// command that inserts evidence calls it in the same transaction (the index
+/// has no insert trigger; see migration V1).
+pub(crate) fn index_evidence(conn: &Connection, from: i64, to: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO evidence_fts(rowid, title, content) SELECT seq, title, content FROM evidence WHERE seq BETWEEN ?1 AND ?2",
+    )?
+    .execute(params![from, to])?;
+    Ok(())
+}
+
+/// Recomputes `entities.mention_count` of an investigation from its
+/// `mentions` relations (one index range count per entity). Every command
+/// that writes mentions calls it in the same transaction.
+pub(crate) fn recount_mentions(conn: &Connection, investigation: &str) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE entities SET mention_count =
+             (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || entities.id AND r.kind = 'mentions')
+         WHERE investigation_id = ?1",
+    )?
+    .execute([investigation])?;
+    Ok(())
+}
+
 /// Hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -97,8 +121,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
     check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
     let tx = conn.transaction()?;
-    let ws = Uuid::new_v4();
-    let inv = Uuid::new_v4();
+    let ws = Uuid::now_v7();
+    let inv = Uuid::now_v7();
     let now = now_rfc3339();
     tx.execute(
         "INSERT INTO workspaces (id, name, class, status, created_at) VALUES (?1, ?2, ?3, 'READY', ?4)",
@@ -133,7 +157,7 @@ pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &
     check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, inv)?;
-    let id = Uuid::new_v4();
+    let id = Uuid::now_v7();
     let ev = ObjectRef::new(RefKind::Evidence, id);
     let now = now_rfc3339();
     tx.execute(
@@ -152,10 +176,12 @@ pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &
             now
         ],
     )?;
+    let seq = tx.last_insert_rowid();
+    index_evidence(&tx, seq, seq)?;
     tx.execute(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
          VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
-        params![Uuid::new_v4().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
+        params![Uuid::now_v7().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
     )?;
     audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
     tx.commit()?;
@@ -169,7 +195,7 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
         .map_err(|e| StoreError::Invalid(format!("expires_at is not RFC 3339: {e}")))?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, &grant.investigation)?;
-    let id = Uuid::new_v4();
+    let id = Uuid::now_v7();
     let r = ObjectRef::new(RefKind::Grant, id);
     tx.execute(
         "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,

@@ -45,11 +45,24 @@ pub(crate) fn check_identity(conn: &Connection, path: &Path) -> Result<i64> {
     Ok(version)
 }
 
+/// Page cache of each connection, in KiB (SQLite's default is 2 MiB, far
+/// too small for indexes keyed by random UUIDs).
+pub const CACHE_KIB: i64 = 32 * 1024;
+/// Bytes of the file each connection may map instead of reading.
+pub const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+
 /// Connection settings shared by every connection.
 pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| classify_open_error(path, e))?;
-    conn.pragma_update(None, "foreign_keys", true)
-        .map_err(|e| classify_open_error(path, e))?;
+    let err = |e| classify_open_error(path, e);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    conn.pragma_update(None, "foreign_keys", true).map_err(err)?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB).map_err(err)?;
+    conn.pragma_update(None, "temp_store", "MEMORY").map_err(err)?;
+    // mmap_size answers with a row, so it is read rather than updated.
+    let _: Option<i64> = conn
+        .query_row(&format!("PRAGMA mmap_size = {MMAP_BYTES}"), [], |r| r.get(0))
+        .optional()
+        .map_err(err)?;
     Ok(())
 }
 

@@ -61,9 +61,10 @@ CREATE VIRTUAL TABLE evidence_fts USING fts5(
     content = 'evidence', content_rowid = 'seq',
     tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER evidence_fts_insert AFTER INSERT ON evidence BEGIN
-    INSERT INTO evidence_fts(rowid, title, content) VALUES (new.seq, new.title, new.content);
-END;
+-- Inserts are indexed by the store's commands in bulk (`index_evidence`), not
+-- by a row trigger: FTS5 flushes its pending terms at every statement
+-- savepoint, so a per-row trigger writes one tiny segment per document.
+-- Deletes (cascades included) are kept in step by this trigger.
 CREATE TRIGGER evidence_fts_delete AFTER DELETE ON evidence BEGIN
     INSERT INTO evidence_fts(evidence_fts, rowid, title, content) VALUES ('delete', old.seq, old.title, old.content);
 END;
@@ -78,8 +79,10 @@ CREATE TABLE entities (
     kind             TEXT NOT NULL CHECK (kind IN ('person', 'organisation', 'domain', 'email', 'location', 'phone')),
     name             TEXT NOT NULL,
     attributes       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(attributes)),
-    -- Number of `mentions` relations pointing at the entity, kept by triggers,
-    -- so correlations (entities shared across evidence) need no full scan.
+    -- Number of `mentions` relations pointing at the entity, so correlations
+    -- (entities shared across evidence) need no full scan. Recomputed by the
+    -- store's `recount_mentions` in every command that writes mentions (a row
+    -- trigger made bulk loads 30 % slower; see docs/PERFORMANCE.md).
     mention_count    INTEGER NOT NULL DEFAULT 0,
     created_at       TEXT NOT NULL
 );
@@ -100,12 +103,6 @@ CREATE TABLE relations (
 CREATE INDEX relations_src ON relations(src, kind);
 CREATE INDEX relations_dst ON relations(dst, kind);
 CREATE INDEX relations_investigation ON relations(investigation_id);
-CREATE TRIGGER relations_mention_insert AFTER INSERT ON relations WHEN new.kind = 'mentions' BEGIN
-    UPDATE entities SET mention_count = mention_count + 1 WHERE 'entity:' || id = new.dst;
-END;
-CREATE TRIGGER relations_mention_delete AFTER DELETE ON relations WHEN old.kind = 'mentions' BEGIN
-    UPDATE entities SET mention_count = mention_count - 1 WHERE 'entity:' || id = old.dst;
-END;
 
 CREATE TABLE provenance (
     id               TEXT PRIMARY KEY,

@@ -349,7 +349,7 @@ impl<'c> Reads<'c> {
                 self.require_in_workspace(ws, ev)?;
                 let mut stmt = self.conn.prepare_cached(
                     "SELECT n.id, n.kind, n.name, n.mention_count FROM relations r
-                     JOIN entities n ON 'entity:' || n.id = r.dst
+                     JOIN entities n ON n.id = substr(r.dst, 8)
                      WHERE r.src = ?1 AND r.kind = 'mentions' AND n.mention_count >= 2
                        AND n.investigation_id = ?2
                      ORDER BY n.mention_count DESC, n.id LIMIT ?3",
@@ -402,7 +402,7 @@ impl<'c> Reads<'c> {
         let (inv, title, source, mime, sha256, byte_len, char_len, collected_at, created_at) = row;
         let mut stmt = self.conn.prepare_cached(
             "SELECT n.id, n.kind, n.name, r.kind FROM relations r
-             JOIN entities n ON 'entity:' || n.id = r.dst
+             JOIN entities n ON n.id = substr(r.dst, 8)
              WHERE r.src = ?1 AND r.kind = 'mentions' ORDER BY n.kind, n.name LIMIT ?2",
         )?;
         let entities = stmt

@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use uuid::Uuid;
 
-use crate::commands::{audit, sha256_hex};
+use crate::commands::{audit, index_evidence, recount_mentions, sha256_hex};
 use crate::error::{Result, StoreError};
 use crate::{Store, now_rfc3339};
 
@@ -28,7 +28,7 @@ pub const DEFAULT_SPECIMEN_SIZE: u64 = 2_000;
 /// Seed of the SPECIMEN `labfy up` creates on a fresh data directory.
 pub const DEFAULT_SPECIMEN_SEED: u64 = 1;
 /// Evidence items written per transaction.
-pub const BATCH: u64 = 2_000;
+pub const BATCH: u64 = 5_000;
 /// Index of the evidence item that carries hostile markup and injection text
 /// (for the browser and injection tests), when the specimen is large enough.
 pub const HOSTILE_INDEX: u64 = 3;
@@ -80,18 +80,29 @@ impl SpecimenOutcome {
     }
 }
 
-/// Deterministic ids: a ChaCha stream of its own, so ids do not depend on how
-/// many content choices were drawn.
-struct Ids(ChaCha8Rng);
+/// Deterministic ids, in UUIDv7 layout: a synthetic millisecond clock that
+/// ticks once per id (so ids sort in creation order and B-tree inserts append,
+/// as with real `now_v7` ids) and 74 bits from a ChaCha stream of their own
+/// (so ids differ across seeds and do not depend on content choices).
+struct Ids {
+    rng: ChaCha8Rng,
+    tick: u64,
+}
 
 impl Ids {
     fn new(seed: u64) -> Self {
-        Self(ChaCha8Rng::seed_from_u64(seed ^ 0x1abf_1d5e_ed00_0001))
+        Self { rng: ChaCha8Rng::seed_from_u64(seed ^ 0x1abf_1d5e_ed00_0001), tick: 0 }
     }
     fn next(&mut self) -> Uuid {
-        uuid::Builder::from_random_bytes(self.0.random()).into_uuid()
+        self.tick += 1;
+        let millis = SPECIMEN_EPOCH_MS + self.tick;
+        let random: [u8; 10] = self.rng.random();
+        uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
     }
 }
+
+/// Clock origin of SPECIMEN ids: 2026-01-05T08:00:00Z in Unix milliseconds.
+const SPECIMEN_EPOCH_MS: u64 = 1_767_600_000_000;
 
 /// The workspace id a seed produces (the first id of its stream).
 pub fn workspace_id_for_seed(seed: u64) -> Uuid {
@@ -267,6 +278,30 @@ pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(
         }
         None => {}
     }
+    // A bulk load touches every index at random (UUID keys): give it a large
+    // page cache for its duration, then return to the normal one.
+    conn.pragma_update(None, "cache_size", -GENERATION_CACHE_KIB)?;
+    let result = write_all(conn, spec, ws, inv, &mut ids, progress);
+    conn.pragma_update(None, "cache_size", -crate::db::CACHE_KIB)?;
+    let () = result?;
+    Ok(SpecimenOutcome::Created {
+        workspace: ObjectRef::new(RefKind::Workspace, ws),
+        investigation: ObjectRef::new(RefKind::Investigation, inv),
+        replaced_incomplete,
+    })
+}
+
+/// Page cache used while generating, in KiB.
+pub const GENERATION_CACHE_KIB: i64 = 256 * 1024;
+
+fn write_all(
+    conn: &mut Connection,
+    spec: SpecimenSpec,
+    ws: Uuid,
+    inv: Uuid,
+    ids: &mut Ids,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let base = time_base();
     let job = ids.next();
@@ -301,7 +336,7 @@ pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(
         params![job.to_string(), inv.to_string(), format!("graine {}, {} pièces", spec.seed, spec.size), now],
     )?;
     let inv_text = inv.to_string();
-    let pools = write_entities(&tx, &inv_text, spec.size, &mut ids, &mut rng, base)?;
+    let pools = write_entities(&tx, &inv_text, spec.size, ids, &mut rng, base)?;
     tx.commit()?;
 
     let mut first_mention: Vec<Option<Uuid>> = Vec::new();
@@ -317,9 +352,11 @@ pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(
     while done < spec.size {
         let end = (done + BATCH).min(spec.size);
         let tx = conn.transaction()?;
+        let first_seq: i64 = tx.query_row("SELECT coalesce(max(seq), 0) + 1 FROM evidence", [], |r| r.get(0))?;
         for i in done..end {
-            write_evidence(&tx, &inv_text, i, &pools, &mut ids, &mut rng, base, &mut written, &mut first_mention)?;
+            write_evidence(&tx, &inv_text, i, &pools, ids, &mut rng, base, &mut written, &mut first_mention)?;
         }
+        index_evidence(&tx, first_seq, i64::MAX)?;
         tx.execute(
             "UPDATE jobs SET progress = ?2, updated_at = ?3 WHERE id = ?1",
             params![job.to_string(), end as f64 / spec.size as f64, now_rfc3339()],
@@ -331,7 +368,8 @@ pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(
 
     // Entity provenance, then the flip to READY, in the last transaction.
     let tx = conn.transaction()?;
-    write_entity_provenance(&tx, &inv_text, &pools, &first_mention, &mut ids, base)?;
+    write_entity_provenance(&tx, &inv_text, &pools, &first_mention, ids, base)?;
+    recount_mentions(&tx, &inv_text)?;
     tx.execute("UPDATE workspaces SET status = 'READY' WHERE id = ?1", [ws.to_string()])?;
     tx.execute(
         "UPDATE jobs SET status = 'SUCCEEDED', progress = 1, updated_at = ?2 WHERE id = ?1",
@@ -347,11 +385,7 @@ pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(
         &serde_json::json!({"seed": spec.seed, "size": spec.size}),
     )?;
     tx.commit()?;
-    Ok(SpecimenOutcome::Created {
-        workspace: ws_ref,
-        investigation: ObjectRef::new(RefKind::Investigation, inv),
-        replaced_incomplete,
-    })
+    Ok(())
 }
 
 fn insert_entity(

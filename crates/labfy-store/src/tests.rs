@@ -156,6 +156,17 @@ fn specimen_has_the_promised_shape() {
     assert!(o.counts.relations > 500 * 2);
     assert_eq!(o.jobs[0].status, "SUCCEEDED");
     assert!(o.top_entities[0].evidence_count > 10, "no hub entity");
+    // The stored mention counts are the counts of `mentions` relations.
+    let wrong: i64 = store
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM entities n WHERE mention_count <>
+               (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || n.id AND r.kind = 'mentions')",
+            [],
+            |x| x.get(0),
+        )
+        .unwrap();
+    assert_eq!(wrong, 0);
     // SHA-256 of every evidence is the hash of its content.
     let bad: i64 = store
         .conn()

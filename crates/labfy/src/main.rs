@@ -1,1 +1,10 @@
-fn main() {}
+//! `labfy`: the appliance's command line (and, with `up`, its supervisor).
+
+mod bench;
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cli::main()
+}

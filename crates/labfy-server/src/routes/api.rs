@@ -19,32 +19,32 @@ use crate::extract::{ApiJson, ApiQuery, path_ref};
 use crate::security::CurrentSession;
 use crate::state::AppState;
 
-/// Every `/api/v1` route, relative to `/api` (the caller nests it there so
-/// that the session layer also covers unknown `/api/…` paths).
+/// Every `/api/` route. Unknown `/api/…` paths are a route of their own, so
+/// the session layer (a route layer) covers them too.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/session", get(session))
-        .route("/v1/workspaces", get(workspaces))
-        .route("/v1/workspaces/{workspace}/investigations", get(investigations))
-        .route("/v1/investigations/{investigation}/overview", get(overview))
-        .route("/v1/investigations/{investigation}/search", get(search))
-        .route("/v1/investigations/{investigation}/correlations", get(correlations))
-        .route("/v1/investigations/{investigation}/jobs", get(jobs))
-        .route("/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
-        .route("/v1/evidence/{evidence}", get(evidence))
-        .route("/v1/evidence/{evidence}/excerpt", get(excerpt))
-        .route("/v1/graph/nodes/{node}", get(node))
-        .route("/v1/graph/nodes/{node}/neighbors", get(neighbors))
-        .route("/v1/provenance/{object}", get(provenance))
-        .route("/v1/jobs/{job}", get(job))
-        .fallback(|| async { ApiError::not_found("no such API route") })
+        .route("/api/v1/session", get(session))
+        .route("/api/v1/workspaces", get(workspaces))
+        .route("/api/v1/workspaces/{workspace}/investigations", get(investigations))
+        .route("/api/v1/investigations/{investigation}/overview", get(overview))
+        .route("/api/v1/investigations/{investigation}/search", get(search))
+        .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
+        .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
+        .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
+        .route("/api/v1/evidence/{evidence}", get(evidence))
+        .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
+        .route("/api/v1/graph/nodes/{node}", get(node))
+        .route("/api/v1/graph/nodes/{node}/neighbors", get(neighbors))
+        .route("/api/v1/provenance/{object}", get(provenance))
+        .route("/api/v1/jobs/{job}", get(job))
+        .route("/api/{*rest}", axum::routing::any(|| async { ApiError::not_found("no such API route") }))
 }
 
 type Session = Extension<CurrentSession>;
 
 async fn session(Extension(s): Session) -> Json<Value> {
     Json(json!({
-        "csrf_token": s.session.csrf_token,
+        "csrf_token": &*s.session.csrf_token,
         "workspace_id": ObjectRef::new(RefKind::Workspace, s.session.workspace),
     }))
 }

@@ -23,6 +23,8 @@ pub fn router() -> Router<AppState> {
         .route("/", get(index))
         .route("/static/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        // Browsers ask for it on their own; answer "nothing" rather than a 404.
+        .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -31,7 +33,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // Reuse a live session (a reload keeps its token); otherwise issue one.
-    let existing = session_cookie(&headers).and_then(|id| state.sessions().get(id).map(|s| s.csrf_token));
+    let existing = session_cookie(&headers).and_then(|id| state.sessions().get(id).map(|s| s.csrf_token.to_string()));
     let (cookie, csrf) = match existing {
         Some(csrf) => (None, csrf),
         None => {

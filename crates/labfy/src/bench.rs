@@ -1,0 +1,303 @@
+//! `labfy bench store`: figures, not assertions (docs/PERFORMANCE.md).
+//!
+//! 1. Time SPECIMEN generation of `--size` items.
+//! 2. Time the read models on it (p50/p99): full-text search, neighbours,
+//!    provenance trace, overview, evidence summary.
+//! 3. HTTP throughput of one small read route (`GET /api/v1/jobs/{ref}`) with
+//!    every security layer, against a bare axum route doing the same store read
+//!    with no layer, in the same process and run; prints the ratio.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{Request, header};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use labfy_core::ObjectRef;
+use labfy_server::session::RateLimit;
+use labfy_server::{AppState, db::Db, listener};
+use labfy_store::specimen::{SpecimenOutcome, SpecimenSpec};
+use labfy_store::{ReadOnlyStore, Store};
+
+use crate::cli::{Failure, generate_with_progress};
+
+/// Options of `labfy bench store`.
+#[derive(clap::Args)]
+pub struct StoreBenchArgs {
+    /// SPECIMEN size in evidence items.
+    #[arg(long, default_value_t = 100_000)]
+    size: u64,
+    /// SPECIMEN seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write the SPECIMEN (default: a fresh temporary directory,
+    /// removed at the end). An existing SPECIMEN of the same seed is reused and
+    /// its generation is not timed.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Samples per read-model measurement.
+    #[arg(long, default_value_t = 500)]
+    samples: usize,
+    /// Seconds of HTTP load per server and round.
+    #[arg(long, default_value_t = 3)]
+    http_seconds: u64,
+    /// Rounds; each loads the bare server then the secured one, so drift in
+    /// machine load hits both alike. The median ratio is reported.
+    #[arg(long, default_value_t = 9)]
+    rounds: usize,
+    /// Concurrent HTTP connections.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    println!(
+        "{name:<28} n={:<5} p50={:>9.3} ms  p99={:>9.3} ms  max={:>9.3} ms",
+        samples.len(),
+        percentile(&samples, 0.50).as_secs_f64() * 1e3,
+        percentile(&samples, 0.99).as_secs_f64() * 1e3,
+        samples.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+    );
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+fn fail(e: impl std::fmt::Display) -> Failure {
+    Failure::from(std::io::Error::other(e.to_string()))
+}
+
+/// Runs the benchmark.
+pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
+    let tmp;
+    let dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::TempDir::new()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    println!("# labfy bench store — size {} seed {} — data dir {}", args.size, args.seed, dir.display());
+    let mut store = Store::open(&dir)?;
+    let spec = SpecimenSpec { seed: args.seed, size: args.size };
+    let (outcome, took) = time(|| generate_with_progress(&mut store, spec));
+    let outcome = outcome?;
+    let (ws, inv) = match outcome {
+        SpecimenOutcome::Created { workspace, investigation, .. } => {
+            println!(
+                "{:<28} {} items in {:.2} s ({:.0} items/s)",
+                "specimen generation",
+                args.size,
+                took.as_secs_f64(),
+                args.size as f64 / took.as_secs_f64()
+            );
+            (workspace, investigation)
+        }
+        SpecimenOutcome::AlreadyPresent { workspace, investigation, .. } => {
+            println!("{:<28} reused (not timed)", "specimen generation");
+            (workspace, investigation)
+        }
+    };
+    let file_mib = std::fs::metadata(store.path()).map(|m| m.len() as f64 / 1048576.0).unwrap_or(0.0);
+    println!("{:<28} {file_mib:.1} MiB", "database file");
+
+    // Inputs drawn with a fixed stride so every run measures the same objects.
+    let ro = ReadOnlyStore::open(&dir)?;
+    let r = ro.reads();
+    let ids = sample_refs(&dir, args.samples)?;
+    let w = ws.id();
+    let mut s = Vec::new();
+    for q in &ids.queries {
+        let (res, d) = time(|| r.search(w, &inv, q, 20));
+        res?;
+        s.push(d);
+    }
+    report("search (20 hits, bm25)", s);
+    let mut s = Vec::new();
+    for n in ids.entities.iter().chain(&ids.evidence) {
+        let (res, d) = time(|| r.neighbors(w, n, 50));
+        res?;
+        s.push(d);
+    }
+    report("neighbours (limit 50)", s);
+    let mut s = Vec::new();
+    for n in &ids.evidence {
+        let (res, d) = time(|| r.provenance_trace(w, n, 8));
+        res?;
+        s.push(d);
+    }
+    report("provenance trace (depth 8)", s);
+    let mut s = Vec::new();
+    for n in &ids.evidence {
+        let (res, d) = time(|| r.evidence_summary(w, n));
+        res?;
+        s.push(d);
+    }
+    report("evidence summary", s);
+    let mut s = Vec::new();
+    for _ in 0..(args.samples / 10).max(10) {
+        let (res, d) = time(|| r.overview(w, &inv));
+        res?;
+        s.push(d);
+    }
+    report("overview", s);
+    let job = r.jobs(w, &inv)?.first().map(|j| j.id).ok_or_else(|| fail("no job in the SPECIMEN"))?;
+    drop(ro);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(http_bench(store, dir.clone(), ws, job, &args))?;
+    Ok(())
+}
+
+struct Samples {
+    queries: Vec<String>,
+    entities: Vec<ObjectRef>,
+    evidence: Vec<ObjectRef>,
+}
+
+/// Deterministic inputs: every k-th entity and evidence item; search queries
+/// are entity names (people, organisations, places, domains), as an analyst
+/// would type them.
+fn sample_refs(dir: &std::path::Path, n: usize) -> Result<Samples, Failure> {
+    let conn = rusqlite::Connection::open_with_flags(
+        dir.join(labfy_store::DB_FILE),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .map_err(fail)?;
+    let pick = |sql: &str| -> Result<Vec<String>, Failure> {
+        let mut stmt = conn.prepare(sql).map_err(fail)?;
+        let rows = stmt.query_map([n as i64], |r| r.get::<_, String>(0)).map_err(fail)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(fail)
+    };
+    let stride = "WITH t AS (SELECT {col} AS v, row_number() OVER (ORDER BY {order}) AS k, count(*) OVER () AS c FROM {table} {filter})
+                  SELECT v FROM t WHERE k % max(1, c / ?1) = 0 LIMIT ?1";
+    let q = |col: &str, order: &str, table: &str, filter: &str| {
+        stride.replace("{col}", col).replace("{order}", order).replace("{table}", table).replace("{filter}", filter)
+    };
+    let queries = pick(&q("name", "id", "entities", "WHERE kind IN ('person', 'organisation', 'location', 'domain')"))?;
+    let parse = |v: Vec<String>| v.iter().map(|s| s.parse::<ObjectRef>().map_err(fail)).collect::<Result<Vec<_>, _>>();
+    let entities = parse(pick(&q("'entity:' || id", "id", "entities", ""))?)?;
+    let evidence = parse(pick(&q("'evidence:' || id", "seq", "evidence", ""))?)?;
+    Ok(Samples { queries, entities, evidence })
+}
+
+async fn http_bench(store: Store, dir: PathBuf, ws: ObjectRef, job: ObjectRef, args: &StoreBenchArgs) -> Result<(), Failure> {
+    let db = Db::new(store, dir);
+    // Secured: the real application with all its layers. Generous rate limit:
+    // reads are not rate limited anyway.
+    let secured_l = listener::bind_loopback(listener::loopback(0))?;
+    let secured_addr = secured_l.local_addr()?;
+    let state = AppState::new(db.clone(), secured_addr.port(), ws.id(), RateLimit::default());
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let s1 = stop.clone();
+    tokio::spawn(labfy_server::serve(secured_l, state, async move { s1.notified().await }));
+    // Bare: the same store read, serialised the same way, with no layer at all.
+    let bare_l = tokio::net::TcpListener::bind(listener::loopback(0)).await?;
+    let bare_addr = bare_l.local_addr()?;
+    let wsid = ws.id();
+    let bare = Router::new()
+        .route(
+            "/job",
+            axum::routing::get(move |State(db): State<Db>| async move {
+                db.read(move |r| r.job(wsid, &job)).await.map(axum::Json)
+            }),
+        )
+        .with_state(db);
+    tokio::spawn(async move { axum::serve(bare_l, bare).await });
+
+    // Session for the secured server, as a browser would get it.
+    let cookie = fetch_cookie(secured_addr).await?;
+    let secured_path = format!("/api/v1/jobs/{job}");
+    println!(
+        "# HTTP: {} connections, keep-alive, {} rounds of {} s per server",
+        args.connections, args.rounds, args.http_seconds
+    );
+    let mut ratios = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        let bare_rps = load(bare_addr, "/job", None, args).await?;
+        let secured_rps = load(secured_addr, &secured_path, Some(&cookie), args).await?;
+        let ratio = secured_rps / bare_rps.max(1e-9);
+        println!("round {round}: bare {bare_rps:>8.0} req/s   secured {secured_rps:>8.0} req/s   ratio {ratio:.3}");
+        ratios.push(ratio);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("{:<28} {:>10.3}", "secured / bare ratio (median)", ratios[ratios.len() / 2]);
+    stop.notify_waiters();
+    Ok(())
+}
+
+async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
+    let mut sender = connect(addr).await?;
+    let req = Request::get("/").header(header::HOST, addr.to_string()).body(Empty::<Bytes>::new()).map_err(fail)?;
+    let res = sender.send_request(req).await.map_err(fail)?;
+    let cookie = res
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+        .ok_or_else(|| Failure::from(std::io::Error::other("no session cookie from GET /")))?;
+    Ok(cookie)
+}
+
+async fn connect(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, Failure> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(fail)?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// Requests per second over `args.connections` keep-alive connections.
+async fn load(addr: SocketAddr, path: &str, cookie: Option<&str>, args: &StoreBenchArgs) -> Result<f64, Failure> {
+    let count = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..args.connections {
+        let mut sender = connect(addr).await?;
+        let (count, done) = (count.clone(), done.clone());
+        let (path, cookie, host) = (path.to_owned(), cookie.map(str::to_owned), addr.to_string());
+        tasks.push(tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                let mut b = Request::get(path.as_str()).header(header::HOST, host.as_str());
+                if let Some(c) = &cookie {
+                    b = b.header(header::COOKIE, c.as_str());
+                }
+                let req = b.body(Empty::<Bytes>::new()).map_err(fail)?;
+                let res = sender.send_request(req).await.map_err(fail)?;
+                if !res.status().is_success() {
+                    return Err(Failure::from(std::io::Error::other(format!("HTTP {} from {path}", res.status()))));
+                }
+                res.into_body().collect().await.map_err(fail)?;
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), Failure>(())
+        }));
+    }
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.http_seconds)).await;
+    done.store(true, Ordering::Relaxed);
+    let n = count.load(Ordering::Relaxed);
+    let secs = start.elapsed().as_secs_f64();
+    for t in tasks {
+        t.await.map_err(fail)??;
+    }
+    Ok(n as f64 / secs)
+}

@@ -1,0 +1,251 @@
+//! Command-line parsing and the commands themselves.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_server::listener::{self, ListenerError};
+use labfy_server::session::RateLimit;
+use labfy_server::{AppState, db::Db};
+use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
+use labfy_store::{Store, StoreError};
+
+/// Default loopback port of the UI.
+pub const DEFAULT_PORT: u16 = 7345;
+
+/// Labfy — a Tor-isolated research appliance with a resource governor.
+#[derive(Parser)]
+#[command(name = "labfy", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start Labfy: create the SPECIMEN workspace on a fresh data directory,
+    /// serve the UI on 127.0.0.1:<port> and print its URL. Stop with Ctrl-C.
+    Up {
+        /// Data directory (holds labfy.sqlite3). Default: $XDG_DATA_HOME/labfy,
+        /// else ~/.local/share/labfy.
+        #[arg(long, env = "LABFY_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Loopback port of the browser UI.
+        #[arg(long, env = "LABFY_PORT", default_value_t = DEFAULT_PORT)]
+        port: u16,
+        /// Workspace to open (`workspace:<uuid>`). Default: the first ready one.
+        #[arg(long)]
+        workspace: Option<String>,
+    },
+    /// Write a deterministic synthetic (SPECIMEN) investigation.
+    Specimen {
+        /// Data directory (created if missing).
+        #[arg(long, env = "LABFY_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Number of evidence items, 1 to 1,000,000.
+        #[arg(long, default_value_t = specimen::DEFAULT_SPECIMEN_SIZE)]
+        size: u64,
+        /// Seed: the same seed gives the same ids and content.
+        #[arg(long, default_value_t = specimen::DEFAULT_SPECIMEN_SEED)]
+        seed: u64,
+    },
+    /// Benchmarks that print figures (recorded in docs/PERFORMANCE.md).
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// SPECIMEN generation, store read models and HTTP throughput
+    /// (secured route against a bare route, in the same run).
+    Store(crate::bench::StoreBenchArgs),
+}
+
+/// A failure to report: a sentence and an exit code.
+pub struct Failure {
+    message: String,
+    kind: ErrorKind,
+}
+
+impl Failure {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { message: message.into(), kind }
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self.kind {
+            ErrorKind::InvalidInput => 2,
+            ErrorKind::Storage => 3,
+            ErrorKind::Unavailable | ErrorKind::Conflict => 4,
+            _ => 1,
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::new(e.kind(), e.to_string())
+    }
+}
+
+impl From<ListenerError> for Failure {
+    fn from(e: ListenerError) -> Self {
+        let kind = match e {
+            ListenerError::InUse(_) => ErrorKind::Unavailable,
+            ListenerError::NotLoopback(_) => ErrorKind::InvalidInput,
+            _ => ErrorKind::Internal,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Self::new(ErrorKind::Internal, e.to_string())
+    }
+}
+
+/// Entry point: parse, run, report.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Up { data_dir, port, workspace } => up(data_dir, port, workspace),
+        Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
+        Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("labfy: error: {}", f.message);
+            ExitCode::from(f.exit_code())
+        }
+    }
+}
+
+fn default_data_dir() -> Result<PathBuf, Failure> {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return Ok(PathBuf::from(x).join("labfy"));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/labfy")),
+        None => Err(Failure::new(ErrorKind::InvalidInput, "no HOME or XDG_DATA_HOME: pass --data-dir")),
+    }
+}
+
+/// Runs the generator with a progress bar on a terminal (items, rate, time
+/// left) and a one-line summary otherwise.
+pub fn generate_with_progress(store: &mut Store, spec: SpecimenSpec) -> Result<SpecimenOutcome, Failure> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(spec.size);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "SPECIMEN {bar:40} {human_pos}/{human_len} pièces · {per_sec} · reste {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let outcome = specimen::generate(store, spec, &mut |done, _total| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let outcome = outcome?;
+    if let SpecimenOutcome::Created { replaced_incomplete, .. } = &outcome {
+        if *replaced_incomplete {
+            eprintln!("labfy: an interrupted SPECIMEN with seed {} was cleared and written again", spec.seed);
+        }
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "labfy: SPECIMEN written: {} evidence items, seed {}, in {secs:.1} s ({:.0} items/s)",
+            spec.size,
+            spec.seed,
+            spec.size as f64 / secs.max(1e-9)
+        );
+    }
+    Ok(outcome)
+}
+
+fn specimen_cmd(data_dir: PathBuf, spec: SpecimenSpec) -> Result<(), Failure> {
+    let mut store = Store::open(&data_dir)?;
+    match generate_with_progress(&mut store, spec)? {
+        SpecimenOutcome::Created { workspace, .. } => println!("{workspace}"),
+        SpecimenOutcome::AlreadyPresent { workspace, size, .. } => {
+            eprintln!("labfy: a complete SPECIMEN with seed {} ({size} items) is already there; nothing written", spec.seed);
+            println!("{workspace}");
+        }
+    }
+    Ok(())
+}
+
+fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result<(), Failure> {
+    let data_dir = match data_dir {
+        Some(d) => d,
+        None => default_data_dir()?,
+    };
+    let wanted = workspace
+        .map(|w| ObjectRef::parse_kind(&w, RefKind::Workspace))
+        .transpose()
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--workspace: {e}")))?;
+    // The socket first: a port in use fails before anything is written.
+    let listener = listener::bind_loopback(listener::loopback(port))?;
+    let port = listener.local_addr()?.port();
+    let mut store = Store::open(&data_dir)?;
+    let ready = |s: &Store| -> Result<Vec<_>, Failure> {
+        Ok(s.reads().workspaces()?.into_iter().filter(|w| w.status == "READY").collect())
+    };
+    if ready(&store)?.is_empty() {
+        eprintln!("labfy: fresh data directory {}: writing the SPECIMEN workspace", data_dir.display());
+        generate_with_progress(&mut store, SpecimenSpec::default())?;
+    }
+    let workspaces = ready(&store)?;
+    let chosen = match wanted {
+        Some(w) => workspaces
+            .iter()
+            .find(|x| x.id == w)
+            .ok_or_else(|| Failure::new(ErrorKind::InvalidInput, format!("no ready workspace {w} in {}", data_dir.display())))?,
+        None => workspaces
+            .first()
+            .ok_or_else(|| Failure::new(ErrorKind::Internal, "no ready workspace after SPECIMEN generation"))?,
+    };
+    let (ws, name, class) = (chosen.id.id(), chosen.name.clone(), chosen.class);
+    let state = AppState::new(Db::new(store, data_dir.clone()), port, ws, RateLimit::default());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
+        println!("Open http://127.0.0.1:{port}/");
+        labfy_server::serve(listener, state, shutdown_signal()).await
+    })?;
+    eprintln!("labfy: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(e) => {
+            tracing::error!(%e, "cannot watch SIGTERM; stop with Ctrl-C");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Helpers shared by the cross-process tests: spawn `labfy`, wait for its URL,
+//! speak just enough HTTP/1.1 over a std socket, and always clean up.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Longest any helper waits.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// A child process killed (SIGKILL) when dropped, whatever happened.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `labfy up` on `data_dir` with a free port; returns the guard and the
+/// port once the URL line has been printed.
+pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
+    let mut child = Command::new(bin)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn labfy up");
+    let stdout = child.stdout.take().expect("stdout");
+    let guard = Guard(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
+                let port: u16 = rest.trim_end_matches('/').parse().expect("port");
+                let _ = tx.send(port);
+            }
+        }
+    });
+    let port = rx.recv_timeout(WAIT).expect("labfy up printed no URL in time");
+    (guard, port)
+}
+
+/// An HTTP answer.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> std::io::Result<Answer> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    s.write_all(body.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line in {head:?}")))?;
+    let headers = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+    Ok(Answer { status, headers, body: body.to_owned() })
+}
+
+/// Opens `/` and returns (cookie, csrf token).
+pub fn login(port: u16) -> (String, String) {
+    let a = http(port, "GET", "/", &[], "").expect("GET /");
+    assert_eq!(a.status, 200);
+    let cookie = a.header("set-cookie").expect("cookie").split(';').next().unwrap_or_default().to_owned();
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").expect("session");
+    let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");
+    (cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Polls `f` until it returns `Some` or [`WAIT`] passes.
+pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `PRAGMA integrity_check` of a data directory's database, opened raw.
+pub fn integrity(dir: &Path) -> String {
+    let conn = rusqlite::Connection::open(dir.join("labfy.sqlite3")).expect("open");
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check")
+}
