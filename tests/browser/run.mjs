@@ -1,0 +1,543 @@
+// Real-browser tests for the Labfy UI.
+//
+// Starts a real `labfy up` on a free loopback port with a throwaway data
+// directory, drives Debian's headless Chromium through playwright-core, and
+// prints one TAP-like line per scenario. Exit status is non-zero when any
+// scenario fails. See README.md beside this file.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..', '..');
+
+const STARTUP_TIMEOUT_MS = 120_000;
+const HARD_TIMEOUT_MS = 300_000;
+const STEP_TIMEOUT_MS = 15_000;
+const KILL_GRACE_MS = 5_000;
+const SEARCH_TERM = 'onerror';
+const HOSTILE_TITLE = 'forum-echanges.example';
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+const labfyBin = process.env.LABFY_BIN;
+if (!labfyBin) {
+  console.error('error: LABFY_BIN is not set. Build the binary first (cargo build -p labfy), then run:');
+  console.error('  LABFY_BIN=target/debug/labfy node tests/browser/run.mjs');
+  process.exit(2);
+}
+const binPath = path.resolve(labfyBin);
+if (!fs.existsSync(binPath)) {
+  console.error(`error: LABFY_BIN=${labfyBin} does not exist (resolved to ${binPath})`);
+  process.exit(2);
+}
+const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!fs.existsSync(chromiumPath)) {
+  console.error(`error: no Chromium at ${chromiumPath}; install the Debian package (apt-get install -y chromium) or set CHROMIUM`);
+  process.exit(2);
+}
+const outDir = process.env.LABFY_TEST_OUTPUT
+  ? path.resolve(process.env.LABFY_TEST_OUTPUT)
+  : path.join(REPO, 'tests', 'output', 'browser');
+fs.mkdirSync(outDir, { recursive: true });
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (err) {
+  console.error(`error: cannot load playwright-core (${err.message}); run \`npm ci\` in ${HERE}`);
+  process.exit(2);
+}
+
+// ---------------------------------------------------------------------------
+// Cleanup: the server (its whole process group) and the temp dir go away on
+// every path out of this script.
+
+let child = null;
+let childExited = false;
+let dataDir = null;
+let browser = null;
+
+function killGroup(signal) {
+  if (!child || childExited || !child.pid) return;
+  try {
+    process.kill(-child.pid, signal); // detached: the group id is the child's pid
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function removeDataDir() {
+  if (!dataDir) return;
+  try {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  } catch (err) {
+    console.error(`# warning: could not remove ${dataDir}: ${err.message}`);
+  }
+  dataDir = null;
+}
+
+async function stopServer() {
+  if (child && !childExited) {
+    killGroup('SIGTERM');
+    const exited = await new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), KILL_GRACE_MS);
+      child.once('exit', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+      if (childExited) {
+        clearTimeout(timer);
+        resolve(true);
+      }
+    });
+    if (!exited) killGroup('SIGKILL');
+  }
+}
+
+async function cleanup() {
+  if (browser) {
+    const b = browser;
+    browser = null;
+    await Promise.race([b.close().catch(() => {}), sleep(KILL_GRACE_MS)]);
+  }
+  await stopServer();
+  removeDataDir();
+}
+
+// Last resort for abrupt exits: synchronous kill and removal.
+process.on('exit', () => {
+  killGroup('SIGKILL');
+  removeDataDir();
+});
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    console.log(`not ok - harness: interrupted by ${sig}`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+const hardTimer = setTimeout(() => {
+  console.log(`not ok - harness: overall timeout of ${HARD_TIMEOUT_MS / 1000} s`);
+  cleanup().finally(() => process.exit(1));
+}, HARD_TIMEOUT_MS);
+hardTimer.unref();
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function probe(url) {
+  return new Promise((resolve) => {
+    const req = http.get(url, { timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(null));
+  });
+}
+
+async function waitForServer(base, logFile) {
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (childExited) {
+      throw new Error(`labfy exited before answering (see ${logFile}):\n${tail(logFile)}`);
+    }
+    const status = await probe(`${base}/`);
+    if (status === 200) return;
+    await sleep(250);
+  }
+  throw new Error(`labfy did not answer ${base}/ within ${STARTUP_TIMEOUT_MS / 1000} s (see ${logFile})`);
+}
+
+function tail(file, lines = 20) {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+// ---------------------------------------------------------------------------
+// Browser event recording. Chromium reports CSP violations as console errors
+// ("Refused to ..."), so console errors cover them.
+
+const events = { dialogs: [], pageErrors: [], consoleErrors: [], cspViolations: [] };
+let allowedConsole = []; // regexps for errors a scenario provokes on purpose
+
+function watch(page) {
+  page.on('dialog', (dialog) => {
+    events.dialogs.push(`${dialog.type()}: ${dialog.message()}`);
+    dialog.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (err) => events.pageErrors.push(String(err && err.message ? err.message : err)));
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const where = msg.location() && msg.location().url ? msg.location().url : '';
+    // The browser asks for /favicon.ico on its own; the UI has none.
+    if (/\/favicon\.ico$/.test(where)) return;
+    const text = where ? `${msg.text()} [${where}]` : msg.text();
+    if (/Content[- ]Security[- ]Policy|Refused to/i.test(text)) events.cspViolations.push(text);
+    else if (!allowedConsole.some((re) => re.test(text))) events.consoleErrors.push(text);
+  });
+}
+
+function eventCounts() {
+  return {
+    dialogs: events.dialogs.length,
+    pageErrors: events.pageErrors.length,
+    consoleErrors: events.consoleErrors.length,
+    cspViolations: events.cspViolations.length,
+  };
+}
+
+// Fails if any dialog, page error, console error or CSP violation happened
+// since `before`.
+function assertNoNewEvents(before) {
+  const problems = [];
+  for (const key of Object.keys(before)) {
+    const fresh = events[key].slice(before[key]);
+    if (fresh.length) problems.push(`${key}: ${fresh.join(' | ')}`);
+  }
+  assert(problems.length === 0, `unexpected browser events: ${problems.join('; ')}`);
+}
+
+// ---------------------------------------------------------------------------
+// Page helpers
+
+const tid = (id) => `[data-testid="${id}"]`;
+
+async function openOverview(page, base) {
+  await page.goto(`${base}/#/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('view')}[data-view="overview"][data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
+}
+
+async function waitView(page, name) {
+  await page.waitForSelector(`${tid('view')}[data-view="${name}"]:is([data-state="ready"], [data-state="error"])`, { timeout: STEP_TIMEOUT_MS });
+  const stateAttr = await page.getAttribute(tid('view'), 'data-state');
+  if (stateAttr === 'error') {
+    const msg = await page.textContent(tid('status')).catch(() => '');
+    throw new Error(`${name} view failed: ${msg}`);
+  }
+}
+
+async function textOf(page, selector) {
+  return (await page.textContent(selector, { timeout: STEP_TIMEOUT_MS })) ?? '';
+}
+
+// Loads every page of the evidence text ("Suite"/"More"), bounded.
+async function loadAllText(page) {
+  for (let i = 0; i < 50; i++) {
+    await page.waitForSelector(`${tid('evidence-text')}:not([data-state="loading"])`, { timeout: STEP_TIMEOUT_MS });
+    const st = await page.getAttribute(tid('evidence-text'), 'data-state');
+    if (st === 'error') throw new Error(`excerpt failed: ${await textOf(page, tid('evidence-text-error'))}`);
+    if (st !== 'partial') return;
+    await page.click(tid('evidence-more'), { timeout: STEP_TIMEOUT_MS });
+    await sleep(50);
+  }
+  throw new Error('evidence text still truncated after 50 pages');
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+
+async function scenarioOpenUi({ page, context, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  assert((await page.title()).includes('Labfy'), `document title is ${JSON.stringify(await page.title())}`);
+  assert((await textOf(page, tid('app-title'))).trim() === 'Labfy', 'header does not show "Labfy"');
+  const badge = await textOf(page, tid('workspace-class'));
+  assert(badge.includes('SPECIMEN'), `class badge is ${JSON.stringify(badge)}`);
+  assert(badge.includes('données synthétiques'), `class badge is not French: ${JSON.stringify(badge)}`);
+  const invTitle = (await textOf(page, tid('overview-title'))).trim();
+  assert(invTitle.length > 0, 'investigation title is empty');
+  assert(await page.evaluate(() => document.documentElement.lang) === 'fr', 'html lang is not fr');
+  assert((await textOf(page, tid('search-submit'))).trim() === 'Rechercher', 'search button is not French');
+  assert((await textOf(page, tid('nav-overview'))).trim() === 'Vue d’ensemble', 'overview link is not French');
+
+  const cookies = await context.cookies(base);
+  const session = cookies.find((c) => c.name === 'labfy_session');
+  assert(session, `no labfy_session cookie (cookies: ${cookies.map((c) => c.name).join(', ') || 'none'})`);
+  assert(session.httpOnly === true, 'labfy_session is not HttpOnly');
+  assert(session.sameSite === 'Strict', `labfy_session SameSite is ${session.sameSite}, expected Strict`);
+  assert(await page.evaluate(() => !document.cookie.includes('labfy_session')), 'labfy_session readable from script');
+
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.documentElement.lang === 'en', null, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('view')}[data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
+  assert((await textOf(page, tid('search-submit'))).trim() === 'Search', 'search button did not switch to English');
+  assert((await textOf(page, tid('workspace-class'))).includes('synthetic data'), 'badge did not switch to English');
+  assert(await page.evaluate(() => localStorage.getItem('labfy.lang')) === 'en', 'labfy.lang is not stored');
+
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('view')}[data-view="overview"][data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
+  assert((await textOf(page, tid('search-submit'))).trim() === 'Search', 'English did not survive a reload');
+  assert(await page.evaluate(() => document.documentElement.lang) === 'en', 'html lang is not en after reload');
+  assert((await textOf(page, tid('nav-overview'))).trim() === 'Overview', 'overview link is not English after reload');
+
+  await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.documentElement.lang === 'fr', null, { timeout: STEP_TIMEOUT_MS });
+  assert((await textOf(page, tid('search-submit'))).trim() === 'Rechercher', 'search button did not switch back to French');
+  assertNoNewEvents(before);
+}
+
+async function scenarioBrowse({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  for (const key of ['evidence', 'entities', 'relations', 'provenance']) {
+    const v = Number(await page.getAttribute(tid(`count-${key}`), 'data-value'));
+    assert(v > 0, `overview count ${key} is ${v}`);
+  }
+  const tops = await page.$$eval(tid('top-entity'), (els) => els.map((a) => a.getAttribute('href')));
+  assert(tops.length > 0, 'no top entities');
+
+  // Click the first top entity; if it has no evidence neighbour, try the
+  // next ones by their links.
+  let found = false;
+  for (let i = 0; i < Math.min(tops.length, 5) && !found; i++) {
+    if (i === 0) await page.click(`${tid('top-entity')} >> nth=0`, { timeout: STEP_TIMEOUT_MS });
+    else await page.goto(`${base}/${tops[i]}`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+    await waitView(page, 'node');
+    const count = await page.$$eval(tid('neighbour'), (els) => els.length);
+    assert(count > 0, `node ${tops[i]} lists no neighbours`);
+    const total = Number(await page.getAttribute(tid('neighbours-total'), 'data-total'));
+    assert(total >= count, `neighbours total ${total} < listed ${count}`);
+    found = Boolean(await page.$(`${tid('neighbour')}[data-kind="evidence"]`));
+  }
+  assert(found, 'no top entity has an evidence neighbour');
+  await page.click(`${tid('neighbour')}[data-kind="evidence"] >> nth=0`, { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'evidence');
+  await page.waitForSelector(`${tid('evidence-text')}:not([data-state="loading"])`, { timeout: STEP_TIMEOUT_MS });
+  const text = await page.$eval(tid('evidence-text'), (el) => el.innerText);
+  assert(text.trim().length > 0, 'evidence reader shows no text');
+  assert((await textOf(page, tid('evidence-sha256'))).trim().length >= 64, 'SHA-256 missing');
+
+  await page.click(tid('evidence-provenance-link'), { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'provenance');
+  const records = await page.$$eval(tid('provenance-record'), (els) => els.length);
+  assert(records >= 1, 'provenance trail has no record');
+
+  // The back button returns to the reader (hash routing).
+  await page.goBack({ timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'evidence');
+  assertNoNewEvents(before);
+}
+
+async function scenarioHostileEvidence({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.fill(tid('search-input'), SEARCH_TERM, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('search-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('search-summary')}:is([data-state="done"], [data-state="error"])`, { timeout: STEP_TIMEOUT_MS });
+  assert(await page.getAttribute(tid('search-summary'), 'data-state') === 'done',
+    `search failed: ${await textOf(page, tid('search-summary'))}`);
+  const hits = await page.$$eval(tid('search-hit'), (els) => els.map((a) => ({
+    title: a.querySelector('[data-testid="search-hit-title"]').textContent,
+    href: a.getAttribute('href'),
+    marks: a.querySelectorAll('mark').length,
+  })));
+  const hit = hits.find((x) => x.title.includes(HOSTILE_TITLE));
+  assert(hit, `no hit titled *${HOSTILE_TITLE}* among ${JSON.stringify(hits.map((x) => x.title))}`);
+  assert(await page.$$eval(`${tid('search-results')} :is(img, script, iframe, svg)`, (els) => els.length) === 0,
+    'search results contain active elements');
+  assert(hits.some((x) => x.marks > 0), 'no <mark> in any snippet');
+
+  await page.click(`${tid('search-hit')}[href="${hit.href}"]`, { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'evidence');
+  await loadAllText(page);
+  const text = await page.$eval(tid('evidence-text'), (el) => el.innerText);
+  assert(text.includes('<script>'), 'reader text does not show "<script>" literally');
+  assert(text.includes('<img src=x onerror='), 'reader text does not show "<img src=x onerror=" literally');
+  const pwned = await page.evaluate(() => typeof window.__labfyPwned);
+  assert(pwned === 'undefined', `window.__labfyPwned is ${pwned}`);
+  const active = await page.$$eval(`${tid('evidence-view')} :is(img, script, iframe, object, embed, svg)`, (els) => els.map((e) => e.tagName));
+  assert(active.length === 0, `reader contains elements: ${active.join(', ')}`);
+  await sleep(300); // give a would-be onerror handler its chance to fire
+  assert(events.dialogs.length === before.dialogs, `dialog fired: ${events.dialogs.join(' | ')}`);
+  const shot = path.join(outDir, 'evidence-hostile.png');
+  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  assertNoNewEvents(before);
+}
+
+async function scenarioAddNote({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const stamp = Date.now().toString(36);
+  const title = `Note <b>bold</b> ${stamp}`;
+  const content = `Observation « ${stamp} » <i>italique</i> <script>window.__labfyPwned = 2</script>`;
+  await page.fill(tid('note-title'), title, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('note-content'), content, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
+  try {
+    await page.waitForFunction((t) => {
+      const h = document.querySelector('[data-testid="evidence-title"]');
+      return h && h.textContent === t;
+    }, title, { timeout: STEP_TIMEOUT_MS });
+  } catch {
+    const status = await page.textContent(tid('note-status')).catch(() => '');
+    throw new Error(`the new note did not open (form says: ${status})`);
+  }
+  assert(await page.$$eval(`${tid('evidence-title')} b`, (els) => els.length) === 0, 'title rendered <b> as markup');
+  await loadAllText(page);
+  const text = await page.$eval(tid('evidence-text'), (el) => el.innerText);
+  assert(text.includes('<i>italique</i>'), 'note content not shown literally');
+  assert(await page.evaluate(() => typeof window.__labfyPwned) === 'undefined', 'note content ran script');
+
+  // A POST from the page without X-CSRF-Token must be refused with 403.
+  allowedConsole.push(/status of 403/);
+  let result;
+  try {
+    result = await page.evaluate(async () => {
+      const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
+      const invs = await (await fetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
+      const inv = invs.investigations[0].id;
+      const res = await fetch(`/api/v1/investigations/${inv}/evidence`, {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ title: 'no csrf', content: 'must be refused', source: 'note' }),
+      });
+      let body = null;
+      try {
+        body = await res.json();
+      } catch {
+        body = null;
+      }
+      return { status: res.status, body };
+    });
+  } finally {
+    allowedConsole.pop();
+  }
+  assert(result.status === 403, `POST without X-CSRF-Token answered ${result.status}`);
+  assert(result.body && result.body.error && typeof result.body.error.code === 'string',
+    `403 body is not {error:{code,message}}: ${JSON.stringify(result.body)}`);
+  assertNoNewEvents(before);
+}
+
+async function scenarioOverviewScreenshot({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.waitForSelector(`${tid('correlations')} :is([data-testid="correlation-list"], [data-testid="correlations-empty"], .error-box)`, { timeout: STEP_TIMEOUT_MS });
+  const shot = path.join(outDir, 'overview.png');
+  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  assertNoNewEvents(before);
+}
+
+const SCENARIOS = [
+  ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
+  ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
+  ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
+  ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
+  ['overview screenshot', scenarioOverviewScreenshot],
+];
+
+const screenshots = [];
+
+// ---------------------------------------------------------------------------
+// Main
+
+async function main() {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-'));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const logFile = path.join(outDir, 'server.log');
+  const log = fs.openSync(logFile, 'w');
+  console.log(`# labfy: ${binPath} up --data-dir ${dataDir} --port ${port}`);
+  child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port)], {
+    detached: true, // own process group, so its supervised children go too
+    stdio: ['ignore', log, log],
+    env: { ...process.env, RUST_BACKTRACE: '1' },
+  });
+  fs.closeSync(log);
+  child.on('exit', () => {
+    childExited = true;
+  });
+  child.on('error', (err) => {
+    childExited = true;
+    console.error(`# cannot start labfy: ${err.message}`);
+  });
+
+  await waitForServer(base, logFile);
+  console.log(`# server answers on ${base}`);
+
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    timeout: STEP_TIMEOUT_MS * 2,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
+  const page = await context.newPage();
+  watch(page);
+
+  console.log(`1..${SCENARIOS.length}`);
+  let passed = 0;
+  let failed = 0;
+  for (const [name, fn] of SCENARIOS) {
+    try {
+      await fn({ page, context, base });
+      console.log(`ok - ${name}`);
+      passed += 1;
+    } catch (err) {
+      const reason = String(err && err.message ? err.message : err).split('\n')[0];
+      console.log(`not ok - ${name}: ${reason}`);
+      failed += 1;
+      try {
+        const shot = path.join(outDir, `failure-${passed + failed}.png`);
+        await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+        console.log(`# failure screenshot: ${shot}`);
+      } catch {
+        // nothing more to show
+      }
+    }
+  }
+  for (const shot of screenshots) console.log(`# screenshot: ${shot}`);
+  console.log(`# server log: ${logFile}`);
+  console.log(`browser: ${passed} passed, ${failed} failed`);
+  return failed === 0;
+}
+
+let ok = false;
+try {
+  ok = await main();
+} catch (err) {
+  console.log(`not ok - harness: ${String(err && err.message ? err.message : err)}`);
+} finally {
+  await cleanup();
+  clearTimeout(hardTimer);
+}
+process.exit(ok ? 0 : 1);
