@@ -24,7 +24,9 @@ pub enum ListenerError {
     #[error("refusing to serve on {0}: Labfy serves only on loopback addresses")]
     NotLoopback(SocketAddr),
     /// The port is taken.
-    #[error("{0} is already in use (another Labfy, or another program); pick another port with --port")]
+    #[error(
+        "{0} is already in use (another Labfy, or another program); pick another port with --port"
+    )]
     InUse(SocketAddr),
     /// Any other bind failure.
     #[error("cannot listen on {addr}: {source}")]
@@ -39,7 +41,9 @@ pub enum ListenerError {
 /// Takes the listening socket passed by the supervisor, if `LISTEN_FDS` says
 /// there is one. The variables are removed so no child inherits them.
 pub fn inherited() -> Result<Option<TcpListener>, ListenerError> {
-    let Ok(count) = std::env::var("LISTEN_FDS") else { return Ok(None) };
+    let Ok(count) = std::env::var("LISTEN_FDS") else {
+        return Ok(None);
+    };
     if count != "1" {
         return Err(ListenerError::Count(count));
     }
@@ -53,22 +57,38 @@ pub fn inherited() -> Result<Option<TcpListener>, ListenerError> {
     #[allow(unsafe_code)]
     let flags = unsafe { libc::fcntl(LISTEN_FDS_START, libc::F_GETFD) };
     if flags < 0 {
-        return Err(ListenerError::NotAListener(std::io::Error::last_os_error().to_string()));
+        return Err(ListenerError::NotAListener(
+            std::io::Error::last_os_error().to_string(),
+        ));
     }
     // SAFETY: fd 3 is open (checked above) and, by the LISTEN_FDS contract, ours
     // alone from here on: nothing else in this process uses or closes it.
     #[allow(unsafe_code)]
     let fd = unsafe { OwnedFd::from_raw_fd(LISTEN_FDS_START) };
     let socket = socket2::Socket::from(fd);
-    let check = |ok: bool, what: &str| if ok { Ok(()) } else { Err(ListenerError::NotAListener(what.to_owned())) };
-    let ty = socket.r#type().map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    let check = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(ListenerError::NotAListener(what.to_owned()))
+        }
+    };
+    let ty = socket
+        .r#type()
+        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
     check(ty == socket2::Type::STREAM, "not a stream socket")?;
-    let local = socket.local_addr().map_err(|e| ListenerError::NotAListener(e.to_string()))?;
-    let addr = local.as_socket().ok_or_else(|| ListenerError::NotAListener("not an IP socket".into()))?;
+    let local = socket
+        .local_addr()
+        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    let addr = local
+        .as_socket()
+        .ok_or_else(|| ListenerError::NotAListener("not an IP socket".into()))?;
     if !addr.ip().is_loopback() {
         return Err(ListenerError::NotLoopback(addr));
     }
-    socket.set_cloexec(true).map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    socket
+        .set_cloexec(true)
+        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
     // SAFETY: `inherited` is called at start-up, before the async runtime or any
     // other thread exists, so nothing reads the environment concurrently.
     #[allow(unsafe_code)]

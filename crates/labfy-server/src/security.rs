@@ -44,14 +44,24 @@ const RESPONSE_HEADERS: [(header::HeaderName, &str); 6] = [
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     (header::X_FRAME_OPTIONS, "DENY"),
     (header::REFERRER_POLICY, "no-referrer"),
-    (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
-    (header::HeaderName::from_static("cross-origin-resource-policy"), "same-origin"),
+    (
+        header::HeaderName::from_static("cross-origin-opener-policy"),
+        "same-origin",
+    ),
+    (
+        header::HeaderName::from_static("cross-origin-resource-policy"),
+        "same-origin",
+    ),
 ];
 
 /// The `Host` header, if it is one of the exact allowed values.
 fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
     let host = headers.get(header::HOST)?.to_str().ok()?;
-    state.allowed_hosts().iter().any(|a| a == host).then_some(host)
+    state
+        .allowed_hosts()
+        .iter()
+        .any(|a| a == host)
+        .then_some(host)
 }
 
 /// Layers 1 and 2: the exact Host check (421 Misdirected Request otherwise),
@@ -95,7 +105,11 @@ fn is_read_only(method: &Method) -> bool {
 }
 
 /// Layers 3 and 4 for `/api/`: session, then Origin + CSRF + rate limit on mutations.
-pub async fn require_session(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn require_session(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let Some((id, session)) = session_cookie(request.headers())
         .and_then(|id| state.sessions().get(id).map(|s| (Arc::<str>::from(id), s)))
     else {
@@ -116,21 +130,32 @@ pub async fn require_session(State(state): State<AppState>, mut request: Request
             .and_then(|o| o.to_str().ok())
             .is_some_and(|o| o == expected_origin);
         if !origin_ok {
-            return ApiError::new(StatusCode::FORBIDDEN, "BAD_ORIGIN", "changes must come from the Labfy page itself (Origin header missing or foreign)")
-                .into_response();
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "BAD_ORIGIN",
+                "changes must come from the Labfy page itself (Origin header missing or foreign)",
+            )
+            .into_response();
         }
         let csrf_ok = request
             .headers()
             .get(CSRF_HEADER)
             .is_some_and(|t| bool::from(t.as_bytes().ct_eq(session.csrf_token.as_bytes())));
         if !csrf_ok {
-            return ApiError::new(StatusCode::FORBIDDEN, "BAD_CSRF_TOKEN", "missing or wrong X-CSRF-Token header; reload the page")
-                .into_response();
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "BAD_CSRF_TOKEN",
+                "missing or wrong X-CSRF-Token header; reload the page",
+            )
+            .into_response();
         }
         if let Err(wait) = state.sessions().take_token(&id) {
-            return ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64).into_response();
+            return ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
+                .into_response();
         }
     }
-    request.extensions_mut().insert(CurrentSession { id, session });
+    request
+        .extensions_mut()
+        .insert(CurrentSession { id, session });
     next.run(request).await
 }

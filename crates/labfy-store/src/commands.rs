@@ -57,10 +57,17 @@ fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
         return Err(StoreError::Invalid(format!("{name} must not be empty")));
     }
     if n > max_chars {
-        return Err(StoreError::Invalid(format!("{name} too long ({n} characters, at most {max_chars})")));
+        return Err(StoreError::Invalid(format!(
+            "{name} too long ({n} characters, at most {max_chars})"
+        )));
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r') {
-        return Err(StoreError::Invalid(format!("{name} contains control characters")));
+    if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r')
+    {
+        return Err(StoreError::Invalid(format!(
+            "{name} contains control characters"
+        )));
     }
     Ok(())
 }
@@ -118,7 +125,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Creates a `REAL` workspace with one empty investigation.
-pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
+pub(crate) fn create_real_workspace(
+    conn: &mut Connection,
+    name: &str,
+    actor: &str,
+) -> Result<(ObjectRef, ObjectRef)> {
     check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
     let tx = conn.transaction()?;
     let ws = Uuid::now_v7();
@@ -133,15 +144,30 @@ pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &s
         params![inv.to_string(), ws.to_string(), name, now],
     )?;
     let ws_ref = ObjectRef::new(RefKind::Workspace, ws);
-    audit(&tx, actor, "workspace.create", Some(ws), Some(&ws_ref), &serde_json::json!({"class": "REAL"}))?;
+    audit(
+        &tx,
+        actor,
+        "workspace.create",
+        Some(ws),
+        Some(&ws_ref),
+        &serde_json::json!({"class": "REAL"}),
+    )?;
     tx.commit()?;
     Ok((ws_ref, ObjectRef::new(RefKind::Investigation, inv)))
 }
 
 /// Stores an analyst's note as evidence, with its provenance and audit row.
-pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
+pub(crate) fn add_note(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    note: &NewNote,
+    actor: &str,
+) -> Result<ObjectRef> {
     if inv.kind() != RefKind::Investigation {
-        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+        return Err(StoreError::Invalid(format!(
+            "expected an `investigation:` reference, got `{inv}`"
+        )));
     }
     check_text("title", &note.title, MAX_NOTE_TITLE_CHARS)?;
     if note.content.is_empty() {
@@ -153,7 +179,10 @@ pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &
             note.content.len()
         )));
     }
-    let source = note.source.clone().unwrap_or_else(|| "analyst note".to_owned());
+    let source = note
+        .source
+        .clone()
+        .unwrap_or_else(|| "analyst note".to_owned());
     check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, inv)?;
@@ -181,9 +210,22 @@ pub(crate) fn add_note(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, note: &
     tx.execute(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
          VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
-        params![Uuid::now_v7().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
+        params![
+            Uuid::now_v7().to_string(),
+            inv.id().to_string(),
+            ev.to_string(),
+            actor,
+            now
+        ],
     )?;
-    audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
+    audit(
+        &tx,
+        actor,
+        "evidence.add_note",
+        Some(ws),
+        Some(&ev),
+        &serde_json::json!({"bytes": note.content.len()}),
+    )?;
     tx.commit()?;
     Ok(ev)
 }
@@ -213,13 +255,25 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
             now_rfc3339()
         ],
     )?;
-    audit(&tx, &grant.decided_by, "grant.decide", Some(ws), Some(&r), &serde_json::json!({"expires_at": grant.expires_at}))?;
+    audit(
+        &tx,
+        &grant.decided_by,
+        "grant.decide",
+        Some(ws),
+        Some(&r),
+        &serde_json::json!({"expires_at": grant.expires_at}),
+    )?;
     tx.commit()?;
     Ok(r)
 }
 
 /// Revokes a grant. Revoking twice is a conflict, not a silent no-op.
-pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
+pub(crate) fn revoke_grant(
+    conn: &mut Connection,
+    ws: Uuid,
+    grant: &ObjectRef,
+    by: &str,
+) -> Result<()> {
     check_text("revoked_by", by, 200)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, grant)?;
@@ -230,7 +284,14 @@ pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, b
     if changed == 0 {
         return Err(StoreError::Conflict(format!("{grant} is already revoked")));
     }
-    audit(&tx, by, "grant.revoke", Some(ws), Some(grant), &serde_json::json!({}))?;
+    audit(
+        &tx,
+        by,
+        "grant.revoke",
+        Some(ws),
+        Some(grant),
+        &serde_json::json!({}),
+    )?;
     tx.commit()?;
     Ok(())
 }

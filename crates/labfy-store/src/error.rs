@@ -16,13 +16,17 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// The database file is not SQLite at all (corrupt, or another kind of file).
-    #[error("{path} is not a SQLite database (corrupt, or another kind of file); Labfy leaves it untouched — move it aside or pick another data directory")]
+    #[error(
+        "{path} is not a SQLite database (corrupt, or another kind of file); Labfy leaves it untouched — move it aside or pick another data directory"
+    )]
     NotADatabase {
         /// The file.
         path: PathBuf,
     },
     /// A SQLite database, but not one of Labfy's.
-    #[error("{path} is a SQLite database that does not belong to Labfy (application_id {found:#010x}, tables present); Labfy leaves it untouched — pick another data directory")]
+    #[error(
+        "{path} is a SQLite database that does not belong to Labfy (application_id {found:#010x}, tables present); Labfy leaves it untouched — pick another data directory"
+    )]
     Foreign {
         /// The file.
         path: PathBuf,
@@ -30,7 +34,9 @@ pub enum StoreError {
         found: i32,
     },
     /// Written by a newer Labfy: migrating down is never attempted.
-    #[error("{path} has schema version {found}, newer than this build knows ({known}); upgrade Labfy — the file is left untouched")]
+    #[error(
+        "{path} has schema version {found}, newer than this build knows ({known}); upgrade Labfy — the file is left untouched"
+    )]
     TooNew {
         /// The file.
         path: PathBuf,
