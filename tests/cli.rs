@@ -16,12 +16,7 @@ use tempfile::TempDir;
 const BIN: &str = env!("CARGO_BIN_EXE_labfy");
 
 fn run(args: &[&str], data_dir: &Path) -> std::process::Output {
-    Command::new(BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .expect("run labfy")
+    Command::new(BIN).args(args).arg("--data-dir").arg(data_dir).output().expect("run labfy")
 }
 
 fn stderr(o: &std::process::Output) -> String {
@@ -42,28 +37,16 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     let (mut guard, port) = start_up(BIN, &data);
     let a = http(port, "GET", "/", &[], "").unwrap();
     assert_eq!(a.status, 200);
-    assert!(
-        a.header("content-security-policy")
-            .unwrap()
-            .contains("script-src 'self'")
-    );
+    assert!(a.header("content-security-policy").unwrap().contains("script-src 'self'"));
     let (cookie, _) = login(port);
-    let ws = http(
-        port,
-        "GET",
-        "/api/v1/workspaces",
-        &[("Cookie", &cookie)],
-        "",
-    )
-    .unwrap();
+    let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"][0]["class"], "SPECIMEN");
     assert_eq!(v["workspaces"][0]["status"], "READY");
     // Wrong Host from a real socket is refused too.
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     use std::io::{Read, Write};
-    s.write_all(b"GET / HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     assert!(out.starts_with("HTTP/1.1 421"), "{out}");
@@ -74,14 +57,7 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     // A second start reuses the data: no second SPECIMEN.
     let (_guard, port) = start_up(BIN, &data);
     let (cookie, _) = login(port);
-    let ws = http(
-        port,
-        "GET",
-        "/api/v1/workspaces",
-        &[("Cookie", &cookie)],
-        "",
-    )
-    .unwrap();
+    let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"].as_array().unwrap().len(), 1);
 }
@@ -92,17 +68,10 @@ fn a_port_in_use_is_a_clear_error_and_writes_nothing() {
     let port = taken.local_addr().unwrap().port().to_string();
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
-    let o = Command::new(BIN)
-        .args(["up", "--port", &port, "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
+    let o = Command::new(BIN).args(["up", "--port", &port, "--data-dir"]).arg(&data).output().unwrap();
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(stderr(&o).contains("already in use"), "{}", stderr(&o));
-    assert!(
-        !data.exists(),
-        "data dir was created although the port was taken"
-    );
+    assert!(!data.exists(), "data dir was created although the port was taken");
 }
 
 #[test]
@@ -112,33 +81,18 @@ fn a_corrupt_or_foreign_database_is_refused_and_kept_byte_for_byte() {
     std::fs::write(dir.path().join("labfy.sqlite3"), &garbage).unwrap();
     let o = run(&["up", "--port", "0"], dir.path());
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("is not a SQLite database"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(
-        std::fs::read(dir.path().join("labfy.sqlite3")).unwrap(),
-        garbage
-    );
+    assert!(stderr(&o).contains("is not a SQLite database"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(dir.path().join("labfy.sqlite3")).unwrap(), garbage);
 
     let foreign = TempDir::new().unwrap();
     let conn = rusqlite::Connection::open(foreign.path().join("labfy.sqlite3")).unwrap();
-    conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (42);")
-        .unwrap();
+    conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (42);").unwrap();
     drop(conn);
     let before = std::fs::read(foreign.path().join("labfy.sqlite3")).unwrap();
     let o = run(&["specimen", "--size", "5"], foreign.path());
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("does not belong to Labfy"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(
-        std::fs::read(foreign.path().join("labfy.sqlite3")).unwrap(),
-        before
-    );
+    assert!(stderr(&o).contains("does not belong to Labfy"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(foreign.path().join("labfy.sqlite3")).unwrap(), before);
 }
 
 #[test]
@@ -146,28 +100,10 @@ fn bad_arguments_are_refused_with_usage_errors() {
     let dir = TempDir::new().unwrap();
     for (args, needle) in [
         (vec!["specimen", "--size", "0"], "between 1 and 1000000"),
+        (vec!["specimen", "--size", "1000001"], "between 1 and 1000000"),
+        (vec!["up", "--port", "0", "--workspace", "1b4e28ba-2fa1-11d2-883f-0016d3cca427"], "bare UUID"),
         (
-            vec!["specimen", "--size", "1000001"],
-            "between 1 and 1000000",
-        ),
-        (
-            vec![
-                "up",
-                "--port",
-                "0",
-                "--workspace",
-                "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-            ],
-            "bare UUID",
-        ),
-        (
-            vec![
-                "up",
-                "--port",
-                "0",
-                "--workspace",
-                "evidence:1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-            ],
+            vec!["up", "--port", "0", "--workspace", "evidence:1b4e28ba-2fa1-11d2-883f-0016d3cca427"],
             "expected a `workspace:`",
         ),
     ] {
@@ -175,12 +111,7 @@ fn bad_arguments_are_refused_with_usage_errors() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
-    let o = Command::new(BIN)
-        .args(["specimen", "--size", "many"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let o = Command::new(BIN).args(["specimen", "--size", "many"]).arg("--data-dir").arg(dir.path()).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -196,39 +127,20 @@ fn a_read_only_data_dir_is_a_clear_error_and_loses_nothing() {
     std::fs::create_dir(&ro).unwrap();
     let is_root = unsafe_geteuid() == 0;
     if is_root {
-        let ok = Command::new("mount")
-            .args(["--bind"])
-            .arg(&src)
-            .arg(&ro)
-            .status()
-            .unwrap()
-            .success()
-            && Command::new("mount")
-                .args(["-o", "remount,ro,bind"])
-                .arg(&ro)
-                .status()
-                .unwrap()
-                .success();
+        let ok = Command::new("mount").args(["--bind"]).arg(&src).arg(&ro).status().unwrap().success()
+            && Command::new("mount").args(["-o", "remount,ro,bind"]).arg(&ro).status().unwrap().success();
         assert!(ok, "could not make a read-only bind mount as root");
     } else {
         for f in std::fs::read_dir(&src).unwrap() {
             std::fs::copy(f.as_ref().unwrap().path(), ro.join(f.unwrap().file_name())).unwrap();
         }
-        Command::new("chmod")
-            .args(["-R", "a-w"])
-            .arg(&ro)
-            .status()
-            .unwrap();
+        Command::new("chmod").args(["-R", "a-w"]).arg(&ro).status().unwrap();
     }
     let o = run(&["up", "--port", "0"], &ro);
     if is_root {
         let _ = Command::new("umount").arg(&ro).status();
     } else {
-        Command::new("chmod")
-            .args(["-R", "u+w"])
-            .arg(&ro)
-            .status()
-            .unwrap();
+        Command::new("chmod").args(["-R", "u+w"]).arg(&ro).status().unwrap();
     }
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("cannot be written"), "{}", stderr(&o));
@@ -262,9 +174,7 @@ fn sigkill_during_specimen_generation_leaves_a_sound_database() {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
         .ok()?;
-        let n: i64 = conn
-            .query_row("SELECT count(*) FROM evidence", [], |r| r.get(0))
-            .ok()?;
+        let n: i64 = conn.query_row("SELECT count(*) FROM evidence", [], |r| r.get(0)).ok()?;
         (n >= 10_000).then_some(())
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -273,31 +183,15 @@ fn sigkill_during_specimen_generation_leaves_a_sound_database() {
     assert_eq!(integrity(&data), "ok");
     let conn = rusqlite::Connection::open(data.join("labfy.sqlite3")).unwrap();
     let (status, n): (String, i64) = conn
-        .query_row(
-            "SELECT status, (SELECT count(*) FROM evidence) FROM workspaces",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .query_row("SELECT status, (SELECT count(*) FROM evidence) FROM workspaces", [], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap();
     assert_eq!(status, "GENERATING");
-    assert_eq!(
-        n % labfy_store::specimen::BATCH as i64,
-        0,
-        "a batch was half written: {n} items"
-    );
+    assert_eq!(n % labfy_store::specimen::BATCH as i64, 0, "a batch was half written: {n} items");
     // The index and the table agree after the kill.
-    conn.execute(
-        "INSERT INTO evidence_fts(evidence_fts, rank) VALUES ('integrity-check', 1)",
-        [],
-    )
-    .expect("FTS index matches its table");
-    let indexed: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'de'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    conn.execute("INSERT INTO evidence_fts(evidence_fts, rank) VALUES ('integrity-check', 1)", [])
+        .expect("FTS index matches its table");
+    let indexed: i64 =
+        conn.query_row("SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'de'", [], |r| r.get(0)).unwrap();
     assert!(indexed > 0);
     drop(conn);
     // The interrupted workspace is never served; `up` writes its own SPECIMEN.
@@ -306,22 +200,10 @@ fn sigkill_during_specimen_generation_leaves_a_sound_database() {
     let ws = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     let served = v["workspace_id"].as_str().unwrap().to_owned();
-    let all = http(
-        port,
-        "GET",
-        "/api/v1/workspaces",
-        &[("Cookie", &cookie)],
-        "",
-    )
-    .unwrap();
+    let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
-    let served_status = all["workspaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == served)
-        .unwrap()["status"]
-        .clone();
+    let served_status =
+        all["workspaces"].as_array().unwrap().iter().find(|w| w["id"] == served).unwrap()["status"].clone();
     assert_eq!(served_status, "READY");
 }
 
@@ -332,21 +214,11 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let (mut guard, port) = start_up(BIN, &data);
     let (cookie, csrf) = login(port);
     let origin = format!("http://127.0.0.1:{port}");
-    let v: serde_json::Value = serde_json::from_str(
-        &http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "")
-            .unwrap()
-            .body,
-    )
-    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap().body).unwrap();
     let ws = v["workspace_id"].as_str().unwrap().to_owned();
-    let invs = http(
-        port,
-        "GET",
-        &format!("/api/v1/workspaces/{ws}/investigations"),
-        &[("Cookie", &cookie)],
-        "",
-    )
-    .unwrap();
+    let invs =
+        http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", &cookie)], "").unwrap();
     let inv: serde_json::Value = serde_json::from_str(&invs.body).unwrap();
     let inv = inv["investigations"][0]["id"].as_str().unwrap().to_owned();
     let path = format!("/api/v1/investigations/{inv}/evidence");
@@ -354,17 +226,18 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let mut threads = Vec::new();
     for t in 0..4 {
-        let (cookie, csrf, origin, path, acked) = (
-            cookie.clone(),
-            csrf.clone(),
-            origin.clone(),
-            path.clone(),
-            acked.clone(),
-        );
+        let (cookie, csrf, origin, path, acked) =
+            (cookie.clone(), csrf.clone(), origin.clone(), path.clone(), acked.clone());
         threads.push(std::thread::spawn(move || {
             for i in 0..5 {
-                let body = serde_json::json!({"title": format!("note {t}-{i}"), "content": "x".repeat(900_000)}).to_string();
-                let h = [("Cookie", cookie.as_str()), ("Origin", origin.as_str()), ("X-CSRF-Token", csrf.as_str()), ("Content-Type", "application/json")];
+                let body =
+                    serde_json::json!({"title": format!("note {t}-{i}"), "content": "x".repeat(900_000)}).to_string();
+                let h = [
+                    ("Cookie", cookie.as_str()),
+                    ("Origin", origin.as_str()),
+                    ("X-CSRF-Token", csrf.as_str()),
+                    ("Content-Type", "application/json"),
+                ];
                 match http(port, "POST", &path, &h, &body) {
                     Ok(a) if a.status == 201 => {
                         let v: serde_json::Value = serde_json::from_str(&a.body).unwrap();
@@ -375,9 +248,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
             }
         }));
     }
-    wait_for("a first acknowledged note", || {
-        (!acked.lock().unwrap().is_empty()).then_some(())
-    });
+    wait_for("a first acknowledged note", || (!acked.lock().unwrap().is_empty()).then_some(()));
     guard.0.kill().unwrap();
     guard.0.wait().unwrap();
     for t in threads {
@@ -389,11 +260,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let conn = rusqlite::Connection::open(data.join("labfy.sqlite3")).unwrap();
     for id in &acked {
         let uuid = id.trim_start_matches("evidence:");
-        let n: i64 = conn
-            .query_row("SELECT count(*) FROM evidence WHERE id = ?1", [uuid], |r| {
-                r.get(0)
-            })
-            .unwrap();
+        let n: i64 = conn.query_row("SELECT count(*) FROM evidence WHERE id = ?1", [uuid], |r| r.get(0)).unwrap();
         assert_eq!(n, 1, "acknowledged {id} lost");
     }
 }

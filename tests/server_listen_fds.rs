@@ -20,8 +20,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_labfy-server");
 fn data_dir() -> TempDir {
     let dir = TempDir::new().unwrap();
     let mut store = labfy_store::Store::open(dir.path()).unwrap();
-    labfy_store::specimen::generate(&mut store, labfy_store::specimen::SpecimenSpec { seed: 2, size: 20 }, &mut |_, _| {})
-        .unwrap();
+    labfy_store::specimen::generate(
+        &mut store,
+        labfy_store::specimen::SpecimenSpec { seed: 2, size: 20 },
+        &mut |_, _| {},
+    )
+    .unwrap();
     dir
 }
 

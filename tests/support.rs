@@ -44,9 +44,7 @@ pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
             }
         }
     });
-    let port = rx
-        .recv_timeout(WAIT)
-        .expect("labfy up printed no URL in time");
+    let port = rx.recv_timeout(WAIT).expect("labfy up printed no URL in time");
     (guard, port)
 }
 
@@ -59,21 +57,12 @@ pub struct Answer {
 
 impl Answer {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
 /// One request on a fresh connection (`Connection: close`).
-pub fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<Answer> {
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut req = format!(
@@ -96,34 +85,19 @@ pub fn http(
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("bad status line in {head:?}")))?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    Ok(Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-    })
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+    Ok(Answer { status, headers, body: body.to_owned() })
 }
 
 /// Opens `/` and returns (cookie, csrf token).
 pub fn login(port: u16) -> (String, String) {
     let a = http(port, "GET", "/", &[], "").expect("GET /");
     assert_eq!(a.status, 200);
-    let cookie = a
-        .header("set-cookie")
-        .expect("cookie")
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let cookie = a.header("set-cookie").expect("cookie").split(';').next().unwrap_or_default().to_owned();
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").expect("session");
     let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");
-    (
-        cookie,
-        v["csrf_token"].as_str().unwrap_or_default().to_owned(),
-    )
+    (cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned())
 }
 
 /// Polls `f` until it returns `Some` or [`WAIT`] passes.
@@ -141,6 +115,5 @@ pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 /// `PRAGMA integrity_check` of a data directory's database, opened raw.
 pub fn integrity(dir: &Path) -> String {
     let conn = rusqlite::Connection::open(dir.join("labfy.sqlite3")).expect("open");
-    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity_check")
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check")
 }

@@ -79,9 +79,7 @@ impl fmt::Display for RefKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefError {
     /// Nothing was given.
-    #[error(
-        "empty reference: expected `<namespace>:<uuid>`, e.g. `evidence:1b4e28ba-2fa1-11d2-883f-0016d3cca427`"
-    )]
+    #[error("empty reference: expected `<namespace>:<uuid>`, e.g. `evidence:1b4e28ba-2fa1-11d2-883f-0016d3cca427`")]
     Empty,
     /// Longer than any valid reference.
     #[error("reference too long ({len} bytes, at most {MAX_REF_LEN})")]
@@ -101,9 +99,7 @@ pub enum RefError {
     )]
     UnknownNamespace(String),
     /// The part after the colon is not a canonical lower-case hyphenated UUID.
-    #[error(
-        "invalid UUID in reference: expected 36 lower-case hex characters with hyphens (8-4-4-4-12)"
-    )]
+    #[error("invalid UUID in reference: expected 36 lower-case hex characters with hyphens (8-4-4-4-12)")]
     InvalidUuid,
     /// A reference of another namespace was given where one kind is required.
     #[error("expected a `{expected}:` reference, got a `{found}:` one")]
@@ -146,10 +142,7 @@ impl ObjectRef {
     pub fn parse_kind(text: &str, expected: RefKind) -> Result<Self, RefError> {
         let r: ObjectRef = text.parse()?;
         if r.kind != expected {
-            return Err(RefError::WrongKind {
-                expected,
-                found: r.kind,
-            });
+            return Err(RefError::WrongKind { expected, found: r.kind });
         }
         Ok(r)
     }
@@ -189,11 +182,7 @@ impl FromStr for ObjectRef {
         };
         let kind = RefKind::from_name(ns).ok_or_else(|| {
             // The namespace is echoed only when it is short printable ASCII.
-            let shown: String = ns
-                .chars()
-                .filter(|c| c.is_ascii_graphic())
-                .take(16)
-                .collect();
+            let shown: String = ns.chars().filter(|c| c.is_ascii_graphic()).take(16).collect();
             RefError::UnknownNamespace(shown)
         })?;
         if !is_canonical_uuid(id) {
@@ -230,10 +219,7 @@ mod tests {
             let r: ObjectRef = text.parse().unwrap();
             assert_eq!(r.kind(), kind);
             assert_eq!(r.to_string(), text);
-            assert!(
-                text.len() <= MAX_REF_LEN,
-                "MAX_REF_LEN too small for {kind}"
-            );
+            assert!(text.len() <= MAX_REF_LEN, "MAX_REF_LEN too small for {kind}");
         }
     }
 
@@ -243,20 +229,14 @@ mod tests {
         assert_eq!(err, RefError::BareUuid(ID.into()));
         assert!(err.to_string().contains(&format!("evidence:{ID}")));
         // Upper-case bare UUIDs are still recognised as bare UUIDs.
-        assert!(matches!(
-            ID.to_uppercase().parse::<ObjectRef>(),
-            Err(RefError::BareUuid(_))
-        ));
+        assert!(matches!(ID.to_uppercase().parse::<ObjectRef>(), Err(RefError::BareUuid(_))));
     }
 
     #[test]
     fn unknown_namespace_is_refused() {
         let err = format!("document:{ID}").parse::<ObjectRef>().unwrap_err();
         assert_eq!(err, RefError::UnknownNamespace("document".into()));
-        assert!(matches!(
-            format!("Evidence:{ID}").parse::<ObjectRef>(),
-            Err(RefError::UnknownNamespace(_))
-        ));
+        assert!(matches!(format!("Evidence:{ID}").parse::<ObjectRef>(), Err(RefError::UnknownNamespace(_))));
     }
 
     #[test]
@@ -271,49 +251,29 @@ mod tests {
             format!("evidence:urn:uuid:{ID}"),
         ] {
             let err = bad.parse::<ObjectRef>().unwrap_err();
-            assert!(
-                matches!(err, RefError::InvalidUuid | RefError::TooLong { .. }),
-                "{bad}: {err:?}"
-            );
+            assert!(matches!(err, RefError::InvalidUuid | RefError::TooLong { .. }), "{bad}: {err:?}");
         }
     }
 
     #[test]
     fn malformed_empty_and_oversized_inputs_are_refused() {
         assert_eq!("".parse::<ObjectRef>().unwrap_err(), RefError::Empty);
-        assert_eq!(
-            "hello".parse::<ObjectRef>().unwrap_err(),
-            RefError::Malformed
-        );
+        assert_eq!("hello".parse::<ObjectRef>().unwrap_err(), RefError::Malformed);
         let long = "x".repeat(MAX_REF_LEN + 1);
-        assert_eq!(
-            long.parse::<ObjectRef>().unwrap_err(),
-            RefError::TooLong {
-                len: MAX_REF_LEN + 1
-            }
-        );
+        assert_eq!(long.parse::<ObjectRef>().unwrap_err(), RefError::TooLong { len: MAX_REF_LEN + 1 });
     }
 
     #[test]
     fn parse_kind_requires_the_namespace() {
         let err = ObjectRef::parse_kind(&format!("entity:{ID}"), RefKind::Evidence).unwrap_err();
-        assert_eq!(
-            err,
-            RefError::WrongKind {
-                expected: RefKind::Evidence,
-                found: RefKind::Entity
-            }
-        );
+        assert_eq!(err, RefError::WrongKind { expected: RefKind::Evidence, found: RefKind::Entity });
         assert!(ObjectRef::parse_kind(&format!("evidence:{ID}"), RefKind::Evidence).is_ok());
     }
 
     #[test]
     fn serde_uses_the_text_form_and_validates() {
         let r: ObjectRef = serde_json::from_str(&format!("\"entity:{ID}\"")).unwrap();
-        assert_eq!(
-            serde_json::to_string(&r).unwrap(),
-            format!("\"entity:{ID}\"")
-        );
+        assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"entity:{ID}\""));
         assert!(serde_json::from_str::<ObjectRef>(&format!("\"{ID}\"")).is_err());
     }
 }

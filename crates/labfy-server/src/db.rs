@@ -23,11 +23,7 @@ pub struct Db {
 impl Db {
     /// Wraps an open (migrated) store.
     pub fn new(store: Store, data_dir: PathBuf) -> Self {
-        Self {
-            data_dir,
-            writer: Arc::new(Mutex::new(store)),
-            readers: Arc::new(Mutex::new(Vec::new())),
-        }
+        Self { data_dir, writer: Arc::new(Mutex::new(store)), readers: Arc::new(Mutex::new(Vec::new())) }
     }
 
     /// Runs `f` with read models on a pooled read-only connection.
@@ -38,20 +34,13 @@ impl Db {
     {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            let pooled = this
-                .readers
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop();
+            let pooled = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
             let conn = match pooled {
                 Some(c) => c,
                 None => ReadOnlyStore::open(&this.data_dir)?,
             };
             let out = f(conn.reads());
-            let mut pool = this
-                .readers
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut pool = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if pool.len() < MAX_IDLE_READERS {
                 pool.push(conn);
             }
@@ -70,9 +59,7 @@ impl Db {
     {
         let writer = self.writer.clone();
         tokio::task::spawn_blocking(move || {
-            let mut store = writer
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut store = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             f(&mut store)
         })
         .await

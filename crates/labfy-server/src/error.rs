@@ -22,21 +22,12 @@ pub struct ApiError {
 impl ApiError {
     /// A refusal with an explicit status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
+        Self { status, code, message: message.into(), retry_after: None }
     }
 
     /// 400: the input is wrong.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            ErrorKind::InvalidInput.code(),
-            message,
-        )
+        Self::new(StatusCode::BAD_REQUEST, ErrorKind::InvalidInput.code(), message)
     }
 
     /// 404.
@@ -57,11 +48,7 @@ impl ApiError {
     /// 500 whose detail goes to the log only.
     pub fn internal(detail: &dyn std::fmt::Display) -> Self {
         tracing::error!(%detail, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorKind::Internal.code(),
-            "internal error; see the server log",
-        )
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorKind::Internal.code(), "internal error; see the server log")
     }
 
     /// The HTTP status.
@@ -91,9 +78,7 @@ impl IntoResponse for ApiError {
         let body = json!({"error": {"code": self.code, "message": message}});
         let mut response = (self.status, Json(body)).into_response();
         if let Some(secs) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

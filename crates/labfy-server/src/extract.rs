@@ -23,11 +23,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 fn json_rejection(r: JsonRejection) -> ApiError {
-    ApiError::new(
-        r.status(),
-        "INVALID_INPUT",
-        labfy_core::bounded::truncate_chars(&r.body_text(), 300),
-    )
+    ApiError::new(r.status(), "INVALID_INPUT", labfy_core::bounded::truncate_chars(&r.body_text(), 300))
 }
 
 /// `Query<T>` whose rejections are `{error:{code,message}}`.

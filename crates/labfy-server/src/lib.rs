@@ -34,10 +34,8 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 /// route by route, which is what `Router::layer` does): the concurrency limit
 /// is global and unknown paths get the same headers and Host check.
 pub fn app(state: AppState) -> Router {
-    let api = routes::api::router().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        security::require_session,
-    ));
+    let api =
+        routes::api::router().route_layer(middleware::from_fn_with_state(state.clone(), security::require_session));
     let routed = Router::new()
         .merge(routes::ui::router())
         .merge(api)
@@ -47,23 +45,13 @@ pub fn app(state: AppState) -> Router {
         // Outermost first: headers and the exact Host check on every answer,
         // then resource bounds, then the body limit.
         .layer(middleware::from_fn_with_state(state, security::guard))
-        .layer(axum::error_handling::HandleErrorLayer::new(
-            |e: tower::BoxError| async move {
-                if e.is::<tower::timeout::error::Elapsed>() {
-                    error::ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "TIMEOUT",
-                        "request took too long",
-                    )
-                } else {
-                    error::ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "OVERLOADED",
-                        "server busy; retry",
-                    )
-                }
-            },
-        ))
+        .layer(axum::error_handling::HandleErrorLayer::new(|e: tower::BoxError| async move {
+            if e.is::<tower::timeout::error::Elapsed>() {
+                error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "TIMEOUT", "request took too long")
+            } else {
+                error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED", "server busy; retry")
+            }
+        }))
         .load_shed()
         .concurrency_limit(MAX_CONCURRENT_REQUESTS)
         .timeout(REQUEST_TIMEOUT)
@@ -80,7 +68,5 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
 }

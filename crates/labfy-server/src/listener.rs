@@ -24,9 +24,7 @@ pub enum ListenerError {
     #[error("refusing to serve on {0}: Labfy serves only on loopback addresses")]
     NotLoopback(SocketAddr),
     /// The port is taken.
-    #[error(
-        "{0} is already in use (another Labfy, or another program); pick another port with --port"
-    )]
+    #[error("{0} is already in use (another Labfy, or another program); pick another port with --port")]
     InUse(SocketAddr),
     /// Any other bind failure.
     #[error("cannot listen on {addr}: {source}")]
@@ -57,9 +55,7 @@ pub fn inherited() -> Result<Option<TcpListener>, ListenerError> {
     #[allow(unsafe_code)]
     let flags = unsafe { libc::fcntl(LISTEN_FDS_START, libc::F_GETFD) };
     if flags < 0 {
-        return Err(ListenerError::NotAListener(
-            std::io::Error::last_os_error().to_string(),
-        ));
+        return Err(ListenerError::NotAListener(std::io::Error::last_os_error().to_string()));
     }
     // SAFETY: fd 3 is open (checked above) and, by the LISTEN_FDS contract, ours
     // alone from here on: nothing else in this process uses or closes it.
@@ -67,28 +63,16 @@ pub fn inherited() -> Result<Option<TcpListener>, ListenerError> {
     let fd = unsafe { OwnedFd::from_raw_fd(LISTEN_FDS_START) };
     let socket = socket2::Socket::from(fd);
     let check = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(ListenerError::NotAListener(what.to_owned()))
-        }
+        if ok { Ok(()) } else { Err(ListenerError::NotAListener(what.to_owned())) }
     };
-    let ty = socket
-        .r#type()
-        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    let ty = socket.r#type().map_err(|e| ListenerError::NotAListener(e.to_string()))?;
     check(ty == socket2::Type::STREAM, "not a stream socket")?;
-    let local = socket
-        .local_addr()
-        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
-    let addr = local
-        .as_socket()
-        .ok_or_else(|| ListenerError::NotAListener("not an IP socket".into()))?;
+    let local = socket.local_addr().map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    let addr = local.as_socket().ok_or_else(|| ListenerError::NotAListener("not an IP socket".into()))?;
     if !addr.ip().is_loopback() {
         return Err(ListenerError::NotLoopback(addr));
     }
-    socket
-        .set_cloexec(true)
-        .map_err(|e| ListenerError::NotAListener(e.to_string()))?;
+    socket.set_cloexec(true).map_err(|e| ListenerError::NotAListener(e.to_string()))?;
     // SAFETY: `inherited` is called at start-up, before the async runtime or any
     // other thread exists, so nothing reads the environment concurrently.
     #[allow(unsafe_code)]

@@ -27,10 +27,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -42,35 +39,17 @@ fn main() -> anyhow::Result<()> {
     let port = listener.local_addr()?.port();
     let store = Store::open(&args.data_dir)?;
     let workspace = match &args.workspace {
-        Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace)
-            .map_err(anyhow::Error::msg)?
-            .id(),
-        None => match store
-            .reads()
-            .workspaces()?
-            .into_iter()
-            .find(|w| w.status == "READY")
-        {
+        Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace).map_err(anyhow::Error::msg)?.id(),
+        None => match store.reads().workspaces()?.into_iter().find(|w| w.status == "READY") {
             Some(w) => w.id.id(),
-            None => bail!(
-                "no ready workspace in {}; run `labfy up` or `labfy specimen` first",
-                args.data_dir.display()
-            ),
+            None => {
+                bail!("no ready workspace in {}; run `labfy up` or `labfy specimen` first", args.data_dir.display())
+            }
         },
     };
-    store
-        .reads()
-        .workspace(workspace)
-        .context("the chosen workspace")?;
-    let state = AppState::new(
-        Db::new(store, args.data_dir.clone()),
-        port,
-        workspace,
-        RateLimit::default(),
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    store.reads().workspace(workspace).context("the chosen workspace")?;
+    let state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         tracing::info!(port, "labfy-server listening");
         println!("http://127.0.0.1:{port}/");

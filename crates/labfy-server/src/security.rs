@@ -44,24 +44,14 @@ const RESPONSE_HEADERS: [(header::HeaderName, &str); 6] = [
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     (header::X_FRAME_OPTIONS, "DENY"),
     (header::REFERRER_POLICY, "no-referrer"),
-    (
-        header::HeaderName::from_static("cross-origin-opener-policy"),
-        "same-origin",
-    ),
-    (
-        header::HeaderName::from_static("cross-origin-resource-policy"),
-        "same-origin",
-    ),
+    (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
+    (header::HeaderName::from_static("cross-origin-resource-policy"), "same-origin"),
 ];
 
 /// The `Host` header, if it is one of the exact allowed values.
 fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
     let host = headers.get(header::HOST)?.to_str().ok()?;
-    state
-        .allowed_hosts()
-        .iter()
-        .any(|a| a == host)
-        .then_some(host)
+    state.allowed_hosts().iter().any(|a| a == host).then_some(host)
 }
 
 /// Layers 1 and 2: the exact Host check (421 Misdirected Request otherwise),
@@ -105,13 +95,9 @@ fn is_read_only(method: &Method) -> bool {
 }
 
 /// Layers 3 and 4 for `/api/`: session, then Origin + CSRF + rate limit on mutations.
-pub async fn require_session(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let Some((id, session)) = session_cookie(request.headers())
-        .and_then(|id| state.sessions().get(id).map(|s| (Arc::<str>::from(id), s)))
+pub async fn require_session(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let Some((id, session)) =
+        session_cookie(request.headers()).and_then(|id| state.sessions().get(id).map(|s| (Arc::<str>::from(id), s)))
     else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -124,11 +110,8 @@ pub async fn require_session(
         // The Host was already checked exactly, so the expected origin is its http:// form.
         let host = allowed_host(&state, request.headers()).unwrap_or_default();
         let expected_origin = format!("http://{host}");
-        let origin_ok = request
-            .headers()
-            .get(header::ORIGIN)
-            .and_then(|o| o.to_str().ok())
-            .is_some_and(|o| o == expected_origin);
+        let origin_ok =
+            request.headers().get(header::ORIGIN).and_then(|o| o.to_str().ok()).is_some_and(|o| o == expected_origin);
         if !origin_ok {
             return ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -150,12 +133,9 @@ pub async fn require_session(
             .into_response();
         }
         if let Err(wait) = state.sessions().take_token(&id) {
-            return ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
-                .into_response();
+            return ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64).into_response();
         }
     }
-    request
-        .extensions_mut()
-        .insert(CurrentSession { id, session });
+    request.extensions_mut().insert(CurrentSession { id, session });
     next.run(request).await
 }

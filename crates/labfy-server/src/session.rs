@@ -25,10 +25,7 @@ pub struct RateLimit {
 
 impl Default for RateLimit {
     fn default() -> Self {
-        Self {
-            burst: 20,
-            per_second: 2.0,
-        }
+        Self { burst: 20, per_second: 2.0 }
     }
 }
 
@@ -59,18 +56,13 @@ fn random_token() -> String {
 impl Sessions {
     /// An empty table with the given mutation rate limit.
     pub fn new(limit: RateLimit) -> Self {
-        Self {
-            inner: Mutex::new(HashMap::new()),
-            limit,
-        }
+        Self { inner: Mutex::new(HashMap::new()), limit }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
         // A poisoned lock only means another request panicked mid-update of a
         // plain map; the map itself is still usable.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Creates a session and returns its cookie value and CSRF token.
@@ -80,11 +72,7 @@ impl Sessions {
         let now = Instant::now();
         let mut map = self.lock();
         if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.last_used)
-                .map(|(k, _)| k.clone())
-            {
+            if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_used).map(|(k, _)| k.clone()) {
                 map.remove(&oldest);
             }
         }
@@ -151,18 +139,12 @@ mod tests {
 
     #[test]
     fn bucket_allows_a_burst_then_says_how_long_to_wait() {
-        let s = Sessions::new(RateLimit {
-            burst: 3,
-            per_second: 0.5,
-        });
+        let s = Sessions::new(RateLimit { burst: 3, per_second: 0.5 });
         let (id, _) = s.create(Uuid::new_v4());
         for _ in 0..3 {
             s.take_token(&id).unwrap();
         }
         let wait = s.take_token(&id).unwrap_err();
-        assert!(
-            wait > Duration::from_millis(1500) && wait <= Duration::from_secs(2),
-            "{wait:?}"
-        );
+        assert!(wait > Duration::from_millis(1500) && wait <= Duration::from_secs(2), "{wait:?}");
     }
 }

@@ -30,39 +30,12 @@ struct Fixture {
 fn fixture_with(limit: RateLimit) -> Fixture {
     let dir = TempDir::new().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let out = specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 4, size: 80 },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let specimen::SpecimenOutcome::Created {
-        workspace,
-        investigation,
-        ..
-    } = out
-    else {
-        panic!()
-    };
+    let out = specimen::generate(&mut store, SpecimenSpec { seed: 4, size: 80 }, &mut |_, _| {}).unwrap();
+    let specimen::SpecimenOutcome::Created { workspace, investigation, .. } = out else { panic!() };
     // A second workspace, to check isolation.
-    specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 5, size: 10 },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let state = AppState::new(
-        Db::new(store, dir.path().to_path_buf()),
-        PORT,
-        workspace.id(),
-        limit,
-    );
-    Fixture {
-        _dir: dir,
-        app: app(state),
-        workspace: workspace.to_string(),
-        investigation: investigation.to_string(),
-    }
+    specimen::generate(&mut store, SpecimenSpec { seed: 5, size: 10 }, &mut |_, _| {}).unwrap();
+    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit);
+    Fixture { _dir: dir, app: app(state), workspace: workspace.to_string(), investigation: investigation.to_string() }
 }
 
 fn fixture() -> Fixture {
@@ -84,10 +57,7 @@ impl Answer {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     fn error_code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.json()["error"]["code"].as_str().unwrap_or_default().to_owned()
     }
 }
 
@@ -96,18 +66,11 @@ async fn send(app: &Router, req: Request<Body>) -> Answer {
     let status = res.status();
     let headers = res.headers().clone();
     let body = res.into_body().collect().await.unwrap().to_bytes().to_vec();
-    Answer {
-        status,
-        headers,
-        body,
-    }
+    Answer { status, headers, body }
 }
 
 fn get(uri: &str) -> axum::http::request::Builder {
-    Request::builder()
-        .method("GET")
-        .uri(uri)
-        .header(header::HOST, HOST)
+    Request::builder().method("GET").uri(uri).header(header::HOST, HOST)
 }
 
 /// Opens `/` and returns (cookie header value, csrf token).
@@ -115,46 +78,20 @@ async fn login(f: &Fixture) -> (String, String) {
     let a = send(&f.app, get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(a.status, StatusCode::OK);
     let set = a.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
-    assert!(
-        set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"),
-        "{set}"
-    );
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
     let cookie = set.split(';').next().unwrap().to_owned();
-    let s = send(
-        &f.app,
-        get("/api/v1/session")
-            .header(header::COOKIE, &cookie)
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let s = send(&f.app, get("/api/v1/session").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(s.status, StatusCode::OK);
     let csrf = s.json()["csrf_token"].as_str().unwrap().to_owned();
-    assert!(
-        a.text()
-            .contains(&format!("<meta name=\"csrf-token\" content=\"{csrf}\">"))
-    );
+    assert!(a.text().contains(&format!("<meta name=\"csrf-token\" content=\"{csrf}\">")));
     (cookie, csrf)
 }
 
 async fn api(f: &Fixture, cookie: &str, uri: &str) -> Answer {
-    send(
-        &f.app,
-        get(uri)
-            .header(header::COOKIE, cookie)
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await
+    send(&f.app, get(uri).header(header::COOKIE, cookie).body(Body::empty()).unwrap()).await
 }
 
-fn post_note(
-    uri: &str,
-    cookie: &str,
-    origin: Option<&str>,
-    csrf: Option<&str>,
-    body: Value,
-) -> Request<Body> {
+fn post_note(uri: &str, cookie: &str, origin: Option<&str>, csrf: Option<&str>, body: Value) -> Request<Body> {
     let mut b = Request::builder()
         .method("POST")
         .uri(uri)
@@ -193,15 +130,7 @@ async fn s1_wrong_or_missing_host_is_421_everywhere() {
         }
     }
     for host in ["127.0.0.1:7345", "localhost:7345"] {
-        let a = send(
-            &f.app,
-            Request::builder()
-                .uri("/")
-                .header(header::HOST, host)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+        let a = send(&f.app, Request::builder().uri("/").header(header::HOST, host).body(Body::empty()).unwrap()).await;
         assert_eq!(a.status, StatusCode::OK, "{host}");
     }
 }
@@ -218,45 +147,17 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
     // Every <script> has a src and an empty body; no inline handlers or styles.
     for (i, _) in html.match_indices("<script") {
         let tag_end = html[i..].find('>').unwrap() + i;
-        assert!(
-            html[i..tag_end].contains("src=\"/static/"),
-            "inline script at {i}"
-        );
-        assert!(
-            html[tag_end + 1..].starts_with("</script>"),
-            "script with a body at {i}"
-        );
+        assert!(html[i..tag_end].contains("src=\"/static/"), "inline script at {i}");
+        assert!(html[tag_end + 1..].starts_with("</script>"), "script with a body at {i}");
     }
-    for forbidden in [
-        " onload=",
-        " onclick=",
-        " onerror=",
-        "<style",
-        " style=",
-        "javascript:",
-    ] {
-        assert!(
-            !html.to_lowercase().contains(forbidden),
-            "index.html contains {forbidden}"
-        );
+    for forbidden in [" onload=", " onclick=", " onerror=", "<style", " style=", "javascript:"] {
+        assert!(!html.to_lowercase().contains(forbidden), "index.html contains {forbidden}");
     }
     assert!(html.contains("lang=\"fr\""));
     let js = send(&f.app, get("/static/app.js").body(Body::empty()).unwrap()).await;
     assert_eq!(js.status, StatusCode::OK);
-    assert!(
-        js.headers[header::CONTENT_TYPE]
-            .to_str()
-            .unwrap()
-            .starts_with("text/javascript")
-    );
-    for sink in [
-        ".innerHTML",
-        ".outerHTML",
-        ".insertAdjacentHTML",
-        "document.write(",
-        "eval(",
-        "new Function(",
-    ] {
+    assert!(js.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"));
+    for sink in [".innerHTML", ".outerHTML", ".insertAdjacentHTML", "document.write(", "eval(", "new Function("] {
         assert!(!js.text().contains(sink), "app.js uses {sink}");
     }
     assert!(js.text().contains(".textContent"));
@@ -266,12 +167,7 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
 async fn s2_api_without_a_valid_session_is_401() {
     let f = fixture();
     let bogus = format!("labfy_session={}", "0".repeat(64));
-    for cookie in [
-        None,
-        Some("labfy_session="),
-        Some(bogus.as_str()),
-        Some("other=1"),
-    ] {
+    for cookie in [None, Some("labfy_session="), Some(bogus.as_str()), Some("other=1")] {
         for uri in ["/api/v1/session", "/api/v1/workspaces", "/api/v1/nope"] {
             let mut b = get(uri);
             if let Some(c) = cookie {
@@ -287,14 +183,7 @@ async fn s2_api_without_a_valid_session_is_401() {
     assert_eq!(s["workspace_id"], f.workspace);
     assert_eq!(s["csrf_token"].as_str().unwrap().len(), 64);
     // Reloading / keeps the session and its token.
-    let again = send(
-        &f.app,
-        get("/")
-            .header(header::COOKIE, &cookie)
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let again = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
     assert!(again.headers.get(header::SET_COOKIE).is_none());
 }
 
@@ -306,134 +195,62 @@ async fn s3_mutations_need_own_origin_and_csrf_token() {
     let note = json!({"title": "Note", "content": "texte"});
     for (origin, token, code) in [
         (None, Some(csrf.as_str()), "BAD_ORIGIN"),
-        (
-            Some("http://evil.example"),
-            Some(csrf.as_str()),
-            "BAD_ORIGIN",
-        ),
-        (
-            Some("http://localhost:7345"),
-            Some(csrf.as_str()),
-            "BAD_ORIGIN",
-        ),
-        (
-            Some("https://127.0.0.1:7345"),
-            Some(csrf.as_str()),
-            "BAD_ORIGIN",
-        ),
+        (Some("http://evil.example"), Some(csrf.as_str()), "BAD_ORIGIN"),
+        (Some("http://localhost:7345"), Some(csrf.as_str()), "BAD_ORIGIN"),
+        (Some("https://127.0.0.1:7345"), Some(csrf.as_str()), "BAD_ORIGIN"),
         (Some("null"), Some(csrf.as_str()), "BAD_ORIGIN"),
         (Some(ORIGIN), None, "BAD_CSRF_TOKEN"),
         (Some(ORIGIN), Some("deadbeef"), "BAD_CSRF_TOKEN"),
         (Some(ORIGIN), Some(""), "BAD_CSRF_TOKEN"),
     ] {
-        let a = send(
-            &f.app,
-            post_note(&uri, &cookie, origin, token, note.clone()),
-        )
-        .await;
+        let a = send(&f.app, post_note(&uri, &cookie, origin, token, note.clone())).await;
         assert_eq!(a.status, StatusCode::FORBIDDEN, "{origin:?} {token:?}");
         assert_eq!(a.error_code(), code);
     }
     // Another session's token is not this session's token.
     let (_, other_csrf) = login(&f).await;
-    let a = send(
-        &f.app,
-        post_note(&uri, &cookie, Some(ORIGIN), Some(&other_csrf), note.clone()),
-    )
-    .await;
+    let a = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&other_csrf), note.clone())).await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
     // Other methods are mutations too.
-    let del = Request::builder()
-        .method("DELETE")
-        .uri(&uri)
-        .header(header::HOST, HOST)
-        .header(header::COOKIE, &cookie);
-    assert_eq!(
-        send(&f.app, del.body(Body::empty()).unwrap()).await.status,
-        StatusCode::FORBIDDEN
-    );
+    let del = Request::builder().method("DELETE").uri(&uri).header(header::HOST, HOST).header(header::COOKIE, &cookie);
+    assert_eq!(send(&f.app, del.body(Body::empty()).unwrap()).await.status, StatusCode::FORBIDDEN);
     // Nothing was stored by the refused calls.
-    let before = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{}/overview", f.investigation),
-    )
-    .await
-    .json();
+    let before = api(&f, &cookie, &format!("/api/v1/investigations/{}/overview", f.investigation)).await.json();
     assert_eq!(before["counts"]["evidence"], 80);
-    let ok = send(
-        &f.app,
-        post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), note),
-    )
-    .await;
+    let ok = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), note)).await;
     assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.text());
     let id = ok.json()["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("evidence:"));
-    let ev = api(&f, &cookie, &format!("/api/v1/evidence/{id}"))
-        .await
-        .json();
+    let ev = api(&f, &cookie, &format!("/api/v1/evidence/{id}")).await.json();
     assert_eq!(ev["title"], "Note");
     // localhost origin works when the page was opened as localhost.
-    let mut req = post_note(
-        &uri,
-        &cookie,
-        Some("http://localhost:7345"),
-        Some(&csrf),
-        json!({"title": "L", "content": "x"}),
-    );
-    req.headers_mut()
-        .insert(header::HOST, "localhost:7345".parse().unwrap());
+    let mut req =
+        post_note(&uri, &cookie, Some("http://localhost:7345"), Some(&csrf), json!({"title": "L", "content": "x"}));
+    req.headers_mut().insert(header::HOST, "localhost:7345".parse().unwrap());
     assert_eq!(send(&f.app, req).await.status, StatusCode::CREATED);
 }
 
 #[tokio::test]
 async fn s3_mutations_are_rate_limited_with_retry_after() {
-    let f = fixture_with(RateLimit {
-        burst: 3,
-        per_second: 0.2,
-    });
+    let f = fixture_with(RateLimit { burst: 3, per_second: 0.2 });
     let (cookie, csrf) = login(&f).await;
     let uri = format!("/api/v1/investigations/{}/evidence", f.investigation);
     for i in 0..3 {
         let a = send(
             &f.app,
-            post_note(
-                &uri,
-                &cookie,
-                Some(ORIGIN),
-                Some(&csrf),
-                json!({"title": format!("n{i}"), "content": "x"}),
-            ),
+            post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), json!({"title": format!("n{i}"), "content": "x"})),
         )
         .await;
         assert_eq!(a.status, StatusCode::CREATED);
     }
-    let a = send(
-        &f.app,
-        post_note(
-            &uri,
-            &cookie,
-            Some(ORIGIN),
-            Some(&csrf),
-            json!({"title": "n4", "content": "x"}),
-        ),
-    )
-    .await;
+    let a =
+        send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), json!({"title": "n4", "content": "x"}))).await;
     assert_eq!(a.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(a.error_code(), "RATE_LIMITED");
-    let retry: u64 = a.headers[header::RETRY_AFTER]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry: u64 = a.headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
     assert!((1..=5).contains(&retry), "{retry}");
     // Reads are not limited, and the refused note was not stored.
-    let o = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{}/overview", f.investigation),
-    )
-    .await;
+    let o = api(&f, &cookie, &format!("/api/v1/investigations/{}/overview", f.investigation)).await;
     assert_eq!(o.status, StatusCode::OK);
     assert_eq!(o.json()["counts"]["evidence"], 83);
 }
@@ -445,90 +262,37 @@ async fn read_routes_answer_for_the_session_workspace() {
     let inv = &f.investigation;
     let ws = api(&f, &cookie, "/api/v1/workspaces").await.json();
     assert_eq!(ws["workspaces"].as_array().unwrap().len(), 2);
-    let invs = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/workspaces/{}/investigations", f.workspace),
-    )
-    .await
-    .json();
+    let invs = api(&f, &cookie, &format!("/api/v1/workspaces/{}/investigations", f.workspace)).await.json();
     assert_eq!(invs["investigations"][0]["id"], *inv);
-    let o = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{inv}/overview"),
-    )
-    .await
-    .json();
+    let o = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/overview")).await.json();
     assert_eq!(o["workspace"]["class"], "SPECIMEN");
     let hub = o["top_entities"][0]["id"].as_str().unwrap().to_owned();
     let name = o["top_entities"][0]["name"].as_str().unwrap().to_owned();
     let q: String = name.split(' ').next().unwrap().to_owned();
-    let s = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{inv}/search?q={q}&limit=5"),
-    )
-    .await;
+    let s = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/search?q={q}&limit=5")).await;
     assert_eq!(s.status, StatusCode::OK, "{}", s.text());
     let hits = s.json()["hits"].as_array().unwrap().clone();
     assert!(!hits.is_empty());
     let ev = hits[0]["id"].as_str().unwrap().to_owned();
-    let c = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{inv}/correlations?limit=3"),
-    )
-    .await
-    .json();
+    let c = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/correlations?limit=3")).await.json();
     assert!(c["correlations"].as_array().unwrap().len() <= 3);
-    let focused = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{inv}/correlations?focus={ev}"),
-    )
-    .await;
+    let focused = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/correlations?focus={ev}")).await;
     assert_eq!(focused.status, StatusCode::OK);
-    let summary = api(&f, &cookie, &format!("/api/v1/evidence/{ev}"))
-        .await
-        .json();
+    let summary = api(&f, &cookie, &format!("/api/v1/evidence/{ev}")).await.json();
     assert_eq!(summary["sha256"].as_str().unwrap().len(), 64);
-    let ex = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/evidence/{ev}/excerpt?offset=0&length=20"),
-    )
-    .await
-    .json();
+    let ex = api(&f, &cookie, &format!("/api/v1/evidence/{ev}/excerpt?offset=0&length=20")).await.json();
     assert_eq!(ex["length"], 20);
-    let node = api(&f, &cookie, &format!("/api/v1/graph/nodes/{hub}"))
-        .await
-        .json();
+    let node = api(&f, &cookie, &format!("/api/v1/graph/nodes/{hub}")).await.json();
     assert_eq!(node["kind"], "entity");
-    let n = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/graph/nodes/{hub}/neighbors?limit=4"),
-    )
-    .await
-    .json();
+    let n = api(&f, &cookie, &format!("/api/v1/graph/nodes/{hub}/neighbors?limit=4")).await.json();
     assert_eq!(n["neighbors"].as_array().unwrap().len(), 4);
     assert_eq!(n["total"], node["degree"]);
-    let p = api(&f, &cookie, &format!("/api/v1/provenance/{ev}?depth=3"))
-        .await
-        .json();
+    let p = api(&f, &cookie, &format!("/api/v1/provenance/{ev}?depth=3")).await.json();
     assert_eq!(p["root"], ev);
     assert!(!p["records"].as_array().unwrap().is_empty());
-    let jobs = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/jobs"))
-        .await
-        .json();
+    let jobs = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/jobs")).await.json();
     let job = jobs["jobs"][0]["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        api(&f, &cookie, &format!("/api/v1/jobs/{job}"))
-            .await
-            .json()["status"],
-        "SUCCEEDED"
-    );
+    assert_eq!(api(&f, &cookie, &format!("/api/v1/jobs/{job}")).await.json()["status"], "SUCCEEDED");
 }
 
 #[tokio::test]
@@ -538,77 +302,23 @@ async fn bad_input_gets_a_clear_json_error() {
     let inv = &f.investigation;
     let bare = inv.trim_start_matches("investigation:");
     let cases: Vec<(String, StatusCode, &str)> = vec![
-        (
-            format!("/api/v1/investigations/{bare}/overview"),
-            StatusCode::BAD_REQUEST,
-            "bare UUID",
-        ),
-        (
-            format!("/api/v1/investigations/document:{bare}/overview"),
-            StatusCode::BAD_REQUEST,
-            "unknown namespace",
-        ),
+        (format!("/api/v1/investigations/{bare}/overview"), StatusCode::BAD_REQUEST, "bare UUID"),
+        (format!("/api/v1/investigations/document:{bare}/overview"), StatusCode::BAD_REQUEST, "unknown namespace"),
         (
             format!("/api/v1/investigations/evidence:{bare}/overview"),
             StatusCode::BAD_REQUEST,
             "expected a `investigation:`",
         ),
-        (
-            format!(
-                "/api/v1/investigations/investigation:{}/overview",
-                uuid_other()
-            ),
-            StatusCode::NOT_FOUND,
-            "not found",
-        ),
-        (
-            format!("/api/v1/investigations/{inv}/search?q={}", "a".repeat(257)),
-            StatusCode::BAD_REQUEST,
-            "too long",
-        ),
-        (
-            format!("/api/v1/investigations/{inv}/search"),
-            StatusCode::BAD_REQUEST,
-            "q",
-        ),
-        (
-            format!("/api/v1/investigations/{inv}/search?q=x&limit=101"),
-            StatusCode::BAD_REQUEST,
-            "limit",
-        ),
-        (
-            format!("/api/v1/investigations/{inv}/search?q=x&evil=1"),
-            StatusCode::BAD_REQUEST,
-            "evil",
-        ),
-        (
-            format!("/api/v1/investigations/{inv}/search?q=x&limit=-1"),
-            StatusCode::BAD_REQUEST,
-            "limit",
-        ),
-        (
-            format!(
-                "/api/v1/graph/nodes/entity:{}/neighbors?limit=501",
-                uuid_other()
-            ),
-            StatusCode::BAD_REQUEST,
-            "limit",
-        ),
-        (
-            format!("/api/v1/provenance/{inv}?depth=17"),
-            StatusCode::BAD_REQUEST,
-            "depth",
-        ),
-        (
-            "/api/v1/evidence/evidence:zzz".to_owned(),
-            StatusCode::BAD_REQUEST,
-            "invalid UUID",
-        ),
-        (
-            "/api/v1/nothing-here".to_owned(),
-            StatusCode::NOT_FOUND,
-            "no such API route",
-        ),
+        (format!("/api/v1/investigations/investigation:{}/overview", uuid_other()), StatusCode::NOT_FOUND, "not found"),
+        (format!("/api/v1/investigations/{inv}/search?q={}", "a".repeat(257)), StatusCode::BAD_REQUEST, "too long"),
+        (format!("/api/v1/investigations/{inv}/search"), StatusCode::BAD_REQUEST, "q"),
+        (format!("/api/v1/investigations/{inv}/search?q=x&limit=101"), StatusCode::BAD_REQUEST, "limit"),
+        (format!("/api/v1/investigations/{inv}/search?q=x&evil=1"), StatusCode::BAD_REQUEST, "evil"),
+        (format!("/api/v1/investigations/{inv}/search?q=x&limit=-1"), StatusCode::BAD_REQUEST, "limit"),
+        (format!("/api/v1/graph/nodes/entity:{}/neighbors?limit=501", uuid_other()), StatusCode::BAD_REQUEST, "limit"),
+        (format!("/api/v1/provenance/{inv}?depth=17"), StatusCode::BAD_REQUEST, "depth"),
+        ("/api/v1/evidence/evidence:zzz".to_owned(), StatusCode::BAD_REQUEST, "invalid UUID"),
+        ("/api/v1/nothing-here".to_owned(), StatusCode::NOT_FOUND, "no such API route"),
     ];
     for (uri, status, needle) in cases {
         let a = api(&f, &cookie, &uri).await;
@@ -618,12 +328,7 @@ async fn bad_input_gets_a_clear_json_error() {
     }
     // Objects of another workspace are invisible.
     let other_ws = labfy_store::specimen::workspace_id_for_seed(5);
-    let a = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/workspaces/workspace:{other_ws}/investigations"),
-    )
-    .await;
+    let a = api(&f, &cookie, &format!("/api/v1/workspaces/workspace:{other_ws}/investigations")).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
     // Malformed bodies use the same format and store nothing.
     let uri = format!("/api/v1/investigations/{inv}/evidence");
@@ -633,11 +338,7 @@ async fn bad_input_gets_a_clear_json_error() {
         json!({"title": 3, "content": "c"}),
         json!({"title": "", "content": "c"}),
     ] {
-        let a = send(
-            &f.app,
-            post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), body.clone()),
-        )
-        .await;
+        let a = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), body.clone())).await;
         assert!(a.status.is_client_error(), "{body}: {}", a.status);
         assert!(!a.error_code().is_empty(), "{body}: {}", a.text());
     }
@@ -647,25 +348,10 @@ async fn bad_input_gets_a_clear_json_error() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.error_code(), "INVALID_INPUT");
     let big = "x".repeat(labfy_server::MAX_BODY_BYTES + 10);
-    let a = send(
-        &f.app,
-        post_note(
-            &uri,
-            &cookie,
-            Some(ORIGIN),
-            Some(&csrf),
-            json!({"title": "t", "content": big}),
-        ),
-    )
-    .await;
+    let a =
+        send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), json!({"title": "t", "content": big}))).await;
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
-    let o = api(
-        &f,
-        &cookie,
-        &format!("/api/v1/investigations/{inv}/overview"),
-    )
-    .await
-    .json();
+    let o = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/overview")).await.json();
     assert_eq!(o["counts"]["evidence"], 80);
 }
 

@@ -57,17 +57,10 @@ fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
         return Err(StoreError::Invalid(format!("{name} must not be empty")));
     }
     if n > max_chars {
-        return Err(StoreError::Invalid(format!(
-            "{name} too long ({n} characters, at most {max_chars})"
-        )));
+        return Err(StoreError::Invalid(format!("{name} too long ({n} characters, at most {max_chars})")));
     }
-    if value
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r')
-    {
-        return Err(StoreError::Invalid(format!(
-            "{name} contains control characters"
-        )));
+    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r') {
+        return Err(StoreError::Invalid(format!("{name} contains control characters")));
     }
     Ok(())
 }
@@ -125,11 +118,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Creates a `REAL` workspace with one empty investigation.
-pub(crate) fn create_real_workspace(
-    conn: &mut Connection,
-    name: &str,
-    actor: &str,
-) -> Result<(ObjectRef, ObjectRef)> {
+pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
     check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
     let tx = conn.transaction()?;
     let ws = Uuid::now_v7();
@@ -144,14 +133,7 @@ pub(crate) fn create_real_workspace(
         params![inv.to_string(), ws.to_string(), name, now],
     )?;
     let ws_ref = ObjectRef::new(RefKind::Workspace, ws);
-    audit(
-        &tx,
-        actor,
-        "workspace.create",
-        Some(ws),
-        Some(&ws_ref),
-        &serde_json::json!({"class": "REAL"}),
-    )?;
+    audit(&tx, actor, "workspace.create", Some(ws), Some(&ws_ref), &serde_json::json!({"class": "REAL"}))?;
     tx.commit()?;
     Ok((ws_ref, ObjectRef::new(RefKind::Investigation, inv)))
 }
@@ -165,9 +147,7 @@ pub(crate) fn add_note(
     actor: &str,
 ) -> Result<ObjectRef> {
     if inv.kind() != RefKind::Investigation {
-        return Err(StoreError::Invalid(format!(
-            "expected an `investigation:` reference, got `{inv}`"
-        )));
+        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
     }
     check_text("title", &note.title, MAX_NOTE_TITLE_CHARS)?;
     if note.content.is_empty() {
@@ -179,10 +159,7 @@ pub(crate) fn add_note(
             note.content.len()
         )));
     }
-    let source = note
-        .source
-        .clone()
-        .unwrap_or_else(|| "analyst note".to_owned());
+    let source = note.source.clone().unwrap_or_else(|| "analyst note".to_owned());
     check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, inv)?;
@@ -210,22 +187,9 @@ pub(crate) fn add_note(
     tx.execute(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
          VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
-        params![
-            Uuid::now_v7().to_string(),
-            inv.id().to_string(),
-            ev.to_string(),
-            actor,
-            now
-        ],
+        params![Uuid::now_v7().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
     )?;
-    audit(
-        &tx,
-        actor,
-        "evidence.add_note",
-        Some(ws),
-        Some(&ev),
-        &serde_json::json!({"bytes": note.content.len()}),
-    )?;
+    audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
     tx.commit()?;
     Ok(ev)
 }
@@ -268,12 +232,7 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
 }
 
 /// Revokes a grant. Revoking twice is a conflict, not a silent no-op.
-pub(crate) fn revoke_grant(
-    conn: &mut Connection,
-    ws: Uuid,
-    grant: &ObjectRef,
-    by: &str,
-) -> Result<()> {
+pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
     check_text("revoked_by", by, 200)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, grant)?;
@@ -284,14 +243,7 @@ pub(crate) fn revoke_grant(
     if changed == 0 {
         return Err(StoreError::Conflict(format!("{grant} is already revoked")));
     }
-    audit(
-        &tx,
-        by,
-        "grant.revoke",
-        Some(ws),
-        Some(grant),
-        &serde_json::json!({}),
-    )?;
+    audit(&tx, by, "grant.revoke", Some(ws), Some(grant), &serde_json::json!({}))?;
     tx.commit()?;
     Ok(())
 }

@@ -17,14 +17,11 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Maps an open-time SQLite failure to a sentence about the file.
 pub(crate) fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::NotADatabase {
-            path: path.to_path_buf(),
-        },
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::NotADatabase { path: path.to_path_buf() }
+        }
         Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
-            StoreError::ReadOnly {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            }
+            StoreError::ReadOnly { path: path.to_path_buf(), detail: e.to_string() }
         }
         _ => StoreError::from(e),
     }
@@ -34,27 +31,14 @@ pub(crate) fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError
 /// Returns the schema version found (0 for a fresh, empty file).
 pub(crate) fn check_identity(conn: &Connection, path: &Path) -> Result<i64> {
     let err = |e| classify_open_error(path, e);
-    let app_id: i32 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(err)?;
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(err)?;
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-        .map_err(err)?;
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err)?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(err)?;
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(err)?;
     if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
-        return Err(StoreError::Foreign {
-            path: path.to_path_buf(),
-            found: app_id,
-        });
+        return Err(StoreError::Foreign { path: path.to_path_buf(), found: app_id });
     }
     if version > LATEST {
-        return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
-            found: version,
-            known: LATEST,
-        });
+        return Err(StoreError::TooNew { path: path.to_path_buf(), found: version, known: LATEST });
     }
     Ok(version)
 }
@@ -69,41 +53,27 @@ pub const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
     let err = |e| classify_open_error(path, e);
     conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-    conn.pragma_update(None, "foreign_keys", true)
-        .map_err(err)?;
-    conn.pragma_update(None, "cache_size", -CACHE_KIB)
-        .map_err(err)?;
-    conn.pragma_update(None, "temp_store", "MEMORY")
-        .map_err(err)?;
+    conn.pragma_update(None, "foreign_keys", true).map_err(err)?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB).map_err(err)?;
+    conn.pragma_update(None, "temp_store", "MEMORY").map_err(err)?;
     // mmap_size answers with a row, so it is read rather than updated.
-    let _: Option<i64> = conn
-        .query_row(&format!("PRAGMA mmap_size = {MMAP_BYTES}"), [], |r| {
-            r.get(0)
-        })
-        .optional()
-        .map_err(err)?;
+    let _: Option<i64> =
+        conn.query_row(&format!("PRAGMA mmap_size = {MMAP_BYTES}"), [], |r| r.get(0)).optional().map_err(err)?;
     Ok(())
 }
 
 /// Opens (creating if needed) the read-write database of `data_dir` and brings
 /// its schema to [`LATEST`].
 pub(crate) fn open_read_write(data_dir: &Path) -> Result<(Connection, PathBuf)> {
-    std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
-        path: data_dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir { path: data_dir.to_path_buf(), source })?;
     let path = data_dir.join(DB_FILE);
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn =
-        Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
     configure(&conn, &path)?;
     // Identity first: nothing is written to a file that is not ours.
     let version = check_identity(&conn, &path)?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| classify_open_error(&path, e))?;
+    let mode: String =
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(|e| classify_open_error(&path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::ReadOnly {
             path,
@@ -111,8 +81,7 @@ pub(crate) fn open_read_write(data_dir: &Path) -> Result<(Connection, PathBuf)> 
         });
     }
     // FULL: a committed grant or audit row survives a power loss too.
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(|e| classify_open_error(&path, e))?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(|e| classify_open_error(&path, e))?;
     migrate(&conn, &path, version)?;
     Ok((conn, path))
 }
@@ -125,8 +94,7 @@ pub(crate) fn open_read_only(data_dir: &Path) -> Result<(Connection, PathBuf)> {
         return Err(StoreError::NotFound(format!("database {}", path.display())));
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn =
-        Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
+    let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
     configure(&conn, &path)?;
     let version = check_identity(&conn, &path)?;
     if version != LATEST {
@@ -140,23 +108,14 @@ pub(crate) fn open_read_only(data_dir: &Path) -> Result<(Connection, PathBuf)> {
 
 fn migrate(conn: &Connection, path: &Path, from: i64) -> Result<()> {
     if from == 0 {
-        conn.pragma_update(None, "application_id", APPLICATION_ID)
-            .map_err(|e| classify_open_error(path, e))?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(|e| classify_open_error(path, e))?;
     }
-    for (index, sql) in MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(usize::try_from(from).unwrap_or(0))
-    {
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(from).unwrap_or(0)) {
         let target = index as i64 + 1;
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(|e| classify_open_error(path, e))?;
-        tx.execute_batch(sql)
-            .map_err(|e| classify_open_error(path, e))?;
+        let tx = conn.unchecked_transaction().map_err(|e| classify_open_error(path, e))?;
+        tx.execute_batch(sql).map_err(|e| classify_open_error(path, e))?;
         // user_version lives in the header page: it commits with the schema.
-        tx.pragma_update(None, "user_version", target)
-            .map_err(|e| classify_open_error(path, e))?;
+        tx.pragma_update(None, "user_version", target).map_err(|e| classify_open_error(path, e))?;
         tx.commit().map_err(|e| classify_open_error(path, e))?;
         tracing::info!(version = target, "schema migrated");
     }
@@ -166,23 +125,15 @@ fn migrate(conn: &Connection, path: &Path, from: i64) -> Result<()> {
 /// Runs `PRAGMA integrity_check` and reports the first problems, if any.
 pub(crate) fn integrity_check(conn: &Connection, path: &Path) -> Result<()> {
     let mut stmt = conn.prepare("PRAGMA integrity_check(20)")?;
-    let lines: Vec<String> = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let lines: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
     if lines == ["ok"] {
         Ok(())
     } else {
-        Err(StoreError::Corrupt {
-            path: path.to_path_buf(),
-            detail: lines.join("; "),
-        })
+        Err(StoreError::Corrupt { path: path.to_path_buf(), detail: lines.join("; ") })
     }
 }
 
 /// Schema version of an open connection.
 pub(crate) fn schema_version(conn: &Connection) -> Result<i64> {
-    Ok(conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .optional()?
-        .unwrap_or(0))
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0)).optional()?.unwrap_or(0))
 }

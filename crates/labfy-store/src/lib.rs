@@ -15,8 +15,8 @@ use rusqlite::Connection;
 use uuid::Uuid;
 
 pub use commands::{
-    MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS,
-    NewGrant, NewNote, sha256_hex,
+    MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
+    sha256_hex,
 };
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
@@ -64,22 +64,12 @@ impl Store {
     }
 
     /// Creates a `REAL` workspace with one investigation.
-    pub fn create_real_workspace(
-        &mut self,
-        name: &str,
-        actor: &str,
-    ) -> Result<(ObjectRef, ObjectRef)> {
+    pub fn create_real_workspace(&mut self, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
         commands::create_real_workspace(&mut self.conn, name, actor)
     }
 
     /// Stores an analyst's note as a new evidence item.
-    pub fn add_note(
-        &mut self,
-        ws: Uuid,
-        inv: &ObjectRef,
-        note: &NewNote,
-        actor: &str,
-    ) -> Result<ObjectRef> {
+    pub fn add_note(&mut self, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
         commands::add_note(&mut self.conn, ws, inv, note, actor)
     }
 

@@ -43,21 +43,18 @@ pub struct Reads<'c> {
 }
 
 fn parse_ref(kind: RefKind, id: &str) -> Result<ObjectRef> {
-    let uuid = Uuid::try_parse(id)
-        .map_err(|_| StoreError::Internal(format!("stored {kind} id `{id}` is not a UUID")))?;
+    let uuid =
+        Uuid::try_parse(id).map_err(|_| StoreError::Internal(format!("stored {kind} id `{id}` is not a UUID")))?;
     Ok(ObjectRef::new(kind, uuid))
 }
 
 fn parse_any_ref(text: &str) -> Result<ObjectRef> {
-    text.parse()
-        .map_err(|e| StoreError::Internal(format!("stored reference `{text}` is invalid: {e}")))
+    text.parse().map_err(|e| StoreError::Internal(format!("stored reference `{text}` is invalid: {e}")))
 }
 
 fn check_limit(name: &str, value: u32, max: u32) -> Result<u32> {
     if value == 0 || value > max {
-        return Err(StoreError::Invalid(format!(
-            "{name} must be between 1 and {max}, got {value}"
-        )));
+        return Err(StoreError::Invalid(format!("{name} must be between 1 and {max}, got {value}")));
     }
     Ok(value)
 }
@@ -71,32 +68,18 @@ pub fn fts_query(text: &str) -> Result<String> {
             "search query too long ({chars} characters, at most {MAX_SEARCH_QUERY_CHARS})"
         )));
     }
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     if words.is_empty() {
-        return Err(StoreError::Invalid(
-            "search query has no words to search for".into(),
-        ));
+        return Err(StoreError::Invalid("search query has no words to search for".into()));
     }
     if words.len() > MAX_SEARCH_TERMS {
-        return Err(StoreError::Invalid(format!(
-            "search query has {} words, at most {MAX_SEARCH_TERMS}",
-            words.len()
-        )));
+        return Err(StoreError::Invalid(format!("search query has {} words, at most {MAX_SEARCH_TERMS}", words.len())));
     }
     let last = words.len() - 1;
     Ok(words
         .iter()
         .enumerate()
-        .map(|(i, w)| {
-            if i == last && w.chars().count() >= 3 {
-                format!("\"{w}\"*")
-            } else {
-                format!("\"{w}\"")
-            }
-        })
+        .map(|(i, w)| if i == last && w.chars().count() >= 3 { format!("\"{w}\"*") } else { format!("\"{w}\"") })
         .collect::<Vec<_>>()
         .join(" "))
 }
@@ -126,15 +109,8 @@ impl<'c> Reads<'c> {
             RefKind::Grant => "SELECT workspace_id FROM grants WHERE id = ?1",
             RefKind::Campaign => "SELECT workspace_id FROM campaigns WHERE id = ?1",
         };
-        let ws: Option<String> = self
-            .conn
-            .prepare_cached(sql)?
-            .query_row([id], |row| row.get(0))
-            .optional()?;
-        ws.map(|w| {
-            Uuid::try_parse(&w).map_err(|_| StoreError::Internal(format!("bad workspace id `{w}`")))
-        })
-        .transpose()
+        let ws: Option<String> = self.conn.prepare_cached(sql)?.query_row([id], |row| row.get(0)).optional()?;
+        ws.map(|w| Uuid::try_parse(&w).map_err(|_| StoreError::Internal(format!("bad workspace id `{w}`")))).transpose()
     }
 
     /// Fails with `NotFound` unless `r` exists inside workspace `ws`.
@@ -168,9 +144,8 @@ impl<'c> Reads<'c> {
             out.push(WorkspaceSummary {
                 id: parse_ref(RefKind::Workspace, &id)?,
                 name,
-                class: WorkspaceClass::parse(&class).ok_or_else(|| {
-                    StoreError::Internal(format!("unknown workspace class `{class}`"))
-                })?,
+                class: WorkspaceClass::parse(&class)
+                    .ok_or_else(|| StoreError::Internal(format!("unknown workspace class `{class}`")))?,
                 status,
                 created_at,
                 investigation_count,
@@ -196,13 +171,7 @@ impl<'c> Reads<'c> {
              FROM investigations i WHERE i.workspace_id = ?1 ORDER BY i.created_at, i.id",
         )?;
         let rows = stmt.query_map([ws.to_string()], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
+            Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
@@ -219,10 +188,7 @@ impl<'c> Reads<'c> {
     }
 
     fn count(&self, sql: &str, inv: &str) -> Result<i64> {
-        Ok(self
-            .conn
-            .prepare_cached(sql)?
-            .query_row([inv], |row| row.get(0))?)
+        Ok(self.conn.prepare_cached(sql)?.query_row([inv], |row| row.get(0))?)
     }
 
     /// The overview of an investigation: counts, kinds, top entities, recent
@@ -240,26 +206,11 @@ impl<'c> Reads<'c> {
             .query_row([&inv_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         let w = self.workspace(ws)?;
         let counts = Counts {
-            evidence: self.count(
-                "SELECT count(*) FROM evidence WHERE investigation_id = ?1",
-                &inv_id,
-            )?,
-            entities: self.count(
-                "SELECT count(*) FROM entities WHERE investigation_id = ?1",
-                &inv_id,
-            )?,
-            relations: self.count(
-                "SELECT count(*) FROM relations WHERE investigation_id = ?1",
-                &inv_id,
-            )?,
-            provenance: self.count(
-                "SELECT count(*) FROM provenance WHERE investigation_id = ?1",
-                &inv_id,
-            )?,
-            jobs: self.count(
-                "SELECT count(*) FROM jobs WHERE investigation_id = ?1",
-                &inv_id,
-            )?,
+            evidence: self.count("SELECT count(*) FROM evidence WHERE investigation_id = ?1", &inv_id)?,
+            entities: self.count("SELECT count(*) FROM entities WHERE investigation_id = ?1", &inv_id)?,
+            relations: self.count("SELECT count(*) FROM relations WHERE investigation_id = ?1", &inv_id)?,
+            provenance: self.count("SELECT count(*) FROM provenance WHERE investigation_id = ?1", &inv_id)?,
+            jobs: self.count("SELECT count(*) FROM jobs WHERE investigation_id = ?1", &inv_id)?,
         };
         let entity_kinds = self
             .conn
@@ -274,41 +225,19 @@ impl<'c> Reads<'c> {
                 "SELECT id, title, source, mime, collected_at FROM evidence
                  WHERE investigation_id = ?1 ORDER BY collected_at DESC, seq DESC LIMIT 10",
             )?;
-            let rows = stmt.query_map([&inv_id], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                ))
-            })?;
+            let rows = stmt
+                .query_map([&inv_id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
             let mut out = Vec::new();
             for row in rows {
                 let (id, title, source, mime, collected_at) = row?;
-                out.push(EvidenceBrief {
-                    id: parse_ref(RefKind::Evidence, &id)?,
-                    title,
-                    source,
-                    mime,
-                    collected_at,
-                });
+                out.push(EvidenceBrief { id: parse_ref(RefKind::Evidence, &id)?, title, source, mime, collected_at });
             }
             out
         };
         let jobs = self.jobs_of(&inv_id, 10)?;
         Ok(Overview {
-            investigation: InvestigationBrief {
-                id: inv,
-                title,
-                summary,
-                created_at,
-            },
-            workspace: WorkspaceBrief {
-                id: w.id,
-                name: w.name,
-                class: w.class,
-            },
+            investigation: InvestigationBrief { id: inv, title, summary, created_at },
+            workspace: WorkspaceBrief { id: w.id, name: w.name, class: w.class },
             counts,
             entity_kinds,
             top_entities,
@@ -317,12 +246,7 @@ impl<'c> Reads<'c> {
         })
     }
 
-    fn top_entities(
-        &self,
-        inv_id: &str,
-        limit: u32,
-        min_mentions: i64,
-    ) -> Result<Vec<EntityBrief>> {
+    fn top_entities(&self, inv_id: &str, limit: u32, min_mentions: i64) -> Result<Vec<EntityBrief>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, kind, name, mention_count FROM entities
              WHERE investigation_id = ?1 AND mention_count >= ?2
@@ -334,12 +258,7 @@ impl<'c> Reads<'c> {
         let mut out = Vec::new();
         for row in rows {
             let (id, kind, name, evidence_count) = row?;
-            out.push(EntityBrief {
-                id: parse_ref(RefKind::Entity, &id)?,
-                kind,
-                name,
-                evidence_count,
-            });
+            out.push(EntityBrief { id: parse_ref(RefKind::Entity, &id)?, kind, name, evidence_count });
         }
         Ok(out)
     }
@@ -350,40 +269,18 @@ impl<'c> Reads<'c> {
              WHERE investigation_id = ?1 ORDER BY created_at DESC, id LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![inv_id, limit], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
+            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
             let (id, kind, status, progress, created_at, updated_at, detail) = row?;
-            out.push(Job {
-                id: parse_ref(RefKind::Job, &id)?,
-                kind,
-                status,
-                progress,
-                created_at,
-                updated_at,
-                detail,
-            });
+            out.push(Job { id: parse_ref(RefKind::Job, &id)?, kind, status, progress, created_at, updated_at, detail });
         }
         Ok(out)
     }
 
     /// Full-text search over the evidence of an investigation (FTS5, best first).
-    pub fn search(
-        &self,
-        ws: Uuid,
-        inv: &ObjectRef,
-        query: &str,
-        limit: u32,
-    ) -> Result<SearchResult> {
+    pub fn search(&self, ws: Uuid, inv: &ObjectRef, query: &str, limit: u32) -> Result<SearchResult> {
         let limit = check_limit("limit", limit, MAX_SEARCH_LIMIT)?;
         let fts = fts_query(query)?;
         self.require_kind(inv, RefKind::Investigation)?;
@@ -396,43 +293,23 @@ impl<'c> Reads<'c> {
              ORDER BY evidence_fts.rank LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![fts, inv.id().to_string(), limit + 1], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
+            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
         })?;
         let mut hits = Vec::new();
         for row in rows {
             let (id, title, source, mime, collected_at, snippet) = row?;
-            hits.push(SearchHit {
-                id: parse_ref(RefKind::Evidence, &id)?,
-                title,
-                source,
-                mime,
-                collected_at,
-                snippet,
-            });
+            hits.push(SearchHit { id: parse_ref(RefKind::Evidence, &id)?, title, source, mime, collected_at, snippet });
         }
         let truncated = hits.len() > limit as usize;
         hits.truncate(limit as usize);
-        Ok(SearchResult {
-            query: query.to_owned(),
-            hits,
-            truncated,
-        })
+        Ok(SearchResult { query: query.to_owned(), hits, truncated })
     }
 
     fn require_kind(&self, r: &ObjectRef, kind: RefKind) -> Result<()> {
         if r.kind() == kind {
             Ok(())
         } else {
-            Err(StoreError::Invalid(format!(
-                "expected a `{kind}:` reference, got `{r}`"
-            )))
+            Err(StoreError::Invalid(format!("expected a `{kind}:` reference, got `{r}`")))
         }
     }
 
@@ -477,26 +354,19 @@ impl<'c> Reads<'c> {
                 .collect::<Result<_, _>>()?
             }
         };
-        let mut samples = self.conn.prepare_cached(
-            "SELECT src FROM relations WHERE dst = ?1 AND kind = 'mentions' AND src <> ?2 LIMIT ?3",
-        )?;
+        let mut samples = self
+            .conn
+            .prepare_cached("SELECT src FROM relations WHERE dst = ?1 AND kind = 'mentions' AND src <> ?2 LIMIT ?3")?;
         let focus_text = focus.map(ToString::to_string).unwrap_or_default();
         let mut out = Vec::new();
         for (id, kind, name, evidence_count) in entities {
             let entity = parse_ref(RefKind::Entity, &id)?;
             let sample_evidence = samples
-                .query_map(
-                    params![entity.to_string(), focus_text, CORRELATION_SAMPLES],
-                    |r| r.get::<_, String>(0),
-                )?
+                .query_map(params![entity.to_string(), focus_text, CORRELATION_SAMPLES], |r| r.get::<_, String>(0))?
                 .map(|s| parse_any_ref(&s?))
                 .collect::<Result<Vec<_>>>()?;
             out.push(Correlation {
-                entity: EntityRefBrief {
-                    id: entity,
-                    kind,
-                    name,
-                },
+                entity: EntityRefBrief { id: entity, kind, name },
                 evidence_count,
                 sample_evidence,
             });
@@ -539,12 +409,7 @@ impl<'c> Reads<'c> {
             })?
             .map(|row| {
                 let (id, kind, name, relation) = row?;
-                Ok(MentionedEntity {
-                    id: parse_ref(RefKind::Entity, &id)?,
-                    kind,
-                    name,
-                    relation,
-                })
+                Ok(MentionedEntity { id: parse_ref(RefKind::Entity, &id)?, kind, name, relation })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(EvidenceSummary {
@@ -567,31 +432,17 @@ impl<'c> Reads<'c> {
         let length = check_limit("length", length, MAX_EXCERPT_CHARS)?;
         self.require_kind(ev, RefKind::Evidence)?;
         self.require_in_workspace(ws, ev)?;
-        let offset =
-            i64::try_from(offset).map_err(|_| StoreError::Invalid("offset too large".into()))?;
+        let offset = i64::try_from(offset).map_err(|_| StoreError::Invalid("offset too large".into()))?;
         // SQLite's substr() counts characters of TEXT values, so only the slice is read out.
         let (text, total_chars): (String, i64) = self
             .conn
-            .prepare_cached(
-                "SELECT substr(content, ?2 + 1, ?3), char_len FROM evidence WHERE id = ?1",
-            )?
-            .query_row(params![ev.id().to_string(), offset, length], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+            .prepare_cached("SELECT substr(content, ?2 + 1, ?3), char_len FROM evidence WHERE id = ?1")?
+            .query_row(params![ev.id().to_string(), offset, length], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if offset > total_chars {
-            return Err(StoreError::Invalid(format!(
-                "offset {offset} is past the end ({total_chars} characters)"
-            )));
+            return Err(StoreError::Invalid(format!("offset {offset} is past the end ({total_chars} characters)")));
         }
         let returned = text.chars().count() as i64;
-        Ok(Excerpt {
-            id: *ev,
-            offset,
-            length: returned,
-            total_chars,
-            truncated: offset + returned < total_chars,
-            text,
-        })
+        Ok(Excerpt { id: *ev, offset, length: returned, total_chars, truncated: offset + returned < total_chars, text })
     }
 
     /// Label and finer kind of any reference (`None` when it does not exist).
@@ -608,21 +459,12 @@ impl<'c> Reads<'c> {
             RefKind::Grant => "SELECT 'grant by ' || decided_by, NULL FROM grants WHERE id = ?1",
             RefKind::Campaign => "SELECT 'campaign', status FROM campaigns WHERE id = ?1",
         };
-        Ok(self
-            .conn
-            .prepare_cached(sql)?
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
+        Ok(self.conn.prepare_cached(sql)?.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional()?)
     }
 
     fn brief(&self, r: ObjectRef) -> Result<NodeBrief> {
         let (label, subkind) = self.label(&r)?.unwrap_or_else(|| (r.to_string(), None));
-        Ok(NodeBrief {
-            id: r,
-            kind: r.kind().as_str().to_owned(),
-            label,
-            subkind,
-        })
+        Ok(NodeBrief { id: r, kind: r.kind().as_str().to_owned(), label, subkind })
     }
 
     fn degree(&self, r: &ObjectRef) -> Result<i64> {
@@ -644,9 +486,7 @@ impl<'c> Reads<'c> {
             RefKind::Evidence => {
                 let (source, sha256, byte_len, collected_at): (String, String, i64, String) = self
                     .conn
-                    .prepare_cached(
-                        "SELECT source, sha256, byte_len, collected_at FROM evidence WHERE id = ?1",
-                    )?
+                    .prepare_cached("SELECT source, sha256, byte_len, collected_at FROM evidence WHERE id = ?1")?
                     .query_row([&id], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)))?;
                 details.insert("source".into(), source.into());
                 details.insert("sha256".into(), sha256.into());
@@ -694,9 +534,7 @@ impl<'c> Reads<'c> {
              LIMIT ?2",
         )?;
         let rows: Vec<(String, String, String, f64, String)> = stmt
-            .query_map(params![text, limit], |x| {
-                Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?, x.get(4)?))
-            })?
+            .query_map(params![text, limit], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?, x.get(4)?)))?
             .collect::<Result<_, _>>()?;
         let mut neighbors = Vec::with_capacity(rows.len());
         for (id, kind, other, confidence, direction) in rows {
@@ -710,11 +548,7 @@ impl<'c> Reads<'c> {
                 node: self.brief(parse_any_ref(&other)?)?,
             });
         }
-        Ok(Neighbors {
-            node: self.brief(*r)?,
-            total: self.degree(r)?,
-            neighbors,
-        })
+        Ok(Neighbors { node: self.brief(*r)?, total: self.degree(r)?, neighbors })
     }
 
     /// Provenance of an object: its own records, then those of their inputs,
@@ -725,18 +559,16 @@ impl<'c> Reads<'c> {
         let mut records_of = self.conn.prepare_cached(
             "SELECT id, producer, activity, created_at FROM provenance WHERE object_ref = ?1 ORDER BY created_at, id",
         )?;
-        let mut inputs_of = self.conn.prepare_cached(
-            "SELECT input_ref FROM provenance_inputs WHERE provenance_id = ?1 ORDER BY position",
-        )?;
+        let mut inputs_of = self
+            .conn
+            .prepare_cached("SELECT input_ref FROM provenance_inputs WHERE provenance_id = ?1 ORDER BY position")?;
         let mut seen: HashSet<ObjectRef> = HashSet::from([*r]);
         let mut queue: VecDeque<(ObjectRef, u32)> = VecDeque::from([(*r, 0)]);
         let mut records = Vec::new();
         let mut truncated = false;
         while let Some((object, level)) = queue.pop_front() {
             let rows: Vec<(String, String, String, String)> = records_of
-                .query_map([object.to_string()], |x| {
-                    Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?))
-                })?
+                .query_map([object.to_string()], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)))?
                 .collect::<Result<_, _>>()?;
             for (id, producer, activity, created_at) in rows {
                 if records.len() == MAX_PROVENANCE_RECORDS {
@@ -769,11 +601,7 @@ impl<'c> Reads<'c> {
                 });
             }
         }
-        Ok(ProvenanceTrace {
-            root: *r,
-            records,
-            truncated,
-        })
+        Ok(ProvenanceTrace { root: *r, records, truncated })
     }
 
     /// Latest jobs of an investigation.
@@ -787,29 +615,13 @@ impl<'c> Reads<'c> {
     pub fn job(&self, ws: Uuid, job: &ObjectRef) -> Result<Job> {
         self.require_kind(job, RefKind::Job)?;
         self.require_in_workspace(ws, job)?;
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT kind, status, progress, created_at, updated_at, detail FROM jobs WHERE id = ?1",
-        )?;
-        let (kind, status, progress, created_at, updated_at, detail) =
-            stmt.query_row([job.id().to_string()], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })?;
-        Ok(Job {
-            id: *job,
-            kind,
-            status,
-            progress,
-            created_at,
-            updated_at,
-            detail,
-        })
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT kind, status, progress, created_at, updated_at, detail FROM jobs WHERE id = ?1")?;
+        let (kind, status, progress, created_at, updated_at, detail) = stmt.query_row([job.id().to_string()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })?;
+        Ok(Job { id: *job, kind, status, progress, created_at, updated_at, detail })
     }
 
     /// A grant (for the egress re-check and the UI).
@@ -820,32 +632,12 @@ impl<'c> Reads<'c> {
             "SELECT investigation_id, scope, budget, expires_at, contract_fingerprints, decided_by, decided_at,
                     revoked_at, revoked_by FROM grants WHERE id = ?1",
         )?;
-        let row: (
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-        ) = stmt.query_row([grant.id().to_string()], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ))
-        })?;
+        let row: (String, String, String, String, String, String, String, Option<String>, Option<String>) = stmt
+            .query_row([grant.id().to_string()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+            })?;
         let json = |s: &str| {
-            serde_json::from_str(s)
-                .map_err(|e| StoreError::Internal(format!("stored grant JSON invalid: {e}")))
+            serde_json::from_str(s).map_err(|e| StoreError::Internal(format!("stored grant JSON invalid: {e}")))
         };
         Ok(Grant {
             id: *grant,
@@ -870,14 +662,7 @@ impl<'c> Reads<'c> {
              WHERE workspace_id = ?1 ORDER BY seq DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![ws.to_string(), limit], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get::<_, String>(5)?,
-            ))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get::<_, String>(5)?))
         })?;
         let mut out = Vec::new();
         for row in rows {

@@ -44,10 +44,7 @@ pub struct SpecimenSpec {
 
 impl Default for SpecimenSpec {
     fn default() -> Self {
-        Self {
-            seed: DEFAULT_SPECIMEN_SEED,
-            size: DEFAULT_SPECIMEN_SIZE,
-        }
+        Self { seed: DEFAULT_SPECIMEN_SEED, size: DEFAULT_SPECIMEN_SIZE }
     }
 }
 
@@ -94,10 +91,7 @@ struct Ids {
 
 impl Ids {
     fn new(seed: u64) -> Self {
-        Self {
-            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x1abf_1d5e_ed00_0001),
-            tick: 0,
-        }
+        Self { rng: ChaCha8Rng::seed_from_u64(seed ^ 0x1abf_1d5e_ed00_0001), tick: 0 }
     }
     fn next(&mut self) -> Uuid {
         self.tick += 1;
@@ -116,10 +110,10 @@ pub fn workspace_id_for_seed(seed: u64) -> Uuid {
 }
 
 const FIRST_NAMES: &[&str] = &[
-    "Camille", "Léa", "Hugo", "Chloé", "Lucas", "Manon", "Louis", "Inès", "Gabriel", "Jade",
-    "Arthur", "Sarah", "Jules", "Lina", "Adam", "Zoé", "Nathan", "Emma", "Raphaël", "Alice",
-    "Théo", "Anna", "Mehdi", "Yasmine", "Paul", "Clara", "Victor", "Nora", "Samuel", "Elsa",
-    "Karim", "Ingrid", "Piet", "Greta", "Tomasz", "Aino", "Marek", "Sofia", "Dmitri", "Leila",
+    "Camille", "Léa", "Hugo", "Chloé", "Lucas", "Manon", "Louis", "Inès", "Gabriel", "Jade", "Arthur", "Sarah",
+    "Jules", "Lina", "Adam", "Zoé", "Nathan", "Emma", "Raphaël", "Alice", "Théo", "Anna", "Mehdi", "Yasmine", "Paul",
+    "Clara", "Victor", "Nora", "Samuel", "Elsa", "Karim", "Ingrid", "Piet", "Greta", "Tomasz", "Aino", "Marek",
+    "Sofia", "Dmitri", "Leila",
 ];
 const LAST_NAMES: &[&str] = &[
     "Martin",
@@ -184,10 +178,9 @@ const LAST_NAMES: &[&str] = &[
     "Benali",
 ];
 const ORG_CORES: &[&str] = &[
-    "Nordlys", "Azurel", "Kestrel", "Valmont", "Orphée", "Tessera", "Brisach", "Calypso",
-    "Dunmore", "Esterel", "Falkor", "Garonne", "Helvia", "Ibérys", "Jasper", "Korvat", "Lumen",
-    "Mistral", "Nivéa", "Oléron", "Pyxis", "Quartz", "Rhodanie", "Solvane", "Tamaris", "Ulmen",
-    "Vireo", "Wendel", "Xanthe", "Yverdon", "Zéphyr",
+    "Nordlys", "Azurel", "Kestrel", "Valmont", "Orphée", "Tessera", "Brisach", "Calypso", "Dunmore", "Esterel",
+    "Falkor", "Garonne", "Helvia", "Ibérys", "Jasper", "Korvat", "Lumen", "Mistral", "Nivéa", "Oléron", "Pyxis",
+    "Quartz", "Rhodanie", "Solvane", "Tamaris", "Ulmen", "Vireo", "Wendel", "Xanthe", "Yverdon", "Zéphyr",
 ];
 const ORG_ACTIVITIES: &[&str] = &[
     "Logistique",
@@ -206,9 +199,7 @@ const ORG_ACTIVITIES: &[&str] = &[
     "Transports",
     "Distribution",
 ];
-const ORG_FORMS: &[&str] = &[
-    "SAS", "SARL", "SA", "Ltd", "GmbH", "BV", "SRL", "LLC", "OÜ", "SIA",
-];
+const ORG_FORMS: &[&str] = &["SAS", "SARL", "SA", "Ltd", "GmbH", "BV", "SRL", "LLC", "OÜ", "SIA"];
 const CITIES: &[(&str, &str)] = &[
     ("Paris", "FR"),
     ("Lyon", "FR"),
@@ -348,9 +339,7 @@ fn slug(s: &str) -> String {
 }
 
 fn time_base() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 5, 8, 0, 0)
-        .single()
-        .unwrap_or_default()
+    Utc.with_ymd_and_hms(2026, 1, 5, 8, 0, 0).single().unwrap_or_default()
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -359,11 +348,7 @@ fn ts(t: DateTime<Utc>) -> String {
 
 /// Writes the SPECIMEN `spec` into `store`, calling `progress(done, total)`
 /// after each batch of evidence.
-pub fn generate(
-    store: &mut Store,
-    spec: SpecimenSpec,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<SpecimenOutcome> {
+pub fn generate(store: &mut Store, spec: SpecimenSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SpecimenOutcome> {
     if spec.size == 0 || spec.size > MAX_SPECIMEN_SIZE {
         return Err(StoreError::Invalid(format!(
             "SPECIMEN size must be between 1 and {MAX_SPECIMEN_SIZE}, got {}",
@@ -375,11 +360,9 @@ pub fn generate(
     let inv = ids.next();
     let conn = store.conn_mut();
     let existing: Option<(String, Option<i64>)> = conn
-        .query_row(
-            "SELECT status, specimen_size FROM workspaces WHERE id = ?1",
-            [ws.to_string()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .query_row("SELECT status, specimen_size FROM workspaces WHERE id = ?1", [ws.to_string()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()?;
     let mut replaced_incomplete = false;
     match existing {
@@ -481,31 +464,14 @@ fn write_all(
     while done < spec.size {
         let end = (done + BATCH).min(spec.size);
         let tx = conn.transaction()?;
-        let first_seq: i64 =
-            tx.query_row("SELECT coalesce(max(seq), 0) + 1 FROM evidence", [], |r| {
-                r.get(0)
-            })?;
+        let first_seq: i64 = tx.query_row("SELECT coalesce(max(seq), 0) + 1 FROM evidence", [], |r| r.get(0))?;
         for i in done..end {
-            write_evidence(
-                &tx,
-                &inv_text,
-                i,
-                &pools,
-                ids,
-                &mut rng,
-                base,
-                &mut written,
-                &mut first_mention,
-            )?;
+            write_evidence(&tx, &inv_text, i, &pools, ids, &mut rng, base, &mut written, &mut first_mention)?;
         }
         index_evidence(&tx, first_seq, i64::MAX)?;
         tx.execute(
             "UPDATE jobs SET progress = ?2, updated_at = ?3 WHERE id = ?1",
-            params![
-                job.to_string(),
-                end as f64 / spec.size as f64,
-                now_rfc3339()
-            ],
+            params![job.to_string(), end as f64 / spec.size as f64, now_rfc3339()],
         )?;
         tx.commit()?;
         done = end;
@@ -516,10 +482,7 @@ fn write_all(
     let tx = conn.transaction()?;
     write_entity_provenance(&tx, &inv_text, &pools, &first_mention, ids, base)?;
     recount_mentions(&tx, &inv_text)?;
-    tx.execute(
-        "UPDATE workspaces SET status = 'READY' WHERE id = ?1",
-        [ws.to_string()],
-    )?;
+    tx.execute("UPDATE workspaces SET status = 'READY' WHERE id = ?1", [ws.to_string()])?;
     tx.execute(
         "UPDATE jobs SET status = 'SUCCEEDED', progress = 1, updated_at = ?2 WHERE id = ?1",
         params![job.to_string(), now_rfc3339()],
@@ -568,15 +531,7 @@ fn insert_relation(
         "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![
-        id.to_string(),
-        inv,
-        kind,
-        src.to_string(),
-        dst.to_string(),
-        confidence,
-        at
-    ])?;
+    .execute(params![id.to_string(), inv, kind, src.to_string(), dst.to_string(), confidence, at])?;
     Ok(())
 }
 
@@ -600,19 +555,8 @@ fn write_entities(
     let mut cities = Vec::new();
     for (name, country) in CITIES {
         let id = ids.next();
-        insert_entity(
-            tx,
-            inv,
-            id,
-            "location",
-            name,
-            &serde_json::json!({"country": country}),
-            &at,
-        )?;
-        cities.push(Entity {
-            id,
-            name: (*name).to_owned(),
-        });
+        insert_entity(tx, inv, id, "location", name, &serde_json::json!({"country": country}), &at)?;
+        cities.push(Entity { id, name: (*name).to_owned() });
     }
     let mut orgs = Vec::with_capacity(n_orgs);
     let mut domains = Vec::with_capacity(n_orgs);
@@ -627,11 +571,7 @@ fn write_entities(
             format!("{core} {activity} {} {form}", round + 1)
         };
         let city = skewed(rng, cities.len());
-        let reg = format!(
-            "{}{:08}",
-            CITIES[city].1,
-            rng.random_range(0..100_000_000u32)
-        );
+        let reg = format!("{}{:08}", CITIES[city].1, rng.random_range(0..100_000_000u32));
         let id = ids.next();
         insert_entity(
             tx,
@@ -644,50 +584,14 @@ fn write_entities(
         )?;
         let domain_name = format!(
             "{}.example",
-            slug(&format!(
-                "{core} {activity} {}",
-                if round == 0 {
-                    String::new()
-                } else {
-                    (round + 1).to_string()
-                }
-            ))
+            slug(&format!("{core} {activity} {}", if round == 0 { String::new() } else { (round + 1).to_string() }))
         );
         let did = ids.next();
-        insert_entity(
-            tx,
-            inv,
-            did,
-            "domain",
-            &domain_name,
-            &serde_json::json!({"tld": "example"}),
-            &at,
-        )?;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "owns_domain",
-            &entity_ref(id),
-            &entity_ref(did),
-            0.95,
-            &at,
-        )?;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "located_in",
-            &entity_ref(id),
-            &entity_ref(cities[city].id),
-            0.9,
-            &at,
-        )?;
+        insert_entity(tx, inv, did, "domain", &domain_name, &serde_json::json!({"tld": "example"}), &at)?;
+        insert_relation(tx, inv, ids.next(), "owns_domain", &entity_ref(id), &entity_ref(did), 0.95, &at)?;
+        insert_relation(tx, inv, ids.next(), "located_in", &entity_ref(id), &entity_ref(cities[city].id), 0.9, &at)?;
         orgs.push(Entity { id, name });
-        domains.push(Entity {
-            id: did,
-            name: domain_name,
-        });
+        domains.push(Entity { id: did, name: domain_name });
     }
     let mut persons = Vec::with_capacity(n_persons);
     let mut emails = Vec::with_capacity(n_persons);
@@ -699,61 +603,25 @@ fn write_entities(
         let name = if i < combos {
             format!("{first} {last}")
         } else {
-            format!(
-                "{first} {}. {last}",
-                char::from(b'A' + ((i / combos) % 26) as u8)
-            )
+            format!("{first} {}. {last}", char::from(b'A' + ((i / combos) % 26) as u8))
         };
         let org = skewed(rng, orgs.len());
         let id = ids.next();
         let born = 1950 + rng.random_range(0..50);
-        insert_entity(
-            tx,
-            inv,
-            id,
-            "person",
-            &name,
-            &serde_json::json!({"birth_year": born}),
-            &at,
-        )?;
+        insert_entity(tx, inv, id, "person", &name, &serde_json::json!({"birth_year": born}), &at)?;
         let email = format!(
             "{}.{}{}@{}",
             slug(first),
             slug(last),
-            if i < combos {
-                String::new()
-            } else {
-                (i / combos).to_string()
-            },
+            if i < combos { String::new() } else { (i / combos).to_string() },
             domains[org].name
         );
         let eid = ids.next();
         insert_entity(tx, inv, eid, "email", &email, &serde_json::json!({}), &at)?;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "works_for",
-            &entity_ref(id),
-            &entity_ref(orgs[org].id),
-            0.8,
-            &at,
-        )?;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "uses_email",
-            &entity_ref(id),
-            &entity_ref(eid),
-            0.9,
-            &at,
-        )?;
+        insert_relation(tx, inv, ids.next(), "works_for", &entity_ref(id), &entity_ref(orgs[org].id), 0.8, &at)?;
+        insert_relation(tx, inv, ids.next(), "uses_email", &entity_ref(id), &entity_ref(eid), 0.9, &at)?;
         persons.push(Entity { id, name });
-        emails.push(Entity {
-            id: eid,
-            name: email,
-        });
+        emails.push(Entity { id: eid, name: email });
         employer.push(org);
     }
     let mut phones = Vec::with_capacity(n_phones);
@@ -766,15 +634,7 @@ fn write_entities(
             rng.random_range(0..100)
         );
         let id = ids.next();
-        insert_entity(
-            tx,
-            inv,
-            id,
-            "phone",
-            &number,
-            &serde_json::json!({"country": "FR"}),
-            &at,
-        )?;
+        insert_entity(tx, inv, id, "phone", &number, &serde_json::json!({"country": "FR"}), &at)?;
         insert_relation(
             tx,
             inv,
@@ -804,15 +664,7 @@ fn write_entities(
             )?;
         }
     }
-    Ok(Pools {
-        persons,
-        orgs,
-        domains,
-        emails,
-        phones,
-        cities,
-        employer,
-    })
+    Ok(Pools { persons, orgs, domains, emails, phones, cities, employer })
 }
 
 impl Pools {
@@ -848,14 +700,8 @@ struct Cast<'a> {
 }
 
 fn fill(template: &str, c: &Cast<'_>, rng: &mut ChaCha8Rng, base: DateTime<Utc>) -> String {
-    let amount = format!(
-        "{} {:03}",
-        rng.random_range(1..990),
-        rng.random_range(0..1000)
-    );
-    let date = (base - Duration::days(rng.random_range(30..900)))
-        .format("%d/%m/%Y")
-        .to_string();
+    let amount = format!("{} {:03}", rng.random_range(1..990), rng.random_range(0..1000));
+    let date = (base - Duration::days(rng.random_range(30..900))).format("%d/%m/%Y").to_string();
     let topic = *pick(rng, TOPICS);
     template
         .replace("{amount}", &amount)
@@ -903,11 +749,7 @@ fn write_evidence(
     if p2 != p {
         mentioned.push((P_PERSON, p2));
     }
-    let kind = if index == HOSTILE_INDEX {
-        DocKind::WebPage
-    } else {
-        *pick(rng, DOC_KINDS)
-    };
+    let kind = if index == HOSTILE_INDEX { DocKind::WebPage } else { *pick(rng, DOC_KINDS) };
     let mut cast = Cast {
         person: &pools.persons[p],
         person2: &pools.persons[p2],
@@ -1021,12 +863,7 @@ fn write_evidence(
                 cast.mentioned.push((P_ORG, o2));
             }
             (
-                format!(
-                    "Facture F-{:06} — {} → {}",
-                    index + 1,
-                    cast.org.name,
-                    cast.org2.name
-                ),
+                format!("Facture F-{:06} — {} → {}", index + 1, cast.org.name, cast.org2.name),
                 format!("scan://factures/{}", index + 1),
                 "text/plain",
                 format!(
@@ -1074,16 +911,9 @@ fn write_evidence(
             let (prefix, producer, activity) = if translated {
                 ("Traduction de : ", "specimen.traduction", "traduction")
             } else {
-                (
-                    "Pièce jointe extraite de : ",
-                    "specimen.extraction-pj",
-                    "extraction de pièce jointe",
-                )
+                ("Pièce jointe extraite de : ", "specimen.extraction-pj", "extraction de pièce jointe")
             };
-            title = format!(
-                "{prefix}{}",
-                labfy_core::bounded::truncate_chars(parent_title, 120)
-            );
+            title = format!("{prefix}{}", labfy_core::bounded::truncate_chars(parent_title, 120));
             content = format!("[{activity}]\n\n{content}");
             (producer, activity)
         }
@@ -1121,46 +951,19 @@ fn write_evidence(
             first_mention[slot] = Some(id);
         }
         let confidence = f64::from(rng.random_range(60..100u32)) / 100.0;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "mentions",
-            &ev,
-            &entity_ref(entity.id),
-            confidence,
-            &created,
-        )?;
+        insert_relation(tx, inv, ids.next(), "mentions", &ev, &entity_ref(entity.id), confidence, &created)?;
     }
     let prov = ids.next();
     tx.prepare_cached(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(params![
-        prov.to_string(),
-        inv,
-        ev.to_string(),
-        producer,
-        activity,
-        created
-    ])?;
+    .execute(params![prov.to_string(), inv, ev.to_string(), producer, activity, created])?;
     if let Some((parent_id, _)) = &parent {
         let parent_ref = ObjectRef::new(RefKind::Evidence, *parent_id);
-        tx.prepare_cached(
-            "INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, 0, ?2)",
-        )?
-        .execute(params![prov.to_string(), parent_ref.to_string()])?;
-        insert_relation(
-            tx,
-            inv,
-            ids.next(),
-            "derived_from",
-            &ev,
-            &parent_ref,
-            1.0,
-            &created,
-        )?;
+        tx.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, 0, ?2)")?
+            .execute(params![prov.to_string(), parent_ref.to_string()])?;
+        insert_relation(tx, inv, ids.next(), "derived_from", &ev, &parent_ref, 1.0, &created)?;
     }
     if recent.len() == 64 {
         recent.remove(0);

@@ -10,16 +10,8 @@ use crate::*;
 
 fn specimen(dir: &TempDir, seed: u64, size: u64) -> (Store, uuid::Uuid, ObjectRef) {
     let mut store = Store::open(dir.path()).unwrap();
-    let outcome =
-        specimen::generate(&mut store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
-    let SpecimenOutcome::Created {
-        workspace,
-        investigation,
-        ..
-    } = outcome
-    else {
-        panic!("not created: {outcome:?}")
-    };
+    let outcome = specimen::generate(&mut store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
+    let SpecimenOutcome::Created { workspace, investigation, .. } = outcome else { panic!("not created: {outcome:?}") };
     (store, workspace.id(), investigation)
 }
 
@@ -35,9 +27,7 @@ fn dump(conn: &Connection) -> Vec<String> {
         ("provenance", "id"),
         ("provenance_inputs", "provenance_id, position"),
     ] {
-        let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))
-            .unwrap();
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY {order}")).unwrap();
         let n = stmt.column_count();
         let rows = stmt
             .query_map([], |r| {
@@ -59,17 +49,11 @@ fn fresh_open_migrates_to_latest_with_wal_and_foreign_keys() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
     let c = store.conn();
-    let mode: String = c
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap();
+    let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
-    let fk: i64 = c
-        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
-        .unwrap();
+    let fk: i64 = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
     assert_eq!(fk, 1);
-    let app: i32 = c
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .unwrap();
+    let app: i32 = c.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
     assert_eq!(app, APPLICATION_ID);
     drop(store);
     // Reopening is a no-op migration.
@@ -83,12 +67,10 @@ fn every_migration_step_applies_on_top_of_the_previous_one() {
     // Walk the versions one by one the way an upgrade would.
     let dir = TempDir::new().unwrap();
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    conn.pragma_update(None, "application_id", APPLICATION_ID)
-        .unwrap();
+    conn.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
     for (i, sql) in migrations::MIGRATIONS.iter().enumerate() {
         conn.execute_batch(sql).unwrap();
-        conn.pragma_update(None, "user_version", i as i64 + 1)
-            .unwrap();
+        conn.pragma_update(None, "user_version", i as i64 + 1).unwrap();
     }
     drop(conn);
     let store = Store::open(dir.path()).unwrap();
@@ -100,19 +82,13 @@ fn a_newer_schema_is_refused_and_left_untouched() {
     let dir = TempDir::new().unwrap();
     drop(Store::open(dir.path()).unwrap());
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
     drop(conn);
     let err = Store::open(dir.path()).err().unwrap();
-    assert!(
-        matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
     assert_eq!(err.kind(), labfy_core::ErrorKind::Storage);
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    let v: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, SCHEMA_VERSION + 1);
 }
 
@@ -120,19 +96,14 @@ fn a_newer_schema_is_refused_and_left_untouched() {
 fn a_foreign_sqlite_file_is_refused_and_left_untouched() {
     let dir = TempDir::new().unwrap();
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    conn.execute_batch("CREATE TABLE recipes (name TEXT); INSERT INTO recipes VALUES ('tarte');")
-        .unwrap();
+    conn.execute_batch("CREATE TABLE recipes (name TEXT); INSERT INTO recipes VALUES ('tarte');").unwrap();
     drop(conn);
     let err = Store::open(dir.path()).err().unwrap();
     assert!(matches!(err, StoreError::Foreign { found: 0, .. }), "{err}");
     let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    let name: String = conn
-        .query_row("SELECT name FROM recipes", [], |r| r.get(0))
-        .unwrap();
+    let name: String = conn.query_row("SELECT name FROM recipes", [], |r| r.get(0)).unwrap();
     assert_eq!(name, "tarte");
-    let v: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, 0);
 }
 
@@ -149,25 +120,15 @@ fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
 #[test]
 fn read_only_store_requires_a_migrated_file() {
     let dir = TempDir::new().unwrap();
-    assert!(matches!(
-        ReadOnlyStore::open(dir.path()),
-        Err(StoreError::NotFound(_))
-    ));
+    assert!(matches!(ReadOnlyStore::open(dir.path()), Err(StoreError::NotFound(_))));
     let (_store, ws, _inv) = specimen(&dir, 3, 20);
     let ro = ReadOnlyStore::open(dir.path()).unwrap();
-    assert_eq!(
-        ro.reads().workspace(ws).unwrap().class,
-        WorkspaceClass::Specimen
-    );
+    assert_eq!(ro.reads().workspace(ws).unwrap().class, WorkspaceClass::Specimen);
 }
 
 #[test]
 fn specimen_is_deterministic_for_a_seed_and_differs_across_seeds() {
-    let (a, b, c) = (
-        TempDir::new().unwrap(),
-        TempDir::new().unwrap(),
-        TempDir::new().unwrap(),
-    );
+    let (a, b, c) = (TempDir::new().unwrap(), TempDir::new().unwrap(), TempDir::new().unwrap());
     let (sa, wa, _) = specimen(&a, 42, 300);
     let (sb, wb, _) = specimen(&b, 42, 300);
     let (sc, wc, _) = specimen(&c, 43, 300);
@@ -189,14 +150,7 @@ fn specimen_has_the_promised_shape() {
     assert_eq!(o.counts.evidence, 500);
     assert_eq!(o.workspace.class, WorkspaceClass::Specimen);
     let kinds: Vec<_> = o.entity_kinds.iter().map(|k| k.kind.as_str()).collect();
-    for k in [
-        "person",
-        "organisation",
-        "domain",
-        "email",
-        "location",
-        "phone",
-    ] {
+    for k in ["person", "organisation", "domain", "email", "location", "phone"] {
         assert!(kinds.contains(&k), "missing entity kind {k}: {kinds:?}");
     }
     assert!(o.counts.relations > 500 * 2);
@@ -214,20 +168,12 @@ fn specimen_has_the_promised_shape() {
         .unwrap();
     assert_eq!(wrong, 0);
     // SHA-256 of every evidence is the hash of its content.
-    let bad: i64 = store
-        .conn()
-        .query_row(
-            "SELECT count(*) FROM evidence WHERE length(sha256) <> 64",
-            [],
-            |x| x.get(0),
-        )
-        .unwrap();
+    let bad: i64 =
+        store.conn().query_row("SELECT count(*) FROM evidence WHERE length(sha256) <> 64", [], |x| x.get(0)).unwrap();
     assert_eq!(bad, 0);
     let (content, sha): (String, String) = store
         .conn()
-        .query_row("SELECT content, sha256 FROM evidence LIMIT 1", [], |x| {
-            Ok((x.get(0)?, x.get(1)?))
-        })
+        .query_row("SELECT content, sha256 FROM evidence LIMIT 1", [], |x| Ok((x.get(0)?, x.get(1)?)))
         .unwrap();
     assert_eq!(sha256_hex(content.as_bytes()), sha);
     // Derived documents form provenance chains deeper than one step.
@@ -236,18 +182,14 @@ fn specimen_has_the_promised_shape() {
         .prepare("SELECT 'evidence:' || id FROM evidence WHERE title LIKE 'Traduction de : Traduction%' OR title LIKE 'Pièce jointe extraite de : Traduction%' LIMIT 1")
         .unwrap();
     let chained: String = stmt.query_row([], |x| x.get(0)).unwrap();
-    let trace = r
-        .provenance_trace(ws, &chained.parse().unwrap(), 8)
-        .unwrap();
+    let trace = r.provenance_trace(ws, &chained.parse().unwrap(), 8).unwrap();
     assert!(trace.records.iter().any(|rec| rec.depth >= 1), "{trace:?}");
     // Every domain is a reserved example domain.
     let real: i64 = store
         .conn()
-        .query_row(
-            "SELECT count(*) FROM entities WHERE kind = 'domain' AND name NOT LIKE '%.example'",
-            [],
-            |x| x.get(0),
-        )
+        .query_row("SELECT count(*) FROM entities WHERE kind = 'domain' AND name NOT LIKE '%.example'", [], |x| {
+            x.get(0)
+        })
         .unwrap();
     assert_eq!(real, 0);
 }
@@ -257,55 +199,21 @@ fn specimen_bounds_rerun_and_interrupted_runs() {
     let dir = TempDir::new().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     for size in [0, specimen::MAX_SPECIMEN_SIZE + 1] {
-        let err = specimen::generate(&mut store, SpecimenSpec { seed: 1, size }, &mut |_, _| {})
-            .unwrap_err();
+        let err = specimen::generate(&mut store, SpecimenSpec { seed: 1, size }, &mut |_, _| {}).unwrap_err();
         assert!(matches!(err, StoreError::Invalid(_)), "{err}");
     }
-    let one = specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 9, size: 1 },
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let one = specimen::generate(&mut store, SpecimenSpec { seed: 9, size: 1 }, &mut |_, _| {}).unwrap();
     assert!(matches!(one, SpecimenOutcome::Created { .. }));
-    let again = specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 9, size: 1 },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(matches!(
-        again,
-        SpecimenOutcome::AlreadyPresent { size: 1, .. }
-    ));
+    let again = specimen::generate(&mut store, SpecimenSpec { seed: 9, size: 1 }, &mut |_, _| {}).unwrap();
+    assert!(matches!(again, SpecimenOutcome::AlreadyPresent { size: 1, .. }));
     // Simulate a run killed half-way: the workspace stays GENERATING.
     store
         .conn()
-        .execute(
-            "UPDATE workspaces SET status = 'GENERATING' WHERE id = ?1",
-            [one.workspace().id().to_string()],
-        )
+        .execute("UPDATE workspaces SET status = 'GENERATING' WHERE id = ?1", [one.workspace().id().to_string()])
         .unwrap();
-    let redo = specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 9, size: 1 },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    assert!(
-        matches!(
-            redo,
-            SpecimenOutcome::Created {
-                replaced_incomplete: true,
-                ..
-            }
-        ),
-        "{redo:?}"
-    );
-    let n: i64 = store
-        .conn()
-        .query_row("SELECT count(*) FROM evidence", [], |x| x.get(0))
-        .unwrap();
+    let redo = specimen::generate(&mut store, SpecimenSpec { seed: 9, size: 1 }, &mut |_, _| {}).unwrap();
+    assert!(matches!(redo, SpecimenOutcome::Created { replaced_incomplete: true, .. }), "{redo:?}");
+    let n: i64 = store.conn().query_row("SELECT count(*) FROM evidence", [], |x| x.get(0)).unwrap();
     assert_eq!(n, 1);
 }
 
@@ -315,10 +223,7 @@ fn progress_is_reported_per_batch_up_to_the_total() {
     let mut store = Store::open(dir.path()).unwrap();
     let mut seen = Vec::new();
     let size = specimen::BATCH + 5;
-    specimen::generate(&mut store, SpecimenSpec { seed: 5, size }, &mut |d, t| {
-        seen.push((d, t))
-    })
-    .unwrap();
+    specimen::generate(&mut store, SpecimenSpec { seed: 5, size }, &mut |d, t| seen.push((d, t))).unwrap();
     assert_eq!(seen, vec![(specimen::BATCH, size), (size, size)]);
 }
 
@@ -330,11 +235,7 @@ fn search_finds_names_bounds_queries_and_marks_matches() {
     let top = &r.overview(ws, &inv).unwrap().top_entities[0];
     let res = r.search(ws, &inv, &top.name, 20).unwrap();
     assert!(!res.hits.is_empty(), "no hit for {}", top.name);
-    assert!(
-        res.hits
-            .iter()
-            .any(|h| h.snippet.contains(SNIPPET_OPEN) && h.snippet.contains(SNIPPET_CLOSE))
-    );
+    assert!(res.hits.iter().any(|h| h.snippet.contains(SNIPPET_OPEN) && h.snippet.contains(SNIPPET_CLOSE)));
     let hostile = r.search(ws, &inv, "onerror", 5).unwrap();
     assert!(hostile.hits[0].title.contains("forum-echanges.example"));
     // Query syntax is neutralised: FTS operators are just words.
@@ -342,27 +243,12 @@ fn search_finds_names_bounds_queries_and_marks_matches() {
     let at_bound = "a".repeat(MAX_SEARCH_QUERY_CHARS);
     assert!(r.search(ws, &inv, &at_bound, 5).is_ok());
     let over = "a".repeat(MAX_SEARCH_QUERY_CHARS + 1);
-    assert!(matches!(
-        r.search(ws, &inv, &over, 5),
-        Err(StoreError::Invalid(_))
-    ));
-    assert!(matches!(
-        r.search(ws, &inv, " ,;- ", 5),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.search(ws, &inv, &over, 5), Err(StoreError::Invalid(_))));
+    assert!(matches!(r.search(ws, &inv, " ,;- ", 5), Err(StoreError::Invalid(_))));
     let many = vec!["mot"; MAX_SEARCH_TERMS + 1].join(" ");
-    assert!(matches!(
-        r.search(ws, &inv, &many, 5),
-        Err(StoreError::Invalid(_))
-    ));
-    assert!(matches!(
-        r.search(ws, &inv, "Paris", 0),
-        Err(StoreError::Invalid(_))
-    ));
-    assert!(matches!(
-        r.search(ws, &inv, "Paris", MAX_SEARCH_LIMIT + 1),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.search(ws, &inv, &many, 5), Err(StoreError::Invalid(_))));
+    assert!(matches!(r.search(ws, &inv, "Paris", 0), Err(StoreError::Invalid(_))));
+    assert!(matches!(r.search(ws, &inv, "Paris", MAX_SEARCH_LIMIT + 1), Err(StoreError::Invalid(_))));
     let one = r.search(ws, &inv, "Paris", 1).unwrap();
     assert_eq!(one.hits.len(), 1);
     assert!(one.truncated);
@@ -377,23 +263,12 @@ fn graph_reads_neighbours_correlations_and_excerpts() {
     let n = r.neighbors(ws, &hub, 5).unwrap();
     assert_eq!(n.neighbors.len(), 5);
     assert!(n.total > 5);
-    assert!(
-        n.neighbors
-            .iter()
-            .all(|x| x.node.label != x.node.id.to_string()),
-        "unlabelled neighbour"
-    );
-    assert!(matches!(
-        r.neighbors(ws, &hub, MAX_NEIGHBORS_LIMIT + 1),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(n.neighbors.iter().all(|x| x.node.label != x.node.id.to_string()), "unlabelled neighbour");
+    assert!(matches!(r.neighbors(ws, &hub, MAX_NEIGHBORS_LIMIT + 1), Err(StoreError::Invalid(_))));
     let node = r.node(ws, &hub).unwrap();
     assert_eq!(node.degree, n.total);
     let corr = r.correlations(ws, &inv, None, 10).unwrap();
-    assert!(
-        corr.iter()
-            .all(|c| c.evidence_count >= 2 && !c.sample_evidence.is_empty())
-    );
+    assert!(corr.iter().all(|c| c.evidence_count >= 2 && !c.sample_evidence.is_empty()));
     let ev = corr[0].sample_evidence[0];
     let focused = r.correlations(ws, &inv, Some(&ev), 10).unwrap();
     assert!(focused.iter().all(|c| !c.sample_evidence.contains(&ev)));
@@ -404,56 +279,30 @@ fn graph_reads_neighbours_correlations_and_excerpts() {
     assert_eq!((ex.length, ex.total_chars, ex.truncated), (10, total, true));
     let tail = r.excerpt(ws, &ev, (total - 3) as u64, 100).unwrap();
     assert_eq!((tail.length, tail.truncated), (3, false));
-    assert!(matches!(
-        r.excerpt(ws, &ev, 0, MAX_EXCERPT_CHARS + 1),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.excerpt(ws, &ev, 0, MAX_EXCERPT_CHARS + 1), Err(StoreError::Invalid(_))));
     assert!(r.excerpt(ws, &ev, 0, MAX_EXCERPT_CHARS).is_ok());
-    assert!(matches!(
-        r.excerpt(ws, &ev, (total + 1) as u64, 10),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.excerpt(ws, &ev, (total + 1) as u64, 10), Err(StoreError::Invalid(_))));
     // Wrong kinds are refused, not coerced.
-    assert!(matches!(
-        r.evidence_summary(ws, &hub),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.evidence_summary(ws, &hub), Err(StoreError::Invalid(_))));
     let trace = r.provenance_trace(ws, &hub, 4).unwrap();
     assert!(!trace.records.is_empty());
-    assert!(matches!(
-        r.provenance_trace(ws, &hub, MAX_PROVENANCE_DEPTH + 1),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(r.provenance_trace(ws, &hub, MAX_PROVENANCE_DEPTH + 1), Err(StoreError::Invalid(_))));
 }
 
 #[test]
 fn reads_are_scoped_to_the_callers_workspace() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws_a, inv_a) = specimen(&dir, 10, 30);
-    specimen::generate(
-        &mut store,
-        SpecimenSpec { seed: 11, size: 30 },
-        &mut |_, _| {},
-    )
-    .unwrap();
+    specimen::generate(&mut store, SpecimenSpec { seed: 11, size: 30 }, &mut |_, _| {}).unwrap();
     let ws_b = specimen::workspace_id_for_seed(11);
     let r = store.reads();
     let ev = r.overview(ws_a, &inv_a).unwrap().recent_evidence[0].id;
     assert!(r.evidence_summary(ws_a, &ev).is_ok());
-    assert!(matches!(
-        r.evidence_summary(ws_b, &ev),
-        Err(StoreError::NotFound(_))
-    ));
-    assert!(matches!(
-        r.overview(ws_b, &inv_a),
-        Err(StoreError::NotFound(_))
-    ));
+    assert!(matches!(r.evidence_summary(ws_b, &ev), Err(StoreError::NotFound(_))));
+    assert!(matches!(r.overview(ws_b, &inv_a), Err(StoreError::NotFound(_))));
     assert!(matches!(r.node(ws_b, &ev), Err(StoreError::NotFound(_))));
     let unknown = ObjectRef::new(RefKind::Evidence, uuid::Uuid::new_v4());
-    assert!(matches!(
-        r.node(ws_a, &unknown),
-        Err(StoreError::NotFound(_))
-    ));
+    assert!(matches!(r.node(ws_a, &unknown), Err(StoreError::NotFound(_))));
     assert_eq!(r.workspaces().unwrap().len(), 2);
 }
 
@@ -461,25 +310,11 @@ fn reads_are_scoped_to_the_callers_workspace() {
 fn notes_are_bounded_stored_with_provenance_and_audited() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws, inv) = specimen(&dir, 1, 10);
-    let note = |title: &str, content: &str| NewNote {
-        title: title.into(),
-        content: content.into(),
-        source: None,
-    };
-    let ev = store
-        .add_note(
-            ws,
-            &inv,
-            &note("<b>Hypothèse</b>", "Le fil 8812 est un leurre."),
-            "analyst",
-        )
-        .unwrap();
+    let note = |title: &str, content: &str| NewNote { title: title.into(), content: content.into(), source: None };
+    let ev = store.add_note(ws, &inv, &note("<b>Hypothèse</b>", "Le fil 8812 est un leurre."), "analyst").unwrap();
     let s = store.reads().evidence_summary(ws, &ev).unwrap();
     assert_eq!(s.title, "<b>Hypothèse</b>");
-    assert_eq!(
-        s.sha256,
-        sha256_hex("Le fil 8812 est un leurre.".as_bytes())
-    );
+    assert_eq!(s.sha256, sha256_hex("Le fil 8812 est un leurre.".as_bytes()));
     let trace = store.reads().provenance_trace(ws, &ev, 1).unwrap();
     assert_eq!(trace.records[0].producer, "analyst");
     let audit = store.reads().audit(ws, 5).unwrap();
@@ -491,31 +326,14 @@ fn notes_are_bounded_stored_with_provenance_and_audited() {
         ("a\u{0007}b", "x"),
         ("t", &*"x".repeat(MAX_NOTE_CONTENT_BYTES + 1)),
     ] {
-        let err = store
-            .add_note(ws, &inv, &note(title, content), "analyst")
-            .unwrap_err();
+        let err = store.add_note(ws, &inv, &note(title, content), "analyst").unwrap_err();
         assert!(matches!(err, StoreError::Invalid(_)), "{err}");
     }
-    assert!(
-        store
-            .add_note(
-                ws,
-                &inv,
-                &note(&"t".repeat(MAX_NOTE_TITLE_CHARS), "x"),
-                "analyst"
-            )
-            .is_ok()
-    );
+    assert!(store.add_note(ws, &inv, &note(&"t".repeat(MAX_NOTE_TITLE_CHARS), "x"), "analyst").is_ok());
     let other_ws = uuid::Uuid::new_v4();
-    assert!(matches!(
-        store.add_note(other_ws, &inv, &note("t", "x"), "analyst"),
-        Err(StoreError::NotFound(_))
-    ));
+    assert!(matches!(store.add_note(other_ws, &inv, &note("t", "x"), "analyst"), Err(StoreError::NotFound(_))));
     // Evidence is immutable.
-    let err = store
-        .conn()
-        .execute("UPDATE evidence SET title = 'x'", [])
-        .unwrap_err();
+    let err = store.conn().execute("UPDATE evidence SET title = 'x'", []).unwrap_err();
     assert!(err.to_string().contains("immutable"), "{err}");
 }
 
@@ -523,22 +341,13 @@ fn notes_are_bounded_stored_with_provenance_and_audited() {
 fn audit_log_is_append_only() {
     let dir = TempDir::new().unwrap();
     let (store, _ws, _inv) = specimen(&dir, 1, 5);
-    let n: i64 = store
-        .conn()
-        .query_row("SELECT count(*) FROM audit_log", [], |x| x.get(0))
-        .unwrap();
+    let n: i64 = store.conn().query_row("SELECT count(*) FROM audit_log", [], |x| x.get(0)).unwrap();
     assert!(n >= 1);
-    for sql in [
-        "UPDATE audit_log SET actor = 'mallory'",
-        "DELETE FROM audit_log",
-    ] {
+    for sql in ["UPDATE audit_log SET actor = 'mallory'", "DELETE FROM audit_log"] {
         let err = store.conn().execute(sql, []).unwrap_err();
         assert!(err.to_string().contains("append-only"), "{sql}: {err}");
     }
-    let after: i64 = store
-        .conn()
-        .query_row("SELECT count(*) FROM audit_log", [], |x| x.get(0))
-        .unwrap();
+    let after: i64 = store.conn().query_row("SELECT count(*) FROM audit_log", [], |x| x.get(0)).unwrap();
     assert_eq!(after, n);
 }
 
@@ -558,50 +367,24 @@ fn grants_are_immutable_decisions_that_can_be_revoked_once() {
     let stored = store.reads().grant(ws, &g).unwrap();
     assert_eq!(stored.scope, grant.scope);
     assert!(stored.revoked_at.is_none());
-    let err = store
-        .conn()
-        .execute("UPDATE grants SET scope = '{\"hosts\":[\"*\"]}'", [])
-        .unwrap_err();
+    let err = store.conn().execute("UPDATE grants SET scope = '{\"hosts\":[\"*\"]}'", []).unwrap_err();
     assert!(err.to_string().contains("immutable"), "{err}");
     store.revoke_grant(ws, &g, "analyst").unwrap();
     assert!(store.reads().grant(ws, &g).unwrap().revoked_at.is_some());
-    assert!(matches!(
-        store.revoke_grant(ws, &g, "analyst"),
-        Err(StoreError::Conflict(_))
-    ));
-    let actions: Vec<_> = store
-        .reads()
-        .audit(ws, 10)
-        .unwrap()
-        .into_iter()
-        .map(|a| a.action)
-        .collect();
-    assert!(
-        actions.starts_with(&["grant.revoke".to_string(), "grant.decide".to_string()]),
-        "{actions:?}"
-    );
-    let bad = NewGrant {
-        expires_at: "tomorrow".into(),
-        ..grant
-    };
-    assert!(matches!(
-        store.record_grant(ws, &bad),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(store.revoke_grant(ws, &g, "analyst"), Err(StoreError::Conflict(_))));
+    let actions: Vec<_> = store.reads().audit(ws, 10).unwrap().into_iter().map(|a| a.action).collect();
+    assert!(actions.starts_with(&["grant.revoke".to_string(), "grant.decide".to_string()]), "{actions:?}");
+    let bad = NewGrant { expires_at: "tomorrow".into(), ..grant };
+    assert!(matches!(store.record_grant(ws, &bad), Err(StoreError::Invalid(_))));
 }
 
 #[test]
 fn real_workspaces_start_empty() {
     let dir = TempDir::new().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let (ws, inv) = store
-        .create_real_workspace("Dossier Nord", "analyst")
-        .unwrap();
+    let (ws, inv) = store.create_real_workspace("Dossier Nord", "analyst").unwrap();
     let o = store.reads().overview(ws.id(), &inv).unwrap();
     assert_eq!(o.workspace.class, WorkspaceClass::Real);
     assert_eq!(o.counts.evidence, 0);
-    assert!(matches!(
-        store.create_real_workspace(" ", "analyst"),
-        Err(StoreError::Invalid(_))
-    ));
+    assert!(matches!(store.create_real_workspace(" ", "analyst"), Err(StoreError::Invalid(_))));
 }

@@ -94,25 +94,13 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
             tmp.path().to_path_buf()
         }
     };
-    println!(
-        "# labfy bench store — size {} seed {} — data dir {}",
-        args.size,
-        args.seed,
-        dir.display()
-    );
+    println!("# labfy bench store — size {} seed {} — data dir {}", args.size, args.seed, dir.display());
     let mut store = Store::open(&dir)?;
-    let spec = SpecimenSpec {
-        seed: args.seed,
-        size: args.size,
-    };
+    let spec = SpecimenSpec { seed: args.seed, size: args.size };
     let (outcome, took) = time(|| generate_with_progress(&mut store, spec));
     let outcome = outcome?;
     let (ws, inv) = match outcome {
-        SpecimenOutcome::Created {
-            workspace,
-            investigation,
-            ..
-        } => {
+        SpecimenOutcome::Created { workspace, investigation, .. } => {
             println!(
                 "{:<28} {} items in {:.2} s ({:.0} items/s)",
                 "specimen generation",
@@ -122,18 +110,12 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
             );
             (workspace, investigation)
         }
-        SpecimenOutcome::AlreadyPresent {
-            workspace,
-            investigation,
-            ..
-        } => {
+        SpecimenOutcome::AlreadyPresent { workspace, investigation, .. } => {
             println!("{:<28} reused (not timed)", "specimen generation");
             (workspace, investigation)
         }
     };
-    let file_mib = std::fs::metadata(store.path())
-        .map(|m| m.len() as f64 / 1048576.0)
-        .unwrap_or(0.0);
+    let file_mib = std::fs::metadata(store.path()).map(|m| m.len() as f64 / 1048576.0).unwrap_or(0.0);
     println!("{:<28} {file_mib:.1} MiB", "database file");
 
     // Inputs drawn with a fixed stride so every run measures the same objects.
@@ -176,16 +158,10 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
         s.push(d);
     }
     report("overview", s);
-    let job = r
-        .jobs(w, &inv)?
-        .first()
-        .map(|j| j.id)
-        .ok_or_else(|| fail("no job in the SPECIMEN"))?;
+    let job = r.jobs(w, &inv)?.first().map(|j| j.id).ok_or_else(|| fail("no job in the SPECIMEN"))?;
     drop(ro);
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(http_bench(store, dir.clone(), ws, job, &args))?;
     Ok(())
 }
@@ -207,38 +183,19 @@ fn sample_refs(dir: &std::path::Path, n: usize) -> Result<Samples, Failure> {
     .map_err(fail)?;
     let pick = |sql: &str| -> Result<Vec<String>, Failure> {
         let mut stmt = conn.prepare(sql).map_err(fail)?;
-        let rows = stmt
-            .query_map([n as i64], |r| r.get::<_, String>(0))
-            .map_err(fail)?;
+        let rows = stmt.query_map([n as i64], |r| r.get::<_, String>(0)).map_err(fail)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(fail)
     };
     let stride = "WITH t AS (SELECT {col} AS v, row_number() OVER (ORDER BY {order}) AS k, count(*) OVER () AS c FROM {table} {filter})
                   SELECT v FROM t WHERE k % max(1, c / ?1) = 0 LIMIT ?1";
     let q = |col: &str, order: &str, table: &str, filter: &str| {
-        stride
-            .replace("{col}", col)
-            .replace("{order}", order)
-            .replace("{table}", table)
-            .replace("{filter}", filter)
+        stride.replace("{col}", col).replace("{order}", order).replace("{table}", table).replace("{filter}", filter)
     };
-    let queries = pick(&q(
-        "name",
-        "id",
-        "entities",
-        "WHERE kind IN ('person', 'organisation', 'location', 'domain')",
-    ))?;
-    let parse = |v: Vec<String>| {
-        v.iter()
-            .map(|s| s.parse::<ObjectRef>().map_err(fail))
-            .collect::<Result<Vec<_>, _>>()
-    };
+    let queries = pick(&q("name", "id", "entities", "WHERE kind IN ('person', 'organisation', 'location', 'domain')"))?;
+    let parse = |v: Vec<String>| v.iter().map(|s| s.parse::<ObjectRef>().map_err(fail)).collect::<Result<Vec<_>, _>>();
     let entities = parse(pick(&q("'entity:' || id", "id", "entities", ""))?)?;
     let evidence = parse(pick(&q("'evidence:' || id", "seq", "evidence", ""))?)?;
-    Ok(Samples {
-        queries,
-        entities,
-        evidence,
-    })
+    Ok(Samples { queries, entities, evidence })
 }
 
 async fn http_bench(
@@ -253,17 +210,10 @@ async fn http_bench(
     // reads are not rate limited anyway.
     let secured_l = listener::bind_loopback(listener::loopback(0))?;
     let secured_addr = secured_l.local_addr()?;
-    let state = AppState::new(
-        db.clone(),
-        secured_addr.port(),
-        ws.id(),
-        RateLimit::default(),
-    );
+    let state = AppState::new(db.clone(), secured_addr.port(), ws.id(), RateLimit::default());
     let stop = Arc::new(tokio::sync::Notify::new());
     let s1 = stop.clone();
-    tokio::spawn(labfy_server::serve(secured_l, state, async move {
-        s1.notified().await
-    }));
+    tokio::spawn(labfy_server::serve(secured_l, state, async move { s1.notified().await }));
     // Bare: the same store read, serialised the same way, with no layer at all.
     let bare_l = tokio::net::TcpListener::bind(listener::loopback(0)).await?;
     let bare_addr = bare_l.local_addr()?;
@@ -290,27 +240,18 @@ async fn http_bench(
         let bare_rps = load(bare_addr, "/job", None, args).await?;
         let secured_rps = load(secured_addr, &secured_path, Some(&cookie), args).await?;
         let ratio = secured_rps / bare_rps.max(1e-9);
-        println!(
-            "round {round}: bare {bare_rps:>8.0} req/s   secured {secured_rps:>8.0} req/s   ratio {ratio:.3}"
-        );
+        println!("round {round}: bare {bare_rps:>8.0} req/s   secured {secured_rps:>8.0} req/s   ratio {ratio:.3}");
         ratios.push(ratio);
     }
     ratios.sort_by(f64::total_cmp);
-    println!(
-        "{:<28} {:>10.3}",
-        "secured / bare ratio (median)",
-        ratios[ratios.len() / 2]
-    );
+    println!("{:<28} {:>10.3}", "secured / bare ratio (median)", ratios[ratios.len() / 2]);
     stop.notify_waiters();
     Ok(())
 }
 
 async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
     let mut sender = connect(addr).await?;
-    let req = Request::get("/")
-        .header(header::HOST, addr.to_string())
-        .body(Empty::<Bytes>::new())
-        .map_err(fail)?;
+    let req = Request::get("/").header(header::HOST, addr.to_string()).body(Empty::<Bytes>::new()).map_err(fail)?;
     let res = sender.send_request(req).await.map_err(fail)?;
     let cookie = res
         .headers()
@@ -322,26 +263,17 @@ async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
     Ok(cookie)
 }
 
-async fn connect(
-    addr: SocketAddr,
-) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, Failure> {
+async fn connect(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, Failure> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(fail)?;
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(fail)?;
     tokio::spawn(conn);
     Ok(sender)
 }
 
 /// Requests per second over `args.connections` keep-alive connections.
-async fn load(
-    addr: SocketAddr,
-    path: &str,
-    cookie: Option<&str>,
-    args: &StoreBenchArgs,
-) -> Result<f64, Failure> {
+async fn load(addr: SocketAddr, path: &str, cookie: Option<&str>, args: &StoreBenchArgs) -> Result<f64, Failure> {
     let count = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -358,10 +290,7 @@ async fn load(
                 let req = b.body(Empty::<Bytes>::new()).map_err(fail)?;
                 let res = sender.send_request(req).await.map_err(fail)?;
                 if !res.status().is_success() {
-                    return Err(Failure::from(std::io::Error::other(format!(
-                        "HTTP {} from {path}",
-                        res.status()
-                    ))));
+                    return Err(Failure::from(std::io::Error::other(format!("HTTP {} from {path}", res.status()))));
                 }
                 res.into_body().collect().await.map_err(fail)?;
                 count.fetch_add(1, Ordering::Relaxed);

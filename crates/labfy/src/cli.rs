@@ -74,10 +74,7 @@ pub struct Failure {
 
 impl Failure {
     fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            kind,
-        }
+        Self { message: message.into(), kind }
     }
 
     fn exit_code(&self) -> u8 {
@@ -117,26 +114,13 @@ impl From<std::io::Error> for Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Up {
-            data_dir,
-            port,
-            workspace,
-        } => up(data_dir, port, workspace),
-        Command::Specimen {
-            data_dir,
-            size,
-            seed,
-        } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
-        Command::Bench {
-            what: BenchWhat::Store(args),
-        } => crate::bench::store(args),
+        Command::Up { data_dir, port, workspace } => up(data_dir, port, workspace),
+        Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
+        Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -153,19 +137,13 @@ fn default_data_dir() -> Result<PathBuf, Failure> {
     }
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => Ok(PathBuf::from(home).join(".local/share/labfy")),
-        None => Err(Failure::new(
-            ErrorKind::InvalidInput,
-            "no HOME or XDG_DATA_HOME: pass --data-dir",
-        )),
+        None => Err(Failure::new(ErrorKind::InvalidInput, "no HOME or XDG_DATA_HOME: pass --data-dir")),
     }
 }
 
 /// Runs the generator with a progress bar on a terminal (items, rate, time
 /// left) and a one-line summary otherwise.
-pub fn generate_with_progress(
-    store: &mut Store,
-    spec: SpecimenSpec,
-) -> Result<SpecimenOutcome, Failure> {
+pub fn generate_with_progress(store: &mut Store, spec: SpecimenSpec) -> Result<SpecimenOutcome, Failure> {
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(spec.size);
         bar.set_style(
@@ -188,16 +166,9 @@ pub fn generate_with_progress(
         b.finish_and_clear();
     }
     let outcome = outcome?;
-    if let SpecimenOutcome::Created {
-        replaced_incomplete,
-        ..
-    } = &outcome
-    {
+    if let SpecimenOutcome::Created { replaced_incomplete, .. } = &outcome {
         if *replaced_incomplete {
-            eprintln!(
-                "labfy: an interrupted SPECIMEN with seed {} was cleared and written again",
-                spec.seed
-            );
+            eprintln!("labfy: an interrupted SPECIMEN with seed {} was cleared and written again", spec.seed);
         }
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
@@ -214,9 +185,7 @@ fn specimen_cmd(data_dir: PathBuf, spec: SpecimenSpec) -> Result<(), Failure> {
     let mut store = Store::open(&data_dir)?;
     match generate_with_progress(&mut store, spec)? {
         SpecimenOutcome::Created { workspace, .. } => println!("{workspace}"),
-        SpecimenOutcome::AlreadyPresent {
-            workspace, size, ..
-        } => {
+        SpecimenOutcome::AlreadyPresent { workspace, size, .. } => {
             eprintln!(
                 "labfy: a complete SPECIMEN with seed {} ({size} items) is already there; nothing written",
                 spec.seed
@@ -241,50 +210,26 @@ fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result
     let port = listener.local_addr()?.port();
     let mut store = Store::open(&data_dir)?;
     let ready = |s: &Store| -> Result<Vec<_>, Failure> {
-        Ok(s.reads()
-            .workspaces()?
-            .into_iter()
-            .filter(|w| w.status == "READY")
-            .collect())
+        Ok(s.reads().workspaces()?.into_iter().filter(|w| w.status == "READY").collect())
     };
     if ready(&store)?.is_empty() {
-        eprintln!(
-            "labfy: fresh data directory {}: writing the SPECIMEN workspace",
-            data_dir.display()
-        );
+        eprintln!("labfy: fresh data directory {}: writing the SPECIMEN workspace", data_dir.display());
         generate_with_progress(&mut store, SpecimenSpec::default())?;
     }
     let workspaces = ready(&store)?;
     let chosen = match wanted {
         Some(w) => workspaces.iter().find(|x| x.id == w).ok_or_else(|| {
-            Failure::new(
-                ErrorKind::InvalidInput,
-                format!("no ready workspace {w} in {}", data_dir.display()),
-            )
+            Failure::new(ErrorKind::InvalidInput, format!("no ready workspace {w} in {}", data_dir.display()))
         })?,
-        None => workspaces.first().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Internal,
-                "no ready workspace after SPECIMEN generation",
-            )
-        })?,
+        None => workspaces
+            .first()
+            .ok_or_else(|| Failure::new(ErrorKind::Internal, "no ready workspace after SPECIMEN generation"))?,
     };
     let (ws, name, class) = (chosen.id.id(), chosen.name.clone(), chosen.class);
-    let state = AppState::new(
-        Db::new(store, data_dir.clone()),
-        port,
-        ws,
-        RateLimit::default(),
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let state = AppState::new(Db::new(store, data_dir.clone()), port, ws, RateLimit::default());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        println!(
-            "Labfy is serving {name} ({}) from {}",
-            class.as_str(),
-            data_dir.display()
-        );
+        println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
         println!("Open http://127.0.0.1:{port}/");
         labfy_server::serve(listener, state, shutdown_signal()).await
     })?;

@@ -8,8 +8,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::{
-    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewNote, Node, Overview,
-    ProvenanceTrace, SearchResult, WorkspaceSummary,
+    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewNote, Node, Overview, ProvenanceTrace,
+    SearchResult, WorkspaceSummary,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,34 +25,19 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/session", get(session))
         .route("/api/v1/workspaces", get(workspaces))
-        .route(
-            "/api/v1/workspaces/{workspace}/investigations",
-            get(investigations),
-        )
-        .route(
-            "/api/v1/investigations/{investigation}/overview",
-            get(overview),
-        )
+        .route("/api/v1/workspaces/{workspace}/investigations", get(investigations))
+        .route("/api/v1/investigations/{investigation}/overview", get(overview))
         .route("/api/v1/investigations/{investigation}/search", get(search))
-        .route(
-            "/api/v1/investigations/{investigation}/correlations",
-            get(correlations),
-        )
+        .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
-        .route(
-            "/api/v1/investigations/{investigation}/evidence",
-            axum::routing::post(add_note),
-        )
+        .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
         .route("/api/v1/evidence/{evidence}", get(evidence))
         .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
         .route("/api/v1/graph/nodes/{node}", get(node))
         .route("/api/v1/graph/nodes/{node}/neighbors", get(neighbors))
         .route("/api/v1/provenance/{object}", get(provenance))
         .route("/api/v1/jobs/{job}", get(job))
-        .route(
-            "/api/{*rest}",
-            axum::routing::any(|| async { ApiError::not_found("no such API route") }),
-        )
+        .route("/api/{*rest}", axum::routing::any(|| async { ApiError::not_found("no such API route") }))
 }
 
 type Session = Extension<CurrentSession>;
@@ -113,11 +98,7 @@ async fn search(
 ) -> ApiResult<Json<SearchResult>> {
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
-    Ok(Json(
-        st.db()
-            .read(move |r| r.search(ws, &inv, &p.q, p.limit))
-            .await?,
-    ))
+    Ok(Json(st.db().read(move |r| r.search(ws, &inv, &p.q, p.limit)).await?))
 }
 
 #[derive(Deserialize)]
@@ -135,35 +116,20 @@ async fn correlations(
     ApiQuery(p): ApiQuery<CorrelationParams>,
 ) -> ApiResult<Json<Value>> {
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
-    let focus = p
-        .focus
-        .as_deref()
-        .map(|f| path_ref(f, Some(RefKind::Evidence)))
-        .transpose()?;
+    let focus = p.focus.as_deref().map(|f| path_ref(f, Some(RefKind::Evidence))).transpose()?;
     let ws = s.session.workspace;
-    let list = st
-        .db()
-        .read(move |r| r.correlations(ws, &inv, focus.as_ref(), p.limit))
-        .await?;
+    let list = st.db().read(move |r| r.correlations(ws, &inv, focus.as_ref(), p.limit)).await?;
     Ok(Json(json!({ "correlations": list })))
 }
 
-async fn jobs(
-    State(st): State<AppState>,
-    Extension(s): Session,
-    Path(inv): Path<String>,
-) -> ApiResult<Json<Value>> {
+async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path<String>) -> ApiResult<Json<Value>> {
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
     let list: Vec<Job> = st.db().read(move |r| r.jobs(ws, &inv)).await?;
     Ok(Json(json!({ "jobs": list })))
 }
 
-async fn job(
-    State(st): State<AppState>,
-    Extension(s): Session,
-    Path(job): Path<String>,
-) -> ApiResult<Json<Job>> {
+async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {
     let job = path_ref(&job, Some(RefKind::Job))?;
     let ws = s.session.workspace;
     Ok(Json(st.db().read(move |r| r.job(ws, &job)).await?))
@@ -176,9 +142,7 @@ async fn evidence(
 ) -> ApiResult<Json<EvidenceSummary>> {
     let ev = path_ref(&ev, Some(RefKind::Evidence))?;
     let ws = s.session.workspace;
-    Ok(Json(
-        st.db().read(move |r| r.evidence_summary(ws, &ev)).await?,
-    ))
+    Ok(Json(st.db().read(move |r| r.evidence_summary(ws, &ev)).await?))
 }
 
 fn default_excerpt_length() -> u32 {
@@ -202,18 +166,10 @@ async fn excerpt(
 ) -> ApiResult<Json<Excerpt>> {
     let ev = path_ref(&ev, Some(RefKind::Evidence))?;
     let ws = s.session.workspace;
-    Ok(Json(
-        st.db()
-            .read(move |r| r.excerpt(ws, &ev, p.offset, p.length))
-            .await?,
-    ))
+    Ok(Json(st.db().read(move |r| r.excerpt(ws, &ev, p.offset, p.length)).await?))
 }
 
-async fn node(
-    State(st): State<AppState>,
-    Extension(s): Session,
-    Path(node): Path<String>,
-) -> ApiResult<Json<Node>> {
+async fn node(State(st): State<AppState>, Extension(s): Session, Path(node): Path<String>) -> ApiResult<Json<Node>> {
     let node = path_ref(&node, None)?;
     let ws = s.session.workspace;
     Ok(Json(st.db().read(move |r| r.node(ws, &node)).await?))
@@ -238,11 +194,7 @@ async fn neighbors(
 ) -> ApiResult<Json<Neighbors>> {
     let node = path_ref(&node, None)?;
     let ws = s.session.workspace;
-    Ok(Json(
-        st.db()
-            .read(move |r| r.neighbors(ws, &node, p.limit))
-            .await?,
-    ))
+    Ok(Json(st.db().read(move |r| r.neighbors(ws, &node, p.limit)).await?))
 }
 
 fn default_depth() -> u32 {
@@ -264,11 +216,7 @@ async fn provenance(
 ) -> ApiResult<Json<ProvenanceTrace>> {
     let object = path_ref(&object, None)?;
     let ws = s.session.workspace;
-    Ok(Json(
-        st.db()
-            .read(move |r| r.provenance_trace(ws, &object, p.depth))
-            .await?,
-    ))
+    Ok(Json(st.db().read(move |r| r.provenance_trace(ws, &object, p.depth)).await?))
 }
 
 async fn add_note(

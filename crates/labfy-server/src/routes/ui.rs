@@ -21,36 +21,19 @@ pub const CSRF_PLACEHOLDER: &str = "{{CSRF_TOKEN}}";
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
-        .route(
-            "/static/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
-        )
-        .route(
-            "/static/app.css",
-            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
-        )
+        .route("/static/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
+        .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
         // Browsers ask for it on their own; answer "nothing" rather than a 404.
-        .route(
-            "/favicon.ico",
-            get(|| async { axum::http::StatusCode::NO_CONTENT }),
-        )
+        .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
 async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // Reuse a live session (a reload keeps its token); otherwise issue one.
-    let existing = session_cookie(&headers)
-        .and_then(|id| state.sessions().get(id).map(|s| s.csrf_token.to_string()));
+    let existing = session_cookie(&headers).and_then(|id| state.sessions().get(id).map(|s| s.csrf_token.to_string()));
     let (cookie, csrf) = match existing {
         Some(csrf) => (None, csrf),
         None => {
