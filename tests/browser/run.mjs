@@ -454,12 +454,37 @@ async function scenarioOverviewScreenshot({ page, base }) {
   assertNoNewEvents(before);
 }
 
+async function scenarioSessionLost({ page, context, base }) {
+  // After a server restart the browser's cookie names a session the server
+  // no longer knows; the UI must say so in words, not fail silently.
+  const before = eventCounts();
+  await openOverview(page, base);
+  await context.clearCookies();
+  allowedConsole.push(/status of 401/);
+  try {
+    await page.fill(tid('search-input'), 'Paris', { timeout: STEP_TIMEOUT_MS });
+    await page.click(tid('search-submit'), { timeout: STEP_TIMEOUT_MS });
+    await page.waitForSelector(`${tid('search-summary')}[data-state="error"]`, { timeout: STEP_TIMEOUT_MS });
+    const text = await textOf(page, tid('search-summary'));
+    assert(text.includes('Session expirée'), `no session-expired message, got: ${text}`);
+  } finally {
+    allowedConsole.pop();
+  }
+  // Reloading / issues a fresh session and everything works again.
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await openOverview(page, base);
+  const cookies = await context.cookies();
+  assert(cookies.some((c) => c.name === 'labfy_session'), 'no new session cookie after reload');
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
   ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['overview screenshot', scenarioOverviewScreenshot],
+  ['a lost session is reported in words, and a reload recovers', scenarioSessionLost],
 ];
 
 const screenshots = [];

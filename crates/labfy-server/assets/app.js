@@ -119,6 +119,7 @@ const I18N = {
     prov_truncated: 'Trace tronquée : la profondeur maximale ({n}) est atteinte.',
     prov_empty: 'Aucun enregistrement de provenance.',
     err_api: 'Erreur {status} ({code}) : {message}',
+    err_session: 'Session expirée (le serveur a sans doute redémarré) : rechargez la page.',
     err_rate: 'Trop de requêtes (429) : {message} Réessayez dans {s} s.',
     err_network: 'Serveur injoignable : {message}',
     err_timeout: 'Le serveur n’a pas répondu à temps.',
@@ -252,6 +253,7 @@ const I18N = {
     prov_truncated: 'Trail truncated: the maximum depth ({n}) was reached.',
     prov_empty: 'No provenance record.',
     err_api: 'Error {status} ({code}): {message}',
+    err_session: 'Session expired (the server probably restarted): reload the page.',
     err_rate: 'Too many requests (429): {message} Retry in {s} s.',
     err_network: 'Server unreachable: {message}',
     err_timeout: 'The server did not answer in time.',
@@ -515,6 +517,7 @@ class ApiError extends Error {
 
 function errorText(err) {
   if (err instanceof ApiError) {
+    if (err.status === 401) return t('err_session');
     if (err.status === 429) {
       return t('err_rate', { message: err.message, s: err.retryAfter || '?' });
     }
