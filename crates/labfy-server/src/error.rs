@@ -66,7 +66,13 @@ impl From<StoreError> for ApiError {
             ErrorKind::Conflict => StatusCode::CONFLICT,
             ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::Storage | ErrorKind::Internal => return Self::internal(&e),
+            // The analyst is the operator: a damaged or unusable data file is
+            // worth saying plainly (it names only their own file).
+            ErrorKind::Storage => {
+                tracing::error!(error = %e, "storage failure");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            ErrorKind::Internal => return Self::internal(&e),
         };
         Self::new(status, kind.code(), e.to_string())
     }

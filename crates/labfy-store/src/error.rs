@@ -70,6 +70,9 @@ pub enum StoreError {
     /// The request conflicts with stored state.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// SQLite found damage while reading or writing (after a successful open).
+    #[error("the database file is damaged ({0}); stop Labfy, keep the file, and restore the data directory from a backup")]
+    Damaged(String),
     /// The database is busy beyond the busy timeout.
     #[error("database busy: {0}")]
     Busy(String),
@@ -86,6 +89,7 @@ impl From<rusqlite::Error> for StoreError {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Self::Busy(e.to_string()),
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Self::Damaged(e.to_string()),
             _ => Self::Sqlite(e),
         }
     }
@@ -104,7 +108,8 @@ impl StoreError {
             | Self::Foreign { .. }
             | Self::TooNew { .. }
             | Self::ReadOnly { .. }
-            | Self::Corrupt { .. } => ErrorKind::Storage,
+            | Self::Corrupt { .. }
+            | Self::Damaged(_) => ErrorKind::Storage,
             Self::Sqlite(_) | Self::Internal(_) => ErrorKind::Internal,
         }
     }

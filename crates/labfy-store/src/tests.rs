@@ -388,3 +388,24 @@ fn real_workspaces_start_empty() {
     assert_eq!(o.counts.evidence, 0);
     assert!(matches!(store.create_real_workspace(" ", "analyst"), Err(StoreError::Invalid(_))));
 }
+
+#[test]
+fn damage_found_after_opening_is_reported_as_damage() {
+    let dir = TempDir::new().unwrap();
+    let (store, ws, inv) = specimen(&dir, 6, 300);
+    drop(store);
+    // Overwrite the middle of the file (past the header and schema pages).
+    let path = dir.path().join(DB_FILE);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = bytes.len();
+    for b in &mut bytes[len / 3..len / 3 + 64 * 1024] {
+        *b = 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let err = store.reads().overview(ws, &inv).and_then(|_| store.integrity_check()).unwrap_err();
+    assert_eq!(err.kind(), labfy_core::ErrorKind::Storage, "{err}");
+}
