@@ -34,16 +34,15 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 /// route by route, which is what `Router::layer` does): the concurrency limit
 /// is global and unknown paths get the same headers and Host check.
 pub fn app(state: AppState) -> Router {
-    let api =
-        routes::api::router().route_layer(middleware::from_fn_with_state(state.clone(), security::require_session));
     let routed = Router::new()
         .merge(routes::ui::router())
-        .merge(api)
+        .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
         .with_state(state.clone());
     let guarded = ServiceBuilder::new()
-        // Outermost first: headers and the exact Host check on every answer,
-        // then resource bounds, then the body limit.
+        // Outermost first: the whole of SPEC S1–S4 (Host, session, Origin,
+        // CSRF, rate limit, response headers), then resource bounds, then the
+        // body limit.
         .layer(middleware::from_fn_with_state(state, security::guard))
         .layer(axum::error_handling::HandleErrorLayer::new(|e: tower::BoxError| async move {
             if e.is::<tower::timeout::error::Elapsed>() {

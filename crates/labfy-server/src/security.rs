@@ -1,14 +1,16 @@
-//! The security layers of the HTTP surface (SPEC S1–S4), in the order they run:
+//! The security of the HTTP surface (SPEC S1–S4) as one linear function,
+//! [`guard`], run before every route, in this order:
 //!
-//! 1. response headers on everything (CSP, no sniffing, no framing, no referrer),
-//! 2. exact `Host` check (both in [`guard`]) — `127.0.0.1:<port>` or `localhost:<port>` — else 421
+//! 1. exact `Host` — `127.0.0.1:<port>` or `localhost:<port>` — else 421
 //!    (defeats DNS rebinding);
-//! 3. `/api/…` needs a valid `labfy_session` cookie, else 401;
-//! 4. every non-GET needs `Origin` equal to the server's own origin and
-//!    `X-CSRF-Token` equal to the session's token, else 403; then it takes a
-//!    token from the session's bucket, else 429 with `Retry-After`.
-
-use std::sync::Arc;
+//! 2. every path but the UI's own few ([`PUBLIC_PATHS`]) needs a valid
+//!    `labfy_session` cookie, else 401 — deny by default, so an odd spelling
+//!    of an API path (`//api/…`) cannot slip past;
+//! 3. every non-GET needs `Origin` equal to the server's own origin
+//!    and `X-CSRF-Token` equal to the session's token, else 403;
+//! 4. then takes a token from the session's bucket, else 429 with `Retry-After`;
+//! 5. and every answer, refusals included, gets the security headers (strict
+//!    CSP, no sniffing, no framing, no referrer, `no-store` by default).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -29,11 +31,13 @@ connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-
 /// Header carrying the CSRF token on mutations.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// The session attached to an `/api/` request by [`require_session`].
+/// The only paths served without a session: the UI page (which issues the
+/// session) and its static assets. Only GET/HEAD reach them without one.
+pub const PUBLIC_PATHS: [&str; 4] = ["/", "/static/app.js", "/static/app.css", "/favicon.ico"];
+
+/// The session attached to a request by [`guard`].
 #[derive(Clone)]
 pub struct CurrentSession {
-    /// Cookie value (the session id).
-    pub id: Arc<str>,
     /// Session data.
     pub session: Session,
 }
@@ -54,18 +58,11 @@ fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str>
     state.allowed_hosts().iter().any(|a| a == host).then_some(host)
 }
 
-/// Layers 1 and 2: the exact Host check (421 Misdirected Request otherwise),
-/// and the security headers on every response, refusals included.
+/// Steps 1–5 of the module docs, for every request.
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let mut response = if allowed_host(&state, request.headers()).is_some() {
-        next.run(request).await
-    } else {
-        ApiError::new(
-            StatusCode::MISDIRECTED_REQUEST,
-            "WRONG_HOST",
-            "this server answers only to its own loopback address (Host must be 127.0.0.1:<port> or localhost:<port>)",
-        )
-        .into_response()
+    let mut response = match check(&state, request) {
+        Ok(request) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
     };
     let h = response.headers_mut();
     h.reserve(RESPONSE_HEADERS.len() + 1);
@@ -76,6 +73,61 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
+}
+
+/// Steps 1–4: the request, with its session attached, or the refusal.
+fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
+    let Some(host) = allowed_host(state, request.headers()) else {
+        return Err(ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "WRONG_HOST",
+            "this server answers only to its own loopback address (Host must be 127.0.0.1:<port> or localhost:<port>)",
+        ));
+    };
+    if is_read_only(request.method()) && PUBLIC_PATHS.contains(&request.uri().path()) {
+        return Ok(request);
+    }
+    let Some((id, session)) =
+        session_cookie(request.headers()).and_then(|id| state.sessions().get(id).map(|s| (id, s)))
+    else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "NO_SESSION",
+            "no valid session: open the Labfy page (GET /) in this browser first",
+        ));
+    };
+    if !is_read_only(request.method()) {
+        // The Host was checked exactly, so the own origin is its http:// form.
+        let origin_ok = request
+            .headers()
+            .get(header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| o == host);
+        if !origin_ok {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "BAD_ORIGIN",
+                "changes must come from the Labfy page itself (Origin header missing or foreign)",
+            ));
+        }
+        let csrf_ok = request
+            .headers()
+            .get(CSRF_HEADER)
+            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(session.csrf_token.as_bytes())));
+        if !csrf_ok {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "BAD_CSRF_TOKEN",
+                "missing or wrong X-CSRF-Token header; reload the page",
+            ));
+        }
+        if let Err(wait) = state.sessions().take_token(id) {
+            return Err(ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64));
+        }
+    }
+    request.extensions_mut().insert(CurrentSession { session });
+    Ok(request)
 }
 
 /// The value of the `labfy_session` cookie, if present.
@@ -92,50 +144,4 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 
 fn is_read_only(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
-}
-
-/// Layers 3 and 4 for `/api/`: session, then Origin + CSRF + rate limit on mutations.
-pub async fn require_session(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let Some((id, session)) =
-        session_cookie(request.headers()).and_then(|id| state.sessions().get(id).map(|s| (Arc::<str>::from(id), s)))
-    else {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "NO_SESSION",
-            "no valid session: open the Labfy page (GET /) in this browser first",
-        )
-        .into_response();
-    };
-    if !is_read_only(request.method()) {
-        // The Host was already checked exactly, so the expected origin is its http:// form.
-        let host = allowed_host(&state, request.headers()).unwrap_or_default();
-        let expected_origin = format!("http://{host}");
-        let origin_ok =
-            request.headers().get(header::ORIGIN).and_then(|o| o.to_str().ok()).is_some_and(|o| o == expected_origin);
-        if !origin_ok {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "BAD_ORIGIN",
-                "changes must come from the Labfy page itself (Origin header missing or foreign)",
-            )
-            .into_response();
-        }
-        let csrf_ok = request
-            .headers()
-            .get(CSRF_HEADER)
-            .is_some_and(|t| bool::from(t.as_bytes().ct_eq(session.csrf_token.as_bytes())));
-        if !csrf_ok {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "BAD_CSRF_TOKEN",
-                "missing or wrong X-CSRF-Token header; reload the page",
-            )
-            .into_response();
-        }
-        if let Err(wait) = state.sessions().take_token(&id) {
-            return ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64).into_response();
-        }
-    }
-    request.extensions_mut().insert(CurrentSession { id, session });
-    next.run(request).await
 }

@@ -168,7 +168,9 @@ async fn s2_api_without_a_valid_session_is_401() {
     let f = fixture();
     let bogus = format!("labfy_session={}", "0".repeat(64));
     for cookie in [None, Some("labfy_session="), Some(bogus.as_str()), Some("other=1")] {
-        for uri in ["/api/v1/session", "/api/v1/workspaces", "/api/v1/nope"] {
+        for uri in
+            ["/api/v1/session", "/api/v1/workspaces", "/api/v1/nope", "//api/v1/session", "/nope", "/static/x.js"]
+        {
             let mut b = get(uri);
             if let Some(c) = cookie {
                 b = b.header(header::COOKIE, c);

@@ -71,7 +71,9 @@ pub enum StoreError {
     #[error("conflict: {0}")]
     Conflict(String),
     /// SQLite found damage while reading or writing (after a successful open).
-    #[error("the database file is damaged ({0}); stop Labfy, keep the file, and restore the data directory from a backup")]
+    #[error(
+        "the database file is damaged ({0}); stop Labfy, keep the file, and restore the data directory from a backup"
+    )]
     Damaged(String),
     /// The database is busy beyond the busy timeout.
     #[error("database busy: {0}")]

@@ -235,16 +235,27 @@ async fn http_bench(
         "# HTTP: {} connections, keep-alive, {} rounds of {} s per server",
         args.connections, args.rounds, args.http_seconds
     );
-    let mut ratios = Vec::new();
+    let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
     for round in 1..=args.rounds.max(1) {
-        let bare_rps = load(bare_addr, "/job", None, args).await?;
-        let secured_rps = load(secured_addr, &secured_path, Some(&cookie), args).await?;
-        let ratio = secured_rps / bare_rps.max(1e-9);
-        println!("round {round}: bare {bare_rps:>8.0} req/s   secured {secured_rps:>8.0} req/s   ratio {ratio:.3}");
+        let bare = load_from_own_thread(bare_addr, "/job".into(), None, args).await?;
+        let secured = load_from_own_thread(secured_addr, secured_path.clone(), Some(cookie.clone()), args).await?;
+        let ratio = secured.rps / bare.rps.max(1e-9);
+        let cpu_ratio =
+            bare.server_cpu_per_request.as_secs_f64() / secured.server_cpu_per_request.as_secs_f64().max(1e-12);
+        println!(
+            "round {round}: bare {:>7.0} req/s {:>6.1} µs/req   secured {:>7.0} req/s {:>6.1} µs/req   ratio {ratio:.3}  cpu ratio {cpu_ratio:.3}",
+            bare.rps,
+            bare.server_cpu_per_request.as_secs_f64() * 1e6,
+            secured.rps,
+            secured.server_cpu_per_request.as_secs_f64() * 1e6,
+        );
         ratios.push(ratio);
+        cpu_ratios.push(cpu_ratio);
     }
     ratios.sort_by(f64::total_cmp);
-    println!("{:<28} {:>10.3}", "secured / bare ratio (median)", ratios[ratios.len() / 2]);
+    cpu_ratios.sort_by(f64::total_cmp);
+    println!("{:<40} {:>8.3}", "secured / bare throughput (median)", ratios[ratios.len() / 2]);
+    println!("{:<40} {:>8.3}", "bare / secured server CPU per request (median)", cpu_ratios[cpu_ratios.len() / 2]);
     stop.notify_waiters();
     Ok(())
 }
@@ -272,12 +283,69 @@ async fn connect(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendReq
     Ok(sender)
 }
 
-/// Requests per second over `args.connections` keep-alive connections.
-async fn load(addr: SocketAddr, path: &str, cookie: Option<&str>, args: &StoreBenchArgs) -> Result<f64, Failure> {
+/// CPU time (user + system) of this process (`RUSAGE_SELF`) or of the
+/// calling thread (`RUSAGE_THREAD`).
+fn cpu_time(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage only writes the rusage struct we pass, which is a
+    // plain-old-data value fully initialised by zeroed().
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(who, &mut usage) != 0 {
+            return Duration::ZERO;
+        }
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// One load measurement.
+struct Load {
+    /// Requests per second.
+    rps: f64,
+    /// CPU spent by the server side (the process minus the load thread) per request.
+    server_cpu_per_request: Duration,
+}
+
+/// Runs [`load`] on a thread of its own with a single-threaded runtime, so the
+/// load generator does not share the server's scheduler, and accounts the CPU
+/// the server side spent per request.
+async fn load_from_own_thread(
+    addr: SocketAddr,
+    path: String,
+    cookie: Option<String>,
+    args: &StoreBenchArgs,
+) -> Result<Load, Failure> {
+    let (connections, seconds) = (args.connections, args.http_seconds);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let process_before = cpu_time(libc::RUSAGE_SELF);
+    std::thread::spawn(move || {
+        let thread_before = cpu_time(libc::RUSAGE_THREAD);
+        let result = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(Failure::from)
+            .and_then(|rt| rt.block_on(load(addr, &path, cookie.as_deref(), connections, seconds)));
+        let _ = tx.send(result.map(|(rps, n)| (rps, n, cpu_time(libc::RUSAGE_THREAD).saturating_sub(thread_before))));
+    });
+    let (rps, requests, client_cpu) = rx.await.map_err(fail)??;
+    let server_cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(process_before).saturating_sub(client_cpu);
+    Ok(Load { rps, server_cpu_per_request: server_cpu / u32::try_from(requests.max(1)).unwrap_or(u32::MAX) })
+}
+
+/// Requests per second over `connections` keep-alive connections.
+async fn load(
+    addr: SocketAddr,
+    path: &str,
+    cookie: Option<&str>,
+    connections: usize,
+    seconds: u64,
+) -> Result<(f64, u64), Failure> {
     let count = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for _ in 0..args.connections {
+    for _ in 0..connections {
         let mut sender = connect(addr).await?;
         let (count, done) = (count.clone(), done.clone());
         let (path, cookie, host) = (path.to_owned(), cookie.map(str::to_owned), addr.to_string());
@@ -299,12 +367,12 @@ async fn load(addr: SocketAddr, path: &str, cookie: Option<&str>, args: &StoreBe
         }));
     }
     let start = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.http_seconds)).await;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
     done.store(true, Ordering::Relaxed);
     let n = count.load(Ordering::Relaxed);
     let secs = start.elapsed().as_secs_f64();
     for t in tasks {
         t.await.map_err(fail)??;
     }
-    Ok(n as f64 / secs)
+    Ok((n as f64 / secs, n))
 }

@@ -19,8 +19,7 @@ use crate::extract::{ApiJson, ApiQuery, path_ref};
 use crate::security::CurrentSession;
 use crate::state::AppState;
 
-/// Every `/api/` route. Unknown `/api/…` paths are a route of their own, so
-/// the session layer (a route layer) covers them too.
+/// Every `/api/` route (the session is checked before, by `security::guard`).
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/session", get(session))
