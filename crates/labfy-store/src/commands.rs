@@ -99,14 +99,23 @@ pub(crate) fn index_evidence(conn: &Connection, from: i64, to: i64) -> Result<()
     Ok(())
 }
 
-/// Recomputes `entities.mention_count` of an investigation from its
-/// `mentions` relations (one index range count per entity). Every command
-/// that writes mentions calls it in the same transaction.
-pub(crate) fn recount_mentions(conn: &Connection, investigation: &str) -> Result<()> {
+/// Recomputes the derived figures of an investigation from their source rows:
+/// `entities.mention_count` (one index range count per entity) and the row
+/// counts kept on `investigations`. Every bulk command calls it in the same
+/// transaction as its writes; single-row commands increment exactly instead.
+pub(crate) fn recount_derived(conn: &Connection, investigation: &str) -> Result<()> {
     conn.prepare_cached(
         "UPDATE entities SET mention_count =
              (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || entities.id AND r.kind = 'mentions')
          WHERE investigation_id = ?1",
+    )?
+    .execute([investigation])?;
+    conn.prepare_cached(
+        "UPDATE investigations SET
+             evidence_count = (SELECT count(*) FROM evidence WHERE investigation_id = ?1),
+             relation_count = (SELECT count(*) FROM relations WHERE investigation_id = ?1),
+             provenance_count = (SELECT count(*) FROM provenance WHERE investigation_id = ?1)
+         WHERE id = ?1",
     )?
     .execute([investigation])?;
     Ok(())
@@ -188,6 +197,12 @@ pub(crate) fn add_note(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
          VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
         params![Uuid::now_v7().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
+    )?;
+    // Exactly one evidence row and one provenance row were added above.
+    tx.execute(
+        "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1
+         WHERE id = ?1",
+        [inv.id().to_string()],
     )?;
     audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
     tx.commit()?;

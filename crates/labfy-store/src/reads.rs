@@ -166,9 +166,8 @@ impl<'c> Reads<'c> {
     pub fn investigations(&self, ws: Uuid) -> Result<Vec<InvestigationSummary>> {
         self.require_in_workspace(ws, &ObjectRef::new(RefKind::Workspace, ws))?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT i.id, i.title, i.summary, i.created_at,
-                    (SELECT count(*) FROM evidence e WHERE e.investigation_id = i.id)
-             FROM investigations i WHERE i.workspace_id = ?1 ORDER BY i.created_at, i.id",
+            "SELECT id, title, summary, created_at, evidence_count
+             FROM investigations WHERE workspace_id = ?1 ORDER BY created_at, id",
         )?;
         let rows = stmt.query_map([ws.to_string()], |row| {
             Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
@@ -200,16 +199,19 @@ impl<'c> Reads<'c> {
         let _snapshot = self.conn.unchecked_transaction()?;
         self.require_in_workspace(ws, &inv)?;
         let inv_id = inv.id().to_string();
-        let (title, summary, created_at): (String, String, String) = self
-            .conn
-            .prepare_cached("SELECT title, summary, created_at FROM investigations WHERE id = ?1")?
-            .query_row([&inv_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        let (title, summary, created_at, evidence, relations, provenance): (String, String, String, i64, i64, i64) =
+            self.conn
+                .prepare_cached(
+                    "SELECT title, summary, created_at, evidence_count, relation_count, provenance_count
+                     FROM investigations WHERE id = ?1",
+                )?
+                .query_row([&inv_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
         let w = self.workspace(ws)?;
         let counts = Counts {
-            evidence: self.count("SELECT count(*) FROM evidence WHERE investigation_id = ?1", &inv_id)?,
+            evidence,
             entities: self.count("SELECT count(*) FROM entities WHERE investigation_id = ?1", &inv_id)?,
-            relations: self.count("SELECT count(*) FROM relations WHERE investigation_id = ?1", &inv_id)?,
-            provenance: self.count("SELECT count(*) FROM provenance WHERE investigation_id = ?1", &inv_id)?,
+            relations,
+            provenance,
             jobs: self.count("SELECT count(*) FROM jobs WHERE investigation_id = ?1", &inv_id)?,
         };
         let entity_kinds = self

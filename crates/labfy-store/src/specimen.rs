@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use uuid::Uuid;
 
-use crate::commands::{audit, index_evidence, recount_mentions, sha256_hex};
+use crate::commands::{audit, index_evidence, recount_derived, sha256_hex};
 use crate::error::{Result, StoreError};
 use crate::{Store, now_rfc3339};
 
@@ -306,10 +306,14 @@ struct Pools {
 }
 
 /// Skewed pick: low indices are chosen far more often (a few hubs, a long
-/// tail), which is what makes correlations interesting.
+/// tail), which is what makes correlations interesting. The product of three
+/// uniform draws (density ln²(1/x)/2) is computed in integers only, so the
+/// same seed gives the same choices on every platform (no libm in the path).
 fn skewed(rng: &mut ChaCha8Rng, len: usize) -> usize {
-    let u: f64 = rng.random();
-    ((len as f64) * u.powf(2.4)).floor().min((len - 1) as f64) as usize
+    let (a, b, c): (u64, u64, u64) = (rng.random(), rng.random(), rng.random());
+    let ab = ((u128::from(a) * u128::from(b)) >> 64) as u64;
+    let abc = ((u128::from(ab) * u128::from(c)) >> 64) as u64;
+    ((u128::from(abc) * len as u128) >> 64) as usize
 }
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
@@ -481,7 +485,7 @@ fn write_all(
     // Entity provenance, then the flip to READY, in the last transaction.
     let tx = conn.transaction()?;
     write_entity_provenance(&tx, &inv_text, &pools, &first_mention, ids, base)?;
-    recount_mentions(&tx, &inv_text)?;
+    recount_derived(&tx, &inv_text)?;
     tx.execute("UPDATE workspaces SET status = 'READY' WHERE id = ?1", [ws.to_string()])?;
     tx.execute(
         "UPDATE jobs SET status = 'SUCCEEDED', progress = 1, updated_at = ?2 WHERE id = ?1",

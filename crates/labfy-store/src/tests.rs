@@ -8,6 +8,30 @@ use tempfile::TempDir;
 use crate::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use crate::*;
 
+/// Fails unless every derived figure equals a fresh count of its source rows.
+fn assert_derived_consistent(conn: &Connection) {
+    let wrong_mentions: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM entities n WHERE mention_count <>
+               (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || n.id AND r.kind = 'mentions')",
+            [],
+            |x| x.get(0),
+        )
+        .unwrap();
+    assert_eq!(wrong_mentions, 0, "entities.mention_count out of step");
+    let wrong_counts: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM investigations i WHERE
+               evidence_count <> (SELECT count(*) FROM evidence WHERE investigation_id = i.id)
+               OR relation_count <> (SELECT count(*) FROM relations WHERE investigation_id = i.id)
+               OR provenance_count <> (SELECT count(*) FROM provenance WHERE investigation_id = i.id)",
+            [],
+            |x| x.get(0),
+        )
+        .unwrap();
+    assert_eq!(wrong_counts, 0, "investigation counts out of step");
+}
+
 fn specimen(dir: &TempDir, seed: u64, size: u64) -> (Store, uuid::Uuid, ObjectRef) {
     let mut store = Store::open(dir.path()).unwrap();
     let outcome = specimen::generate(&mut store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
@@ -156,17 +180,7 @@ fn specimen_has_the_promised_shape() {
     assert!(o.counts.relations > 500 * 2);
     assert_eq!(o.jobs[0].status, "SUCCEEDED");
     assert!(o.top_entities[0].evidence_count > 10, "no hub entity");
-    // The stored mention counts are the counts of `mentions` relations.
-    let wrong: i64 = store
-        .conn()
-        .query_row(
-            "SELECT count(*) FROM entities n WHERE mention_count <>
-               (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || n.id AND r.kind = 'mentions')",
-            [],
-            |x| x.get(0),
-        )
-        .unwrap();
-    assert_eq!(wrong, 0);
+    assert_derived_consistent(store.conn());
     // SHA-256 of every evidence is the hash of its content.
     let bad: i64 =
         store.conn().query_row("SELECT count(*) FROM evidence WHERE length(sha256) <> 64", [], |x| x.get(0)).unwrap();
@@ -330,6 +344,8 @@ fn notes_are_bounded_stored_with_provenance_and_audited() {
         assert!(matches!(err, StoreError::Invalid(_)), "{err}");
     }
     assert!(store.add_note(ws, &inv, &note(&"t".repeat(MAX_NOTE_TITLE_CHARS), "x"), "analyst").is_ok());
+    assert_derived_consistent(store.conn());
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, 12);
     let other_ws = uuid::Uuid::new_v4();
     assert!(matches!(store.add_note(other_ws, &inv, &note("t", "x"), "analyst"), Err(StoreError::NotFound(_))));
     // Evidence is immutable.
