@@ -64,6 +64,9 @@ enum BenchWhat {
     /// SPECIMEN generation, store read models and HTTP throughput
     /// (secured route against a bare route, in the same run).
     Store(crate::bench::StoreBenchArgs),
+    /// IPC round trip over a Unix socket (authenticated, typed) against a bare
+    /// echo of the same bytes on a Unix socket, in the same run.
+    Ipc(crate::bench::IpcBenchArgs),
 }
 
 /// A failure to report: a sentence and an exit code.
@@ -121,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Up { data_dir, port, workspace } => up(data_dir, port, workspace),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
+        Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
