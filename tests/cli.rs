@@ -264,3 +264,58 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
         assert_eq!(n, 1, "acknowledged {id} lost");
     }
 }
+
+#[test]
+fn real_workspaces_are_created_and_listed_but_not_served_without_isolation() {
+    let dir = TempDir::new().unwrap();
+    let o = run(&["workspace", "create", "--name", "Dossier Nord"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let real = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    assert!(real.starts_with("workspace:"), "{real}");
+    let o = run(&["workspace", "create", "--name", "  "], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&["workspace", "list"], dir.path());
+    let list = String::from_utf8(o.stdout).unwrap();
+    assert!(list.contains(&format!("{real}\tREAL\tREADY\tDossier Nord")), "{list}");
+    // Until the server runs in its own network namespace, `up` refuses to
+    // serve a REAL workspace (SPEC P2) — and writes nothing.
+    let before = std::fs::read(dir.path().join("labfy.sqlite3")).unwrap();
+    let o = Command::new(BIN)
+        .args(["up", "--port", "0", "--workspace", &real, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("SPEC P2"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(dir.path().join("labfy.sqlite3")).unwrap(), before);
+    // Without --workspace, `up` adds and serves the SPECIMEN beside it.
+    let child = Command::new(BIN)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(child);
+    let stdout = guard.0.stdout.take().unwrap();
+    let port = wait_for_port(stdout);
+    let (cookie, _) = login(port);
+    let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
+    let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
+    let mut classes: Vec<String> =
+        all["workspaces"].as_array().unwrap().iter().map(|w| w["class"].as_str().unwrap().to_owned()).collect();
+    classes.sort();
+    assert_eq!(classes, ["REAL", "SPECIMEN"]);
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+    assert_ne!(v["workspace_id"], real);
+}
+
+fn wait_for_port(stdout: std::process::ChildStdout) -> u16 {
+    use std::io::BufRead;
+    for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
+            return rest.trim_end_matches('/').parse().unwrap();
+        }
+    }
+    panic!("labfy up printed no URL");
+}

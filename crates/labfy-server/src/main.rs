@@ -40,14 +40,27 @@ fn main() -> anyhow::Result<()> {
     let store = Store::open(&args.data_dir)?;
     let workspace = match &args.workspace {
         Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace).map_err(anyhow::Error::msg)?.id(),
-        None => match store.reads().workspaces()?.into_iter().find(|w| w.status == "READY") {
+        None => match store
+            .reads()
+            .workspaces()?
+            .into_iter()
+            .find(|w| w.status == "READY" && w.class == labfy_store::WorkspaceClass::Specimen)
+        {
             Some(w) => w.id.id(),
             None => {
                 bail!("no ready workspace in {}; run `labfy up` or `labfy specimen` first", args.data_dir.display())
             }
         },
     };
-    store.reads().workspace(workspace).context("the chosen workspace")?;
+    let chosen = store.reads().workspace(workspace).context("the chosen workspace")?;
+    // SPEC P2: nothing yet puts this process in a network namespace of its
+    // own, so it serves SPECIMEN workspaces only.
+    if chosen.class == labfy_store::WorkspaceClass::Real {
+        bail!(
+            "{} is a REAL workspace; this build does not yet isolate the server from the network (SPEC P2)",
+            chosen.id
+        );
+    }
     let state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

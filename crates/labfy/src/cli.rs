@@ -11,7 +11,7 @@ use labfy_server::listener::{self, ListenerError};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db};
 use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
-use labfy_store::{Store, StoreError};
+use labfy_store::{Store, StoreError, WorkspaceClass};
 
 /// Default loopback port of the UI.
 pub const DEFAULT_PORT: u16 = 7345;
@@ -52,10 +52,35 @@ enum Command {
         #[arg(long, default_value_t = specimen::DEFAULT_SPECIMEN_SEED)]
         seed: u64,
     },
+    /// List or create workspaces.
+    Workspace {
+        #[command(subcommand)]
+        what: WorkspaceWhat,
+    },
     /// Benchmarks that print figures (recorded in docs/PERFORMANCE.md).
     Bench {
         #[command(subcommand)]
         what: BenchWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkspaceWhat {
+    /// List every workspace: reference, class, status, name.
+    List {
+        /// Data directory.
+        #[arg(long, env = "LABFY_DATA_DIR")]
+        data_dir: PathBuf,
+    },
+    /// Create an empty REAL workspace (with one investigation) and print its
+    /// reference; open it with `labfy up --workspace <ref>`.
+    Create {
+        /// Data directory (created if missing).
+        #[arg(long, env = "LABFY_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Display name (1–200 characters).
+        #[arg(long)]
+        name: String,
     },
 }
 
@@ -85,6 +110,7 @@ impl Failure {
             ErrorKind::InvalidInput => 2,
             ErrorKind::Storage => 3,
             ErrorKind::Unavailable | ErrorKind::Conflict => 4,
+            ErrorKind::Forbidden => 5,
             _ => 1,
         }
     }
@@ -123,6 +149,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Up { data_dir, port, workspace } => up(data_dir, port, workspace),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
+        Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
+        Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
     };
@@ -200,6 +228,21 @@ fn specimen_cmd(data_dir: PathBuf, spec: SpecimenSpec) -> Result<(), Failure> {
     Ok(())
 }
 
+fn workspace_list(data_dir: PathBuf) -> Result<(), Failure> {
+    let store = Store::open(&data_dir)?;
+    for w in store.reads().workspaces()? {
+        println!("{}\t{}\t{}\t{}", w.id, w.class.as_str(), w.status, w.name);
+    }
+    Ok(())
+}
+
+fn workspace_create(data_dir: PathBuf, name: &str) -> Result<(), Failure> {
+    let mut store = Store::open(&data_dir)?;
+    let (ws, _inv) = store.create_real_workspace(name, "labfy workspace create")?;
+    println!("{ws}");
+    Ok(())
+}
+
 fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result<(), Failure> {
     let data_dir = match data_dir {
         Some(d) => d,
@@ -216,8 +259,10 @@ fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result
     let ready = |s: &Store| -> Result<Vec<_>, Failure> {
         Ok(s.reads().workspaces()?.into_iter().filter(|w| w.status == "READY").collect())
     };
-    if ready(&store)?.is_empty() {
-        eprintln!("labfy: fresh data directory {}: writing the SPECIMEN workspace", data_dir.display());
+    // The embedded default: without --workspace, and with no ready SPECIMEN
+    // workspace yet, write one.
+    if wanted.is_none() && !ready(&store)?.iter().any(|w| w.class == WorkspaceClass::Specimen) {
+        eprintln!("labfy: no SPECIMEN workspace in {}: writing the default one", data_dir.display());
         generate_with_progress(&mut store, SpecimenSpec::default())?;
     }
     let workspaces = ready(&store)?;
@@ -225,10 +270,27 @@ fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result
         Some(w) => workspaces.iter().find(|x| x.id == w).ok_or_else(|| {
             Failure::new(ErrorKind::InvalidInput, format!("no ready workspace {w} in {}", data_dir.display()))
         })?,
-        None => workspaces
-            .first()
-            .ok_or_else(|| Failure::new(ErrorKind::Internal, "no ready workspace after SPECIMEN generation"))?,
+        // Without --workspace: the first SPECIMEN one (REAL ones must be asked for).
+        None => workspaces.iter().find(|w| w.class == WorkspaceClass::Specimen).ok_or_else(|| {
+            Failure::new(
+                ErrorKind::InvalidInput,
+                format!("no ready SPECIMEN workspace in {}; name one with --workspace", data_dir.display()),
+            )
+        })?,
     };
+    // SPEC P2: a REAL workspace is served only by a server the kernel keeps
+    // off the network. This build does not yet start the server in its own
+    // network namespace, so REAL workspaces are refused rather than exposed.
+    if chosen.class == WorkspaceClass::Real {
+        return Err(Failure::new(
+            ErrorKind::Forbidden,
+            format!(
+                "{} is a REAL workspace; this build does not yet isolate the server from the network \
+                 (SPEC P2), so it serves SPECIMEN workspaces only",
+                chosen.id
+            ),
+        ));
+    }
     let (ws, name, class) = (chosen.id.id(), chosen.name.clone(), chosen.class);
     let state = AppState::new(Db::new(store, data_dir.clone()), port, ws, RateLimit::default());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
