@@ -16,7 +16,13 @@ use tempfile::TempDir;
 const BIN: &str = env!("CARGO_BIN_EXE_labfy");
 
 fn run(args: &[&str], data_dir: &Path) -> std::process::Output {
-    Command::new(BIN).args(args).arg("--data-dir").arg(data_dir).output().expect("run labfy")
+    Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("LABFY_RUNTIME_DIR", runtime_dir(data_dir))
+        .output()
+        .expect("run labfy")
 }
 
 fn stderr(o: &std::process::Output) -> String {
@@ -24,10 +30,7 @@ fn stderr(o: &std::process::Output) -> String {
 }
 
 fn sigterm(pid: u32) {
-    // SAFETY: kill(2) with a pid we started and still hold; no memory involved.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    assert_eq!(rc, 0);
+    signal(pid, libc::SIGTERM);
 }
 
 #[test]
@@ -68,7 +71,12 @@ fn a_port_in_use_is_a_clear_error_and_writes_nothing() {
     let port = taken.local_addr().unwrap().port().to_string();
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
-    let o = Command::new(BIN).args(["up", "--port", &port, "--data-dir"]).arg(&data).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["up", "--port", &port, "--data-dir"])
+        .arg(&data)
+        .env("LABFY_RUNTIME_DIR", runtime_dir(&data))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(stderr(&o).contains("already in use"), "{}", stderr(&o));
     assert!(!data.exists(), "data dir was created although the port was taken");
@@ -283,6 +291,7 @@ fn real_workspaces_are_created_and_listed_but_not_served_without_isolation() {
     let o = Command::new(BIN)
         .args(["up", "--port", "0", "--workspace", &real, "--data-dir"])
         .arg(dir.path())
+        .env("LABFY_RUNTIME_DIR", runtime_dir(dir.path()))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
@@ -292,6 +301,7 @@ fn real_workspaces_are_created_and_listed_but_not_served_without_isolation() {
     let child = Command::new(BIN)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(dir.path())
+        .env("LABFY_RUNTIME_DIR", runtime_dir(dir.path()))
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

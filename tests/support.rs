@@ -13,14 +13,40 @@ use std::time::{Duration, Instant};
 /// Longest any helper waits.
 pub const WAIT: Duration = Duration::from_secs(120);
 
-/// A child process killed (SIGKILL) when dropped, whatever happened.
+/// A child process stopped when dropped, whatever happened: SIGTERM (so a
+/// supervisor stops its children in order), then SIGKILL after 10 s.
 pub struct Guard(pub Child);
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            signal(self.0.id(), libc::SIGTERM);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Sends `sig` to `pid`.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with plain integers; no memory is involved.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// The runtime directory the tests give `labfy up` for `data_dir`: inside it,
+/// so parallel tests never share one and it goes with the test's temp dir.
+pub fn runtime_dir(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join(".run")
 }
 
 /// Starts `labfy up` on `data_dir` with a free port; returns the guard and the
@@ -29,6 +55,8 @@ pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
     let mut child = Command::new(bin)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(data_dir)
+        .arg("--runtime-dir")
+        .arg(runtime_dir(data_dir))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

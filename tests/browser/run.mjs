@@ -498,8 +498,9 @@ async function main() {
   const base = `http://127.0.0.1:${port}`;
   const logFile = path.join(outDir, 'server.log');
   const log = fs.openSync(logFile, 'w');
-  console.log(`# labfy: ${binPath} up --data-dir ${dataDir} --port ${port}`);
-  child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port)], {
+  const runtimeDir = path.join(dataDir, '.run');
+  console.log(`# labfy: ${binPath} up --data-dir ${dataDir} --port ${port} --runtime-dir ${runtimeDir}`);
+  child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port), '--runtime-dir', runtimeDir], {
     detached: true, // own process group, so its supervised children go too
     stdio: ['ignore', log, log],
     env: { ...process.env, RUST_BACKTRACE: '1' },

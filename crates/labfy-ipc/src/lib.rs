@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod daemon;
 mod error;
 pub mod frame;
 pub mod messages;

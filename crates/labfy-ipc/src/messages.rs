@@ -79,7 +79,23 @@ pub struct Failure {
     pub message: String,
 }
 
-/// Supervisor ↔ child.
+/// What the supervisor knows of one child.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildStatus {
+    /// Which child.
+    pub role: Role,
+    /// `starting`, `healthy`, `unhealthy`, `restarting`, `failed`, `stopping`, `stopped`.
+    pub state: String,
+    /// Current pid, when running.
+    pub pid: Option<u32>,
+    /// Restarts since `labfy up` started.
+    pub restarts: u32,
+    /// Last health detail or failure reason.
+    pub detail: String,
+}
+
+/// Supervisor ↔ child, and `labfy status` ↔ supervisor.
 pub mod control {
     use super::*;
 
@@ -91,6 +107,14 @@ pub mod control {
         Health {},
         /// Stop in order: finish or refuse in-flight work, then exit.
         Shutdown {},
+        /// The pids allowed on the daemon's service socket (the workspace
+        /// server's, after each (re)start). Replaces the previous set.
+        SetPeers {
+            /// Process ids, as the supervisor sees them.
+            pids: Vec<i32>,
+        },
+        /// Supervisor only: the state of every child (`labfy status`).
+        Status {},
     }
 
     /// What a child answers.
@@ -101,6 +125,13 @@ pub mod control {
         Health(Health),
         /// Shutdown accepted; the process exits shortly.
         ShuttingDown {},
+        /// The peer set was replaced.
+        PeersSet {},
+        /// Supervisor only: every child's state.
+        Status {
+            /// One entry per child.
+            children: Vec<ChildStatus>,
+        },
         /// Refused or failed.
         Failed(Failure),
     }

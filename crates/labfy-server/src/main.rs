@@ -23,6 +23,10 @@ struct Args {
     /// Loopback port to bind when no socket is inherited.
     #[arg(long, default_value_t = 7345)]
     port: u16,
+    /// Runtime directory of a supervisor (`labfy up`): when given, the server
+    /// serves its control socket there (health, orderly shutdown).
+    #[arg(long, env = "LABFY_RUNTIME_DIR")]
+    runtime_dir: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,9 +68,25 @@ fn main() -> anyhow::Result<()> {
     let state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
+        let asked = match &args.runtime_dir {
+            Some(dir) => {
+                let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, || {
+                    (true, "serving the UI and the API".to_owned())
+                })?;
+                Some(plane.shutdown)
+            }
+            None => None,
+        };
         tracing::info!(port, "labfy-server listening");
         println!("http://127.0.0.1:{port}/");
-        labfy_server::serve(listener, state, shutdown_signal()).await
+        let stop = async move {
+            match asked {
+                Some(n) => tokio::select! { _ = n.notified() => {}, _ = shutdown_signal() => {} },
+                None => shutdown_signal().await,
+            }
+        };
+        labfy_server::serve(listener, state, stop).await?;
+        Ok::<(), anyhow::Error>(())
     })?;
     Ok(())
 }

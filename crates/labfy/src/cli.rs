@@ -8,8 +8,6 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_server::listener::{self, ListenerError};
-use labfy_server::session::RateLimit;
-use labfy_server::{AppState, db::Db};
 use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use labfy_store::{Store, StoreError, WorkspaceClass};
 
@@ -39,6 +37,17 @@ enum Command {
         /// Workspace to open (`workspace:<uuid>`). Default: the first ready one.
         #[arg(long)]
         workspace: Option<String>,
+        /// Private runtime directory (sockets, per-boot secret; mode 0700,
+        /// removed at stop). Default: /run/labfy for root, else
+        /// $XDG_RUNTIME_DIR/labfy, else /tmp/labfy-<uid>.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+    },
+    /// Show the state of each process of a running `labfy up`.
+    Status {
+        /// Runtime directory of the running `labfy up` (same default).
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
     },
     /// Write a deterministic synthetic (SPECIMEN) investigation.
     Specimen {
@@ -101,7 +110,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self { message: message.into(), kind }
     }
 
@@ -147,7 +156,8 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Up { data_dir, port, workspace } => up(data_dir, port, workspace),
+        Command::Up { data_dir, port, workspace, runtime_dir } => up(data_dir, port, workspace, runtime_dir),
+        Command::Status { runtime_dir } => status_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
@@ -243,7 +253,31 @@ fn workspace_create(data_dir: PathBuf, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result<(), Failure> {
+fn status_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
+    let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let children = runtime.block_on(crate::supervisor::status(&dir))?;
+    println!("{:<10} {:<11} {:>8} {:>8}  detail", "process", "state", "pid", "restarts");
+    for c in children {
+        let pid = c.pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
+        println!(
+            "{:<10} {:<11} {:>8} {:>8}  {}",
+            labfy_ipc::daemon::role_name(c.role),
+            c.state,
+            pid,
+            c.restarts,
+            c.detail
+        );
+    }
+    Ok(())
+}
+
+fn up(
+    data_dir: Option<PathBuf>,
+    port: u16,
+    workspace: Option<String>,
+    runtime_dir: Option<PathBuf>,
+) -> Result<(), Failure> {
     let data_dir = match data_dir {
         Some(d) => d,
         None => default_data_dir()?,
@@ -255,6 +289,7 @@ fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result
     // The socket first: a port in use fails before anything is written.
     let listener = listener::bind_loopback(listener::loopback(port))?;
     let port = listener.local_addr()?.port();
+    let programs = crate::supervisor::Programs::beside_current_exe()?;
     let mut store = Store::open(&data_dir)?;
     let ready = |s: &Store| -> Result<Vec<_>, Failure> {
         Ok(s.reads().workspaces()?.into_iter().filter(|w| w.status == "READY").collect())
@@ -291,29 +326,21 @@ fn up(data_dir: Option<PathBuf>, port: u16, workspace: Option<String>) -> Result
             ),
         ));
     }
-    let (ws, name, class) = (chosen.id.id(), chosen.name.clone(), chosen.class);
-    let state = AppState::new(Db::new(store, data_dir.clone()), port, ws, RateLimit::default());
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
+    let (ws, name) = (chosen.id, chosen.name.clone());
+    drop(store);
+    let plan = crate::supervisor::Plan {
+        data_dir: data_dir.clone(),
+        workspace: ws.to_string(),
+        runtime_dir: runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir),
+        programs,
+    };
+    // One thread: the children's PR_SET_PDEATHSIG follows the thread that
+    // forked them, and this one lives as long as the supervisor.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(crate::supervisor::run(plan, listener, move || {
+        println!("Labfy is serving {name} (SPECIMEN) from {}", data_dir.display());
         println!("Open http://127.0.0.1:{port}/");
-        labfy_server::serve(listener, state, shutdown_signal()).await
-    })?;
+    }))?;
     eprintln!("labfy: stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(e) => {
-            tracing::error!(%e, "cannot watch SIGTERM; stop with Ctrl-C");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

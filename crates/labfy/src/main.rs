@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod supervisor;
 
 use std::process::ExitCode;
 

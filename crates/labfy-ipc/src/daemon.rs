@@ -1,0 +1,168 @@
+//! What every child daemon does the same way: read the per-boot secret from
+//! the runtime directory, then serve its control socket (health, shutdown,
+//! peer set) to the supervisor — and only to it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use crate::IpcError;
+use crate::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
+use crate::messages::control::{ControlRequest, ControlResponse};
+use crate::messages::{Boundary, Failure, Health, Role};
+use crate::secret::{self, Secret};
+use crate::server::{self, Stats};
+
+/// Socket file names in the runtime directory.
+pub fn control_socket(runtime_dir: &Path, role: Role) -> PathBuf {
+    runtime_dir.join(format!("{}.control.sock", role_name(role)))
+}
+
+/// The supervisor's own socket (`labfy status`).
+pub fn supervisor_socket(runtime_dir: &Path) -> PathBuf {
+    runtime_dir.join("supervisor.sock")
+}
+
+/// The service socket of a daemon (`governor.sock`, `egress.sock`).
+pub fn service_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
+    runtime_dir.join(match boundary {
+        Boundary::Control => "control.sock",
+        Boundary::Governor => "governor.sock",
+        Boundary::Egress => "egress.sock",
+    })
+}
+
+/// Lower-case name of a role.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Server => "server",
+        Role::Governor => "governor",
+        Role::Egress => "egress",
+    }
+}
+
+/// This process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid()
+    }
+}
+
+/// The parent's pid (the supervisor's, for a child it started).
+pub fn parent_pid() -> i32 {
+    // SAFETY: getppid(2) takes no arguments, touches no memory and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::getppid()
+    }
+}
+
+/// A child's control side: its secret, the peers allowed on its service
+/// socket, and the notification that a shutdown was asked for.
+pub struct ControlPlane {
+    /// The per-boot secret.
+    pub secret: Secret,
+    /// Pids allowed on the service socket (set by the supervisor).
+    pub peers: AllowedPids,
+    /// Notified when the supervisor asks for a shutdown.
+    pub shutdown: Arc<Notify>,
+}
+
+/// Reads the secret and starts serving `<role>.control.sock` to the parent
+/// process only. `ready` is asked at each health check.
+pub fn start_control(
+    runtime_dir: &Path,
+    role: Role,
+    ready: impl Fn() -> (bool, String) + Send + Sync + Clone + 'static,
+) -> Result<ControlPlane, IpcError> {
+    let secret = secret::read_secret(runtime_dir)?;
+    let listener = server::bind(&control_socket(runtime_dir, role))?;
+    let supervisor = AllowedPids::default();
+    supervisor.insert(parent_pid());
+    let policy = PeerPolicy {
+        boundary: Boundary::Control,
+        uid: euid(),
+        pids: Some(supervisor),
+        secret: secret.clone(),
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    };
+    let peers = AllowedPids::default();
+    let shutdown = Arc::new(Notify::new());
+    let started = Instant::now();
+    let (p, s) = (peers.clone(), shutdown.clone());
+    tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), move |req: ControlRequest, _peer| {
+        let (p, s, ready) = (p.clone(), s.clone(), ready.clone());
+        async move {
+            match req {
+                ControlRequest::Health {} => {
+                    let (is_ready, detail) = ready();
+                    ControlResponse::Health(Health {
+                        role,
+                        pid: std::process::id(),
+                        uptime_ms: started.elapsed().as_millis() as u64,
+                        ready: is_ready,
+                        detail,
+                    })
+                }
+                ControlRequest::Shutdown {} => {
+                    s.notify_one();
+                    ControlResponse::ShuttingDown {}
+                }
+                ControlRequest::SetPeers { pids } => {
+                    p.set(pids);
+                    ControlResponse::PeersSet {}
+                }
+                ControlRequest::Status {} => ControlResponse::Failed(Failure {
+                    code: "INVALID_INPUT".into(),
+                    message: "only the supervisor reports status".into(),
+                }),
+            }
+        }
+    }));
+    Ok(ControlPlane { secret, peers, shutdown })
+}
+
+/// Policy of a daemon's service socket: same uid, only the pids the
+/// supervisor named (the workspace server's).
+pub fn service_policy(plane: &ControlPlane, boundary: Boundary) -> PeerPolicy {
+    PeerPolicy {
+        boundary,
+        uid: euid(),
+        pids: Some(plane.peers.clone()),
+        secret: plane.secret.clone(),
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    }
+}
+
+/// The whole life of a child daemon with one service socket: control plane,
+/// service socket (only the peers the supervisor names), then wait for a
+/// shutdown request, SIGTERM or SIGINT. Returns when it is time to exit.
+pub async fn run_service<Req, Resp, H, F>(
+    runtime_dir: &Path,
+    role: Role,
+    boundary: Boundary,
+    ready: impl Fn() -> (bool, String) + Send + Sync + Clone + 'static,
+    handler: H,
+) -> Result<(), IpcError>
+where
+    Req: serde::de::DeserializeOwned + Send + 'static,
+    Resp: serde::Serialize + Send + Sync + 'static,
+    H: Fn(Req, crate::auth::Peer) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Resp> + Send + 'static,
+{
+    let plane = start_control(runtime_dir, role, ready)?;
+    let listener = server::bind(&service_socket(runtime_dir, boundary))?;
+    tokio::spawn(server::serve(listener, service_policy(&plane, boundary), Arc::new(Stats::default()), handler));
+    tracing::info!(role = role_name(role), "serving");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = plane.shutdown.notified() => tracing::info!("shutdown asked by the supervisor"),
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}

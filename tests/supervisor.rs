@@ -1,0 +1,224 @@
+//! `labfy up` as a supervisor, for real (SPEC P1, P3): three separate
+//! processes, restart after kill -9 within 5 s with the data intact, giving
+//! up on a child that keeps crashing, orderly stop on SIGTERM with the
+//! runtime directory removed, `labfy status`, and peers the supervisor did
+//! not start refused on every socket.
+//! (Attached to the `labfy` package; the other programs are its siblings in
+//! the target directory, built by `cargo build --workspace`.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_labfy");
+
+#[derive(Debug, Clone)]
+struct Row {
+    process: String,
+    state: String,
+    pid: Option<u32>,
+    restarts: u32,
+    detail: String,
+}
+
+fn status(run: &Path) -> Result<Vec<Row>, String> {
+    let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(run).output().unwrap();
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    Ok(String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Row {
+                process: f[0].into(),
+                state: f[1].into(),
+                pid: f[2].parse().ok(),
+                restarts: f[3].parse().unwrap(),
+                detail: f[4..].join(" "),
+            }
+        })
+        .collect())
+}
+
+fn all_healthy(run: &Path) -> Option<Vec<Row>> {
+    let rows = status(run).ok()?;
+    (rows.len() == 3 && rows.iter().all(|r| r.state == "healthy")).then_some(rows)
+}
+
+fn siblings_built() {
+    let dir = Path::new(BIN).parent().unwrap();
+    for p in ["labfy-server", "labfy-governor", "labfy-egress"] {
+        assert!(dir.join(p).is_file(), "{p} is not built; run `cargo build --workspace` first (tests/run-all does)");
+    }
+}
+
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn three_processes_restart_after_kill_9_and_stop_in_order() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let (mut up, port) = start_up(BIN, &data);
+    let rows = wait_for("all children healthy", || all_healthy(&run));
+    let names: Vec<_> = rows.iter().map(|r| r.process.as_str()).collect();
+    assert_eq!(names, ["governor", "egress", "server"]);
+    for r in &rows {
+        assert_eq!(parent_of(r.pid.unwrap()), up.0.id(), "{} is not a child of labfy up", r.process);
+    }
+    assert!(rows[1].detail.contains("not ready"), "egress must not claim readiness without Tor: {:?}", rows[1]);
+    // The runtime directory is private.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&run).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(run.join("ipc.secret")).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // Write something, then kill -9 each child in turn.
+    let (cookie, csrf) = login(port);
+    let origin = format!("http://127.0.0.1:{port}");
+    let session: serde_json::Value =
+        serde_json::from_str(&http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap().body).unwrap();
+    let ws = session["workspace_id"].as_str().unwrap().to_owned();
+    let invs =
+        http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", &cookie)], "").unwrap();
+    let inv: serde_json::Value = serde_json::from_str(&invs.body).unwrap();
+    let inv = inv["investigations"][0]["id"].as_str().unwrap().to_owned();
+    let note = http(
+        port,
+        "POST",
+        &format!("/api/v1/investigations/{inv}/evidence"),
+        &[("Cookie", &cookie), ("Origin", &origin), ("X-CSRF-Token", &csrf), ("Content-Type", "application/json")],
+        r#"{"title":"avant le kill","content":"doit survivre"}"#,
+    )
+    .unwrap();
+    assert_eq!(note.status, 201);
+    let note_id: serde_json::Value = serde_json::from_str(&note.body).unwrap();
+    let note_id = note_id["id"].as_str().unwrap().to_owned();
+
+    for (i, victim) in ["governor", "egress", "server"].into_iter().enumerate() {
+        let before = all_healthy(&run).unwrap();
+        let old = before[i].pid.unwrap();
+        signal(old, libc::SIGKILL);
+        let killed_at = Instant::now();
+        let after = wait_for(&format!("{victim} back and healthy"), || {
+            let rows = all_healthy(&run)?;
+            (rows[i].pid != Some(old)).then_some(rows)
+        });
+        let took = killed_at.elapsed();
+        assert!(took < Duration::from_secs(5), "{victim} took {took:?} to come back");
+        assert_eq!(after[i].restarts, 1, "{:?}", after[i]);
+    }
+    // The UI answers again (a new server process: a new session is needed),
+    // and the note written before the kills is there.
+    let (cookie, _) = wait_for("the UI after the server restart", || {
+        http(port, "GET", "/", &[], "").ok().filter(|a| a.status == 200).map(|_| login(port))
+    });
+    let ev = http(port, "GET", &format!("/api/v1/evidence/{note_id}"), &[("Cookie", &cookie)], "").unwrap();
+    assert_eq!(ev.status, 200, "{}", ev.body);
+    assert_eq!(integrity(&data), "ok");
+
+    // SIGTERM: every child gone, runtime directory removed, exit 0.
+    let pids: Vec<u32> = all_healthy(&run).unwrap().iter().map(|r| r.pid.unwrap()).collect();
+    signal(up.0.id(), libc::SIGTERM);
+    let code = wait_for("labfy up to stop", || up.0.try_wait().unwrap());
+    assert!(code.success(), "{code:?}");
+    for pid in pids {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
+    }
+    assert!(!run.exists(), "runtime directory left behind");
+    let err = status(&run).unwrap_err();
+    assert!(err.contains("not running"), "{err}");
+}
+
+#[test]
+fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let child = Command::new(BIN)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .env("LABFY_GOVERNOR_BIN", "/bin/false")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = Guard(child);
+    let rows = wait_for("the governor given up", || {
+        let rows = status(&run).ok()?;
+        rows.iter().any(|r| r.process == "governor" && r.state == "failed").then_some(rows)
+    });
+    let gov = rows.iter().find(|r| r.process == "governor").unwrap();
+    assert!(gov.detail.contains("gave up"), "{gov:?}");
+    // The rest goes on.
+    for other in ["egress", "server"] {
+        let r = rows.iter().find(|r| r.process == other).unwrap();
+        assert_eq!(r.state, "healthy", "{r:?}");
+    }
+    signal(up.0.id(), libc::SIGTERM);
+    wait_for("labfy up to stop", || up.0.try_wait().unwrap());
+    let mut err = String::new();
+    use std::io::Read;
+    up.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("governor exited 5 times within 60 s"), "{err}");
+}
+
+#[test]
+fn only_processes_the_supervisor_started_get_in_and_a_second_up_is_refused() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let (_up, _port) = start_up(BIN, &data);
+    wait_for("all children healthy", || all_healthy(&run));
+    // This test process knows the secret (same uid) but was not started by
+    // the supervisor: the governor's, egress's and the server's sockets refuse it.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        use labfy_ipc::client::Client;
+        use labfy_ipc::messages::Boundary;
+        let secret = labfy_ipc::secret::read_secret(&run).unwrap();
+        for (sock, boundary) in [
+            ("governor.sock", Boundary::Governor),
+            ("egress.sock", Boundary::Egress),
+            ("server.control.sock", Boundary::Control),
+            ("governor.control.sock", Boundary::Control),
+        ] {
+            let r = Client::<labfy_ipc::messages::control::ControlRequest, labfy_ipc::messages::control::ControlResponse>::connect(
+                &run.join(sock),
+                boundary,
+                &secret,
+            )
+            .await;
+            let err = r.err().unwrap_or_else(|| panic!("{sock} let a stranger in"));
+            assert!(err.to_string().contains("not a process Labfy started"), "{sock}: {err}");
+        }
+    });
+    let second = Command::new(BIN)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(4), "{}", String::from_utf8_lossy(&second.stderr));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another labfy up is running"));
+    assert!(all_healthy(&run).is_some(), "the second up disturbed the first");
+}
