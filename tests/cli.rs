@@ -274,7 +274,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
 }
 
 #[test]
-fn real_workspaces_are_created_and_listed_but_not_served_without_isolation() {
+fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     let dir = TempDir::new().unwrap();
     let o = run(&["workspace", "create", "--name", "Dossier Nord"], dir.path());
     assert!(o.status.success(), "{}", stderr(&o));
@@ -285,18 +285,6 @@ fn real_workspaces_are_created_and_listed_but_not_served_without_isolation() {
     let o = run(&["workspace", "list"], dir.path());
     let list = String::from_utf8(o.stdout).unwrap();
     assert!(list.contains(&format!("{real}\tREAL\tREADY\tDossier Nord")), "{list}");
-    // Until the server runs in its own network namespace, `up` refuses to
-    // serve a REAL workspace (SPEC P2) — and writes nothing.
-    let before = std::fs::read(dir.path().join("labfy.sqlite3")).unwrap();
-    let o = Command::new(BIN)
-        .args(["up", "--port", "0", "--workspace", &real, "--data-dir"])
-        .arg(dir.path())
-        .env("LABFY_RUNTIME_DIR", runtime_dir(dir.path()))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
-    assert!(stderr(&o).contains("SPEC P2"), "{}", stderr(&o));
-    assert_eq!(std::fs::read(dir.path().join("labfy.sqlite3")).unwrap(), before);
     // Without --workspace, `up` adds and serves the SPECIMEN beside it.
     let child = Command::new(BIN)
         .args(["up", "--port", "0", "--data-dir"])

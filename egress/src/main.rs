@@ -32,6 +32,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Err(e) = daemon::forbid_ptrace() {
+        eprintln!("labfy-egress: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let started = Instant::now();
     let run = async move {
         daemon::run_service(

@@ -278,6 +278,12 @@ async function scenarioOpenUi({ page, context, base }) {
   const badge = await textOf(page, tid('workspace-class'));
   assert(badge.includes('SPECIMEN'), `class badge is ${JSON.stringify(badge)}`);
   assert(badge.includes('données synthétiques'), `class badge is not French: ${JSON.stringify(badge)}`);
+  // The isolation badge says what the server reports about itself (a
+  // kernel fact); under the supervisor on this machine, isolated.
+  const iso = await page.evaluate(async () => (await (await fetch('/api/v1/session')).json()).isolation);
+  const isoBadge = (await textOf(page, tid('isolation'))).trim();
+  assert(isoBadge === (iso.isolated ? 'isolé du réseau' : 'NON ISOLÉ'), `isolation badge ${JSON.stringify(isoBadge)} vs ${JSON.stringify(iso)}`);
+  assert(iso.isolated === (process.env.LABFY_EXPECT_ISOLATED !== '0'), `server isolation is ${JSON.stringify(iso)}`);
   const invTitle = (await textOf(page, tid('overview-title'))).trim();
   assert(invTitle.length > 0, 'investigation title is empty');
   assert(await page.evaluate(() => document.documentElement.lang) === 'fr', 'html lang is not fr');

@@ -61,6 +61,21 @@ pub fn parent_pid() -> i32 {
     }
 }
 
+/// Makes this process non-dumpable: no core dump, and no process of the same
+/// uid without `CAP_SYS_PTRACE` over our user namespace may ptrace it or read
+/// its memory. Every Labfy process but the workspace server calls it first
+/// thing, so the server — same uid, inside its own user namespace — cannot
+/// reach into the supervisor, the governor or egress.
+pub fn forbid_ptrace() -> Result<(), IpcError> {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes plain integers and touches no memory.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        return Err(IpcError::Io(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// A child's control side: its secret, the peers allowed on its service
 /// socket, and the notification that a shutdown was asked for.
 pub struct ControlPlane {

@@ -35,6 +35,8 @@ const I18N = {
     lang_group: 'Langue',
     class_SPECIMEN: 'SPECIMEN — données synthétiques',
     class_REAL: 'RÉEL',
+    isolated: 'isolé du réseau',
+    not_isolated: 'NON ISOLÉ',
     investigation_label: 'Enquête',
     search_label: 'Rechercher dans les pièces',
     search_placeholder: 'Mots, nom, domaine…',
@@ -169,6 +171,8 @@ const I18N = {
     lang_group: 'Language',
     class_SPECIMEN: 'SPECIMEN — synthetic data',
     class_REAL: 'REAL',
+    isolated: 'network-isolated',
+    not_isolated: 'NOT ISOLATED',
     investigation_label: 'Investigation',
     search_label: 'Search the evidence',
     search_placeholder: 'Words, name, domain…',
@@ -583,6 +587,7 @@ async function api(path, { method = 'GET', body } = {}) {
 const state = {
   csrf: null,
   workspaceId: null,
+  isolation: null, // { isolated, detail } from the server, a kernel fact
   workspace: null,
   investigations: [],
   investigationId: null,
@@ -619,6 +624,16 @@ function renderWorkspace() {
     badge.hidden = false;
   } else {
     badge.hidden = true;
+  }
+  const iso = $('isolation');
+  if (state.isolation && typeof state.isolation.isolated === 'boolean') {
+    iso.textContent = t(state.isolation.isolated ? 'isolated' : 'not_isolated');
+    iso.title = String(state.isolation.detail ?? '');
+    iso.className = `badge ${state.isolation.isolated ? 'badge-isolated' : 'badge-not-isolated'}`;
+    iso.dataset.isolated = String(state.isolation.isolated);
+    iso.hidden = false;
+  } else {
+    iso.hidden = true;
   }
   const picker = $('investigation-picker');
   const select = $('investigation-select');
@@ -1269,6 +1284,7 @@ async function boot() {
     const session = await api('/api/v1/session');
     state.csrf = (typeof session.csrf_token === 'string' && session.csrf_token) || metaToken();
     state.workspaceId = session.workspace_id ?? null;
+    state.isolation = session.isolation ?? null;
     const { workspaces = [] } = await api('/api/v1/workspaces');
     state.workspace = workspaces.find((w) => w.id === state.workspaceId) ?? workspaces[0] ?? null;
     if (!state.workspaceId && state.workspace) state.workspaceId = state.workspace.id;

@@ -3,6 +3,7 @@
 pub mod db;
 pub mod error;
 pub mod extract;
+pub mod isolation;
 pub mod listener;
 pub mod routes;
 pub mod security;

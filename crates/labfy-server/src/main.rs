@@ -44,12 +44,7 @@ fn main() -> anyhow::Result<()> {
     let store = Store::open(&args.data_dir)?;
     let workspace = match &args.workspace {
         Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace).map_err(anyhow::Error::msg)?.id(),
-        None => match store
-            .reads()
-            .workspaces()?
-            .into_iter()
-            .find(|w| w.status == "READY" && w.class == labfy_store::WorkspaceClass::Specimen)
-        {
+        None => match store.reads().workspaces()?.into_iter().find(|w| w.status == "READY") {
             Some(w) => w.id.id(),
             None => {
                 bail!("no ready workspace in {}; run `labfy up` or `labfy specimen` first", args.data_dir.display())
@@ -57,14 +52,13 @@ fn main() -> anyhow::Result<()> {
         },
     };
     let chosen = store.reads().workspace(workspace).context("the chosen workspace")?;
-    // SPEC P2: nothing yet puts this process in a network namespace of its
-    // own, so it serves SPECIMEN workspaces only.
-    if chosen.class == labfy_store::WorkspaceClass::Real {
-        bail!(
-            "{} is a REAL workspace; this build does not yet isolate the server from the network (SPEC P2)",
-            chosen.id
-        );
+    // SPEC P2: a REAL workspace only from a process the kernel keeps off the
+    // network — checked here, as a fact about this process, not as a flag.
+    let isolation = labfy_server::isolation::Isolation::detect();
+    if chosen.class == labfy_store::WorkspaceClass::Real && !isolation.isolated {
+        bail!("{} is a REAL workspace and this process is not isolated ({}) (SPEC P2)", chosen.id, isolation.detail);
     }
+    tracing::info!(isolated = isolation.isolated, detail = %isolation.detail, "network isolation");
     let state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::db::Db;
+use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
 
 /// Shared by every handler and layer.
@@ -14,6 +15,7 @@ pub struct AppState {
 }
 
 struct Inner {
+    isolation: Isolation,
     db: Db,
     sessions: Sessions,
     allowed_hosts: [String; 2],
@@ -25,12 +27,18 @@ impl AppState {
     pub fn new(db: Db, port: u16, workspace: Uuid, rate_limit: RateLimit) -> Self {
         Self {
             inner: Arc::new(Inner {
+                isolation: Isolation::detect(),
                 db,
                 sessions: Sessions::new(rate_limit),
                 allowed_hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
                 workspace,
             }),
         }
+    }
+
+    /// Whether this process is off the network (read once, at start).
+    pub fn isolation(&self) -> &Isolation {
+        &self.inner.isolation
     }
 
     /// The store.

@@ -313,22 +313,12 @@ fn up(
             )
         })?,
     };
-    // SPEC P2: a REAL workspace is served only by a server the kernel keeps
-    // off the network. This build does not yet start the server in its own
-    // network namespace, so REAL workspaces are refused rather than exposed.
-    if chosen.class == WorkspaceClass::Real {
-        return Err(Failure::new(
-            ErrorKind::Forbidden,
-            format!(
-                "{} is a REAL workspace; this build does not yet isolate the server from the network \
-                 (SPEC P2), so it serves SPECIMEN workspaces only",
-                chosen.id
-            ),
-        ));
-    }
-    let (ws, name) = (chosen.id, chosen.name.clone());
+    // The server runs with our uid: it must not be able to ptrace us.
+    labfy_ipc::daemon::forbid_ptrace().map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
+    let (ws, name, class) = (chosen.id, chosen.name.clone(), chosen.class);
     drop(store);
     let plan = crate::supervisor::Plan {
+        real_workspace: class == WorkspaceClass::Real,
         data_dir: data_dir.clone(),
         workspace: ws.to_string(),
         runtime_dir: runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir),
@@ -338,7 +328,7 @@ fn up(
     // forked them, and this one lives as long as the supervisor.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(crate::supervisor::run(plan, listener, move || {
-        println!("Labfy is serving {name} (SPECIMEN) from {}", data_dir.display());
+        println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
         println!("Open http://127.0.0.1:{port}/");
     }))?;
     eprintln!("labfy: stopped");

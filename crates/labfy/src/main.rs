@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod jail;
 mod supervisor;
 
 use std::process::ExitCode;

@@ -81,6 +81,9 @@ impl Programs {
 
 /// What `labfy up` hands to the supervisor.
 pub struct Plan {
+    /// Whether the workspace is REAL: then the server must be isolated, or
+    /// nothing is started.
+    pub real_workspace: bool,
     /// The data directory (the server opens the store there).
     pub data_dir: PathBuf,
     /// The workspace the server serves.
@@ -131,10 +134,22 @@ impl Slot {
     }
 }
 
+/// How the server is started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Isolation {
+    /// Not tried yet.
+    Untried,
+    /// In its own user and network namespaces (`jail`).
+    Namespaces,
+    /// Namespaces are not permitted here: SPECIMEN only, marked in the UI.
+    Unavailable(String),
+}
+
 /// Starts one child. Its environment is cleared; it dies with the
-/// supervisor (`PR_SET_PDEATHSIG`); the server gets the listening socket as
-/// fd 3 with `LISTEN_FDS=1`.
-fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>) -> std::io::Result<Child> {
+/// supervisor (`PR_SET_PDEATHSIG`). The server gets the listening socket as
+/// fd 3 with `LISTEN_FDS=1` and, when `jail` is set, the isolation sequence
+/// of [`crate::jail`].
+fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: bool) -> std::io::Result<Child> {
     let mut cmd = Command::new(&slot.program);
     cmd.env_clear()
         .env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
@@ -144,30 +159,73 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>) -> std::io::R
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true);
-    if listener.is_some() {
-        cmd.env("LISTEN_FDS", "1");
-    }
-    // SAFETY: the closure runs between fork and exec and makes only
-    // async-signal-safe system calls (prctl, fcntl, dup2) on values copied in.
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || {
-            // Die with the supervisor, whatever kills it.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
+    match listener {
+        Some(fd) if jail => {
+            cmd.env("LISTEN_FDS", "1");
+            crate::jail::ServerJail::new().install(&mut cmd, fd);
+        }
+        _ => {
+            if listener.is_some() {
+                cmd.env("LISTEN_FDS", "1");
             }
-            if let Some(fd) = listener {
-                // fd 3 without FD_CLOEXEC; when it already is fd 3, dup2 would
-                // be a no-op that keeps FD_CLOEXEC, so clear the flag instead.
-                let rc = if fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(fd, 3) };
-                if rc < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            // SAFETY: the closure runs between fork and exec and makes only
+            // async-signal-safe system calls (prctl, fcntl, dup2) on values copied in.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || {
+                    // Die with the supervisor, whatever kills it.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(fd) = listener {
+                        let rc = if fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(fd, 3) };
+                        if rc < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
             }
-            Ok(())
-        });
+        }
     }
     cmd.spawn()
+}
+
+/// Starts the server, isolated when the platform allows. The first failure
+/// to create the namespaces decides for the rest of the run: a REAL
+/// workspace is then refused; a SPECIMEN one runs marked "not isolated".
+fn spawn_server(
+    slot: &Slot,
+    runtime_dir: &Path,
+    listener: RawFd,
+    isolation: &mut Isolation,
+    real: bool,
+) -> Result<std::io::Result<Child>, Failure> {
+    if matches!(isolation, Isolation::Unavailable(_)) {
+        return Ok(spawn(slot, runtime_dir, Some(listener), false));
+    }
+    match spawn(slot, runtime_dir, Some(listener), true) {
+        Ok(child) => {
+            *isolation = Isolation::Namespaces;
+            Ok(Ok(child))
+        }
+        Err(e)
+            if *isolation == Isolation::Untried
+                && matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EACCES)) =>
+        {
+            let reason = format!("cannot create a network namespace for the server here ({e})");
+            if real {
+                return Err(Failure::new(
+                    ErrorKind::Forbidden,
+                    format!("{reason}: a REAL workspace is refused (SPEC P2)"),
+                ));
+            }
+            eprintln!("labfy: NOT ISOLATED — {reason}; serving SPECIMEN data only");
+            *isolation = Isolation::Unavailable(reason);
+            Ok(spawn(slot, runtime_dir, Some(listener), false))
+        }
+        Err(e) => Ok(Err(e)),
+    }
 }
 
 async fn health(slot: &mut Slot, runtime_dir: &Path, secret: &Secret) -> Result<(bool, String), String> {
@@ -294,6 +352,7 @@ async fn supervise(
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut on_ready = Some(on_ready);
+    let mut isolation = Isolation::Untried;
     let mut ticker = tokio::time::interval(TICK);
     let outcome = loop {
         tokio::select! {
@@ -301,7 +360,7 @@ async fn supervise(
             _ = term.recv() => break Ok(()),
             _ = ticker.tick() => {}
         }
-        if let Err(e) = tick(&mut slots, dir, secret, listener.as_raw_fd()).await {
+        if let Err(e) = tick(&mut slots, dir, secret, listener.as_raw_fd(), &mut isolation, plan.real_workspace).await {
             break Err(e);
         }
         *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slots.iter().map(Slot::status).collect();
@@ -317,7 +376,14 @@ async fn supervise(
 }
 
 /// One round of supervision: reap exits, restart what is due, check health.
-async fn tick(slots: &mut [Slot], dir: &Path, secret: &Secret, listener: RawFd) -> Result<(), Failure> {
+async fn tick(
+    slots: &mut [Slot],
+    dir: &Path,
+    secret: &Secret,
+    listener: RawFd,
+    isolation: &mut Isolation,
+    real: bool,
+) -> Result<(), Failure> {
     let now = Instant::now();
     let mut server_restarted = None;
     for s in slots.iter_mut() {
@@ -353,8 +419,12 @@ async fn tick(slots: &mut [Slot], dir: &Path, secret: &Secret, listener: RawFd) 
         // Start (or restart) what is due.
         if s.child.is_none() && s.restart_at.is_some_and(|t| now >= t) {
             s.restart_at = None;
-            let fd = (s.role == Role::Server).then_some(listener);
-            match spawn(s, dir, fd) {
+            let spawned = if s.role == Role::Server {
+                spawn_server(s, dir, listener, isolation, real)?
+            } else {
+                spawn(s, dir, None, false)
+            };
+            match spawned {
                 Ok(child) => {
                     if s.state == "restarting" {
                         s.restarts += 1;

@@ -41,10 +41,11 @@ pub fn router() -> Router<AppState> {
 
 type Session = Extension<CurrentSession>;
 
-async fn session(Extension(s): Session) -> Json<Value> {
+async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Value> {
     Json(json!({
         "csrf_token": &*s.session.csrf_token,
         "workspace_id": ObjectRef::new(RefKind::Workspace, s.session.workspace),
+        "isolation": st.isolation(),
     }))
 }
 

@@ -1,0 +1,174 @@
+//! Proof that the workspace server has no network (SPEC P2), for real: from
+//! inside the running server's namespaces, TCP and UDP to the host fail and
+//! nothing reaches host listeners; the server's namespaces cannot be left;
+//! it holds no capability and no new privilege; the browser-side listener,
+//! bound in the host namespace and inherited, still answers.
+//! (Attached to the `labfy` package.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod support;
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_labfy");
+
+/// The server's pid, from `labfy status`.
+fn server_pid(run: &std::path::Path) -> u32 {
+    wait_for("a healthy server", || {
+        let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(run).output().ok()?;
+        let text = String::from_utf8(o.stdout).ok()?;
+        let line = text.lines().find(|l| l.starts_with("server "))?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
+    })
+}
+
+/// Runs `bash -c script` inside the server's user and network namespaces.
+fn inside(pid: u32, script: &str) -> std::process::Output {
+    Command::new("timeout")
+        .args(["10", "nsenter", "--target", &pid.to_string(), "--user", "--net", "--preserve-credentials", "--"])
+        .args(["bash", "-c", script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let (_up, port) = start_up(BIN, &data);
+    let pid = server_pid(&run);
+
+    // Its own namespaces, not ours.
+    for ns in ["net", "user"] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(theirs, ours, "the server shares our {ns} namespace");
+    }
+    // Loopback is its only interface.
+    let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
+    let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    assert_eq!(names, ["lo"]);
+
+    // Host listeners that must hear nothing.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+
+    // Sanity: from the host, the same commands do reach them.
+    let host = Command::new("bash").args(["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{tcp_port}")]).status().unwrap();
+    assert!(host.success(), "the probe itself does not work on the host");
+    let _ = tcp.accept().expect("the host probe connected");
+
+    let o = inside(pid, &format!("exec 3<>/dev/tcp/127.0.0.1/{tcp_port}"));
+    assert!(!o.status.success(), "TCP connect to a host listener succeeded from the server's namespace");
+    let o = inside(pid, "exec 3<>/dev/tcp/192.0.2.1/80");
+    assert!(!o.status.success(), "TCP connect to a remote address succeeded");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unreachable"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = inside(pid, "echo x > /dev/udp/192.0.2.1/53");
+    assert!(!o.status.success(), "UDP send to a remote address succeeded");
+    let _ = inside(pid, &format!("echo x > /dev/udp/127.0.0.1/{udp_port}"));
+    let mut buf = [0u8; 16];
+    assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the server's namespace reached the host");
+    assert!(tcp.accept().is_err(), "a TCP connection from the server's namespace reached the host");
+
+    // No way back: even with every capability its user namespace can give,
+    // joining the host's network namespace is refused.
+    let o = inside(pid, "nsenter --net=/proc/1/ns/net true");
+    assert!(!o.status.success(), "setns back into the host network namespace succeeded");
+
+    // The other Labfy processes run with the same uid but are not dumpable:
+    // from the server's namespaces their memory and environment are closed.
+    let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(&run).output().unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    let supervisor = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let supervisor: u32 = supervisor[supervisor.rfind(')').unwrap() + 2..].split(' ').nth(1).unwrap().parse().unwrap();
+    let mut others = vec![supervisor];
+    for l in text.lines().filter(|l| l.starts_with("governor ") || l.starts_with("egress ")) {
+        others.push(l.split_whitespace().nth(2).unwrap().parse().unwrap());
+    }
+    for other in others {
+        let o = inside(pid, &format!("cat /proc/{other}/environ > /dev/null"));
+        assert!(!o.status.success(), "the server's namespace can read /proc/{other}/environ");
+    }
+
+    // No capability, no new privileges, no core dumps.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    for (field, want) in [
+        ("CapEff", "0000000000000000"),
+        ("CapPrm", "0000000000000000"),
+        ("CapBnd", "0000000000000000"),
+        ("NoNewPrivs", "1"),
+    ] {
+        let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap();
+        assert_eq!(line.split_whitespace().nth(1), Some(want), "{line}");
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let core = limits.lines().find(|l| l.starts_with("Max core file size")).unwrap();
+    assert!(core.split_whitespace().nth(4) == Some("0"), "{core}");
+
+    // The browser side still answers, through the inherited socket, and the
+    // server says it is isolated.
+    let (cookie, _) = login(port);
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+    assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
+}
+
+#[test]
+fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
+    let dir = TempDir::new().unwrap();
+    let o = Command::new(BIN)
+        .args(["workspace", "create", "--name", "Dossier Sud", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let real = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    // Started by hand, in the host's network namespace: refused.
+    let server = std::path::Path::new(BIN).parent().unwrap().join("labfy-server");
+    let o = Command::new(&server)
+        .args(["--port", "0", "--workspace", &real, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not isolated") && err.contains("SPEC P2"), "{err}");
+    // Under the supervisor, isolated: served.
+    let child = Command::new(BIN)
+        .args(["up", "--port", "0", "--workspace", &real, "--data-dir"])
+        .arg(dir.path())
+        .arg("--runtime-dir")
+        .arg(runtime_dir(dir.path()))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = Guard(child);
+    let mut out = up.0.stdout.take().unwrap();
+    let mut first = String::new();
+    let port = wait_for("the URL", || {
+        let mut b = [0u8; 256];
+        let n = out.read(&mut b).ok()?;
+        first.push_str(&String::from_utf8_lossy(&b[..n]));
+        let at = first.find("Open http://127.0.0.1:")?;
+        first[at + 22..].split('/').next()?.parse().ok()
+    });
+    assert!(first.contains("(REAL)"), "{first}");
+    let (cookie, _) = login(port);
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+    assert_eq!(v["workspace_id"], real);
+    assert_eq!(v["isolation"]["isolated"], true);
+}
