@@ -482,3 +482,65 @@ pub fn ipc(args: IpcBenchArgs) -> Result<(), Failure> {
         Ok::<(), Failure>(())
     })
 }
+
+/// Options of `labfy bench up`.
+#[derive(clap::Args)]
+pub struct UpBenchArgs {
+    /// Starts measured.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+}
+
+/// Time from starting `labfy up` (data directory already holding the default
+/// SPECIMEN) to "every child healthy" (the URL line) and to the first 200 from
+/// the UI; each run is then stopped with SIGTERM.
+pub fn up(args: UpBenchArgs) -> Result<(), Failure> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let tmp = tempfile::TempDir::new()?;
+    let data = tmp.path().join("data");
+    let mut store = Store::open(&data)?;
+    generate_with_progress(&mut store, SpecimenSpec::default())?;
+    drop(store);
+    let exe = std::env::current_exe()?;
+    let (mut healthy, mut answering) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        let start = Instant::now();
+        let mut child = std::process::Command::new(&exe)
+            .args(["up", "--port", "0", "--data-dir"])
+            .arg(&data)
+            .arg("--runtime-dir")
+            .arg(tmp.path().join("run"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
+        let mut port = None;
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
+                port = rest.trim_end_matches('/').parse::<u16>().ok();
+                break;
+            }
+        }
+        let port = port.ok_or_else(|| fail("labfy up printed no URL"))?;
+        healthy.push(start.elapsed());
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        write!(s, "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head)?;
+        if &head[9..12] != b"200" {
+            return Err(fail(format!("UI answered {}", String::from_utf8_lossy(&head))));
+        }
+        answering.push(start.elapsed());
+        // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        child.wait()?;
+    }
+    println!("# labfy bench up — {} starts on a data dir holding the default SPECIMEN", args.runs);
+    report("up → all children healthy", healthy);
+    report("up → UI answers 200", answering);
+    Ok(())
+}

@@ -101,6 +101,9 @@ enum BenchWhat {
     /// IPC round trip over a Unix socket (authenticated, typed) against a bare
     /// echo of the same bytes on a Unix socket, in the same run.
     Ipc(crate::bench::IpcBenchArgs),
+    /// `labfy up` on an existing data directory until every child is healthy
+    /// and the UI answers (needs the sibling programs built beside labfy).
+    Up(crate::bench::UpBenchArgs),
 }
 
 /// A failure to report: a sentence and an exit code.
@@ -163,6 +166,7 @@ pub fn main() -> ExitCode {
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
+        Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
