@@ -100,9 +100,20 @@ async fn refuse(stream: &mut UnixStream, reason: String) -> IpcError {
 }
 
 /// Server side: authenticates the peer of `stream` under `policy`.
+///
+/// The `Hello` (one bounded frame, under a deadline) is read before any
+/// verdict, so that a refusal always reaches the peer: closing a Unix socket
+/// with its frame unread would turn the answer into a broken pipe.
 pub async fn accept(stream: &mut UnixStream, policy: &PeerPolicy) -> Result<Peer, IpcError> {
     let cred = stream.peer_cred()?;
     let peer = Peer { uid: cred.uid(), pid: cred.pid() };
+    let hello: Hello = match read_frame(stream, policy.handshake_timeout).await {
+        Ok(Some(h)) => h,
+        Ok(None) => return Err(IpcError::Refused("closed before Hello".into())),
+        Err(IpcError::Malformed(m)) => return Err(refuse(stream, format!("malformed Hello: {m}")).await),
+        Err(e) => return Err(e),
+    };
+    // The kernel's word first: who the peer is.
     if peer.uid != policy.uid {
         return Err(refuse(stream, format!("uid {} is not allowed (expected {})", peer.uid, policy.uid)).await);
     }
@@ -112,12 +123,7 @@ pub async fn accept(stream: &mut UnixStream, policy: &PeerPolicy) -> Result<Peer
             other => return Err(refuse(stream, format!("pid {other:?} is not a process Labfy started")).await),
         }
     }
-    let hello: Hello = match read_frame(stream, policy.handshake_timeout).await {
-        Ok(Some(h)) => h,
-        Ok(None) => return Err(IpcError::Refused("closed before Hello".into())),
-        Err(IpcError::Malformed(m)) => return Err(refuse(stream, format!("malformed Hello: {m}")).await),
-        Err(e) => return Err(e),
-    };
+    // Then what it says.
     if hello.protocol != PROTOCOL_VERSION {
         let reason = format!("protocol {} not spoken here (this side speaks {PROTOCOL_VERSION})", hello.protocol);
         return Err(refuse(stream, reason).await);
