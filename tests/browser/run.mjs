@@ -454,6 +454,11 @@ async function scenarioOverviewScreenshot({ page, base }) {
   const before = eventCounts();
   await openOverview(page, base);
   await page.waitForSelector(`${tid('correlations')} :is([data-testid="correlation-list"], [data-testid="correlations-empty"], .error-box)`, { timeout: STEP_TIMEOUT_MS });
+  // The processes panel: the three supervised processes, as the supervisor reports them.
+  await page.waitForSelector(`${tid('processes')} :is([data-testid="process-list"], [data-testid="processes-none"], .error-box)`, { timeout: STEP_TIMEOUT_MS });
+  const procs = await page.$$eval(tid('process'), (els) => els.map((e) => [e.dataset.role, e.dataset.state]));
+  assert(procs.length === 3, `processes panel lists ${JSON.stringify(procs)}`);
+  assert(procs.every(([, state]) => state === 'healthy'), `not all healthy: ${JSON.stringify(procs)}`);
   const shot = path.join(outDir, 'overview.png');
   await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shot);

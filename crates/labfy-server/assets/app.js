@@ -70,6 +70,12 @@ const I18N = {
     section_correlations: 'Entités partagées entre pièces',
     section_recent_evidence: 'Pièces récentes',
     section_jobs: 'Tâches',
+    section_processes: 'Processus',
+    role_server: 'serveur de travail',
+    role_governor: 'gouverneur de ressources',
+    role_egress: 'egress (Tor)',
+    processes_none: 'Non supervisé : {detail}',
+    restarts: '{n} redémarrage(s)',
     section_note: 'Ajouter une note',
     in_evidence_one: 'citée dans {n} pièce',
     in_evidence_other: 'citée dans {n} pièces',
@@ -206,6 +212,12 @@ const I18N = {
     section_correlations: 'Entities shared across evidence',
     section_recent_evidence: 'Recent evidence',
     section_jobs: 'Jobs',
+    section_processes: 'Processes',
+    role_server: 'workspace server',
+    role_governor: 'resource governor',
+    role_egress: 'egress (Tor)',
+    processes_none: 'Not supervised: {detail}',
+    restarts: '{n} restart(s)',
     section_note: 'Add a note',
     in_evidence_one: 'in {n} evidence item',
     in_evidence_other: 'in {n} evidence items',
@@ -848,6 +860,24 @@ function setTitle(...parts) {
 // ---------------------------------------------------------------------------
 // Overview
 
+// The appliance's processes as the supervisor reports them (all text via
+// textContent, like everything else).
+function renderProcesses(st) {
+  if (!st || !Array.isArray(st.processes)) {
+    return h('p', { class: 'muted', testid: 'processes-none', text: t('processes_none', { detail: String(st?.detail ?? '') }) });
+  }
+  return h('ol', { class: 'rows', testid: 'process-list' },
+    ...st.processes.map((p) => {
+      const role = String(p.role ?? '');
+      const state = String(p.state ?? '');
+      return h('li', { class: 'process', testid: 'process', dataset: { role, state } },
+        h('strong', { text: hasLabel(`role_${role}`) ? t(`role_${role}`) : role }), ' ',
+        h('span', { class: `badge badge-state-${cssToken(state)}`, text: state }), ' ',
+        h('span', { class: 'muted small', text: t('restarts', { n: String(p.restarts ?? 0) }) }),
+        p.detail ? h('p', { class: 'muted small', text: String(p.detail) }) : null);
+    }));
+}
+
 async function renderOverview() {
   const ctx = beginView('view-overview', 'overview');
   setTitle(t('nav_overview'));
@@ -881,6 +911,8 @@ async function renderOverview() {
 
   const correlations = h('div', { class: 'panel-body', testid: 'correlations' },
     h('p', { class: 'muted', text: t('loading') }));
+  const processes = h('div', { class: 'panel-body', testid: 'processes' },
+    h('p', { class: 'muted', text: t('loading') }));
 
   finishView(ctx,
     h('article', { class: 'overview', testid: 'overview', dataset: { investigation: String(info.id ?? inv) } },
@@ -898,7 +930,14 @@ async function renderOverview() {
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
           section('section_jobs', 'jobs-panel', renderJobs(data.jobs)),
+          section('section_processes', 'processes-panel', processes),
           section('section_note', 'note-panel', renderNoteForm(inv))))));
+
+  api('/api/v1/status').then((st) => {
+    if (ctx.live()) clear(processes).append(renderProcesses(st));
+  }, (err) => {
+    if (ctx.live()) clear(processes).append(h('p', { class: 'error-box', text: errorText(err) }));
+  });
 
   try {
     const c = await api(`/api/v1/investigations/${seg(inv)}/correlations?limit=${CORRELATIONS_LIMIT}`);

@@ -59,7 +59,10 @@ fn main() -> anyhow::Result<()> {
         bail!("{} is a REAL workspace and this process is not isolated ({}) (SPEC P2)", chosen.id, isolation.detail);
     }
     tracing::info!(isolated = isolation.isolated, detail = %isolation.detail, "network isolation");
-    let state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
+    let mut state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
+    if let Some(dir) = &args.runtime_dir {
+        state = state.with_runtime_dir(dir.clone());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let asked = match &args.runtime_dir {

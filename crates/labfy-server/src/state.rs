@@ -1,5 +1,6 @@
 //! The one application state (STYLE 7): a `Clone` handle of `Arc`s.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -16,6 +17,7 @@ pub struct AppState {
 
 struct Inner {
     isolation: Isolation,
+    runtime_dir: Option<PathBuf>,
     db: Db,
     sessions: Sessions,
     allowed_hosts: [String; 2],
@@ -28,12 +30,27 @@ impl AppState {
         Self {
             inner: Arc::new(Inner {
                 isolation: Isolation::detect(),
+                runtime_dir: None,
                 db,
                 sessions: Sessions::new(rate_limit),
                 allowed_hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
                 workspace,
             }),
         }
+    }
+
+    /// Records the supervisor's runtime directory (for `/api/v1/status`).
+    /// Call before the state is cloned; later calls change nothing.
+    pub fn with_runtime_dir(mut self, dir: PathBuf) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.runtime_dir = Some(dir);
+        }
+        self
+    }
+
+    /// The supervisor's runtime directory, when supervised.
+    pub fn runtime_dir(&self) -> Option<&Path> {
+        self.inner.runtime_dir.as_deref()
     }
 
     /// Whether this process is off the network (read once, at start).

@@ -262,6 +262,9 @@ async fn read_routes_answer_for_the_session_workspace() {
     let f = fixture();
     let (cookie, _) = login(&f).await;
     let inv = &f.investigation;
+    let st = api(&f, &cookie, "/api/v1/status").await.json();
+    assert!(st["processes"].is_null(), "{st}");
+    assert!(st["isolation"]["isolated"].is_boolean());
     let ws = api(&f, &cookie, "/api/v1/workspaces").await.json();
     assert_eq!(ws["workspaces"].as_array().unwrap().len(), 2);
     let invs = api(&f, &cookie, &format!("/api/v1/workspaces/{}/investigations", f.workspace)).await.json();

@@ -119,6 +119,8 @@ struct Slot {
     restart_at: Option<Instant>,
     started_at: Instant,
     last_health: Instant,
+    /// Last successful health answer (or start).
+    last_ok: Instant,
     control: Option<Client<ControlRequest, ControlResponse>>,
 }
 
@@ -309,6 +311,7 @@ async fn supervise(
         restart_at: Some(now),
         started_at: now,
         last_health: now,
+        last_ok: now,
         control: None,
     };
     let server_args = vec![
@@ -385,7 +388,8 @@ async fn tick(
     real: bool,
 ) -> Result<(), Failure> {
     let now = Instant::now();
-    let mut server_restarted = None;
+    // Children that answered their first health check this round.
+    let mut newly_healthy: Vec<Role> = Vec::new();
     for s in slots.iter_mut() {
         // A child that exited on its own is a crash.
         if let Some(child) = s.child.as_mut() {
@@ -432,6 +436,7 @@ async fn tick(
                     s.child = Some(child);
                     s.state = "starting";
                     s.started_at = now;
+                    s.last_ok = now;
                     s.last_health = now - HEALTH_PERIOD;
                 }
                 Err(e) => {
@@ -449,9 +454,10 @@ async fn tick(
             s.last_health = now;
             match health(s, dir, secret).await {
                 Ok((ready, detail)) => {
-                    if s.state == "starting" && s.role == Role::Server {
-                        server_restarted = s.child.as_ref().and_then(Child::id);
+                    if s.state == "starting" {
+                        newly_healthy.push(s.role);
                     }
+                    s.last_ok = now;
                     s.state = "healthy";
                     s.detail = if ready { detail } else { format!("not ready: {detail}") };
                     // A healthy run resets the backoff.
@@ -459,24 +465,38 @@ async fn tick(
                         s.backoff = BACKOFF_START;
                     }
                 }
-                Err(e) if s.state == "starting" => {
-                    if now.duration_since(s.started_at) > START_TIMEOUT {
-                        s.state = "unhealthy";
-                        s.detail = format!("no answer {} s after start: {e}", START_TIMEOUT.as_secs());
-                    }
-                }
                 Err(e) => {
-                    s.state = "unhealthy";
-                    s.detail = e;
+                    if s.state != "starting" {
+                        s.state = "unhealthy";
+                        s.detail = e.clone();
+                    }
+                    // Silent too long: killed, then reaped and restarted as a crash.
+                    if now.duration_since(s.last_ok) > START_TIMEOUT {
+                        s.state = "unhealthy";
+                        s.detail = format!("no health answer for {} s ({e}); killing it", START_TIMEOUT.as_secs());
+                        eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+                        if let Some(child) = s.child.as_mut() {
+                            let _ = child.start_kill();
+                        }
+                    }
                 }
             }
         }
     }
-    // The governor and egress accept only the current server's pid.
-    if let Some(pid) = server_restarted {
-        for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.child.is_some()) {
-            if let Err(e) = tell(s, ControlRequest::SetPeers { pids: vec![pid as i32] }).await {
-                tracing::warn!(role = role_name(s.role), error = %e, "could not set peers");
+    // The governor and egress accept only the current server's pid: tell the
+    // ones that just started, or all of them when the server just did.
+    let server_pid = slots
+        .iter()
+        .find(|s| s.role == Role::Server && s.state == "healthy")
+        .and_then(|s| s.child.as_ref())
+        .and_then(Child::id);
+    if let Some(pid) = server_pid {
+        let server_new = newly_healthy.contains(&Role::Server);
+        for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.state == "healthy") {
+            if server_new || newly_healthy.contains(&s.role) {
+                if let Err(e) = tell(s, ControlRequest::SetPeers { pids: vec![pid as i32] }).await {
+                    tracing::warn!(role = role_name(s.role), error = %e, "could not set peers");
+                }
             }
         }
     }

@@ -23,6 +23,7 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/session", get(session))
+        .route("/api/v1/status", get(status))
         .route("/api/v1/workspaces", get(workspaces))
         .route("/api/v1/workspaces/{workspace}/investigations", get(investigations))
         .route("/api/v1/investigations/{investigation}/overview", get(overview))
@@ -47,6 +48,34 @@ async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Valu
         "workspace_id": ObjectRef::new(RefKind::Workspace, s.session.workspace),
         "isolation": st.isolation(),
     }))
+}
+
+/// The appliance's processes, as the supervisor reports them, and this
+/// server's own isolation.
+async fn status(State(st): State<AppState>) -> Json<Value> {
+    use labfy_ipc::client::Client;
+    use labfy_ipc::messages::Boundary;
+    use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
+    let Some(dir) = st.runtime_dir() else {
+        return Json(json!({"isolation": st.isolation(), "processes": null, "detail": "not started by a supervisor"}));
+    };
+    let asked = async {
+        let secret = labfy_ipc::secret::read_secret(dir)?;
+        let mut c: Client<ControlRequest, ControlResponse> =
+            Client::connect(&labfy_ipc::daemon::supervisor_socket(dir), Boundary::Control, &secret).await?;
+        c.call(ControlRequest::Status {}).await
+    };
+    match asked.await {
+        Ok(ControlResponse::Status { children }) => {
+            Json(json!({"isolation": st.isolation(), "processes": children, "detail": "from the supervisor"}))
+        }
+        Ok(other) => Json(
+            json!({"isolation": st.isolation(), "processes": null, "detail": format!("unexpected answer: {other:?}")}),
+        ),
+        Err(e) => Json(
+            json!({"isolation": st.isolation(), "processes": null, "detail": format!("supervisor unreachable: {e}")}),
+        ),
+    }
 }
 
 async fn workspaces(State(st): State<AppState>) -> ApiResult<Json<Value>> {
