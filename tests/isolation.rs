@@ -172,3 +172,71 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
     assert_eq!(v["workspace_id"], real);
     assert_eq!(v["isolation"]["isolated"], true);
 }
+
+/// The production path: Labfy run by an ordinary user (the systemd unit's
+/// `User=labfy`), here uid 65534 with copies of the programs. Needs root to
+/// switch user; skipped with a message otherwise (the test above still runs).
+#[test]
+fn an_ordinary_user_gets_the_same_isolation() {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    #[allow(unsafe_code)]
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: switching to another uid needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new().unwrap();
+    let base = dir.path();
+    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin_dir = base.join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    for p in ["labfy", "labfy-server", "labfy-governor", "labfy-egress"] {
+        std::fs::copy(std::path::Path::new(BIN).parent().unwrap().join(p), bin_dir.join(p)).unwrap();
+    }
+    let home = base.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let data = home.join("data");
+    let run = home.join("run");
+    let child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin_dir.join("labfy"))
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .env("HOME", &home)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = Guard(child);
+    let mut out = up.0.stdout.take().unwrap();
+    let mut text = String::new();
+    let port: u16 = wait_for("the URL", || {
+        let mut b = [0u8; 256];
+        let n = out.read(&mut b).ok()?;
+        text.push_str(&String::from_utf8_lossy(&b[..n]));
+        let at = text.find("Open http://127.0.0.1:")?;
+        text[at + 22..].split('/').next()?.parse().ok()
+    });
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin_dir.join("labfy"))
+        .args(["status", "--runtime-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let status = String::from_utf8(o.stdout).unwrap();
+    let line = status.lines().find(|l| l.starts_with("server ")).unwrap_or_else(|| panic!("{status}"));
+    let pid: u32 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid = proc_status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert_eq!(uid.split_whitespace().nth(1), Some("65534"), "{uid}");
+    let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
+    let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    assert_eq!(names, ["lo"], "the server of an ordinary user is not isolated");
+    let (cookie, _) = login(port);
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
+    assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
+}

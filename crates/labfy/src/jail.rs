@@ -73,6 +73,11 @@ impl ServerJail {
         unsafe {
             // 1. Die with the supervisor, whatever kills it.
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM))?;
+            // The supervisor is non-dumpable and a forked child stays so until
+            // exec: /proc/self would belong to root and, run as an ordinary
+            // user, the maps of step 4 could not be written. The exec'd
+            // server is dumpable anyway; the other Labfy processes are not.
+            check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0))?;
 
             // 2. The listener becomes fd 3; dup2 onto itself would keep
             //    FD_CLOEXEC, so that case clears the flag instead. Every other
