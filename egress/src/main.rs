@@ -32,12 +32,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if let Err(e) = daemon::forbid_ptrace() {
-        eprintln!("labfy-egress: error: {e}");
-        return ExitCode::FAILURE;
-    }
     let started = Instant::now();
-    let run = async move {
+    daemon::main("labfy-egress", async move {
         daemon::run_service(
             &args.runtime_dir,
             Role::Egress,
@@ -56,17 +52,5 @@ fn main() -> ExitCode {
             },
         )
         .await
-    };
-    let result = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| rt.block_on(run));
-    match result {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        Ok(Err(e)) => {
-            eprintln!("labfy-egress: error: {e}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("labfy-egress: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

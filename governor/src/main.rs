@@ -31,12 +31,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if let Err(e) = daemon::forbid_ptrace() {
-        eprintln!("labfy-governor: error: {e}");
-        return ExitCode::FAILURE;
-    }
     let started = Instant::now();
-    let run = async move {
+    daemon::main("labfy-governor", async move {
         daemon::run_service(
             &args.runtime_dir,
             Role::Governor,
@@ -55,17 +51,5 @@ fn main() -> ExitCode {
             },
         )
         .await
-    };
-    let result = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| rt.block_on(run));
-    match result {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        Ok(Err(e)) => {
-            eprintln!("labfy-governor: error: {e}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("labfy-governor: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -181,3 +181,22 @@ where
     }
     Ok(())
 }
+
+/// The common `main` of a child daemon: refuses to be ptraced, runs `body`
+/// on a single-threaded runtime, and turns its outcome into an exit code with
+/// a one-line report on stderr.
+pub fn main<F>(name: &str, body: F) -> std::process::ExitCode
+where
+    F: std::future::Future<Output = Result<(), IpcError>>,
+{
+    let outcome = forbid_ptrace().and_then(|()| {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(IpcError::Io)?.block_on(body)
+    });
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
