@@ -156,11 +156,17 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
         .arg("--runtime-dir")
         .arg(&run)
         .env("LABFY_GOVERNOR_BIN", "/bin/false")
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut up = Guard(child);
+    // The URL is printed once the server is up, even with the governor broken.
+    let out = up.0.stdout.take().unwrap();
+    let line = std::io::BufRead::lines(std::io::BufReader::new(out))
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("Open http://"));
+    assert!(line.is_some(), "no URL while the governor keeps crashing");
     let rows = wait_for("the governor given up", || {
         let rows = status(&run).ok()?;
         rows.iter().any(|r| r.process == "governor" && r.state == "failed").then_some(rows)
@@ -178,6 +184,7 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     use std::io::Read;
     up.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("governor exited 5 times within 60 s"), "{err}");
+    assert!(err.contains("restarting in 100 ms") && err.contains("restarting in 800 ms"), "no backoff: {err}");
 }
 
 #[test]

@@ -367,7 +367,10 @@ async fn supervise(
             break Err(e);
         }
         *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slots.iter().map(Slot::status).collect();
-        if on_ready.is_some() && slots.iter().all(|s| s.state == "healthy") {
+        // Ready: the server healthy, every other child healthy or given up on
+        // (a broken governor must not hide a working UI).
+        let settled = slots.iter().all(|s| s.state == "healthy" || (s.role != Role::Server && s.state == "failed"));
+        if on_ready.is_some() && settled {
             if let Some(f) = on_ready.take() {
                 f();
             }
@@ -376,6 +379,36 @@ async fn supervise(
     stop_all(&mut slots).await;
     status_task.abort();
     outcome
+}
+
+/// Counts a crash (an exit, or a failure to start): schedules the restart
+/// after the current backoff, or gives up after [`MAX_CRASHES`] within
+/// [`CRASH_WINDOW`] — which ends the supervisor when it is the server.
+fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
+    s.crashes.push_back(now);
+    while s.crashes.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
+        s.crashes.pop_front();
+    }
+    if s.crashes.len() >= MAX_CRASHES {
+        s.state = "failed";
+        s.restart_at = None;
+        s.detail = format!(
+            "exited {} times within {} s (last: {what}); gave up restarting it",
+            s.crashes.len(),
+            CRASH_WINDOW.as_secs()
+        );
+        eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+        if s.role == Role::Server {
+            return Err(Failure::new(ErrorKind::Unavailable, format!("the workspace server {}", s.detail)));
+        }
+        return Ok(());
+    }
+    s.state = "restarting";
+    s.detail = format!("{what}; restarting in {} ms", s.backoff.as_millis());
+    eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+    s.restart_at = Some(now + s.backoff);
+    s.backoff = (s.backoff * 2).min(BACKOFF_MAX);
+    Ok(())
 }
 
 /// One round of supervision: reap exits, restart what is due, check health.
@@ -396,28 +429,7 @@ async fn tick(
             if let Ok(Some(status)) = child.try_wait() {
                 s.child = None;
                 s.control = None;
-                s.crashes.push_back(now);
-                while s.crashes.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
-                    s.crashes.pop_front();
-                }
-                if s.crashes.len() >= MAX_CRASHES {
-                    s.state = "failed";
-                    s.detail = format!(
-                        "exited {} times within {} s (last: {status}); gave up restarting it",
-                        s.crashes.len(),
-                        CRASH_WINDOW.as_secs()
-                    );
-                    eprintln!("labfy: {} {}", role_name(s.role), s.detail);
-                    if s.role == Role::Server {
-                        return Err(Failure::new(ErrorKind::Unavailable, format!("the workspace server {}", s.detail)));
-                    }
-                    continue;
-                }
-                s.state = "restarting";
-                s.detail = format!("exited ({status}); restarting in {} ms", s.backoff.as_millis());
-                eprintln!("labfy: {} {}", role_name(s.role), s.detail);
-                s.restart_at = Some(now + s.backoff);
-                s.backoff = (s.backoff * 2).min(BACKOFF_MAX);
+                record_crash(s, now, &format!("exited ({status})"))?;
             }
         }
         // Start (or restart) what is due.
@@ -439,13 +451,7 @@ async fn tick(
                     s.last_ok = now;
                     s.last_health = now - HEALTH_PERIOD;
                 }
-                Err(e) => {
-                    s.state = "restarting";
-                    s.detail = format!("cannot start {}: {e}", s.program.display());
-                    s.crashes.push_back(now);
-                    s.restart_at = Some(now + s.backoff);
-                    s.backoff = (s.backoff * 2).min(BACKOFF_MAX);
-                }
+                Err(e) => record_crash(s, now, &format!("cannot start {}: {e}", s.program.display()))?,
             }
         }
         // Health, once a period (more often while starting).
