@@ -222,13 +222,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let (mut guard, port) = start_up(BIN, &data);
     let (cookie, csrf) = login(port);
     let origin = format!("http://127.0.0.1:{port}");
-    let v: serde_json::Value =
-        serde_json::from_str(&http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap().body).unwrap();
-    let ws = v["workspace_id"].as_str().unwrap().to_owned();
-    let invs =
-        http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", &cookie)], "").unwrap();
-    let inv: serde_json::Value = serde_json::from_str(&invs.body).unwrap();
-    let inv = inv["investigations"][0]["id"].as_str().unwrap().to_owned();
+    let inv = first_investigation(port, &cookie);
     let path = format!("/api/v1/investigations/{inv}/evidence");
     // Large notes from several threads; the server is killed while they flow.
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));

@@ -90,13 +90,7 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     // Write something, then kill -9 each child in turn.
     let (cookie, csrf) = login(port);
     let origin = format!("http://127.0.0.1:{port}");
-    let session: serde_json::Value =
-        serde_json::from_str(&http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap().body).unwrap();
-    let ws = session["workspace_id"].as_str().unwrap().to_owned();
-    let invs =
-        http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", &cookie)], "").unwrap();
-    let inv: serde_json::Value = serde_json::from_str(&invs.body).unwrap();
-    let inv = inv["investigations"][0]["id"].as_str().unwrap().to_owned();
+    let inv = first_investigation(port, &cookie);
     let note = http(
         port,
         "POST",

@@ -128,6 +128,17 @@ pub fn login(port: u16) -> (String, String) {
     (cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned())
 }
 
+/// The first investigation of the session's workspace (`investigation:…`).
+pub fn first_investigation(port: u16, cookie: &str) -> String {
+    let s = http(port, "GET", "/api/v1/session", &[("Cookie", cookie)], "").expect("session");
+    let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");
+    let ws = v["workspace_id"].as_str().unwrap_or_default().to_owned();
+    let invs = http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", cookie)], "")
+        .expect("investigations");
+    let v: serde_json::Value = serde_json::from_str(&invs.body).expect("investigations JSON");
+    v["investigations"][0]["id"].as_str().unwrap_or_default().to_owned()
+}
+
 /// Polls `f` until it returns `Some` or [`WAIT`] passes.
 pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
