@@ -47,7 +47,7 @@ fn the_unit_carries_the_hardening_of_the_design() {
         "ProtectHome=yes",
         "PrivateTmp=yes",
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
-        "RestrictNamespaces=user net",
+        "RestrictNamespaces=user net mnt",
         "CapabilityBoundingSet=",
         "IPAddressDeny=any",
         "IPAddressAllow=localhost",

@@ -30,10 +30,20 @@ fn server_pid(run: &std::path::Path) -> u32 {
     })
 }
 
-/// Runs `bash -c script` inside the server's user and network namespaces.
+/// Runs `bash -c script` inside the server's user, network and mount namespaces.
 fn inside(pid: u32, script: &str) -> std::process::Output {
     Command::new("timeout")
-        .args(["10", "nsenter", "--target", &pid.to_string(), "--user", "--net", "--preserve-credentials", "--"])
+        .args([
+            "10",
+            "nsenter",
+            "--target",
+            &pid.to_string(),
+            "--user",
+            "--net",
+            "--mount",
+            "--preserve-credentials",
+            "--",
+        ])
         .args(["bash", "-c", script])
         .output()
         .unwrap()
@@ -48,7 +58,7 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
     let pid = server_pid(&run);
 
     // Its own namespaces, not ours.
-    for ns in ["net", "user"] {
+    for ns in ["net", "user", "mnt"] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
         assert_ne!(theirs, ours, "the server shares our {ns} namespace");
@@ -102,6 +112,22 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
         let o = inside(pid, &format!("cat /proc/{other}/environ > /dev/null"));
         assert!(!o.status.success(), "the server's namespace can read /proc/{other}/environ");
     }
+
+    // Read-only everywhere but its data and runtime directories: it cannot
+    // plant a file that another program would run outside its namespaces.
+    for path in ["/etc/labfy-escape", "/usr/local/bin/labfy-escape", "/tmp/labfy-escape"] {
+        let o = inside(pid, &format!("touch {path}"));
+        assert!(!o.status.success(), "the server's namespaces can write {path}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("Read-only file system"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!std::path::Path::new(path).exists());
+    }
+    let probe = data.join("write-probe");
+    let o = inside(pid, &format!("touch {} && rm {}", probe.display(), probe.display()));
+    assert!(o.status.success(), "the data directory is not writable: {}", String::from_utf8_lossy(&o.stderr));
 
     // No capability, no new privileges, no core dumps.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

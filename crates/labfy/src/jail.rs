@@ -7,12 +7,16 @@
 //! 1. Die with the supervisor (`PR_SET_PDEATHSIG`).
 //! 2. The listening socket becomes fd 3 (`LISTEN_FDS`); every other inherited
 //!    descriptor closes at exec.
-//! 3. A new user namespace and, owned by it, a new network namespace. The
-//!    process has capabilities only inside its own user namespace, so it can
-//!    never `setns()` back into the host's network namespace (that needs
-//!    `CAP_SYS_ADMIN` over the host's user namespace).
+//! 3. A new user namespace and, owned by it, new network and mount
+//!    namespaces. The process has capabilities only inside its own user
+//!    namespace, so it can never `setns()` back into the host's network
+//!    namespace (that needs `CAP_SYS_ADMIN` over the host's user namespace).
 //! 4. Identity uid/gid maps: the same ids inside as outside, so file access
 //!    and `SO_PEERCRED` seen by the governor and egress are unchanged.
+//! 4b. The whole file tree read-only, except the data directory and the
+//!    runtime directory: with the supervisor's uid (root, when run as root)
+//!    the server could otherwise write files that another program would run
+//!    outside its namespaces.
 //! 5. Loopback up — the only interface: for the local model server the
 //!    governor will start beside it. Nothing routes anywhere else.
 //! 6. Limits: no core dumps (they would hold session tokens), bounded fds.
@@ -31,26 +35,49 @@ pub const SERVER_MAX_FILES: u64 = 4096;
 /// Highest capability number tried when emptying the bounding set.
 const CAP_MAX_TRIED: i32 = 63;
 
+/// `mount_setattr(2)`: the same number on x86_64 and aarch64 (and every
+/// architecture with the unified syscall table); not in the libc crate yet.
+const SYS_MOUNT_SETATTR: libc::c_long = 442;
+/// `MOUNT_ATTR_RDONLY` of `<linux/mount.h>`.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+
+/// `struct mount_attr` of `<linux/mount.h>`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Most paths kept writable.
+const MAX_WRITABLE: usize = 4;
+
 /// What the sequence needs, built before the fork.
 pub struct ServerJail {
     uid_map: CString,
     gid_map: CString,
-}
-
-impl Default for ServerJail {
-    fn default() -> Self {
-        Self::new()
-    }
+    writable: Vec<CString>,
 }
 
 impl ServerJail {
-    /// Maps for this process's effective uid and gid.
-    pub fn new() -> Self {
+    /// Maps for this process's effective uid and gid; `writable` (absolute,
+    /// existing directories, at most four) stay writable, all else read-only.
+    pub fn new(writable: &[&std::path::Path]) -> io::Result<Self> {
         // SAFETY: geteuid/getegid take no arguments and cannot fail.
         #[allow(unsafe_code)]
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let map = |id: u32| CString::new(format!("{id} {id} 1\n")).unwrap_or_default();
-        Self { uid_map: map(uid), gid_map: map(gid) }
+        if writable.len() > MAX_WRITABLE {
+            return Err(io::Error::other("too many writable paths"));
+        }
+        let mut paths = Vec::with_capacity(writable.len());
+        for p in writable {
+            let real = std::fs::canonicalize(p)?;
+            use std::os::unix::ffi::OsStrExt;
+            paths.push(CString::new(real.as_os_str().as_bytes()).map_err(io::Error::other)?);
+        }
+        Ok(Self { uid_map: map(uid), gid_map: map(gid), writable: paths })
     }
 
     /// Installs the sequence as `cmd`'s pre-exec hook, with `listener` as the
@@ -86,13 +113,37 @@ impl ServerJail {
             check(if listener == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(listener, 3) })?;
             check(libc::close_range(4, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int))?;
 
-            // 3. New user namespace, and a network namespace it owns.
-            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET))?;
+            // 3. New user namespace, and network and mount namespaces it owns.
+            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS))?;
 
             // 4. Identity maps (setgroups must be denied before gid_map).
             write_file(c"/proc/self/setgroups", c"deny")?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
+
+            // 4b. Nothing propagates back to the host; bind the writable paths
+            //     onto themselves (own mounts), make the whole tree
+            //     read-only, then the writable paths writable again.
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            for path in &self.writable {
+                check(libc::mount(
+                    path.as_ptr(),
+                    path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+            }
+            set_readonly(c"/", true)?;
+            for path in &self.writable {
+                set_readonly(path, false)?;
+            }
 
             // 5. Loopback up, the only interface of the new namespace.
             let sock = check(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
@@ -130,6 +181,29 @@ impl ServerJail {
         }
         Ok(())
     }
+}
+
+/// Sets or clears read-only on the mount at `path` and every mount below it.
+#[allow(unsafe_code)]
+unsafe fn set_readonly(path: &CStr, readonly: bool) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: if readonly { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if readonly { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a valid path and a mount_attr of the size passed.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_MOUNT_SETATTR,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {

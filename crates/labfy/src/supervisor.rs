@@ -151,7 +151,7 @@ enum Isolation {
 /// supervisor (`PR_SET_PDEATHSIG`). The server gets the listening socket as
 /// fd 3 with `LISTEN_FDS=1` and, when `jail` is set, the isolation sequence
 /// of [`crate::jail`].
-fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: bool) -> std::io::Result<Child> {
+fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<&[&Path]>) -> std::io::Result<Child> {
     let mut cmd = Command::new(&slot.program);
     cmd.env_clear()
         .env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
@@ -161,12 +161,12 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: bool) -
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true);
-    match listener {
-        Some(fd) if jail => {
+    match (listener, jail) {
+        (Some(fd), Some(writable)) => {
             cmd.env("LISTEN_FDS", "1");
-            crate::jail::ServerJail::new().install(&mut cmd, fd);
+            crate::jail::ServerJail::new(writable)?.install(&mut cmd, fd);
         }
-        _ => {
+        (listener, _) => {
             if listener.is_some() {
                 cmd.env("LISTEN_FDS", "1");
             }
@@ -199,21 +199,27 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: bool) -
 fn spawn_server(
     slot: &Slot,
     runtime_dir: &Path,
+    data_dir: &Path,
     listener: RawFd,
     isolation: &mut Isolation,
     real: bool,
 ) -> Result<std::io::Result<Child>, Failure> {
     if matches!(isolation, Isolation::Unavailable(_)) {
-        return Ok(spawn(slot, runtime_dir, Some(listener), false));
+        return Ok(spawn(slot, runtime_dir, Some(listener), None));
     }
-    match spawn(slot, runtime_dir, Some(listener), true) {
+    // The server writes only its data directory and its runtime directory.
+    let writable = [data_dir, runtime_dir];
+    match spawn(slot, runtime_dir, Some(listener), Some(&writable)) {
         Ok(child) => {
             *isolation = Isolation::Namespaces;
             Ok(Ok(child))
         }
         Err(e)
             if *isolation == Isolation::Untried
-                && matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EACCES)) =>
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EACCES | libc::ENOSYS)
+                ) =>
         {
             let reason = format!("cannot create a network namespace for the server here ({e})");
             if real {
@@ -224,7 +230,7 @@ fn spawn_server(
             }
             eprintln!("labfy: NOT ISOLATED — {reason}; serving SPECIMEN data only");
             *isolation = Isolation::Unavailable(reason);
-            Ok(spawn(slot, runtime_dir, Some(listener), false))
+            Ok(spawn(slot, runtime_dir, Some(listener), None))
         }
         Err(e) => Ok(Err(e)),
     }
@@ -363,7 +369,10 @@ async fn supervise(
             _ = term.recv() => break Ok(()),
             _ = ticker.tick() => {}
         }
-        if let Err(e) = tick(&mut slots, dir, secret, listener.as_raw_fd(), &mut isolation, plan.real_workspace).await {
+        if let Err(e) =
+            tick(&mut slots, dir, &plan.data_dir, secret, listener.as_raw_fd(), &mut isolation, plan.real_workspace)
+                .await
+        {
             break Err(e);
         }
         *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slots.iter().map(Slot::status).collect();
@@ -415,6 +424,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
 async fn tick(
     slots: &mut [Slot],
     dir: &Path,
+    data_dir: &Path,
     secret: &Secret,
     listener: RawFd,
     isolation: &mut Isolation,
@@ -436,9 +446,9 @@ async fn tick(
         if s.child.is_none() && s.restart_at.is_some_and(|t| now >= t) {
             s.restart_at = None;
             let spawned = if s.role == Role::Server {
-                spawn_server(s, dir, listener, isolation, real)?
+                spawn_server(s, dir, data_dir, listener, isolation, real)?
             } else {
-                spawn(s, dir, None, false)
+                spawn(s, dir, None, None)
             };
             match spawned {
                 Ok(child) => {
