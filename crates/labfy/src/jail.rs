@@ -13,16 +13,16 @@
 //!    namespace (that needs `CAP_SYS_ADMIN` over the host's user namespace).
 //! 4. Identity uid/gid maps: the same ids inside as outside, so file access
 //!    and `SO_PEERCRED` seen by the governor and egress are unchanged.
-//! 4b. The whole file tree read-only, except the data directory and the
+//! 5. The whole file tree read-only, except the data directory and the
 //!    runtime directory: with the supervisor's uid (root, when run as root)
 //!    the server could otherwise write files that another program would run
 //!    outside its namespaces.
-//! 5. Loopback up — the only interface: for the local model server the
+//! 6. Loopback up — the only interface: for the local model server the
 //!    governor will start beside it. Nothing routes anywhere else.
-//! 6. Limits: no core dumps (they would hold session tokens), bounded fds.
-//! 7. No capability survives exec: the bounding set is emptied and root's
+//! 7. Limits: no core dumps (they would hold session tokens), bounded fds.
+//! 8. No capability survives exec: the bounding set is emptied and root's
 //!    automatic capabilities are locked out (`SECBIT_NOROOT`).
-//! 8. No privilege can be regained through exec (`PR_SET_NO_NEW_PRIVS`).
+//! 9. No privilege can be regained through exec (`PR_SET_NO_NEW_PRIVS`).
 //!
 //! The environment is cleared by the caller (`Command::env_clear`).
 
@@ -121,9 +121,9 @@ impl ServerJail {
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
 
-            // 4b. Nothing propagates back to the host; bind the writable paths
-            //     onto themselves (own mounts), make the whole tree
-            //     read-only, then the writable paths writable again.
+            // 5. Nothing propagates back to the host; bind the writable paths
+            //    onto themselves (own mounts), make the whole tree read-only,
+            //    then the writable paths writable again.
             check(libc::mount(
                 std::ptr::null(),
                 c"/".as_ptr(),
@@ -145,7 +145,7 @@ impl ServerJail {
                 set_readonly(path, false)?;
             }
 
-            // 5. Loopback up, the only interface of the new namespace.
+            // 6. Loopback up, the only interface of the new namespace.
             let sock = check(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
             let mut ifr: libc::ifreq = std::mem::zeroed();
             for (i, b) in b"lo\0".iter().enumerate() {
@@ -158,13 +158,13 @@ impl ServerJail {
             libc::close(sock);
             up?;
 
-            // 6. No core dumps; bounded open files.
+            // 7. No core dumps; bounded open files.
             let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             check(libc::setrlimit(libc::RLIMIT_CORE, &zero))?;
             let files = libc::rlimit { rlim_cur: SERVER_MAX_FILES, rlim_max: SERVER_MAX_FILES };
             check(libc::setrlimit(libc::RLIMIT_NOFILE, &files))?;
 
-            // 7. No capability survives exec, not even inside the namespace.
+            // 8. No capability survives exec, not even inside the namespace.
             for cap in 0..=CAP_MAX_TRIED {
                 // EINVAL past the kernel's last capability: nothing to drop.
                 if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
@@ -176,7 +176,7 @@ impl ServerJail {
             let bits = libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED;
             check(libc::prctl(libc::PR_SET_SECUREBITS, bits))?;
 
-            // 8. Nothing exec'd from here on can gain a privilege.
+            // 9. Nothing exec'd from here on can gain a privilege.
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         }
         Ok(())
