@@ -160,6 +160,9 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<
         .args(&slot.args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
+        // Their own process group: a Ctrl-C in the terminal reaches the
+        // supervisor only, which then stops the children in order.
+        .process_group(0)
         .kill_on_drop(true);
     match (listener, jail) {
         (Some(fd), Some(writable)) => {
