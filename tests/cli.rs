@@ -224,7 +224,9 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let origin = format!("http://127.0.0.1:{port}");
     let inv = first_investigation(port, &cookie);
     let path = format!("/api/v1/investigations/{inv}/evidence");
-    // Large notes from several threads; the server is killed while they flow.
+    // Large notes from several threads; the server process (not the
+    // supervisor) is SIGKILLed while they flow.
+    let server = server_pid(BIN, &runtime_dir(&data));
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let mut threads = Vec::new();
     for t in 0..4 {
@@ -251,11 +253,13 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
         }));
     }
     wait_for("a first acknowledged note", || (!acked.lock().unwrap().is_empty()).then_some(()));
-    guard.0.kill().unwrap();
-    guard.0.wait().unwrap();
+    signal(server, libc::SIGKILL);
     for t in threads {
         t.join().unwrap();
     }
+    // Stop everything before reading the file.
+    signal(guard.0.id(), libc::SIGTERM);
+    wait_for("labfy up to stop", || guard.0.try_wait().unwrap());
     assert_eq!(integrity(&data), "ok");
     let acked = acked.lock().unwrap().clone();
     assert!(!acked.is_empty());

@@ -19,17 +19,6 @@ use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_labfy");
 
-/// The server's pid, from `labfy status`.
-fn server_pid(run: &std::path::Path) -> u32 {
-    wait_for("a healthy server", || {
-        let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(run).output().ok()?;
-        let text = String::from_utf8(o.stdout).ok()?;
-        let line = text.lines().find(|l| l.starts_with("server "))?;
-        let f: Vec<&str> = line.split_whitespace().collect();
-        (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
-    })
-}
-
 /// Runs `bash -c script` inside the server's user, network and mount namespaces.
 fn inside(pid: u32, script: &str) -> std::process::Output {
     Command::new("timeout")
@@ -55,7 +44,7 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
     let (_up, port) = start_up(BIN, &data);
-    let pid = server_pid(&run);
+    let pid = server_pid(BIN, &run);
 
     // Its own namespaces, not ours.
     for ns in ["net", "user", "mnt"] {

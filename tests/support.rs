@@ -139,6 +139,18 @@ pub fn first_investigation(port: u16, cookie: &str) -> String {
     v["investigations"][0]["id"].as_str().unwrap_or_default().to_owned()
 }
 
+/// The pid of the healthy workspace server of the `labfy up` whose runtime
+/// directory is `run`, from `labfy status`.
+pub fn server_pid(bin: &str, run: &Path) -> u32 {
+    wait_for("a healthy server", || {
+        let o = Command::new(bin).args(["status", "--runtime-dir"]).arg(run).output().ok()?;
+        let text = String::from_utf8(o.stdout).ok()?;
+        let line = text.lines().find(|l| l.starts_with("server "))?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
+    })
+}
+
 /// Polls `f` until it returns `Some` or [`WAIT`] passes.
 pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
