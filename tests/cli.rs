@@ -293,7 +293,7 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
         .unwrap();
     let mut guard = Guard(child);
     let stdout = guard.0.stdout.take().unwrap();
-    let port = wait_for_port(stdout);
+    let (port, _) = read_url(stdout);
     let (cookie, _) = login(port);
     let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
@@ -304,14 +304,4 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_ne!(v["workspace_id"], real);
-}
-
-fn wait_for_port(stdout: std::process::ChildStdout) -> u16 {
-    use std::io::BufRead;
-    for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-        if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
-            return rest.trim_end_matches('/').parse().unwrap();
-        }
-    }
-    panic!("labfy up printed no URL");
 }

@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::process::Command;
 use std::time::Duration;
@@ -171,15 +170,7 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
         .spawn()
         .unwrap();
     let mut up = Guard(child);
-    let mut out = up.0.stdout.take().unwrap();
-    let mut first = String::new();
-    let port = wait_for("the URL", || {
-        let mut b = [0u8; 256];
-        let n = out.read(&mut b).ok()?;
-        first.push_str(&String::from_utf8_lossy(&b[..n]));
-        let at = first.find("Open http://127.0.0.1:")?;
-        first[at + 22..].split('/').next()?.parse().ok()
-    });
+    let (port, first) = read_url(up.0.stdout.take().unwrap());
     assert!(first.contains("(REAL)"), "{first}");
     let (cookie, _) = login(port);
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
@@ -225,15 +216,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
         .spawn()
         .unwrap();
     let mut up = Guard(child);
-    let mut out = up.0.stdout.take().unwrap();
-    let mut text = String::new();
-    let port: u16 = wait_for("the URL", || {
-        let mut b = [0u8; 256];
-        let n = out.read(&mut b).ok()?;
-        text.push_str(&String::from_utf8_lossy(&b[..n]));
-        let at = text.find("Open http://127.0.0.1:")?;
-        text[at + 22..].split('/').next()?.parse().ok()
-    });
+    let (port, _) = read_url(up.0.stdout.take().unwrap());
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(bin_dir.join("labfy"))

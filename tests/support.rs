@@ -63,17 +63,26 @@ pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
         .expect("spawn labfy up");
     let stdout = child.stdout.take().expect("stdout");
     let guard = Guard(child);
+    let (port, _) = read_url(stdout);
+    (guard, port)
+}
+
+/// Reads `labfy up`'s stdout until its URL line (bounded by [`WAIT`]);
+/// returns the port and every line printed up to it.
+pub fn read_url(stdout: std::process::ChildStdout) -> (u16, String) {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut seen = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            seen.push_str(&line);
+            seen.push('\n');
             if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
                 let port: u16 = rest.trim_end_matches('/').parse().expect("port");
-                let _ = tx.send(port);
+                let _ = tx.send((port, seen.clone()));
             }
         }
     });
-    let port = rx.recv_timeout(WAIT).expect("labfy up printed no URL in time");
-    (guard, port)
+    rx.recv_timeout(WAIT).expect("labfy up printed no URL in time")
 }
 
 /// An HTTP answer.
