@@ -3,6 +3,8 @@
 pub mod bounded;
 mod error;
 mod object_ref;
+mod risk;
 
 pub use error::ErrorKind;
 pub use object_ref::{ObjectRef, RefError, RefKind};
+pub use risk::RiskLevel;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 /// Longest reference accepted by the parser: the longest namespace, a colon
 /// and a hyphenated UUID. Anything longer is refused before any other work.
-pub const MAX_REF_LEN: usize = 14 + 1 + 36;
+pub const MAX_REF_LEN: usize = 16 + 1 + 36;
 
 /// The namespaces an [`ObjectRef`] can name. Closed: an unknown namespace is
 /// an error, never a new kind.
@@ -32,11 +32,13 @@ pub enum RefKind {
     Grant,
     /// A research campaign run under a grant.
     Campaign,
+    /// A research request prepared by an agent, waiting for a human decision.
+    ResearchRequest,
 }
 
 impl RefKind {
     /// Every namespace, in a stable order.
-    pub const ALL: [RefKind; 9] = [
+    pub const ALL: [RefKind; 10] = [
         Self::Workspace,
         Self::Investigation,
         Self::Evidence,
@@ -46,6 +48,7 @@ impl RefKind {
         Self::Job,
         Self::Grant,
         Self::Campaign,
+        Self::ResearchRequest,
     ];
 
     /// The namespace as written in a reference.
@@ -60,6 +63,7 @@ impl RefKind {
             Self::Job => "job",
             Self::Grant => "grant",
             Self::Campaign => "campaign",
+            Self::ResearchRequest => "research_request",
         }
     }
 
@@ -95,7 +99,7 @@ pub enum RefError {
     Malformed,
     /// The namespace is not one Labfy knows.
     #[error(
-        "unknown namespace `{0}`: expected one of workspace, investigation, evidence, entity, relation, provenance, job, grant, campaign"
+        "unknown namespace `{0}`: expected one of workspace, investigation, evidence, entity, relation, provenance, job, grant, campaign, research_request"
     )]
     UnknownNamespace(String),
     /// The part after the colon is not a canonical lower-case hyphenated UUID.

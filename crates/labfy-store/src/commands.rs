@@ -51,7 +51,7 @@ pub struct NewGrant {
     pub decided_by: String,
 }
 
-fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
+pub(crate) fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
     let n = value.chars().count();
     if value.trim().is_empty() {
         return Err(StoreError::Invalid(format!("{name} must not be empty")));

@@ -6,6 +6,7 @@ mod error;
 mod migrations;
 mod model;
 mod reads;
+mod research;
 pub mod specimen;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,13 @@ pub use error::{Result, StoreError};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
 pub use reads::*;
+pub use research::{
+    Campaign, GrantDecision, GrantOutcome, MAX_CAMPAIGN_EVIDENCE, MAX_DECISION_NOTE_CHARS, MAX_EXCLUSION_CHARS,
+    MAX_GRANT_BYTES, MAX_GRANT_MINUTES, MAX_GRANT_REQUESTS, MAX_HOST_CHARS, MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_RESEARCH_EXCLUSIONS, MAX_RESEARCH_LIST, MAX_RESEARCH_QUESTION_CHARS, MAX_RESEARCH_SELECTION, MAX_SCOPE_HOSTS,
+    MIN_RESEARCH_SELECTION, NewResearchRequest, ResearchBudget, ResearchRequest, ResearchScope, SELECTABLE_KINDS,
+    SYNTHETIC_PAGES, check_host_pattern, grant_is_active,
+};
 
 /// Current time as RFC 3339 UTC with millisecond precision.
 pub(crate) fn now_rfc3339() -> String {
@@ -83,6 +91,23 @@ impl Store {
         commands::revoke_grant(&mut self.conn, ws, grant, by)
     }
 
+    /// Stores a research request prepared by an agent (or finds the one an
+    /// identical earlier call prepared); `true` when created now.
+    pub fn prepare_research(&mut self, ws: Uuid, req: &NewResearchRequest) -> Result<(ObjectRef, bool)> {
+        research::prepare(&mut self.conn, ws, req)
+    }
+
+    /// Grants a pending research request: grant, campaign and (SPECIMEN) its
+    /// synthetic run, in one transaction.
+    pub fn grant_research(&mut self, ws: Uuid, request: &ObjectRef, d: &GrantDecision) -> Result<GrantOutcome> {
+        research::grant(&mut self.conn, ws, request, d)
+    }
+
+    /// Refuses a pending research request.
+    pub fn refuse_research(&mut self, ws: Uuid, request: &ObjectRef, reason: &str, by: &str) -> Result<()> {
+        research::refuse(&mut self.conn, ws, request, reason, by)
+    }
+
     pub(crate) fn conn_mut(&mut self) -> &mut Connection {
         &mut self.conn
     }
@@ -119,5 +144,7 @@ impl ReadOnlyStore {
     }
 }
 
+#[cfg(test)]
+mod research_tests;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1];
+pub const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -197,4 +197,61 @@ END;
 CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN
     SELECT RAISE(ABORT, 'audit_log is append-only');
 END;
+"#;
+
+/// Version 2: research requests prepared by an agent and decided by a human
+/// (SPEC G11, W4), and what a campaign reports about its progress.
+const V2: &str = r#"
+CREATE TABLE research_requests (
+    id                   TEXT PRIMARY KEY,
+    workspace_id         TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    investigation_id     TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    question             TEXT NOT NULL CHECK (length(question) BETWEEN 1 AND 512),
+    selection            TEXT NOT NULL CHECK (json_valid(selection)),
+    exclusions           TEXT NOT NULL CHECK (json_valid(exclusions)),
+    -- The agent turn and call that prepared it (transport ids of the gateway).
+    turn_id              TEXT NOT NULL,
+    call_id              TEXT NOT NULL,
+    -- A replay of the same call finds this row instead of preparing twice,
+    -- even after the gateway's in-memory record of the call is evicted.
+    idempotency_key      TEXT NOT NULL,
+    requested_by         TEXT NOT NULL,
+    -- Contract of `research.prepare` and of the whole catalog in force when it
+    -- was prepared: a decision under another contract is void (SPEC R5).
+    contract_fingerprint TEXT NOT NULL CHECK (length(contract_fingerprint) = 64),
+    catalog_fingerprint  TEXT NOT NULL CHECK (length(catalog_fingerprint) = 64),
+    status               TEXT NOT NULL CHECK (status IN ('PENDING', 'GRANTED', 'REFUSED', 'VOID')),
+    decided_at           TEXT,
+    decided_by           TEXT,
+    decision_note        TEXT,
+    grant_id             TEXT REFERENCES grants(id),
+    created_at           TEXT NOT NULL,
+    UNIQUE (workspace_id, idempotency_key),
+    CHECK ((status = 'PENDING') = (decided_at IS NULL)),
+    CHECK ((status = 'GRANTED') = (grant_id IS NOT NULL))
+);
+CREATE INDEX research_requests_investigation ON research_requests(investigation_id, created_at);
+-- A request is decided once: only a PENDING row changes, and only its decision.
+CREATE TRIGGER research_requests_decided_once BEFORE UPDATE ON research_requests
+WHEN old.status <> 'PENDING' OR new.id IS NOT old.id OR new.workspace_id IS NOT old.workspace_id
+  OR new.investigation_id IS NOT old.investigation_id OR new.question IS NOT old.question
+  OR new.selection IS NOT old.selection OR new.exclusions IS NOT old.exclusions
+  OR new.turn_id IS NOT old.turn_id OR new.call_id IS NOT old.call_id
+  OR new.idempotency_key IS NOT old.idempotency_key OR new.requested_by IS NOT old.requested_by
+  OR new.contract_fingerprint IS NOT old.contract_fingerprint
+  OR new.catalog_fingerprint IS NOT old.catalog_fingerprint OR new.created_at IS NOT old.created_at
+BEGIN
+    SELECT RAISE(ABORT, 'a research request is decided once; its content never changes');
+END;
+
+ALTER TABLE campaigns ADD COLUMN research_request_id TEXT REFERENCES research_requests(id);
+ALTER TABLE campaigns ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0 CHECK (synthetic IN (0, 1));
+ALTER TABLE campaigns ADD COLUMN items_total INTEGER NOT NULL DEFAULT 0 CHECK (items_total >= 0);
+ALTER TABLE campaigns ADD COLUMN items_done INTEGER NOT NULL DEFAULT 0 CHECK (items_done >= 0);
+ALTER TABLE campaigns ADD COLUMN items_failed INTEGER NOT NULL DEFAULT 0 CHECK (items_failed >= 0);
+ALTER TABLE campaigns ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0);
+CREATE INDEX campaigns_request ON campaigns(research_request_id);
+
+-- What a campaign produced is found through its provenance records.
+CREATE INDEX provenance_producer ON provenance(producer);
 "#;

@@ -1,0 +1,877 @@
+//! Research requests, human decisions and campaigns (SPEC G11, W4, R5).
+//!
+//! An agent *prepares* a research request (`research.prepare`); nothing else
+//! happens until a human grants or refuses it through a secured route. A grant
+//! creates a campaign. In a `SPECIMEN` workspace the campaign is synthetic: it
+//! writes deterministic evidence with provenance in the same transaction and
+//! touches no network (W1). In a `REAL` workspace it waits for the egress
+//! daemon. Every step writes its audit row in the same transaction.
+
+use chrono::{DateTime, Duration as ChronoDuration, SecondsFormat, Utc};
+use labfy_core::{ObjectRef, RefKind};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::commands::{audit, check_text, index_evidence, sha256_hex};
+use crate::error::{Result, StoreError};
+use crate::model::{Grant, WorkspaceClass};
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// Longest research question, in characters (SPEC G4).
+pub const MAX_RESEARCH_QUESTION_CHARS: usize = 512;
+/// Fewest objects a research request selects (SPEC G4).
+pub const MIN_RESEARCH_SELECTION: usize = 1;
+/// Most objects a research request selects (SPEC G4).
+pub const MAX_RESEARCH_SELECTION: usize = 8;
+/// Most exclusions of a research request (SPEC G4).
+pub const MAX_RESEARCH_EXCLUSIONS: usize = 8;
+/// Longest exclusion, in characters.
+pub const MAX_EXCLUSION_CHARS: usize = 200;
+/// Longest idempotency key, in characters.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
+/// Most host patterns in a grant's scope.
+pub const MAX_SCOPE_HOSTS: usize = 16;
+/// Longest host pattern (a DNS name is at most 253 characters).
+pub const MAX_HOST_CHARS: usize = 253;
+/// Most requests a grant may allow.
+pub const MAX_GRANT_REQUESTS: u32 = 1_000;
+/// Most bytes a grant may allow (1 GiB).
+pub const MAX_GRANT_BYTES: u64 = 1 << 30;
+/// Longest a grant may last, in minutes (7 days).
+pub const MAX_GRANT_MINUTES: u32 = 7 * 24 * 60;
+/// Longest refusal reason, in characters.
+pub const MAX_DECISION_NOTE_CHARS: usize = 500;
+/// Pages a synthetic campaign writes at most (fewer when the budget is smaller).
+pub const SYNTHETIC_PAGES: u32 = 3;
+/// Research requests listed at most by one read.
+pub const MAX_RESEARCH_LIST: u32 = 100;
+/// Evidence references a campaign read lists at most.
+pub const MAX_CAMPAIGN_EVIDENCE: u32 = 64;
+
+/// Kinds of objects a research request may select.
+pub const SELECTABLE_KINDS: [RefKind; 3] = [RefKind::Evidence, RefKind::Entity, RefKind::Relation];
+
+/// What an agent asks to research, as `research.prepare` received it.
+#[derive(Debug, Clone)]
+pub struct NewResearchRequest {
+    /// Objects the research is about (1–8, one investigation).
+    pub selection: Vec<ObjectRef>,
+    /// The question (1–512 characters).
+    pub question: String,
+    /// What must stay out of the research (0–8 strings).
+    pub exclusions: Vec<String>,
+    /// The agent turn that prepared it.
+    pub turn_id: Uuid,
+    /// The call that prepared it.
+    pub call_id: Uuid,
+    /// The call's idempotency key: a replay finds the same request.
+    pub idempotency_key: String,
+    /// Who prepared it (`agent:demo`, `agent:local-model`, …).
+    pub requested_by: String,
+    /// Contract fingerprint of `research.prepare` in force.
+    pub contract_fingerprint: String,
+    /// Fingerprint of the whole catalog in force.
+    pub catalog_fingerprint: String,
+}
+
+/// Hosts a grant allows (SPEC E3). `*.example.org` allows sub-domains of
+/// `example.org`, not `example.org` itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResearchScope {
+    /// Host names or `*.` patterns, lower case (1–16).
+    pub hosts: Vec<String>,
+}
+
+/// How much a grant allows (SPEC E3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResearchBudget {
+    /// Requests (1–1000).
+    pub max_requests: u32,
+    /// Bytes received in all (1 B – 1 GiB).
+    pub max_bytes: u64,
+}
+
+/// A human's grant of a prepared research request.
+#[derive(Debug, Clone)]
+pub struct GrantDecision {
+    /// Where the campaign may go.
+    pub scope: ResearchScope,
+    /// How much it may fetch.
+    pub budget: ResearchBudget,
+    /// How long the grant lasts, from now (1 minute – 7 days).
+    pub expires_in_minutes: u32,
+    /// The catalog's fingerprints in force now (stored with the grant, W4).
+    pub contract_fingerprints: serde_json::Value,
+    /// The current fingerprint of `research.prepare`; a request prepared under
+    /// another one is void (R5).
+    pub current_prepare_fingerprint: String,
+    /// Who decides.
+    pub decided_by: String,
+}
+
+/// What a grant decision produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrantOutcome {
+    /// The new grant.
+    pub grant: ObjectRef,
+    /// The campaign it started.
+    pub campaign: ObjectRef,
+}
+
+/// A campaign as the UI and `research.get_state` see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    /// `campaign:<uuid>`.
+    pub id: ObjectRef,
+    /// The grant it runs under.
+    pub grant_id: ObjectRef,
+    /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED.
+    pub status: String,
+    /// One short line.
+    pub detail: String,
+    /// True in a SPECIMEN workspace: deterministic pages, no network.
+    pub synthetic: bool,
+    /// Items planned.
+    pub items_total: i64,
+    /// Items fetched and stored.
+    pub items_done: i64,
+    /// Items that failed.
+    pub items_failed: i64,
+    /// Bytes stored.
+    pub bytes: i64,
+    /// Evidence it produced (first 64).
+    pub evidence: Vec<ObjectRef>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// A prepared research request with its decision, grant and campaign.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResearchRequest {
+    /// `research_request:<uuid>`.
+    pub id: ObjectRef,
+    /// Its investigation.
+    pub investigation_id: ObjectRef,
+    /// The question, as asked.
+    pub question: String,
+    /// The selected objects.
+    pub selection: Vec<ObjectRef>,
+    /// The exclusions.
+    pub exclusions: Vec<String>,
+    /// PENDING, GRANTED, REFUSED or VOID.
+    pub status: String,
+    /// The turn that prepared it.
+    pub turn_id: Uuid,
+    /// The call that prepared it.
+    pub call_id: Uuid,
+    /// Who prepared it.
+    pub requested_by: String,
+    /// Contract fingerprint of `research.prepare` it was prepared under.
+    pub contract_fingerprint: String,
+    /// Catalog fingerprint it was prepared under.
+    pub catalog_fingerprint: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// When decided.
+    pub decided_at: Option<String>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// A refusal's reason or why it became void.
+    pub decision_note: Option<String>,
+    /// The grant, when granted.
+    pub grant: Option<Grant>,
+    /// True when the grant is unrevoked and unexpired now.
+    pub grant_active: bool,
+    /// The campaign, when granted.
+    pub campaign: Option<Campaign>,
+}
+
+fn validate_new(req: &NewResearchRequest) -> Result<()> {
+    let n = req.selection.len();
+    if !(MIN_RESEARCH_SELECTION..=MAX_RESEARCH_SELECTION).contains(&n) {
+        return Err(StoreError::Invalid(format!(
+            "selection must hold {MIN_RESEARCH_SELECTION} to {MAX_RESEARCH_SELECTION} objects, got {n}"
+        )));
+    }
+    for (i, r) in req.selection.iter().enumerate() {
+        if !SELECTABLE_KINDS.contains(&r.kind()) {
+            return Err(StoreError::Invalid(format!(
+                "selection[{i}]: `{}:` objects cannot be researched (evidence, entity or relation)",
+                r.kind()
+            )));
+        }
+        if req.selection[..i].contains(r) {
+            return Err(StoreError::Invalid(format!("selection[{i}] repeats {r}")));
+        }
+    }
+    check_text("question", &req.question, MAX_RESEARCH_QUESTION_CHARS)?;
+    if req.exclusions.len() > MAX_RESEARCH_EXCLUSIONS {
+        return Err(StoreError::Invalid(format!(
+            "at most {MAX_RESEARCH_EXCLUSIONS} exclusions, got {}",
+            req.exclusions.len()
+        )));
+    }
+    for (i, e) in req.exclusions.iter().enumerate() {
+        check_text(&format!("exclusions[{i}]"), e, MAX_EXCLUSION_CHARS)?;
+    }
+    check_text("idempotency key", &req.idempotency_key, MAX_IDEMPOTENCY_KEY_CHARS)?;
+    check_text("requested_by", &req.requested_by, 200)?;
+    for (name, fp) in [("contract", &req.contract_fingerprint), ("catalog", &req.catalog_fingerprint)] {
+        if !is_fingerprint(fp) {
+            return Err(StoreError::Invalid(format!("{name} fingerprint must be 64 lower-case hex characters")));
+        }
+    }
+    Ok(())
+}
+
+fn is_fingerprint(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Checks one host pattern: lower-case DNS labels, optionally `*.` first, or
+/// an IPv4 literal. No ports, paths, credentials or upper case.
+pub fn check_host_pattern(host: &str) -> Result<()> {
+    let bad = |why: &str| Err(StoreError::Invalid(format!("scope host `{}`: {why}", truncate(host, 64))));
+    if host.is_empty() || host.len() > MAX_HOST_CHARS {
+        return bad(&format!("must be 1 to {MAX_HOST_CHARS} characters"));
+    }
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    if let Ok(ip) = name.parse::<std::net::Ipv4Addr>() {
+        if name != host {
+            return bad("a wildcard cannot cover an IP address");
+        }
+        if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+            return bad("not a host address");
+        }
+        return Ok(());
+    }
+    if name.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
+        return bad("a numeric name must be a valid IPv4 address");
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    if labels.len() < 2 {
+        return bad("must be a dotted host name such as `example.org`");
+    }
+    for label in labels {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !ok {
+            return bad("labels are 1–63 lower-case letters, digits or inner hyphens (no ports, paths or `*` inside)");
+        }
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    labfy_core::bounded::truncate_chars(s, max)
+}
+
+fn validate_decision(d: &GrantDecision) -> Result<()> {
+    let n = d.scope.hosts.len();
+    if n == 0 || n > MAX_SCOPE_HOSTS {
+        return Err(StoreError::Invalid(format!("scope must name 1 to {MAX_SCOPE_HOSTS} hosts, got {n}")));
+    }
+    for (i, h) in d.scope.hosts.iter().enumerate() {
+        check_host_pattern(h)?;
+        if d.scope.hosts[..i].contains(h) {
+            return Err(StoreError::Invalid(format!("scope repeats host `{h}`")));
+        }
+    }
+    if d.budget.max_requests == 0 || d.budget.max_requests > MAX_GRANT_REQUESTS {
+        return Err(StoreError::Invalid(format!("max_requests must be 1 to {MAX_GRANT_REQUESTS}")));
+    }
+    if d.budget.max_bytes == 0 || d.budget.max_bytes > MAX_GRANT_BYTES {
+        return Err(StoreError::Invalid(format!("max_bytes must be 1 to {MAX_GRANT_BYTES}")));
+    }
+    if d.expires_in_minutes == 0 || d.expires_in_minutes > MAX_GRANT_MINUTES {
+        return Err(StoreError::Invalid(format!("expires_in_minutes must be 1 to {MAX_GRANT_MINUTES}")));
+    }
+    if !d.contract_fingerprints.is_object() {
+        return Err(StoreError::Invalid("contract fingerprints must be a JSON object".into()));
+    }
+    check_text("decided_by", &d.decided_by, 200)
+}
+
+fn ref_list(refs: &[ObjectRef]) -> String {
+    serde_json::Value::from(refs.iter().map(ToString::to_string).collect::<Vec<_>>()).to_string()
+}
+
+/// Stores a prepared research request, or finds the one an identical earlier
+/// call prepared (same idempotency key). Returns the request and whether it
+/// was created now. The same key with other content is a conflict.
+pub(crate) fn prepare(conn: &mut Connection, ws: Uuid, req: &NewResearchRequest) -> Result<(ObjectRef, bool)> {
+    validate_new(req)?;
+    let tx = conn.transaction()?;
+    let reads = Reads { conn: &tx };
+    let mut investigation: Option<Uuid> = None;
+    for r in &req.selection {
+        reads.require_in_workspace(ws, r)?;
+        let inv = reads.investigation_of(r)?.ok_or_else(|| StoreError::NotFound(r.to_string()))?;
+        match investigation {
+            None => investigation = Some(inv),
+            Some(first) if first != inv => {
+                return Err(StoreError::Invalid("selected objects belong to different investigations".into()));
+            }
+            Some(_) => {}
+        }
+    }
+    let inv = investigation.ok_or_else(|| StoreError::Invalid("empty selection".into()))?;
+    let selection = ref_list(&req.selection);
+    let exclusions = serde_json::Value::from(req.exclusions.clone()).to_string();
+    let existing: Option<(String, String, String, String, String, String)> = tx
+        .prepare_cached(
+            "SELECT id, question, selection, exclusions, turn_id, call_id FROM research_requests
+             WHERE workspace_id = ?1 AND idempotency_key = ?2",
+        )?
+        .query_row(params![ws.to_string(), req.idempotency_key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
+        .optional()?;
+    if let Some((id, question, sel, exc, turn, call)) = existing {
+        let same = question == req.question
+            && sel == selection
+            && exc == exclusions
+            && turn == req.turn_id.to_string()
+            && call == req.call_id.to_string();
+        if !same {
+            return Err(StoreError::Conflict(
+                "this idempotency key already prepared a different research request".into(),
+            ));
+        }
+        let id = Uuid::try_parse(&id).map_err(|_| StoreError::Internal("stored request id is not a UUID".into()))?;
+        return Ok((ObjectRef::new(RefKind::ResearchRequest, id), false));
+    }
+    let id = Uuid::now_v7();
+    let r = ObjectRef::new(RefKind::ResearchRequest, id);
+    tx.execute(
+        "INSERT INTO research_requests (id, workspace_id, investigation_id, question, selection, exclusions, turn_id,
+                                        call_id, idempotency_key, requested_by, contract_fingerprint,
+                                        catalog_fingerprint, status, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'PENDING', ?13)",
+        params![
+            id.to_string(),
+            ws.to_string(),
+            inv.to_string(),
+            req.question,
+            selection,
+            exclusions,
+            req.turn_id.to_string(),
+            req.call_id.to_string(),
+            req.idempotency_key,
+            req.requested_by,
+            req.contract_fingerprint,
+            req.catalog_fingerprint,
+            now_rfc3339()
+        ],
+    )?;
+    audit(
+        &tx,
+        &req.requested_by,
+        "research.prepare",
+        Some(ws),
+        Some(&r),
+        &serde_json::json!({"selection": req.selection.len(), "exclusions": req.exclusions.len(),
+                            "contract_fingerprint": req.contract_fingerprint}),
+    )?;
+    tx.commit()?;
+    Ok((r, true))
+}
+
+/// The status of a pending request, or the conflict that says it is decided.
+fn require_pending(tx: &Transaction<'_>, ws: Uuid, request: &ObjectRef) -> Result<(String, String)> {
+    if request.kind() != RefKind::ResearchRequest {
+        return Err(StoreError::Invalid(format!("expected a `research_request:` reference, got `{request}`")));
+    }
+    let row: Option<(String, String, String)> = tx
+        .prepare_cached(
+            "SELECT status, contract_fingerprint, investigation_id FROM research_requests
+             WHERE id = ?1 AND workspace_id = ?2",
+        )?
+        .query_row(params![request.id().to_string(), ws.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let (status, fingerprint, inv) = row.ok_or_else(|| StoreError::NotFound(request.to_string()))?;
+    if status != "PENDING" {
+        return Err(StoreError::Conflict(format!("{request} is already decided ({status})")));
+    }
+    Ok((fingerprint, inv))
+}
+
+/// Grants a pending request: persists the grant (with the contract
+/// fingerprints in force), marks the request, creates the campaign and, in a
+/// SPECIMEN workspace, runs it synthetically — all in one transaction with
+/// its audit rows. A request prepared under another `research.prepare`
+/// contract is made void instead (R5) and the grant is refused.
+pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &GrantDecision) -> Result<GrantOutcome> {
+    validate_decision(d)?;
+    let tx = conn.transaction()?;
+    let (fingerprint, inv) = require_pending(&tx, ws, request)?;
+    let now = now_rfc3339();
+    if fingerprint != d.current_prepare_fingerprint {
+        let note = "prepared under another contract of research.prepare; prepare it again";
+        tx.execute(
+            "UPDATE research_requests SET status = 'VOID', decided_at = ?2, decided_by = ?3, decision_note = ?4
+             WHERE id = ?1",
+            params![request.id().to_string(), now, d.decided_by, note],
+        )?;
+        audit(
+            &tx,
+            &d.decided_by,
+            "research.void",
+            Some(ws),
+            Some(request),
+            &serde_json::json!({"prepared_under": fingerprint, "current": d.current_prepare_fingerprint}),
+        )?;
+        tx.commit()?;
+        return Err(StoreError::Conflict(format!("{request} is void: {note}")));
+    }
+    let expires = (Utc::now() + ChronoDuration::minutes(i64::from(d.expires_in_minutes)))
+        .to_rfc3339_opts(SecondsFormat::Millis, true);
+    let grant_id = Uuid::now_v7();
+    let grant = ObjectRef::new(RefKind::Grant, grant_id);
+    let scope = serde_json::to_value(&d.scope).map_err(|e| StoreError::Internal(e.to_string()))?;
+    let budget = serde_json::to_value(d.budget).map_err(|e| StoreError::Internal(e.to_string()))?;
+    tx.execute(
+        "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,
+                             decided_by, decided_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            grant_id.to_string(),
+            ws.to_string(),
+            inv,
+            scope.to_string(),
+            budget.to_string(),
+            expires,
+            d.contract_fingerprints.to_string(),
+            d.decided_by,
+            now
+        ],
+    )?;
+    tx.execute(
+        "UPDATE research_requests SET status = 'GRANTED', decided_at = ?2, decided_by = ?3, grant_id = ?4
+         WHERE id = ?1",
+        params![request.id().to_string(), now, d.decided_by, grant_id.to_string()],
+    )?;
+    audit(
+        &tx,
+        &d.decided_by,
+        "grant.decide",
+        Some(ws),
+        Some(&grant),
+        &serde_json::json!({"research_request": request, "scope": scope, "budget": budget, "expires_at": expires,
+                            "contract_fingerprints": d.contract_fingerprints}),
+    )?;
+    let class = Reads { conn: &tx }.workspace(ws)?.class;
+    let campaign_id = Uuid::now_v7();
+    let campaign = ObjectRef::new(RefKind::Campaign, campaign_id);
+    let (status, detail) = match class {
+        WorkspaceClass::Specimen => ("ADMITTED", "synthetic campaign (SPECIMEN): no network"),
+        WorkspaceClass::Real => ("PENDING", "waiting for the egress daemon (Tor); nothing has left this machine"),
+    };
+    tx.execute(
+        "INSERT INTO campaigns (id, workspace_id, investigation_id, grant_id, status, detail, created_at, updated_at,
+                                research_request_id, synthetic)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9)",
+        params![
+            campaign_id.to_string(),
+            ws.to_string(),
+            inv,
+            grant_id.to_string(),
+            status,
+            detail,
+            now,
+            request.id().to_string(),
+            class == WorkspaceClass::Specimen
+        ],
+    )?;
+    audit(&tx, "labfy", "campaign.create", Some(ws), Some(&campaign), &serde_json::json!({"status": status}))?;
+    if class == WorkspaceClass::Specimen {
+        run_synthetic(&tx, ws, &inv, request, &grant, &campaign, &d.scope, d.budget)?;
+    }
+    tx.commit()?;
+    Ok(GrantOutcome { grant, campaign })
+}
+
+/// Refuses a pending request, with the analyst's reason.
+pub(crate) fn refuse(conn: &mut Connection, ws: Uuid, request: &ObjectRef, reason: &str, by: &str) -> Result<()> {
+    check_text("reason", reason, MAX_DECISION_NOTE_CHARS)?;
+    check_text("decided_by", by, 200)?;
+    let tx = conn.transaction()?;
+    require_pending(&tx, ws, request)?;
+    tx.execute(
+        "UPDATE research_requests SET status = 'REFUSED', decided_at = ?2, decided_by = ?3, decision_note = ?4
+         WHERE id = ?1",
+        params![request.id().to_string(), now_rfc3339(), by, reason],
+    )?;
+    audit(
+        &tx,
+        by,
+        "research.refuse",
+        Some(ws),
+        Some(request),
+        &serde_json::json!({"reason_chars": reason.chars().count()}),
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Seeds the synthetic pages of a request: SHA-256 over its content, so the
+/// same request always yields the same pages.
+fn synthetic_seed(question: &str, selection: &[ObjectRef], exclusions: &[String]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(question.as_bytes());
+    for r in selection {
+        h.update([0]);
+        h.update(r.to_string().as_bytes());
+    }
+    for e in exclusions {
+        h.update([1]);
+        h.update(e.as_bytes());
+    }
+    h.finalize().into()
+}
+
+/// The synthetic campaign of a SPECIMEN workspace: up to
+/// [`SYNTHETIC_PAGES`] deterministic pages inside the granted scope and
+/// budget, each stored as evidence with its provenance (producer: the
+/// campaign; inputs: grant, request, selection) and `derived_from` relations
+/// to the selected evidence and entities. Runs inside the grant's
+/// transaction: either the whole campaign is stored or none of it.
+#[allow(clippy::too_many_arguments)]
+fn run_synthetic(
+    tx: &Transaction<'_>,
+    ws: Uuid,
+    inv: &str,
+    request: &ObjectRef,
+    grant: &ObjectRef,
+    campaign: &ObjectRef,
+    scope: &ResearchScope,
+    budget: ResearchBudget,
+) -> Result<()> {
+    let (question, selection, exclusions): (String, String, String) = tx
+        .prepare_cached("SELECT question, selection, exclusions FROM research_requests WHERE id = ?1")?
+        .query_row([request.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let selection: Vec<ObjectRef> = serde_json::from_str(&selection)
+        .map_err(|e| StoreError::Internal(format!("stored selection is invalid: {e}")))?;
+    let exclusions: Vec<String> = serde_json::from_str(&exclusions)
+        .map_err(|e| StoreError::Internal(format!("stored exclusions are invalid: {e}")))?;
+    let seed = synthetic_seed(&question, &selection, &exclusions);
+    let tag = hex::encode(&seed[..6]);
+    let planned = SYNTHETIC_PAGES.min(budget.max_requests);
+    let now = now_rfc3339();
+    tx.execute(
+        "UPDATE campaigns SET status = 'RUNNING', items_total = ?2, updated_at = ?3 WHERE id = ?1",
+        params![campaign.id().to_string(), planned, now],
+    )?;
+    let reads = Reads { conn: tx };
+    let labels: Vec<String> = selection
+        .iter()
+        .map(|r| reads.node(ws, r).map(|n| format!("{} ({})", n.label, r.kind())))
+        .collect::<Result<_>>()?;
+    let (mut done, mut failed, mut bytes, mut relations) = (0i64, 0i64, 0u64, 0i64);
+    let (mut first_seq, mut last_seq) = (None, 0);
+    for i in 0..planned {
+        let host = &scope.hosts[i as usize % scope.hosts.len()];
+        let host = host.strip_prefix("*.").map_or_else(|| host.clone(), |h| format!("www.{h}"));
+        let url = format!("https://{host}/labfy-synthetic/{tag}/{}", i + 1);
+        let figure = u32::from_be_bytes([seed[8 + i as usize], seed[9 + i as usize], 0, 0]) >> 16;
+        let content = format!(
+            "Page synthétique {n}/{planned} d'une campagne SPECIMEN : aucun réseau n'a été contacté.\n\
+             Adresse simulée : {url}\n\
+             Question de recherche : {question}\n\
+             Objets sélectionnés : {labels}\n\
+             Exclusions respectées : {excl}\n\
+             Constat simulé n° {figure} : la source mentionne à nouveau les objets sélectionnés \
+             dans un contexte daté, à vérifier par l'analyste.",
+            n = i + 1,
+            labels = labels.join(" ; "),
+            excl = if exclusions.is_empty() { "aucune".to_owned() } else { exclusions.join(" ; ") },
+        );
+        let len = content.len() as u64;
+        if bytes + len > budget.max_bytes {
+            failed += 1;
+            continue;
+        }
+        bytes += len;
+        let ev_id = Uuid::now_v7();
+        let ev = ObjectRef::new(RefKind::Evidence, ev_id);
+        tx.execute(
+            "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
+                                   collected_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
+            params![
+                ev_id.to_string(),
+                inv,
+                format!("Résultat synthétique {}/{planned} — {host}", i + 1),
+                content,
+                sha256_hex(content.as_bytes()),
+                url,
+                len as i64,
+                content.chars().count() as i64,
+                now
+            ],
+        )?;
+        let seq = tx.last_insert_rowid();
+        first_seq.get_or_insert(seq);
+        last_seq = seq;
+        let prov = Uuid::now_v7();
+        tx.execute(
+            "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
+             VALUES (?1, ?2, ?3, ?4, 'synthetic_fetch', ?5)",
+            params![prov.to_string(), inv, ev.to_string(), campaign.to_string(), now],
+        )?;
+        let inputs = [*grant, *request].into_iter().chain(selection.iter().copied());
+        for (pos, input) in inputs.enumerate() {
+            tx.execute(
+                "INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)",
+                params![prov.to_string(), pos as i64, input.to_string()],
+            )?;
+        }
+        for target in selection.iter().filter(|r| matches!(r.kind(), RefKind::Evidence | RefKind::Entity)) {
+            tx.execute(
+                "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at)
+                 VALUES (?1, ?2, 'derived_from', ?3, ?4, 1.0, ?5)",
+                params![Uuid::now_v7().to_string(), inv, ev.to_string(), target.to_string(), now],
+            )?;
+            relations += 1;
+        }
+        done += 1;
+    }
+    if let Some(first) = first_seq {
+        index_evidence(tx, first, last_seq)?;
+    }
+    tx.execute(
+        "UPDATE investigations SET evidence_count = evidence_count + ?2, provenance_count = provenance_count + ?2,
+                                   relation_count = relation_count + ?3
+         WHERE id = ?1",
+        params![inv, done, relations],
+    )?;
+    let detail = format!("synthetic campaign (SPECIMEN): {done} pages written, {failed} over budget, no network");
+    tx.execute(
+        "UPDATE campaigns SET status = 'COMPLETED', items_done = ?2, items_failed = ?3, bytes = ?4, detail = ?5,
+                              updated_at = ?6
+         WHERE id = ?1",
+        params![campaign.id().to_string(), done, failed, bytes as i64, detail, now_rfc3339()],
+    )?;
+    audit(
+        tx,
+        "labfy",
+        "campaign.complete",
+        Some(ws),
+        Some(campaign),
+        &serde_json::json!({"synthetic": true, "done": done, "failed": failed, "bytes": bytes}),
+    )
+}
+
+/// True when `grant` is unrevoked and its expiry is in the future.
+pub fn grant_is_active(grant: &Grant, now: DateTime<Utc>) -> bool {
+    grant.revoked_at.is_none()
+        && DateTime::parse_from_rfc3339(&grant.expires_at).is_ok_and(|t| t.with_timezone(&Utc) > now)
+}
+
+impl Reads<'_> {
+    /// The investigation an evidence item, entity or relation belongs to.
+    pub(crate) fn investigation_of(&self, r: &ObjectRef) -> Result<Option<Uuid>> {
+        let sql = match r.kind() {
+            RefKind::Evidence => "SELECT investigation_id FROM evidence WHERE id = ?1",
+            RefKind::Entity => "SELECT investigation_id FROM entities WHERE id = ?1",
+            RefKind::Relation => "SELECT investigation_id FROM relations WHERE id = ?1",
+            RefKind::Investigation => "SELECT id FROM investigations WHERE id = ?1",
+            _ => return Ok(None),
+        };
+        let id: Option<String> =
+            self.conn.prepare_cached(sql)?.query_row([r.id().to_string()], |row| row.get(0)).optional()?;
+        id.map(|s| Uuid::try_parse(&s).map_err(|_| StoreError::Internal(format!("bad investigation id `{s}`"))))
+            .transpose()
+    }
+
+    /// One research request with its decision, grant and campaign.
+    pub fn research_request(&self, ws: Uuid, request: &ObjectRef) -> Result<ResearchRequest> {
+        if request.kind() != RefKind::ResearchRequest {
+            return Err(StoreError::Invalid(format!("expected a `research_request:` reference, got `{request}`")));
+        }
+        let mut list = self.research_list(ws, "id = ?2", &request.id().to_string(), 1)?;
+        list.pop().ok_or_else(|| StoreError::NotFound(request.to_string()))
+    }
+
+    /// Research requests of an investigation, newest first (at most 100).
+    pub fn research_requests(&self, ws: Uuid, inv: &ObjectRef, limit: u32) -> Result<Vec<ResearchRequest>> {
+        if inv.kind() != RefKind::Investigation {
+            return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+        }
+        if limit == 0 || limit > MAX_RESEARCH_LIST {
+            return Err(StoreError::Invalid(format!("limit must be between 1 and {MAX_RESEARCH_LIST}, got {limit}")));
+        }
+        self.require_in_workspace(ws, inv)?;
+        self.research_list(ws, "investigation_id = ?2", &inv.id().to_string(), limit)
+    }
+
+    /// Research requests of a workspace waiting for a decision, oldest first.
+    pub fn pending_research(&self, ws: Uuid) -> Result<Vec<ResearchRequest>> {
+        self.research_list(ws, "status = ?2", "PENDING", MAX_RESEARCH_LIST)
+    }
+
+    fn research_list(&self, ws: Uuid, filter: &str, value: &str, limit: u32) -> Result<Vec<ResearchRequest>> {
+        let order = if value == "PENDING" { "ASC" } else { "DESC" };
+        let sql = format!(
+            "SELECT id, investigation_id, question, selection, exclusions, status, turn_id, call_id, requested_by,
+                    contract_fingerprint, catalog_fingerprint, created_at, decided_at, decided_by, decision_note,
+                    grant_id
+             FROM research_requests WHERE workspace_id = ?1 AND {filter} ORDER BY created_at {order}, id {order} LIMIT ?3"
+        );
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let rows: Vec<Row> = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(params![ws.to_string(), value, limit], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                    r.get(11)?,
+                    r.get(12)?,
+                    r.get(13)?,
+                    r.get(14)?,
+                    r.get(15)?,
+                ))
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        let uuid =
+            |s: &str| Uuid::try_parse(s).map_err(|_| StoreError::Internal(format!("stored id `{s}` is not a UUID")));
+        let json_err = |e: serde_json::Error| StoreError::Internal(format!("stored research JSON invalid: {e}"));
+        let now = Utc::now();
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id = ObjectRef::new(RefKind::ResearchRequest, uuid(&row.0)?);
+            let grant = match &row.15 {
+                Some(g) => Some(self.grant(ws, &ObjectRef::new(RefKind::Grant, uuid(g)?))?),
+                None => None,
+            };
+            let campaign = self.campaign_of_request(ws, &id)?;
+            out.push(ResearchRequest {
+                id,
+                investigation_id: ObjectRef::new(RefKind::Investigation, uuid(&row.1)?),
+                question: row.2,
+                selection: serde_json::from_str(&row.3).map_err(json_err)?,
+                exclusions: serde_json::from_str(&row.4).map_err(json_err)?,
+                status: row.5,
+                turn_id: uuid(&row.6)?,
+                call_id: uuid(&row.7)?,
+                requested_by: row.8,
+                contract_fingerprint: row.9,
+                catalog_fingerprint: row.10,
+                created_at: row.11,
+                decided_at: row.12,
+                decided_by: row.13,
+                decision_note: row.14,
+                grant_active: grant.as_ref().is_some_and(|g| grant_is_active(g, now)),
+                grant,
+                campaign,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The campaign started for a request, if any.
+    fn campaign_of_request(&self, ws: Uuid, request: &ObjectRef) -> Result<Option<Campaign>> {
+        let id: Option<String> = self
+            .conn
+            .prepare_cached("SELECT id FROM campaigns WHERE research_request_id = ?1 AND workspace_id = ?2")?
+            .query_row(params![request.id().to_string(), ws.to_string()], |r| r.get(0))
+            .optional()?;
+        match id {
+            Some(id) => {
+                let id = Uuid::try_parse(&id).map_err(|_| StoreError::Internal("stored campaign id".into()))?;
+                Ok(Some(self.campaign(ws, &ObjectRef::new(RefKind::Campaign, id))?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One campaign with the evidence it produced.
+    pub fn campaign(&self, ws: Uuid, campaign: &ObjectRef) -> Result<Campaign> {
+        if campaign.kind() != RefKind::Campaign {
+            return Err(StoreError::Invalid(format!("expected a `campaign:` reference, got `{campaign}`")));
+        }
+        self.require_in_workspace(ws, campaign)?;
+        let row: (String, String, String, bool, i64, i64, i64, i64, String, String) = self
+            .conn
+            .prepare_cached(
+                "SELECT grant_id, status, detail, synthetic, items_total, items_done, items_failed, bytes, created_at,
+                        updated_at FROM campaigns WHERE id = ?1",
+            )?
+            .query_row([campaign.id().to_string()], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            })?;
+        let evidence: Vec<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT object_ref FROM provenance WHERE producer = ?1 ORDER BY created_at, object_ref LIMIT ?2",
+            )?
+            .query_map(params![campaign.to_string(), MAX_CAMPAIGN_EVIDENCE], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?;
+        let grant = Uuid::try_parse(&row.0).map_err(|_| StoreError::Internal("stored grant id".into()))?;
+        Ok(Campaign {
+            id: *campaign,
+            grant_id: ObjectRef::new(RefKind::Grant, grant),
+            status: row.1,
+            detail: row.2,
+            synthetic: row.3,
+            items_total: row.4,
+            items_done: row.5,
+            items_failed: row.6,
+            bytes: row.7,
+            evidence: evidence
+                .iter()
+                .map(|e| e.parse().map_err(|e| StoreError::Internal(format!("stored evidence ref: {e}"))))
+                .collect::<Result<_>>()?,
+            created_at: row.8,
+            updated_at: row.9,
+        })
+    }
+}
