@@ -33,22 +33,32 @@ impl Db {
         F: FnOnce(Reads<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-            let conn = match pooled {
-                Some(c) => c,
-                None => ReadOnlyStore::open(&this.data_dir)?,
-            };
-            let out = f(conn.reads());
-            let mut pool = this.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if pool.len() < MAX_IDLE_READERS {
-                pool.push(conn);
-            }
-            out
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(ApiError::from)
+        tokio::task::spawn_blocking(move || this.read_blocking(f))
+            .await
+            .map_err(|e| ApiError::internal(&e))?
+            .map_err(ApiError::from)
+    }
+
+    /// Runs `f` with read models on a pooled read-only connection, on the
+    /// calling thread (call it from the blocking pool).
+    pub fn read_blocking<T>(&self, f: impl FnOnce(Reads<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => ReadOnlyStore::open(&self.data_dir)?,
+        };
+        let out = f(conn.reads());
+        let mut pool = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pool.len() < MAX_IDLE_READERS {
+            pool.push(conn);
+        }
+        out
+    }
+
+    /// Runs `f` with the writer, on the calling thread (from the blocking pool).
+    pub fn write_blocking<T>(&self, f: impl FnOnce(&mut Store) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut store = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut store)
     }
 
     /// Runs `f` with the (single) writer.
@@ -65,5 +75,16 @@ impl Db {
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(ApiError::from)
+    }
+}
+
+/// The gateway reaches the store only through the server's connections (SPEC G1).
+impl labfy_gateway::Backend for Db {
+    fn read(&self, f: &mut dyn FnMut(&Reads<'_>) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.read_blocking(|r| f(&r))
+    }
+
+    fn write(&self, f: &mut dyn FnMut(&mut Store) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.write_blocking(|s| f(s))
     }
 }

@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
         bail!("{} is a REAL workspace and this process is not isolated ({}) (SPEC P2)", chosen.id, isolation.detail);
     }
     tracing::info!(isolated = isolation.isolated, detail = %isolation.detail, "network isolation");
-    let mut state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default());
+    let mut state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default())?;
     if let Some(dir) = &args.runtime_dir {
         state = state.with_runtime_dir(dir.clone());
     }

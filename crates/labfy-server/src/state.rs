@@ -1,8 +1,11 @@
 //! The one application state (STYLE 7): a `Clone` handle of `Arc`s.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use labfy_gateway::{AgentGateway, Environment, Readiness, Scope};
+use labfy_store::WorkspaceClass;
 use uuid::Uuid;
 
 use crate::db::Db;
@@ -22,12 +25,24 @@ struct Inner {
     sessions: Sessions,
     allowed_hosts: [String; 2],
     workspace: Uuid,
+    class: WorkspaceClass,
+    gateway: Arc<AgentGateway>,
+    egress: Mutex<Option<(Instant, Readiness)>>,
 }
+
+/// How long an observed egress readiness is reused before asking again.
+pub const EGRESS_PROBE_TTL: Duration = Duration::from_secs(2);
+/// Longest wait for egress to answer a readiness probe.
+pub const EGRESS_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl AppState {
     /// State for a server listening on loopback `port`, browsing `workspace`.
-    pub fn new(db: Db, port: u16, workspace: Uuid, rate_limit: RateLimit) -> Self {
-        Self {
+    ///
+    /// Fails when the workspace does not exist or the catalog does not build.
+    pub fn new(db: Db, port: u16, workspace: Uuid, rate_limit: RateLimit) -> anyhow::Result<Self> {
+        let class = db.read_blocking(|r| r.workspace(workspace))?.class;
+        let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?);
+        Ok(Self {
             inner: Arc::new(Inner {
                 isolation: Isolation::detect(),
                 runtime_dir: None,
@@ -35,8 +50,11 @@ impl AppState {
                 sessions: Sessions::new(rate_limit),
                 allowed_hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
                 workspace,
+                class,
+                gateway,
+                egress: Mutex::new(None),
             }),
-        }
+        })
     }
 
     /// Records the supervisor's runtime directory (for `/api/v1/status`).
@@ -76,5 +94,57 @@ impl AppState {
     /// The workspace new sessions browse.
     pub fn workspace(&self) -> Uuid {
         self.inner.workspace
+    }
+
+    /// The agent tool gateway (SPEC G1): in memory, one per server instance.
+    pub fn gateway(&self) -> &Arc<AgentGateway> {
+        &self.inner.gateway
+    }
+
+    /// The workspace and class gateway calls act in.
+    pub fn scope(&self) -> Scope {
+        Scope { workspace: self.inner.workspace, class: self.inner.class }
+    }
+
+    /// What tool availability depends on: the egress daemon's readiness,
+    /// asked over IPC and reused for [`EGRESS_PROBE_TTL`], and the sandbox
+    /// (none in this build).
+    pub async fn environment(&self) -> Environment {
+        let cached = {
+            let slot = self.inner.egress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            slot.as_ref().filter(|(at, _)| at.elapsed() < EGRESS_PROBE_TTL).map(|(_, r)| r.clone())
+        };
+        let egress = match cached {
+            Some(r) => r,
+            None => {
+                let r = self.probe_egress().await;
+                *self.inner.egress.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((Instant::now(), r.clone()));
+                r
+            }
+        };
+        Environment { egress, sandbox: Readiness::not_ready("no sandbox is configured") }
+    }
+
+    async fn probe_egress(&self) -> Readiness {
+        use labfy_ipc::client::Client;
+        use labfy_ipc::messages::Boundary;
+        use labfy_ipc::messages::egress::{EgressRequest, EgressResponse};
+        let Some(dir) = self.runtime_dir() else {
+            return Readiness::not_ready("no egress daemon: this server was not started by `labfy up`");
+        };
+        let asked = async {
+            let secret = labfy_ipc::secret::read_secret(dir)?;
+            let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Egress);
+            let mut c: Client<EgressRequest, EgressResponse> =
+                Client::connect(&socket, Boundary::Egress, &secret).await?;
+            c.call(EgressRequest::Health {}).await
+        };
+        match tokio::time::timeout(EGRESS_PROBE_TIMEOUT, asked).await {
+            Ok(Ok(EgressResponse::Health(h))) => Readiness { ready: h.ready, detail: h.detail },
+            Ok(Ok(EgressResponse::Failed(f))) => Readiness::not_ready(format!("egress refused: {}", f.message)),
+            Ok(Err(e)) => Readiness::not_ready(format!("egress unreachable: {e}")),
+            Err(_) => Readiness::not_ready("egress did not answer in time"),
+        }
     }
 }

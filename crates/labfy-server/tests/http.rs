@@ -34,7 +34,7 @@ fn fixture_with(limit: RateLimit) -> Fixture {
     let specimen::SpecimenOutcome::Created { workspace, investigation, .. } = out else { panic!() };
     // A second workspace, to check isolation.
     specimen::generate(&mut store, SpecimenSpec { seed: 5, size: 10 }, &mut |_, _| {}).unwrap();
-    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit);
+    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit).unwrap();
     Fixture { _dir: dir, app: app(state), workspace: workspace.to_string(), investigation: investigation.to_string() }
 }
 

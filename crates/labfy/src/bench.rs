@@ -210,7 +210,8 @@ async fn http_bench(
     // reads are not rate limited anyway.
     let secured_l = listener::bind_loopback(listener::loopback(0))?;
     let secured_addr = secured_l.local_addr()?;
-    let state = AppState::new(db.clone(), secured_addr.port(), ws.id(), RateLimit::default());
+    let state = AppState::new(db.clone(), secured_addr.port(), ws.id(), RateLimit::default())
+        .map_err(|e| Failure::new(labfy_core::ErrorKind::Internal, e.to_string()))?;
     let stop = Arc::new(tokio::sync::Notify::new());
     let s1 = stop.clone();
     tokio::spawn(labfy_server::serve(secured_l, state, async move { s1.notified().await }));

@@ -1,4 +1,5 @@
 //! Routers: one function per area, each returning `Router<AppState>` (STYLE 7).
 
+pub mod agent;
 pub mod api;
 pub mod ui;

@@ -1,0 +1,702 @@
+//! `AgentGateway`: the pipeline capability → policy → service (G13) and the
+//! bounded, in-memory transport state: turns, results, events and
+//! idempotency records (G7–G10). Everything here disappears at shutdown.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use labfy_core::bounded::truncate_chars;
+use labfy_core::{ObjectRef, RefKind};
+use labfy_store::{StoreError, WorkspaceClass};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::backend::{self, Backend};
+use crate::canonical::canonical_json;
+use crate::catalog::{Authorization, Catalog, Environment, NetworkContact, Tool, ToolId};
+use crate::error::GatewayError;
+use crate::protocol::*;
+use crate::services::{self, Outcome};
+
+/// The workspace a request acts in, as the server knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// The session's workspace.
+    pub workspace: Uuid,
+    /// Its class.
+    pub class: WorkspaceClass,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CallState {
+    InFlight,
+    Done(Uuid),
+}
+
+#[derive(Debug, Clone)]
+struct IdemRecord {
+    intent: [u8; 32],
+    state: CallState,
+}
+
+#[derive(Default)]
+struct Memory {
+    results: VecDeque<Arc<ToolResult>>,
+    idem: HashMap<(Uuid, String), IdemRecord>,
+    call_ids: HashMap<(Uuid, Uuid), String>,
+    events: VecDeque<Event>,
+    last_sequence: u64,
+    turns: VecDeque<Turn>,
+}
+
+impl Memory {
+    fn turn_mut(&mut self, ws: Uuid, id: Uuid) -> Option<&mut Turn> {
+        self.turns.iter_mut().find(|t| t.workspace == ws && t.turn_id == id)
+    }
+
+    fn push_event(
+        &mut self,
+        ws: Uuid,
+        kind: EventType,
+        turn: Uuid,
+        call: Option<Uuid>,
+        refs: Vec<ObjectRef>,
+        payload: Value,
+    ) {
+        self.last_sequence += 1;
+        let payload = bound_payload(payload);
+        if self.events.len() == MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(Event {
+            sequence: self.last_sequence,
+            timestamp: now(),
+            kind,
+            turn_id: turn,
+            call_id: call,
+            refs,
+            payload,
+            workspace: ws,
+        });
+    }
+
+    fn push_result(&mut self, result: Arc<ToolResult>) {
+        if self.results.len() == MAX_RESULTS {
+            if let Some(old) = self.results.pop_front() {
+                // The idempotency record goes with its result (G10 bounds the
+                // memory); a later replay of that key runs again, and the
+                // store deduplicates durable effects by key (research.prepare).
+                self.idem.retain(|_, r| r.state != CallState::Done(old.result_id));
+                self.call_ids.remove(&(old.workspace, old.call_id));
+            }
+        }
+        self.results.push_back(result);
+    }
+
+    fn push_turn(&mut self, turn: Turn) {
+        if self.turns.len() == MAX_TURNS {
+            let finished = self
+                .turns
+                .iter()
+                .position(|t| matches!(t.status, TurnStatus::Completed | TurnStatus::Failed))
+                .unwrap_or(0);
+            self.turns.remove(finished);
+        }
+        self.turns.push_back(turn);
+    }
+}
+
+/// Cuts a payload to [`MAX_EVENT_PAYLOAD_BYTES`], saying so.
+fn bound_payload(payload: Value) -> Value {
+    let text = payload.to_string();
+    if text.len() <= MAX_EVENT_PAYLOAD_BYTES {
+        return payload;
+    }
+    json!({"truncated": true, "bytes": text.len(), "excerpt": truncate_chars(&text, 512)})
+}
+
+pub(crate) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn bounded(text: &str) -> String {
+    truncate_chars(text, MAX_DIAGNOSTIC_CHARS)
+}
+
+/// A stage's verdict before the service runs.
+struct Refusal {
+    status: ResultStatus,
+    stage: Stage,
+    diagnostic: String,
+}
+
+impl Refusal {
+    fn denied(stage: Stage, diagnostic: impl Into<String>) -> Self {
+        Self { status: ResultStatus::Denied, stage, diagnostic: diagnostic.into() }
+    }
+}
+
+/// Who makes a call: the actor recorded with durable effects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallOrigin<'a> {
+    pub(crate) actor: &'a str,
+}
+
+/// The agent tool gateway of one server instance (G1).
+pub struct AgentGateway {
+    catalog: Catalog,
+    backend: Arc<dyn Backend>,
+    memory: Mutex<Memory>,
+}
+
+impl std::fmt::Debug for AgentGateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentGateway").field("catalog", &self.catalog).finish_non_exhaustive()
+    }
+}
+
+impl AgentGateway {
+    /// A gateway over `backend` with the built-in catalog.
+    pub fn new(backend: Arc<dyn Backend>) -> Result<Self, crate::catalog::CatalogError> {
+        Ok(Self { catalog: Catalog::build()?, backend, memory: Mutex::new(Memory::default()) })
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        // Memory holds only bounded transport state; after a panic elsewhere
+        // its content is still consistent (every update is one assignment).
+        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens a turn. The demo agent's turns are opened and driven by
+    /// [`AgentGateway::run_demo_turn`]; manual turns are driven by `/calls`.
+    pub fn open_turn(&self, scope: Scope, req: &NewTurn) -> Result<Turn, GatewayError> {
+        let question = req.question.trim();
+        if question.is_empty() || req.question.chars().count() > MAX_QUESTION_CHARS {
+            return Err(GatewayError::Invalid(format!("question must be 1 to {MAX_QUESTION_CHARS} characters")));
+        }
+        if req.question.chars().any(|c| c.is_control() && c != '\n') {
+            return Err(GatewayError::Invalid("question contains control characters".into()));
+        }
+        if req.exclusions.len() > labfy_store::MAX_RESEARCH_EXCLUSIONS {
+            return Err(GatewayError::Invalid(format!("at most {} exclusions", labfy_store::MAX_RESEARCH_EXCLUSIONS)));
+        }
+        for e in &req.exclusions {
+            let n = e.chars().count();
+            if e.trim().is_empty() || n > labfy_store::MAX_EXCLUSION_CHARS || e.chars().any(char::is_control) {
+                return Err(GatewayError::Invalid(format!(
+                    "each exclusion must be 1 to {} printable characters",
+                    labfy_store::MAX_EXCLUSION_CHARS
+                )));
+            }
+        }
+        let investigation = match &req.investigation_id {
+            Some(text) => {
+                let r = ObjectRef::parse_kind(text, RefKind::Investigation)
+                    .map_err(|e| GatewayError::Invalid(format!("investigation_id: {e}")))?;
+                backend::read(self.backend(), |reads| reads.require_in_workspace(scope.workspace, &r))
+                    .map_err(|_| GatewayError::NotFound(format!("{r} does not exist in this workspace")))?;
+                r
+            }
+            None => backend::read(self.backend(), |reads| reads.investigations(scope.workspace))?
+                .first()
+                .map(|i| i.id)
+                .ok_or_else(|| GatewayError::NotFound("this workspace has no investigation".into()))?,
+        };
+        let stamp = now();
+        let turn = Turn {
+            turn_id: Uuid::new_v4(),
+            mode: req.mode.unwrap_or(TurnMode::Demo),
+            status: TurnStatus::Running,
+            question: question.to_owned(),
+            exclusions: req.exclusions.clone(),
+            investigation_id: investigation,
+            calls: 0,
+            result_ids: Vec::new(),
+            research_request: None,
+            summary: None,
+            summary_refs: Vec::new(),
+            error: None,
+            created_at: stamp.clone(),
+            updated_at: stamp,
+            workspace: scope.workspace,
+        };
+        let mut mem = self.memory();
+        mem.push_event(
+            scope.workspace,
+            EventType::TurnStarted,
+            turn.turn_id,
+            None,
+            vec![investigation],
+            json!({"question": truncate_chars(question, 512), "mode": turn.mode, "exclusions": turn.exclusions}),
+        );
+        mem.push_turn(turn.clone());
+        Ok(turn)
+    }
+
+    /// A turn of this workspace.
+    pub fn turn(&self, scope: Scope, id: Uuid) -> Result<Turn, GatewayError> {
+        self.memory().turn_mut(scope.workspace, id).map(|t| t.clone()).ok_or_else(|| {
+            GatewayError::NotFound(format!("no turn {id} in this workspace (finished turns are evicted)"))
+        })
+    }
+
+    /// A result of this workspace, while it is kept (G10).
+    pub fn result(&self, scope: Scope, id: Uuid) -> Result<Arc<ToolResult>, GatewayError> {
+        self.memory()
+            .results
+            .iter()
+            .find(|r| r.workspace == scope.workspace && r.result_id == id)
+            .cloned()
+            .ok_or_else(|| GatewayError::NotFound(format!("no result {id} in this workspace (evicted or never made)")))
+    }
+
+    /// Events of this workspace after `cursor` (G9), at most `limit`.
+    pub fn events(&self, scope: Scope, cursor: u64, limit: usize) -> EventPage {
+        let mem = self.memory();
+        let limit = limit.clamp(1, MAX_EVENTS_PER_POLL);
+        let oldest = mem.events.front().map_or(mem.last_sequence + 1, |e| e.sequence);
+        let missed = cursor + 1 < oldest && cursor < mem.last_sequence;
+        let events: Vec<Event> = mem
+            .events
+            .iter()
+            .filter(|e| e.sequence > cursor && e.workspace == scope.workspace)
+            .take(limit)
+            .cloned()
+            .collect();
+        // The cursor moves past other workspaces' events too; they are never
+        // shown here, and skipping them keeps polling cheap.
+        let next_cursor = match events.last() {
+            Some(e) if events.len() == limit => e.sequence,
+            _ => mem.last_sequence.max(cursor),
+        };
+        EventPage { events, next_cursor, missed }
+    }
+
+    /// Records an event from a driver (the demo agent's plan, a turn's end).
+    pub(crate) fn emit(&self, scope: Scope, kind: EventType, turn: Uuid, refs: Vec<ObjectRef>, payload: Value) {
+        self.memory().push_event(scope.workspace, kind, turn, None, refs, payload);
+    }
+
+    /// Updates a turn in place.
+    pub(crate) fn update_turn(&self, scope: Scope, id: Uuid, f: impl FnOnce(&mut Turn)) {
+        if let Some(t) = self.memory().turn_mut(scope.workspace, id) {
+            f(t);
+            t.updated_at = now();
+        }
+    }
+
+    /// One call through the whole pipeline (G7, G13). `Err` is a refusal of
+    /// the request itself (400/404/409); every tool outcome, refusals by
+    /// capability or policy included, is an `Ok` result with its status.
+    pub fn call(&self, scope: Scope, env: &Environment, req: CallRequest) -> Result<Arc<ToolResult>, GatewayError> {
+        self.call_as(scope, env, req, CallOrigin { actor: "agent:api" })
+    }
+
+    pub(crate) fn call_as(
+        &self,
+        scope: Scope,
+        env: &Environment,
+        req: CallRequest,
+        origin: CallOrigin<'_>,
+    ) -> Result<Arc<ToolResult>, GatewayError> {
+        let started = Instant::now();
+        check_envelope(&req)?;
+        let intent = intent_of(&req);
+        let ws = scope.workspace;
+        let key = (ws, req.idempotency_key.clone());
+        let calls_so_far = {
+            let mut mem = self.memory();
+            if let Some(rec) = mem.idem.get(&key) {
+                if rec.intent != intent {
+                    return Err(GatewayError::Conflict(
+                        "this idempotency key was used for a different call (G7)".into(),
+                    ));
+                }
+                return match rec.state {
+                    CallState::InFlight => {
+                        Err(GatewayError::Conflict("the call with this idempotency key is still in flight".into()))
+                    }
+                    CallState::Done(id) => mem
+                        .results
+                        .iter()
+                        .find(|r| r.result_id == id)
+                        .cloned()
+                        .ok_or_else(|| GatewayError::Conflict("the replayed result is gone".into())),
+                };
+            }
+            if mem.call_ids.contains_key(&(ws, req.call_id)) {
+                return Err(GatewayError::Conflict(format!(
+                    "call_id {} was already used with another idempotency key",
+                    req.call_id
+                )));
+            }
+            let turn = mem
+                .turn_mut(ws, req.turn_id)
+                .ok_or_else(|| GatewayError::NotFound(format!("no turn {} in this workspace", req.turn_id)))?;
+            if turn.status != TurnStatus::Running {
+                return Err(GatewayError::Conflict(format!(
+                    "turn {} is {:?}: it takes no calls now",
+                    req.turn_id, turn.status
+                )));
+            }
+            turn.calls += 1;
+            let calls = turn.calls;
+            mem.idem.insert(key.clone(), IdemRecord { intent, state: CallState::InFlight });
+            mem.call_ids.insert((ws, req.call_id), req.idempotency_key.clone());
+            mem.push_event(
+                ws,
+                EventType::ToolRequested,
+                req.turn_id,
+                Some(req.call_id),
+                vec![],
+                json!({"tool_id": truncate_chars(&req.tool_id, 64), "purpose": req.context.purpose}),
+            );
+            calls
+        };
+
+        let tool = ToolId::from_name(&req.tool_id).map(|id| self.catalog.tool(id));
+        let outcome = match self.check(scope, env, tool, &req, calls_so_far) {
+            Err(refusal) => Err(refusal),
+            Ok(tool) => {
+                self.memory().push_event(
+                    ws,
+                    EventType::ToolStarted,
+                    req.turn_id,
+                    Some(req.call_id),
+                    vec![],
+                    json!({"tool_id": tool.id.as_str()}),
+                );
+                Ok(self.serve(scope, env, tool, &req, origin))
+            }
+        };
+
+        let mut result = ToolResult {
+            result_id: Uuid::new_v4(),
+            call_id: req.call_id,
+            turn_id: req.turn_id,
+            tool_id: truncate_chars(&req.tool_id, 64),
+            status: ResultStatus::Completed,
+            stage: Stage::Service,
+            object_refs: vec![],
+            artifacts: vec![],
+            observations: vec![],
+            provenance_refs: vec![],
+            diagnostic: None,
+            risk_level: tool.map(|t| t.risk),
+            contract_fingerprint: tool.map(|t| t.fingerprint.clone()),
+            created_at: now(),
+            elapsed_us: 0,
+            workspace: ws,
+        };
+        match outcome {
+            Err(r) => {
+                result.status = r.status;
+                result.stage = r.stage;
+                result.diagnostic = Some(bounded(&r.diagnostic));
+            }
+            Ok(o) => {
+                result.status = o.status;
+                result.object_refs = o.object_refs;
+                result.artifacts = o.artifacts;
+                result.observations = o.observations;
+                result.provenance_refs = o.provenance_refs;
+                result.diagnostic = o.diagnostic.map(|d| bounded(&d));
+            }
+        }
+        result.elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Ok(self.seal(scope, key, result))
+    }
+
+    /// Capability, resolution and policy. On success, the tool to serve.
+    fn check<'c>(
+        &'c self,
+        scope: Scope,
+        env: &Environment,
+        tool: Option<&'c Tool>,
+        req: &CallRequest,
+        calls_so_far: u32,
+    ) -> Result<&'c Tool, Refusal> {
+        // 1. Capability: a catalog entry and its published schema (G4).
+        let Some(tool) = tool else {
+            return Err(Refusal::denied(
+                Stage::Capability,
+                format!(
+                    "unknown tool `{}`: the catalog (tool.catalog) lists every tool",
+                    truncate_chars(&req.tool_id, 64)
+                ),
+            ));
+        };
+        tool.validate(&req.input).map_err(|d| Refusal::denied(Stage::Capability, d))?;
+
+        // 2. Resolution: every reference exactly, in this workspace (G5).
+        let mut refs: Vec<(String, ObjectRef)> = Vec::new();
+        for field in &tool.refs {
+            let texts: Vec<(String, &str)> = match req.input.get(field.name) {
+                None | Some(Value::Null) => vec![],
+                Some(Value::String(s)) => vec![(format!("input.{}", field.name), s.as_str())],
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.as_str().map(|s| (format!("input.{}[{i}]", field.name), s)))
+                    .collect(),
+                Some(_) => vec![],
+            };
+            for (at, text) in texts {
+                let r: ObjectRef =
+                    text.parse().map_err(|e| Refusal::denied(Stage::Resolution, format!("{at}: {e}")))?;
+                if !field.kinds.contains(&r.kind()) {
+                    let allowed: Vec<&str> = field.kinds.iter().map(|k| k.as_str()).collect();
+                    return Err(Refusal::denied(
+                        Stage::Resolution,
+                        format!(
+                            "{at}: a `{}:` reference is not accepted here (expected {})",
+                            r.kind(),
+                            allowed.join(", ")
+                        ),
+                    ));
+                }
+                refs.push((at, r));
+            }
+        }
+        if let Some(text) = &req.context.investigation_id {
+            let r = ObjectRef::parse_kind(text, RefKind::Investigation)
+                .map_err(|e| Refusal::denied(Stage::Resolution, format!("context.investigation_id: {e}")))?;
+            refs.push(("context.investigation_id".into(), r));
+        }
+        for (i, text) in req.object_refs.iter().enumerate() {
+            let r: ObjectRef =
+                text.parse().map_err(|e| Refusal::denied(Stage::Resolution, format!("object_refs[{i}]: {e}")))?;
+            refs.push((format!("object_refs[{i}]"), r));
+        }
+        let ws = scope.workspace;
+        let missing = backend::read(self.backend(), |reads| {
+            for (at, r) in &refs {
+                match reads.require_in_workspace(ws, r) {
+                    Ok(()) => {}
+                    Err(StoreError::NotFound(_)) => {
+                        return Ok(Some(format!("{at}: {r} does not exist in this workspace")));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(None)
+        })
+        .map_err(|e| Refusal {
+            status: ResultStatus::Failed,
+            stage: Stage::Resolution,
+            diagnostic: format!("references could not be checked: {e}"),
+        })?;
+        if let Some(d) = missing {
+            return Err(Refusal::denied(Stage::Resolution, d));
+        }
+
+        // 3. Policy: availability, workspace class, budget, grants (G13).
+        let availability = tool.availability(scope.class, env);
+        if !availability.is_available() {
+            return Err(Refusal {
+                status: ResultStatus::Unavailable,
+                stage: Stage::Policy,
+                diagnostic: availability.reason.unwrap_or_default(),
+            });
+        }
+        if tool.network != NetworkContact::None && scope.class == WorkspaceClass::Specimen {
+            return Err(Refusal::denied(Stage::Policy, "SPECIMEN workspaces touch no network (W1)"));
+        }
+        if calls_so_far > MAX_CALLS_PER_TURN {
+            return Err(Refusal::denied(
+                Stage::Policy,
+                format!("turn budget exhausted: at most {MAX_CALLS_PER_TURN} calls per turn"),
+            ));
+        }
+        if tool.authorization == Authorization::ActiveGrant {
+            let grant = refs.iter().find(|(_, r)| r.kind() == RefKind::Grant).map(|(_, r)| *r);
+            let url = req.input.get("url").and_then(Value::as_str).unwrap_or_default();
+            if let Some(reason) = self.grant_refusal(ws, grant, url) {
+                return Err(Refusal {
+                    status: ResultStatus::AuthorizationRequired,
+                    stage: Stage::Policy,
+                    diagnostic: reason,
+                });
+            }
+        }
+        Ok(tool)
+    }
+
+    /// Why a grant does not cover a network call, or `None` when it does.
+    fn grant_refusal(&self, ws: Uuid, grant: Option<ObjectRef>, url: &str) -> Option<String> {
+        let Some(grant) = grant else {
+            return Some("an active human grant is required; prepare the research with research.prepare".into());
+        };
+        let stored = match backend::read(self.backend(), |r| r.grant(ws, &grant)) {
+            Ok(g) => g,
+            Err(e) => return Some(format!("{grant} cannot be used: {e}")),
+        };
+        if !labfy_store::grant_is_active(&stored, chrono::Utc::now()) {
+            return Some(format!("{grant} is revoked or expired; a human must grant a new research request"));
+        }
+        let host = url_host(url)?;
+        let hosts: Vec<String> = stored
+            .scope
+            .get("hosts")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let inside = hosts.iter().any(|p| match p.strip_prefix("*.") {
+            Some(base) => host.ends_with(&format!(".{base}")),
+            None => *p == host,
+        });
+        (!inside).then(|| format!("host `{}` is outside the scope of {grant}", truncate_chars(&host, 64)))
+    }
+
+    fn serve(
+        &self,
+        scope: Scope,
+        env: &Environment,
+        tool: &Tool,
+        req: &CallRequest,
+        origin: CallOrigin<'_>,
+    ) -> Outcome {
+        match services::run(self, scope, env, tool, req, origin) {
+            Ok(o) => o,
+            Err(e) => {
+                let diagnostic = match e.kind() {
+                    labfy_core::ErrorKind::Internal | labfy_core::ErrorKind::Storage => {
+                        tracing::error!(tool = tool.id.as_str(), error = %e, "tool service failed");
+                        "the service failed; see the server log".to_owned()
+                    }
+                    _ => e.to_string(),
+                };
+                Outcome::failed(diagnostic)
+            }
+        }
+    }
+
+    /// Bounds, stores and announces a result; ends the call's in-flight state.
+    fn seal(&self, scope: Scope, key: (Uuid, String), mut result: ToolResult) -> Arc<ToolResult> {
+        let size = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > MAX_RESULT_BYTES {
+            result.status = ResultStatus::Failed;
+            result.object_refs.clear();
+            result.artifacts.clear();
+            result.observations.clear();
+            result.provenance_refs.clear();
+            result.diagnostic = Some(format!(
+                "result of {size} bytes refused: the bound is {MAX_RESULT_BYTES} bytes (256 KiB); ask for less (a smaller limit or length)"
+            ));
+        }
+        let result = Arc::new(result);
+        let ws = scope.workspace;
+        let mut mem = self.memory();
+        mem.push_result(result.clone());
+        if let Some(rec) = mem.idem.get_mut(&key) {
+            rec.state = CallState::Done(result.result_id);
+        }
+        let paused = result.status == ResultStatus::AuthorizationRequired
+            && result.object_refs.first().is_some_and(|r| r.kind() == RefKind::ResearchRequest);
+        if let Some(turn) = mem.turn_mut(ws, result.turn_id) {
+            if turn.result_ids.len() < MAX_CALLS_PER_TURN as usize + 1 {
+                turn.result_ids.push(result.result_id);
+            }
+            if paused {
+                turn.status = TurnStatus::AuthorizationRequired;
+                turn.research_request = result.object_refs.first().copied();
+            }
+            turn.updated_at = now();
+        }
+        mem.push_event(
+            ws,
+            EventType::ToolCompleted,
+            result.turn_id,
+            Some(result.call_id),
+            result.object_refs.iter().take(16).copied().collect(),
+            json!({
+                "tool_id": result.tool_id, "status": result.status, "result_id": result.result_id,
+                "stage": result.stage, "diagnostic": result.diagnostic.as_deref().map(|d| truncate_chars(d, 300)),
+                "observations": result.observations.iter().take(4).collect::<Vec<_>>(),
+            }),
+        );
+        if paused {
+            mem.push_event(
+                ws,
+                EventType::AuthorizationRequired,
+                result.turn_id,
+                Some(result.call_id),
+                result.object_refs.clone(),
+                json!({
+                    "research_request": result.object_refs.first(),
+                    "risk_level": result.risk_level,
+                    "contract_fingerprint": result.contract_fingerprint,
+                    "message": "Une décision humaine est requise : examinez et accordez ou refusez la recherche préparée.",
+                }),
+            );
+        }
+        result
+    }
+}
+
+/// The host of an `http(s)` URL, lower-cased, or `None` when it has none.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.contains('@') {
+        return None;
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+fn check_envelope(req: &CallRequest) -> Result<(), GatewayError> {
+    let key = &req.idempotency_key;
+    if key.trim().is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {
+        return Err(GatewayError::Invalid(format!(
+            "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters"
+        )));
+    }
+    if req.call_id == req.turn_id {
+        return Err(GatewayError::Invalid("call_id must differ from turn_id".into()));
+    }
+    if req.object_refs.len() > MAX_CALL_OBJECT_REFS {
+        return Err(GatewayError::Invalid(format!("at most {MAX_CALL_OBJECT_REFS} object_refs")));
+    }
+    if req.context.purpose.as_ref().is_some_and(|p| p.chars().count() > MAX_PURPOSE_CHARS) {
+        return Err(GatewayError::Invalid(format!("context.purpose is at most {MAX_PURPOSE_CHARS} characters")));
+    }
+    if req.tool_id.len() > 256 {
+        return Err(GatewayError::Invalid("tool_id is at most 256 bytes".into()));
+    }
+    Ok(())
+}
+
+/// SHA-256 of everything that makes a call what it is (G7).
+fn intent_of(req: &CallRequest) -> [u8; 32] {
+    let v = json!({
+        "turn_id": req.turn_id, "call_id": req.call_id, "tool_id": req.tool_id, "input": req.input,
+        "context": req.context, "object_refs": req.object_refs,
+    });
+    Sha256::digest(canonical_json(&v).as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_host;
+
+    #[test]
+    fn url_host_takes_the_authority_only() {
+        assert_eq!(url_host("https://Example.org/a?b#c").as_deref(), Some("example.org"));
+        assert_eq!(url_host("http://example.org:8443/x").as_deref(), Some("example.org"));
+        assert_eq!(url_host("https://user@example.org/"), None);
+        assert_eq!(url_host("ftp://example.org/"), None);
+        assert_eq!(url_host("https:///path"), None);
+    }
+}

@@ -1,0 +1,19 @@
+#![doc = include_str!("../README.md")]
+
+pub mod backend;
+pub mod canonical;
+pub mod catalog;
+mod error;
+mod gateway;
+pub mod protocol;
+mod services;
+mod turns;
+
+pub use backend::{Backend, DirectBackend};
+pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
+pub use error::GatewayError;
+pub use gateway::{AgentGateway, Scope};
+pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, keywords};
+
+#[cfg(test)]
+mod tests;

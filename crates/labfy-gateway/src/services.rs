@@ -1,0 +1,300 @@
+//! The service stage (G13): each tool delegates to the store's read models
+//! and command handlers (G1). Inputs are already validated against the
+//! published schema and every reference is resolved, so the getters here only
+//! apply the schema's defaults.
+
+use labfy_core::{ObjectRef, RefKind};
+use labfy_store::{NewResearchRequest, StoreError};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::backend;
+use crate::catalog::{Tool, ToolId};
+use crate::gateway::{AgentGateway, CallOrigin, Scope};
+use crate::protocol::{Artifact, CallRequest, ResultStatus, trust};
+
+/// What a service produced.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) status: ResultStatus,
+    pub(crate) object_refs: Vec<ObjectRef>,
+    pub(crate) artifacts: Vec<Artifact>,
+    pub(crate) observations: Vec<String>,
+    pub(crate) provenance_refs: Vec<ObjectRef>,
+    pub(crate) diagnostic: Option<String>,
+}
+
+impl Outcome {
+    fn completed(kind: &'static str, trust: &'static str, data: impl Serialize) -> Result<Self, StoreError> {
+        Ok(Self {
+            status: ResultStatus::Completed,
+            object_refs: vec![],
+            artifacts: vec![Artifact {
+                kind,
+                trust,
+                data: serde_json::to_value(data).map_err(|e| StoreError::Internal(e.to_string()))?,
+            }],
+            observations: vec![],
+            provenance_refs: vec![],
+            diagnostic: None,
+        })
+    }
+
+    pub(crate) fn failed(diagnostic: String) -> Self {
+        Self {
+            status: ResultStatus::Failed,
+            object_refs: vec![],
+            artifacts: vec![],
+            observations: vec![],
+            provenance_refs: vec![],
+            diagnostic: Some(diagnostic),
+        }
+    }
+
+    fn refs(mut self, refs: impl IntoIterator<Item = ObjectRef>) -> Self {
+        self.object_refs.extend(refs);
+        self
+    }
+
+    fn observe(mut self, line: String) -> Self {
+        self.observations.push(line);
+        self
+    }
+}
+
+fn reference(input: &Value, name: &str) -> Result<ObjectRef, StoreError> {
+    input
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| StoreError::Internal(format!("validated input lacks `{name}`")))?
+        .parse()
+        .map_err(|e| StoreError::Internal(format!("validated `{name}` does not parse: {e}")))
+}
+
+fn optional_reference(input: &Value, name: &str) -> Result<Option<ObjectRef>, StoreError> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => reference(input, name).map(Some),
+    }
+}
+
+fn references(input: &Value, name: &str) -> Result<Vec<ObjectRef>, StoreError> {
+    input
+        .get(name)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| {
+                    v.as_str()
+                        .unwrap_or_default()
+                        .parse()
+                        .map_err(|e| StoreError::Internal(format!("validated `{name}` does not parse: {e}")))
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| Ok(vec![]))
+}
+
+fn number(input: &Value, name: &str, default: u64) -> u64 {
+    input.get(name).and_then(Value::as_u64).unwrap_or(default)
+}
+
+fn text<'v>(input: &'v Value, name: &str) -> &'v str {
+    input.get(name).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn strings(input: &Value, name: &str) -> Vec<String> {
+    input
+        .get(name)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Limits are bounded by the schema (at most 100), so they fit in `u32`.
+fn small(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Runs the service of `tool`.
+pub(crate) fn run(
+    gw: &AgentGateway,
+    scope: Scope,
+    env: &crate::catalog::Environment,
+    tool: &Tool,
+    req: &CallRequest,
+    origin: CallOrigin<'_>,
+) -> Result<Outcome, StoreError> {
+    let ws = scope.workspace;
+    let input = &req.input;
+    let b = gw.backend();
+    match tool.id {
+        ToolId::InvestigationGetOverview => {
+            let inv = reference(input, "investigation_id")?;
+            let o = backend::read(b, |r| r.overview(ws, &inv))?;
+            let refs: Vec<ObjectRef> = std::iter::once(inv)
+                .chain(o.top_entities.iter().map(|e| e.id))
+                .chain(o.recent_evidence.iter().map(|e| e.id))
+                .collect();
+            let line = format!(
+                "{} evidence, {} entities, {} relations",
+                o.counts.evidence, o.counts.entities, o.counts.relations
+            );
+            Ok(Outcome::completed("overview", trust::UNTRUSTED, o)?.refs(refs).observe(line))
+        }
+        ToolId::InvestigationSearch => {
+            let inv = reference(input, "investigation_id")?;
+            let query = text(input, "query").to_owned();
+            let limit = small(number(input, "limit", 10));
+            let s = backend::read(b, |r| r.search(ws, &inv, &query, limit))?;
+            let refs: Vec<ObjectRef> = s.hits.iter().map(|h| h.id).collect();
+            let line = format!("{} hits{}", s.hits.len(), if s.truncated { " (more exist)" } else { "" });
+            Ok(Outcome::completed("search_result", trust::UNTRUSTED, s)?.refs(refs).observe(line))
+        }
+        ToolId::InvestigationFindCorrelations => {
+            let inv = reference(input, "investigation_id")?;
+            let focus = optional_reference(input, "focus_evidence_id")?;
+            let limit = small(number(input, "limit", 10));
+            let c = backend::read(b, |r| r.correlations(ws, &inv, focus.as_ref(), limit))?;
+            let refs: Vec<ObjectRef> = c.iter().map(|x| x.entity.id).collect();
+            let line = format!("{} shared entities", c.len());
+            Ok(Outcome::completed("correlations", trust::UNTRUSTED, c)?.refs(refs).observe(line))
+        }
+        ToolId::GraphGetNode => {
+            let node = reference(input, "node_id")?;
+            let n = backend::read(b, |r| r.node(ws, &node))?;
+            let line = format!("degree {}", n.degree);
+            Ok(Outcome::completed("node", trust::UNTRUSTED, n)?.refs([node]).observe(line))
+        }
+        ToolId::GraphGetNeighbors => {
+            let node = reference(input, "node_id")?;
+            let limit = small(number(input, "limit", 20));
+            let n = backend::read(b, |r| r.neighbors(ws, &node, limit))?;
+            let refs: Vec<ObjectRef> = n.neighbors.iter().map(|x| x.node.id).collect();
+            let line = format!("{} of {} neighbours", n.neighbors.len(), n.total);
+            Ok(Outcome::completed("neighbors", trust::UNTRUSTED, n)?.refs(refs).observe(line))
+        }
+        ToolId::EvidenceGetSummary => {
+            let ev = reference(input, "evidence_id")?;
+            let s = backend::read(b, |r| r.evidence_summary(ws, &ev))?;
+            let refs: Vec<ObjectRef> = std::iter::once(ev).chain(s.entities.iter().map(|e| e.id)).collect();
+            let line = format!("{} bytes, {} entities mentioned", s.byte_len, s.entities.len());
+            Ok(Outcome::completed("evidence_summary", trust::UNTRUSTED, s)?.refs(refs).observe(line))
+        }
+        ToolId::EvidenceReadExcerpt => {
+            let ev = reference(input, "evidence_id")?;
+            let (offset, length) = (number(input, "offset", 0), small(number(input, "length", 1000)));
+            let x = backend::read(b, |r| r.excerpt(ws, &ev, offset, length))?;
+            let line = format!("characters {}–{} of {}", x.offset, x.offset + x.length, x.total_chars);
+            Ok(Outcome::completed("excerpt", trust::UNTRUSTED, x)?.refs([ev]).observe(line))
+        }
+        ToolId::ProvenanceTrace => {
+            let obj = reference(input, "object_id")?;
+            let depth = small(number(input, "depth", 4));
+            let t = backend::read(b, |r| r.provenance_trace(ws, &obj, depth))?;
+            let prov: Vec<ObjectRef> = t.records.iter().map(|p| p.id).collect();
+            let line = format!("{} provenance records{}", prov.len(), if t.truncated { " (bounded)" } else { "" });
+            let mut o = Outcome::completed("provenance_trace", trust::UNTRUSTED, t)?.refs([obj]).observe(line);
+            o.provenance_refs = prov;
+            Ok(o)
+        }
+        ToolId::JobsGet => {
+            let job = reference(input, "job_id")?;
+            let j = backend::read(b, |r| r.job(ws, &job))?;
+            let line = format!("{} at {:.0} %", j.status, j.progress * 100.0);
+            Ok(Outcome::completed("job", trust::LABFY, j)?.refs([job]).observe(line))
+        }
+        ToolId::ToolCatalog => {
+            let tools: Vec<Value> = gw
+                .catalog()
+                .tools()
+                .iter()
+                .map(|t| {
+                    json!({"tool_id": t.id.as_str(), "risk_level": t.risk,
+                           "contract_fingerprint": t.fingerprint,
+                           "availability": t.availability(scope.class, env)})
+                })
+                .collect();
+            Outcome::completed(
+                "catalog",
+                trust::LABFY,
+                json!({"catalog_fingerprint": gw.catalog().fingerprint(), "tools": tools}),
+            )
+        }
+        ToolId::ToolDocsRead => {
+            let id = ToolId::from_name(text(input, "tool_id"))
+                .ok_or_else(|| StoreError::Internal("validated tool_id is not in the catalog".into()))?;
+            let t = gw.catalog().tool(id);
+            Outcome::completed("tool_contract", trust::LABFY, gw.catalog().published(t, scope.class, env))
+        }
+        ToolId::SandboxExec | ToolId::WebFetch => {
+            // Policy lets these through only when their dependency reports
+            // ready; this build has neither a sandbox runner nor the egress
+            // fetch protocol, so availability stops them first.
+            Ok(Outcome {
+                status: ResultStatus::Unavailable,
+                diagnostic: Some(format!("{} has no runner in this build", tool.id.as_str())),
+                ..Outcome::failed(String::new())
+            })
+        }
+        ToolId::AgentPropose => {
+            let refs = references(input, "object_ids")?;
+            let proposal = json!({"kind": text(input, "kind"), "text": text(input, "text"), "object_ids": refs,
+                                  "stored": false});
+            Ok(Outcome::completed("proposal", trust::UNTRUSTED, proposal)?
+                .refs(refs)
+                .observe("proposal shown to the analyst; nothing stored".into()))
+        }
+        ToolId::ResearchGetState => {
+            let inv = reference(input, "investigation_id")?;
+            let one = optional_reference(input, "research_request_id")?;
+            let requests = backend::read(b, |r| match &one {
+                Some(req) => {
+                    let x = r.research_request(ws, req)?;
+                    if x.investigation_id != inv {
+                        return Err(StoreError::Invalid(format!("{req} belongs to another investigation")));
+                    }
+                    Ok(vec![x])
+                }
+                None => r.research_requests(ws, &inv, 20),
+            })?;
+            let mut refs = Vec::new();
+            let mut evidence = Vec::new();
+            for x in &requests {
+                refs.push(x.id);
+                refs.extend(x.grant.as_ref().map(|g| g.id));
+                if let Some(c) = &x.campaign {
+                    refs.push(c.id);
+                    evidence.extend(c.evidence.iter().copied());
+                }
+            }
+            refs.extend(evidence.iter().copied());
+            let line = format!("{} research requests", requests.len());
+            Ok(Outcome::completed("research_state", trust::UNTRUSTED, requests)?.refs(refs).observe(line))
+        }
+        ToolId::ResearchPrepare => {
+            let new = NewResearchRequest {
+                selection: references(input, "selection_ids")?,
+                question: text(input, "question").to_owned(),
+                exclusions: strings(input, "exclusions"),
+                turn_id: req.turn_id,
+                call_id: req.call_id,
+                idempotency_key: req.idempotency_key.clone(),
+                requested_by: origin.actor.to_owned(),
+                contract_fingerprint: tool.fingerprint.clone(),
+                catalog_fingerprint: gw.catalog().fingerprint().to_owned(),
+            };
+            let (request, created) = backend::write(b, |s| s.prepare_research(ws, &new))?;
+            let stored = backend::read(b, |r| r.research_request(ws, &request))?;
+            let line = if created { "research request prepared" } else { "research request already prepared (replay)" };
+            let mut o = Outcome::completed("research_request", trust::UNTRUSTED, stored)?
+                .refs([request])
+                .observe(line.to_owned())
+                .observe("no grant, no campaign, no network: a human decides".to_owned());
+            o.status = ResultStatus::AuthorizationRequired;
+            o.diagnostic = Some(format!("{request} waits for a human decision (grant or refuse) in the UI"));
+            debug_assert_eq!(request.kind(), RefKind::ResearchRequest);
+            Ok(o)
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Agent tool routes (SPEC G6) and the human decision on prepared research
+//! (G11, W4). Every route is behind `security::guard`: exact Host and session
+//! for all, plus Origin, CSRF and the rate limit for every POST. Gateway work
+//! runs on the blocking pool: the gateway reaches the store synchronously
+//! through the server's own connections.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use labfy_core::{ObjectRef, RefKind};
+use labfy_gateway::protocol::{CallRequest, EventPage, NewTurn, TurnMode};
+use labfy_gateway::{DEMO_AGENT_LABEL, GatewayError};
+use labfy_store::{GrantDecision, ResearchBudget, ResearchScope};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiQuery, path_ref};
+use crate::state::AppState;
+
+/// Who decides, as recorded with grants and in the audit log: the analyst at
+/// this workstation's local session (the appliance has one user).
+pub const ANALYST: &str = "analyst";
+
+/// The agent and research routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/agent-tools/catalog", get(catalog))
+        .route("/api/v1/agent-tools/turns", post(start_turn))
+        .route("/api/v1/agent-tools/turns/{turn_id}", get(turn))
+        .route("/api/v1/agent-tools/turns/{turn_id}/resume", post(resume))
+        .route("/api/v1/agent-tools/calls", post(call))
+        .route("/api/v1/agent-tools/results/{result_id}", get(result))
+        .route("/api/v1/agent-tools/events", get(events))
+        .route("/api/v1/research/requests", get(research_requests))
+        .route("/api/v1/research/requests/{request}", get(research_request))
+        .route("/api/v1/research/requests/{request}/grant", post(grant))
+        .route("/api/v1/research/requests/{request}/refuse", post(refuse))
+        .route("/api/v1/grants/{grant}", get(grant_detail))
+        .route("/api/v1/grants/{grant}/revoke", post(revoke))
+}
+
+impl From<GatewayError> for ApiError {
+    fn from(e: GatewayError) -> Self {
+        match e {
+            GatewayError::Store(s) => s.into(),
+            other => {
+                let status = match other.kind() {
+                    labfy_core::ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+                    labfy_core::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+                    labfy_core::ErrorKind::Conflict => StatusCode::CONFLICT,
+                    labfy_core::ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                ApiError::new(status, other.kind().code(), other.to_string())
+            }
+        }
+    }
+}
+
+/// Runs gateway work on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(&e))?.map_err(ApiError::from)
+}
+
+fn uuid_param(name: &str, text: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(text).map_err(|_| ApiError::bad_request(format!("{name} must be a UUID")))
+}
+
+async fn catalog(State(st): State<AppState>) -> Json<Value> {
+    let env = st.environment().await;
+    let mut published = st.gateway().catalog().publish(st.scope().class, &env);
+    if let Value::Object(map) = &mut published {
+        map.insert("agent".into(), json!({"mode": "demo", "label": DEMO_AGENT_LABEL}));
+        map.insert("environment".into(), json!(env));
+    }
+    Json(published)
+}
+
+async fn start_turn(
+    State(st): State<AppState>,
+    ApiJson(req): ApiJson<NewTurn>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let env = st.environment().await;
+    let (gw, scope) = (st.gateway().clone(), st.scope());
+    let turn = blocking(move || match req.mode.unwrap_or(TurnMode::Demo) {
+        TurnMode::Demo => gw.run_demo_turn(scope, &env, &req),
+        TurnMode::Manual => gw.open_turn(scope, &req),
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(json!(turn))))
+}
+
+async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = uuid_param("turn_id", &id)?;
+    Ok(Json(json!(st.gateway().turn(st.scope(), id)?)))
+}
+
+async fn resume(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = uuid_param("turn_id", &id)?;
+    let env = st.environment().await;
+    let (gw, scope) = (st.gateway().clone(), st.scope());
+    Ok(Json(json!(blocking(move || gw.resume(scope, &env, id)).await?)))
+}
+
+async fn call(State(st): State<AppState>, ApiJson(req): ApiJson<CallRequest>) -> ApiResult<Json<Value>> {
+    let env = st.environment().await;
+    let (gw, scope) = (st.gateway().clone(), st.scope());
+    let result = blocking(move || gw.call(scope, &env, req)).await?;
+    Ok(Json(json!(*result)))
+}
+
+async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = uuid_param("result_id", &id)?;
+    Ok(Json(json!(*st.gateway().result(st.scope(), id)?)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    cursor: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> Json<EventPage> {
+    let limit = q.limit.unwrap_or(labfy_gateway::protocol::MAX_EVENTS_PER_POLL);
+    Json(st.gateway().events(st.scope(), q.cursor, limit))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResearchQuery {
+    /// `pending` (default) or an investigation's requests with `investigation`.
+    #[serde(default)]
+    investigation: Option<String>,
+}
+
+async fn research_requests(State(st): State<AppState>, ApiQuery(q): ApiQuery<ResearchQuery>) -> ApiResult<Json<Value>> {
+    let ws = st.workspace();
+    let fingerprint = prepare_fingerprint(&st);
+    let list = match q.investigation {
+        Some(text) => {
+            let inv = path_ref(&text, Some(RefKind::Investigation))?;
+            st.db().read(move |r| r.research_requests(ws, &inv, labfy_store::MAX_RESEARCH_LIST)).await?
+        }
+        None => st.db().read(move |r| r.pending_research(ws)).await?,
+    };
+    Ok(Json(json!({"requests": list, "current_contract_fingerprint": fingerprint,
+                   "risk_level": st.gateway().catalog().tool(labfy_gateway::ToolId::ResearchPrepare).risk})))
+}
+
+fn prepare_fingerprint(st: &AppState) -> String {
+    st.gateway().catalog().tool(labfy_gateway::ToolId::ResearchPrepare).fingerprint.clone()
+}
+
+async fn research_request(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let r = path_ref(&id, Some(RefKind::ResearchRequest))?;
+    let ws = st.workspace();
+    let stored = st.db().read(move |reads| reads.research_request(ws, &r)).await?;
+    Ok(Json(json!({"request": stored, "current_contract_fingerprint": prepare_fingerprint(&st)})))
+}
+
+/// The human decision to grant (closed: nothing else is accepted).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    scope: ResearchScope,
+    budget: ResearchBudget,
+    expires_in_minutes: u32,
+}
+
+async fn grant(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<GrantBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let r = path_ref(&id, Some(RefKind::ResearchRequest))?;
+    let ws = st.workspace();
+    let catalog = st.gateway().catalog();
+    let decision = GrantDecision {
+        scope: body.scope,
+        budget: body.budget,
+        expires_in_minutes: body.expires_in_minutes,
+        contract_fingerprints: catalog.fingerprints(),
+        current_prepare_fingerprint: prepare_fingerprint(&st),
+        decided_by: ANALYST.to_owned(),
+    };
+    let outcome = st.db().write(move |s| s.grant_research(ws, &r, &decision)).await?;
+    tracing::info!(grant = %outcome.grant, campaign = %outcome.campaign, "research granted");
+    Ok((StatusCode::CREATED, Json(json!(outcome))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefuseBody {
+    reason: String,
+}
+
+async fn refuse(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RefuseBody>,
+) -> ApiResult<Json<Value>> {
+    let r = path_ref(&id, Some(RefKind::ResearchRequest))?;
+    let ws = st.workspace();
+    st.db().write(move |s| s.refuse_research(ws, &r, &body.reason, ANALYST)).await?;
+    Ok(Json(json!({"refused": r})))
+}
+
+async fn grant_detail(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let ws = st.workspace();
+    let stored = st.db().read(move |r| r.grant(ws, &g)).await?;
+    let active = labfy_store::grant_is_active(&stored, chrono::Utc::now());
+    Ok(Json(json!({"grant": stored, "active": active})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeBody {}
+
+async fn revoke(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(_): ApiJson<RevokeBody>,
+) -> ApiResult<Json<Value>> {
+    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let ws = st.workspace();
+    st.db().write(move |s| s.revoke_grant(ws, &g, ANALYST)).await?;
+    Ok(Json(json!({"revoked": g})))
+}
