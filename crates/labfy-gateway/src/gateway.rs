@@ -545,7 +545,11 @@ impl AgentGateway {
         if !labfy_store::grant_is_active(&stored, chrono::Utc::now()) {
             return Some(format!("{grant} is revoked or expired; a human must grant a new research request"));
         }
-        let host = url_host(url)?;
+        // A URL whose host cannot be checked (credentials, another scheme, no
+        // host) is outside every scope; it must not pass as "no refusal".
+        let Some(host) = url_host(url) else {
+            return Some(format!("`{}` has no http(s) host that {grant} could cover", truncate_chars(url, 64)));
+        };
         let hosts: Vec<String> = stored
             .scope
             .get("hosts")

@@ -95,8 +95,19 @@ fn references(input: &Value, name: &str) -> Result<Vec<ObjectRef>, StoreError> {
         .unwrap_or_else(|| Ok(vec![]))
 }
 
+/// An integer field, or its default when absent. JSON Schema counts `40.0`
+/// as an integer, so the schema accepts it: the service must use it too,
+/// not fall back to the default.
 fn number(input: &Value, name: &str, default: u64) -> u64 {
-    input.get(name).and_then(Value::as_u64).unwrap_or(default)
+    input
+        .get(name)
+        .and_then(|v| {
+            v.as_u64().or_else(|| {
+                // Bounded by the schema (at most 10^7), so the cast is exact.
+                v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=9.0e15).contains(f)).map(|f| f as u64)
+            })
+        })
+        .unwrap_or(default)
 }
 
 fn text<'v>(input: &'v Value, name: &str) -> &'v str {

@@ -148,13 +148,7 @@ impl AgentGateway {
         self.turn(scope, turn.turn_id)
     }
 
-    fn demo_steps(
-        &self,
-        d: &mut Driver<'_>,
-        turn: &Turn,
-        terms: &[String],
-        plan: &mut [String],
-    ) -> Result<(), String> {
+    fn demo_steps(&self, d: &mut Driver<'_>, turn: &Turn, terms: &[String], plan: &mut [String]) -> Result<(), String> {
         let inv = turn.investigation_id.to_string();
         let step = |r: Result<Arc<ToolResult>, GatewayError>| -> Result<Arc<ToolResult>, String> {
             let r = r.map_err(|e| e.to_string())?;
@@ -308,7 +302,16 @@ impl AgentGateway {
                 idempotency_key: format!("resume:{turn_id}:{request}"),
             },
             CallOrigin { actor: DEMO_ACTOR },
-        )?;
+        );
+        // The turn was claimed (Running): any refusal ends it rather than
+        // leaving it running with no driver.
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail_turn(scope, turn_id, &e.to_string());
+                return Err(e);
+            }
+        };
         if r.status != ResultStatus::Completed {
             let reason =
                 format!("research.get_state answered {:?}: {}", r.status, r.diagnostic.clone().unwrap_or_default());

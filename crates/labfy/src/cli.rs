@@ -104,6 +104,8 @@ enum BenchWhat {
     /// `labfy up` on an existing data directory until every child is healthy
     /// and the UI answers (needs the sibling programs built beside labfy).
     Up(crate::bench::UpBenchArgs),
+    /// The agent tool gateway: in-process overhead and HTTP `POST /calls` throughput.
+    Gateway(crate::bench_gateway::GatewayBenchArgs),
 }
 
 /// A failure to report: a sentence and an exit code.
@@ -167,6 +169,7 @@ pub fn main() -> ExitCode {
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
+        Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
