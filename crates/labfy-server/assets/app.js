@@ -172,6 +172,102 @@ const I18N = {
     status_cancelled: 'annulée',
     status_canceled: 'annulée',
     status_active: 'actif',
+    agent_title: 'Agent',
+    agent_local: 'Agent local · {model}',
+    agent_unavailable: 'Agent indisponible : {message}',
+    agent_question: 'Question à l’agent',
+    agent_question_placeholder: 'Ex. : Quels liens entre les sociétés et les domaines ?',
+    agent_exclusions: 'Exclusions (facultatif, une par ligne, 8 au plus)',
+    agent_run: 'Lancer',
+    agent_review_help: 'L’agent a préparé une recherche web. Rien ne quitte la machine sans votre décision.',
+    agent_grant_hosts: 'Hôtes autorisés (un par ligne)',
+    agent_grant_requests: 'Requêtes max.',
+    agent_grant_bytes: 'Octets max.',
+    agent_grant_minutes: 'Expiration (minutes)',
+    agent_grant: 'Accorder',
+    agent_refuse_reason: 'Motif du refus',
+    agent_refuse: 'Refuser',
+    agent_resume: 'Reprendre',
+    agent_plan: 'Plan',
+    agent_results: 'Résultats des outils',
+    agent_activity: 'Activité',
+    agent_question_count: '{n} / {max} caractères',
+    agent_running: 'L’agent travaille…',
+    agent_started: 'Tour lancé : {status}.',
+    agent_question_missing: 'Saisissez une question.',
+    agent_question_too_long: 'La question est limitée à {n} caractères.',
+    agent_exclusions_too_many: 'Au plus {n} exclusions (une par ligne).',
+    agent_tools: 'Outils du catalogue',
+    agent_tools_count: 'Outils du catalogue : {n} ({u} indisponible(s))',
+    agent_tool_AVAILABLE: 'disponible',
+    agent_tool_UNAVAILABLE: 'indisponible',
+    agent_risk_title: 'Niveau de risque déclaré par l’outil',
+    agent_summary: 'Synthèse de l’agent',
+    agent_failed: 'Le tour a échoué : {message}',
+    agent_review: 'Autorisation requise',
+    agent_review_loading: 'Chargement de la demande…',
+    agent_review_id: 'Demande',
+    agent_review_status: 'Statut',
+    agent_review_question: 'Question',
+    agent_review_selection: 'Sélection',
+    agent_review_exclusions: 'Exclusions',
+    agent_review_none: 'aucune',
+    agent_review_risk: 'Niveau de risque',
+    agent_review_fingerprint: 'Empreinte du contrat',
+    agent_review_fingerprint_stale: 'Le contrat de l’outil a changé depuis la préparation : cette demande est périmée.',
+    agent_review_requested_by: 'Demandée par',
+    agent_review_created: 'Préparée le',
+    agent_review_campaign: 'Campagne',
+    agent_review_campaign_value: '{status} · {done} élément(s), {failed} en échec, {bytes} octets',
+    agent_review_synthetic: 'synthétique, aucun réseau',
+    agent_review_note: 'Motif',
+    agent_grant_hosts_missing: 'Indiquez au moins un hôte.',
+    agent_grant_hosts_too_many: 'Au plus {n} hôtes.',
+    agent_grant_number: '« {field} » doit être un nombre entier positif.',
+    agent_granting: 'Enregistrement de l’autorisation…',
+    agent_granted: 'Autorisation accordée ({grant}), campagne {campaign}. Reprenez le tour pour obtenir la synthèse.',
+    agent_refuse_missing: 'Indiquez le motif du refus.',
+    agent_refusing: 'Enregistrement du refus…',
+    agent_refused: 'Recherche refusée. Reprenez le tour pour le clore.',
+    agent_decided: 'Décision enregistrée ({status}) : reprenez le tour.',
+    agent_resuming: 'Reprise du tour…',
+    agent_resumed: 'Tour repris : {status}.',
+    agent_plan_progress: '{done} / {total} étapes faites',
+    agent_card_open: 'Voir le résultat',
+    agent_card_close: 'Masquer',
+    agent_card_diagnostic: 'Diagnostic',
+    agent_result_loading: 'Chargement du résultat…',
+    agent_result_refs: 'Objets',
+    agent_result_provenance: 'Provenance',
+    agent_result_none: 'aucun',
+    agent_result_untrusted: 'données non fiables, affichées comme texte',
+    agent_result_trusted: 'données Labfy',
+    agent_result_truncated: '… (aperçu tronqué)',
+    agent_missed: 'Des événements plus anciens ont été évincés du journal de l’agent.',
+    agent_poll_stopped: 'Suivi de l’agent interrompu : {message}',
+    agent_poll_retry: 'Reprendre le suivi',
+    turn_RUNNING: 'en cours',
+    turn_AUTHORIZATION_REQUIRED: 'autorisation requise',
+    turn_COMPLETED: 'terminé',
+    turn_FAILED: 'en échec',
+    rs_COMPLETED: 'terminé',
+    rs_FAILED: 'en échec',
+    rs_DENIED: 'refusé',
+    rs_AUTHORIZATION_REQUIRED: 'autorisation requise',
+    rs_UNAVAILABLE: 'indisponible',
+    rs_CANCELLED: 'annulé',
+    req_PENDING: 'en attente de décision',
+    req_GRANTED: 'accordée',
+    req_REFUSED: 'refusée',
+    req_VOID: 'périmée (contrat modifié)',
+    'ev_agent.turn.started': 'Tour démarré',
+    'ev_agent.plan.updated': 'Plan mis à jour',
+    'ev_agent.tool.requested': 'Outil demandé',
+    'ev_agent.tool.started': 'Outil lancé',
+    'ev_agent.tool.completed': 'Résultat d’outil',
+    'ev_agent.authorization.required': 'Autorisation requise',
+    'ev_agent.turn.completed': 'Tour terminé',
+    'ev_agent.error': 'Erreur',
   },
   en: {
     lang_group: 'Language',
@@ -314,6 +410,102 @@ const I18N = {
     status_cancelled: 'cancelled',
     status_canceled: 'cancelled',
     status_active: 'active',
+    agent_title: 'Agent',
+    agent_local: 'Local agent · {model}',
+    agent_unavailable: 'Agent unavailable: {message}',
+    agent_question: 'Question for the agent',
+    agent_question_placeholder: 'E.g.: How are the companies and the domains linked?',
+    agent_question_count: '{n} / {max} characters',
+    agent_exclusions: 'Exclusions (optional, one per line, at most 8)',
+    agent_run: 'Run',
+    agent_running: 'The agent is working…',
+    agent_started: 'Turn started: {status}.',
+    agent_question_missing: 'Type a question.',
+    agent_question_too_long: 'Questions are limited to {n} characters.',
+    agent_exclusions_too_many: 'At most {n} exclusions (one per line).',
+    agent_tools: 'Catalog tools',
+    agent_tools_count: 'Catalog tools: {n} ({u} unavailable)',
+    agent_tool_AVAILABLE: 'available',
+    agent_tool_UNAVAILABLE: 'unavailable',
+    agent_risk_title: 'Risk level the tool declares',
+    agent_summary: 'Agent summary',
+    agent_failed: 'The turn failed: {message}',
+    agent_review: 'Authorization required',
+    agent_review_help: 'The agent prepared a web research. Nothing leaves the machine without your decision.',
+    agent_review_loading: 'Loading the request…',
+    agent_review_id: 'Request',
+    agent_review_status: 'Status',
+    agent_review_question: 'Question',
+    agent_review_selection: 'Selection',
+    agent_review_exclusions: 'Exclusions',
+    agent_review_none: 'none',
+    agent_review_risk: 'Risk level',
+    agent_review_fingerprint: 'Contract fingerprint',
+    agent_review_fingerprint_stale: 'The tool’s contract changed since the request was prepared: this request is void.',
+    agent_review_requested_by: 'Requested by',
+    agent_review_created: 'Prepared',
+    agent_review_campaign: 'Campaign',
+    agent_review_campaign_value: '{status} · {done} item(s), {failed} failed, {bytes} bytes',
+    agent_review_synthetic: 'synthetic, no network',
+    agent_review_note: 'Reason',
+    agent_grant_hosts: 'Allowed hosts (one per line)',
+    agent_grant_requests: 'Max. requests',
+    agent_grant_bytes: 'Max. bytes',
+    agent_grant_minutes: 'Expiry (minutes)',
+    agent_grant: 'Grant',
+    agent_grant_hosts_missing: 'Give at least one host.',
+    agent_grant_hosts_too_many: 'At most {n} hosts.',
+    agent_grant_number: '“{field}” must be a positive whole number.',
+    agent_granting: 'Saving the grant…',
+    agent_granted: 'Granted ({grant}), campaign {campaign}. Resume the turn to get the summary.',
+    agent_refuse_reason: 'Reason for refusing',
+    agent_refuse: 'Refuse',
+    agent_refuse_missing: 'Give a reason for refusing.',
+    agent_refusing: 'Saving the refusal…',
+    agent_refused: 'Research refused. Resume the turn to close it.',
+    agent_decided: 'Decision recorded ({status}): resume the turn.',
+    agent_resume: 'Resume',
+    agent_resuming: 'Resuming the turn…',
+    agent_resumed: 'Turn resumed: {status}.',
+    agent_plan: 'Plan',
+    agent_plan_progress: '{done} / {total} steps done',
+    agent_results: 'Tool results',
+    agent_activity: 'Activity',
+    agent_card_open: 'Show result',
+    agent_card_close: 'Hide',
+    agent_card_diagnostic: 'Diagnostic',
+    agent_result_loading: 'Loading the result…',
+    agent_result_refs: 'Objects',
+    agent_result_provenance: 'Provenance',
+    agent_result_none: 'none',
+    agent_result_untrusted: 'untrusted data, shown as text',
+    agent_result_trusted: 'Labfy data',
+    agent_result_truncated: '… (preview truncated)',
+    agent_missed: 'Older events were evicted from the agent’s log.',
+    agent_poll_stopped: 'Agent tracking stopped: {message}',
+    agent_poll_retry: 'Resume tracking',
+    turn_RUNNING: 'running',
+    turn_AUTHORIZATION_REQUIRED: 'authorization required',
+    turn_COMPLETED: 'completed',
+    turn_FAILED: 'failed',
+    rs_COMPLETED: 'completed',
+    rs_FAILED: 'failed',
+    rs_DENIED: 'denied',
+    rs_AUTHORIZATION_REQUIRED: 'authorization required',
+    rs_UNAVAILABLE: 'unavailable',
+    rs_CANCELLED: 'cancelled',
+    req_PENDING: 'waiting for a decision',
+    req_GRANTED: 'granted',
+    req_REFUSED: 'refused',
+    req_VOID: 'void (contract changed)',
+    'ev_agent.turn.started': 'Turn started',
+    'ev_agent.plan.updated': 'Plan updated',
+    'ev_agent.tool.requested': 'Tool requested',
+    'ev_agent.tool.started': 'Tool started',
+    'ev_agent.tool.completed': 'Tool result',
+    'ev_agent.authorization.required': 'Authorization required',
+    'ev_agent.turn.completed': 'Turn completed',
+    'ev_agent.error': 'Error',
   },
 };
 
@@ -370,6 +562,7 @@ function setLang(next) {
   }
   applyChrome();
   renderSearchResults();
+  renderAgent();
   route();
 }
 
@@ -1314,10 +1507,801 @@ async function renderProvenance(ref) {
 }
 
 // ---------------------------------------------------------------------------
+// Agent panel (SPEC G, M10): the agent's mode, the tool catalog, a question,
+// the plan, tool results and activity polled from the event log, and the
+// human decision on the research the agent prepares. Questions, plans,
+// observations, diagnostics, artifacts and summaries come from the agent,
+// the tools or evidence: all of it is text (textContent), and object_refs
+// only ever become links to this page's own views of existing objects.
+
+const AGENT_POLL_MS = 1000;
+const AGENT_AFTER_ACTION_POLLS = 3; // polls after an action, even when idle
+const AGENT_QUESTION_MAX = 512;
+const AGENT_EXCLUSIONS_MAX = 8;
+const AGENT_ACTIVITY_MAX = 200;
+const AGENT_ARTIFACT_PREVIEW = 4000;
+const GRANT_HOSTS_MAX = 16;
+const FINGERPRINT_PREFIX = 16;
+
+const agent = {
+  catalog: null,
+  catalogError: null,
+  cursor: 0,
+  gen: 0, // bumped when the current turn changes; stale polls are dropped
+  timer: null,
+  polling: false,
+  afterPolls: 0,
+  pollError: null,
+  missed: false,
+  starting: false,
+  turn: null, // the current turn: the API's turn object, kept up to date by events
+  seen: new Set(), // event sequences of the current turn
+  plan: null, // { steps, done }
+  cards: [], // agent.tool.completed payloads
+  activity: [], // events of the current turn
+  results: new Map(), // result_id → { open, loading, data, error }
+  review: null, // { id, loading, request, fingerprint, risk, error, note }
+  riskHint: null,
+  formNote: null, // { kind, text: () => string }
+};
+
+function agentActive() {
+  const s = agent.turn ? agent.turn.status : null;
+  return s === 'RUNNING' || s === 'AUTHORIZATION_REQUIRED';
+}
+
+function lines(text, max) {
+  return String(text ?? '').split('\n').map((x) => x.trim()).filter(Boolean).slice(0, max);
+}
+
+function refKind(ref) {
+  const s = String(ref ?? '');
+  const i = s.indexOf(':');
+  return i > 0 ? s.slice(0, i) : '';
+}
+
+// An object reference: a link to its view when the reader has one
+// (evidence, entity), else the reference as code.
+function refLink(ref, testid = 'agent-ref') {
+  const s = String(ref ?? '');
+  const kind = refKind(s);
+  if (kind === 'evidence' || kind === 'entity') {
+    return h('a', { href: hrefFor(s, kind), class: 'agent-ref', testid, dataset: { ref: s, kind }, text: s });
+  }
+  return h('code', { class: 'agent-ref hash', testid, dataset: { ref: s, kind }, text: s });
+}
+
+function refList(refs, testid) {
+  const items = Array.isArray(refs) ? refs : [];
+  if (items.length === 0) return h('span', { class: 'muted', testid, text: t('agent_result_none') });
+  return h('ul', { class: 'inline-list agent-refs', testid }, items.map((r) => h('li', null, refLink(r))));
+}
+
+function fingerprintEl(fp, testid) {
+  const full = String(fp ?? '');
+  return h('code', { class: 'hash', testid, title: full, dataset: { full }, text: full.slice(0, FINGERPRINT_PREFIX) });
+}
+
+function riskPill(level, testid) {
+  const l = String(level ?? '?');
+  return h('span', { class: `pill risk risk-${cssToken(l)}`, testid, title: t('agent_risk_title'), text: l });
+}
+
+function statusPill(prefix, value, testid) {
+  const v = String(value ?? '');
+  return h('span', { class: `pill status-${cssToken(v)}`, testid, dataset: { status: v }, text: enumLabel(prefix, v) });
+}
+
+function clockTime(value) {
+  const d = new Date(value);
+  if (Number.isNaN(d.getTime())) return h('time', { text: String(value ?? '') });
+  const el = h('time', { text: new Intl.DateTimeFormat(LOCALES[lang], { timeStyle: 'medium' }).format(d) });
+  el.setAttribute('datetime', String(value));
+  el.title = String(value);
+  return el;
+}
+
+function noteEl(el, note) {
+  el.textContent = note ? note.text() : '';
+  el.dataset.kind = note ? note.kind : '';
+  el.hidden = !note;
+}
+
+// ----- state changes
+
+function agentResetTurn(turn) {
+  agent.gen += 1;
+  agent.turn = { ...turn };
+  agent.seen = new Set();
+  agent.plan = null;
+  agent.cards = [];
+  agent.activity = [];
+  agent.results = new Map();
+  agent.review = null;
+  agent.riskHint = null;
+  agent.missed = false;
+}
+
+// Applies one event to the current turn. Returns true when something shown changed.
+function agentIngest(ev) {
+  if (!ev || typeof ev !== 'object') return false;
+  const turnId = String(ev.turn_id ?? '');
+  if (!agent.turn || turnId !== agent.turn.turn_id) {
+    // A turn started elsewhere (another tab, an API client) becomes the
+    // current one only while ours is idle.
+    if (ev.type !== 'agent.turn.started' || agent.starting || agentActive()) return false;
+    agentResetTurn({ turn_id: turnId, status: 'RUNNING', question: String(ev.payload?.question ?? '') });
+    agent.fetchTurn = true;
+  }
+  const seq = Number(ev.sequence);
+  if (agent.seen.has(seq)) return false;
+  agent.seen.add(seq);
+  agent.activity.push(ev);
+  if (agent.activity.length > AGENT_ACTIVITY_MAX) agent.activity.splice(0, agent.activity.length - AGENT_ACTIVITY_MAX);
+  const p = ev.payload && typeof ev.payload === 'object' ? ev.payload : {};
+  const turn = agent.turn;
+  switch (ev.type) {
+    case 'agent.plan.updated':
+      agent.plan = { steps: Array.isArray(p.steps) ? p.steps.map((x) => String(x)) : [], done: Number(p.done ?? 0) };
+      break;
+    case 'agent.tool.completed':
+      agent.cards.push({
+        sequence: seq,
+        tool_id: String(p.tool_id ?? ''),
+        status: String(p.status ?? ''),
+        result_id: p.result_id ? String(p.result_id) : null,
+        observations: Array.isArray(p.observations) ? p.observations.map((x) => String(x)) : [],
+        diagnostic: p.diagnostic === null || p.diagnostic === undefined ? null : String(p.diagnostic),
+        refs: Array.isArray(ev.refs) ? ev.refs : [],
+      });
+      break;
+    case 'agent.authorization.required':
+      turn.status = 'AUTHORIZATION_REQUIRED';
+      if (p.research_request) turn.research_request = String(p.research_request);
+      if (p.risk_level) agent.riskHint = String(p.risk_level);
+      break;
+    case 'agent.turn.completed':
+      turn.status = 'COMPLETED';
+      turn.summary = String(p.summary ?? '');
+      turn.summary_refs = Array.isArray(ev.refs) ? ev.refs : [];
+      break;
+    case 'agent.error':
+      turn.status = 'FAILED';
+      turn.error = String(p.message ?? '');
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+// ----- polling (no SSE: the event log is polled while a turn is live)
+
+// `data-polling` on the panel: true while a poll is scheduled or running.
+function setPollingAttr() {
+  $('agent-panel').dataset.polling = String(Boolean(agent.timer) || agent.polling);
+}
+
+function agentSchedule() {
+  if (!agent.timer && !agent.polling && !agent.pollError) {
+    if (agentActive()) {
+      agent.timer = setTimeout(agentPoll, AGENT_POLL_MS);
+    } else if (agent.afterPolls > 0) {
+      agent.afterPolls -= 1;
+      agent.timer = setTimeout(agentPoll, AGENT_POLL_MS);
+    }
+  }
+  setPollingAttr();
+}
+
+function agentKick() {
+  if (agent.timer) {
+    clearTimeout(agent.timer);
+    agent.timer = null;
+  }
+  agent.pollError = null;
+  agent.afterPolls = AGENT_AFTER_ACTION_POLLS;
+  if (!agent.polling) agentPoll();
+}
+
+async function agentPoll() {
+  agent.timer = null;
+  if (agent.polling) return;
+  agent.polling = true;
+  setPollingAttr();
+  const gen = agent.gen;
+  let page;
+  try {
+    page = await api(`/api/v1/agent-tools/events?cursor=${agent.cursor}`);
+  } catch (err) {
+    agent.polling = false;
+    // Stop on any error (a lost session, a server restart): no retry loop
+    // behind the analyst's back; the panel says so and offers to resume.
+    agent.pollError = err;
+    agent.afterPolls = 0;
+    setPollingAttr();
+    renderAgentError();
+    return;
+  }
+  agent.polling = false;
+  if (gen !== agent.gen) {
+    // The current turn changed while this poll ran: its events are read
+    // again from the right cursor.
+    agentSchedule();
+    return;
+  }
+  const events = Array.isArray(page.events) ? page.events : [];
+  let changed = false;
+  for (const ev of events) changed = agentIngest(ev) || changed;
+  const next = Number(page.next_cursor);
+  if (Number.isSafeInteger(next) && next >= 0) agent.cursor = next;
+  if (page.missed && !agent.missed) {
+    agent.missed = true;
+    changed = true;
+  }
+  if (agent.fetchTurn && agent.turn) {
+    agent.fetchTurn = false;
+    await agentRefreshTurn();
+    changed = true;
+  }
+  if (changed) renderAgent();
+  if (agent.turn && agent.turn.research_request && agent.turn.status === 'AUTHORIZATION_REQUIRED'
+    && (!agent.review || agent.review.id !== agent.turn.research_request)) {
+    loadReview();
+  }
+  agentSchedule();
+}
+
+async function agentRefreshTurn() {
+  const id = agent.turn.turn_id;
+  try {
+    const turn = await api(`/api/v1/agent-tools/turns/${seg(id)}`);
+    if (agent.turn && agent.turn.turn_id === id) Object.assign(agent.turn, turn);
+  } catch {
+    // The turn may have been evicted; the events still say what happened.
+  }
+}
+
+// ----- actions
+
+async function agentStart(ev) {
+  ev.preventDefault();
+  const question = $('agent-question').value.trim();
+  const exclusions = String($('agent-exclusions').value).split('\n').map((x) => x.trim()).filter(Boolean);
+  const say = (key, kind, vars) => {
+    agent.formNote = { kind, text: () => t(key, vars) };
+    renderAgentForm();
+  };
+  if (!question) return say('agent_question_missing', 'error');
+  if (Array.from(question).length > AGENT_QUESTION_MAX) return say('agent_question_too_long', 'error', { n: AGENT_QUESTION_MAX });
+  if (exclusions.length > AGENT_EXCLUSIONS_MAX) return say('agent_exclusions_too_many', 'error', { n: AGENT_EXCLUSIONS_MAX });
+  const body = { question, exclusions };
+  if (state.investigationId) body.investigation_id = state.investigationId;
+  const run = $('agent-run');
+  run.disabled = true;
+  agent.starting = true;
+  agent.gen += 1; // drop whatever a poll in flight brings back
+  const startCursor = agent.cursor;
+  say('agent_running', 'info');
+  let turn = null;
+  try {
+    turn = await api('/api/v1/agent-tools/turns', { method: 'POST', body });
+  } catch (err) {
+    agent.formNote = { kind: 'error', text: () => errorText(err) };
+  } finally {
+    agent.starting = false;
+    run.disabled = false;
+  }
+  if (turn) {
+    agentResetTurn(turn);
+    agent.cursor = startCursor; // read this turn's events from before it began
+    agent.formNote = { kind: 'ok', text: () => t('agent_started', { status: enumLabel('turn', turn.status) }) };
+  }
+  renderAgent();
+  agentKick();
+}
+
+function resetGrantForm() {
+  $('agent-grant-form').reset();
+  $('agent-refuse-form').reset();
+}
+
+async function loadReview(force = false) {
+  const turn = agent.turn;
+  const id = turn ? turn.research_request : null;
+  if (!id) return;
+  const fresh = !agent.review || agent.review.id !== id;
+  if (!fresh && agent.review.loading) return;
+  if (!fresh && !force) return;
+  if (fresh) resetGrantForm();
+  agent.review = { ...(fresh ? {} : agent.review), id, loading: true, error: null };
+  renderReview();
+  const gen = agent.gen;
+  try {
+    const list = await api('/api/v1/research/requests');
+    let request = (Array.isArray(list.requests) ? list.requests : []).find((r) => r && r.id === id) ?? null;
+    let fingerprint = list.current_contract_fingerprint ?? null;
+    if (!request) {
+      // No longer pending: read it on its own (granted, refused or void).
+      const one = await api(`/api/v1/research/requests/${seg(id)}`);
+      request = one.request ?? null;
+      fingerprint = one.current_contract_fingerprint ?? fingerprint;
+    }
+    if (gen !== agent.gen) return;
+    Object.assign(agent.review, { loading: false, request, fingerprint, risk: list.risk_level ?? agent.riskHint });
+  } catch (err) {
+    if (gen !== agent.gen) return;
+    Object.assign(agent.review, { loading: false, error: err });
+  }
+  renderReview();
+}
+
+function reviewNote(kind, text) {
+  if (agent.review) agent.review.note = { kind, text };
+  noteEl($('agent-review-status'), agent.review ? agent.review.note : null);
+}
+
+function positiveInt(el, labelKey) {
+  const raw = String(el.value ?? '').trim();
+  if (!/^[0-9]{1,10}$/.test(raw) || Number(raw) < 1) {
+    reviewNote('error', () => t('agent_grant_number', { field: t(labelKey) }));
+    return null;
+  }
+  return Number(raw);
+}
+
+async function agentGrant(ev) {
+  ev.preventDefault();
+  const r = agent.review && agent.review.request;
+  if (!r) return;
+  const hosts = String($('agent-grant-hosts').value).split('\n').map((x) => x.trim()).filter(Boolean);
+  if (hosts.length === 0) return reviewNote('error', () => t('agent_grant_hosts_missing'));
+  if (hosts.length > GRANT_HOSTS_MAX) return reviewNote('error', () => t('agent_grant_hosts_too_many', { n: GRANT_HOSTS_MAX }));
+  const maxRequests = positiveInt($('agent-grant-requests'), 'agent_grant_requests');
+  if (maxRequests === null) return undefined;
+  const maxBytes = positiveInt($('agent-grant-bytes'), 'agent_grant_bytes');
+  if (maxBytes === null) return undefined;
+  const minutes = positiveInt($('agent-grant-minutes'), 'agent_grant_minutes');
+  if (minutes === null) return undefined;
+  const body = { scope: { hosts }, budget: { max_requests: maxRequests, max_bytes: maxBytes }, expires_in_minutes: minutes };
+  setReviewBusy(true);
+  reviewNote('info', () => t('agent_granting'));
+  try {
+    const out = await api(`/api/v1/research/requests/${seg(r.id)}/grant`, { method: 'POST', body });
+    const grant = String(out.grant ?? '');
+    const campaign = String(out.campaign ?? '');
+    reviewNote('ok', () => t('agent_granted', { grant, campaign }));
+    await loadReview(true);
+  } catch (err) {
+    reviewNote('error', () => errorText(err));
+  } finally {
+    setReviewBusy(false);
+  }
+  return undefined;
+}
+
+async function agentRefuse(ev) {
+  ev.preventDefault();
+  const r = agent.review && agent.review.request;
+  if (!r) return;
+  const reason = String($('agent-refuse-reason').value).trim();
+  if (!reason) {
+    reviewNote('error', () => t('agent_refuse_missing'));
+    return;
+  }
+  setReviewBusy(true);
+  reviewNote('info', () => t('agent_refusing'));
+  try {
+    await api(`/api/v1/research/requests/${seg(r.id)}/refuse`, { method: 'POST', body: { reason } });
+    reviewNote('ok', () => t('agent_refused'));
+    await loadReview(true);
+  } catch (err) {
+    reviewNote('error', () => errorText(err));
+  } finally {
+    setReviewBusy(false);
+  }
+}
+
+async function agentResume() {
+  const turn = agent.turn;
+  if (!turn) return;
+  setReviewBusy(true);
+  reviewNote('info', () => t('agent_resuming'));
+  const gen = agent.gen;
+  try {
+    const updated = await api(`/api/v1/agent-tools/turns/${seg(turn.turn_id)}/resume`, { method: 'POST', body: {} });
+    if (gen !== agent.gen) return;
+    Object.assign(agent.turn, updated);
+    const status = String(updated.status ?? '');
+    reviewNote('ok', () => t('agent_resumed', { status: enumLabel('turn', status) }));
+    await loadReview(true);
+    renderAgent();
+    agentKick();
+    // New evidence (a synthetic campaign's pages) shows in the overview.
+    const { name } = parseHash();
+    if (name === '' || name === 'overview') route();
+  } catch (err) {
+    reviewNote('error', () => errorText(err));
+  } finally {
+    setReviewBusy(false);
+  }
+}
+
+function setReviewBusy(busy) {
+  for (const id of ['agent-grant', 'agent-refuse', 'agent-resume']) $(id).disabled = busy;
+  $('agent-review').dataset.busy = String(busy);
+}
+
+async function toggleResult(card) {
+  const id = card.result_id;
+  if (!id) return;
+  let entry = agent.results.get(id);
+  if (entry && entry.open) {
+    entry.open = false;
+    renderCards();
+    return;
+  }
+  if (!entry) {
+    entry = { open: true, loading: true, data: null, error: null };
+    agent.results.set(id, entry);
+  }
+  entry.open = true;
+  renderCards();
+  if (entry.data) return;
+  entry.loading = true;
+  try {
+    entry.data = await api(`/api/v1/agent-tools/results/${seg(id)}`);
+    entry.error = null;
+  } catch (err) {
+    entry.error = err;
+  }
+  entry.loading = false;
+  renderCards();
+}
+
+// ----- rendering
+
+function renderAgent() {
+  const panel = $('agent-panel');
+  const turn = agent.turn;
+  panel.dataset.turnId = turn ? String(turn.turn_id ?? '') : '';
+  panel.dataset.turnStatus = turn ? String(turn.status ?? '') : '';
+  const pill = $('agent-turn-status');
+  if (turn && turn.status) {
+    pill.textContent = enumLabel('turn', turn.status);
+    pill.className = `pill status-${cssToken(turn.status)}`;
+    pill.dataset.status = String(turn.status);
+    pill.hidden = false;
+  } else {
+    pill.hidden = true;
+  }
+  renderAgentMode();
+  renderAgentTools();
+  renderAgentForm();
+  renderAgentError();
+  renderSummary();
+  renderReview();
+  renderPlan();
+  renderCards();
+  renderActivity();
+}
+
+function renderAgentMode() {
+  const el = $('agent-mode');
+  const a = agent.catalog && agent.catalog.agent;
+  if (agent.catalogError) {
+    el.textContent = t('agent_unavailable', { message: errorText(agent.catalogError) });
+    el.dataset.mode = 'unavailable';
+  } else if (a) {
+    const mode = String(a.mode ?? '');
+    el.textContent = a.label ? String(a.label) : (mode === 'local-model' ? t('agent_local', { model: String(a.model ?? '?') }) : mode);
+    el.dataset.mode = mode;
+  } else {
+    el.textContent = t('loading');
+    el.dataset.mode = '';
+  }
+}
+
+function renderAgentTools() {
+  const list = clear($('agent-tools'));
+  const summary = $('agent-tools-summary');
+  const tools = agent.catalog && Array.isArray(agent.catalog.tools) ? agent.catalog.tools : [];
+  if (tools.length === 0) {
+    summary.textContent = t('agent_tools');
+    return;
+  }
+  const unavailable = tools.filter((x) => x && x.availability && x.availability.status !== 'AVAILABLE').length;
+  summary.textContent = t('agent_tools_count', { n: fmtNumber(tools.length), u: fmtNumber(unavailable) });
+  for (const tool of tools) {
+    const av = tool.availability || {};
+    const status = String(av.status ?? '');
+    const reason = av.reason === null || av.reason === undefined ? '' : String(av.reason);
+    list.append(h('li', { class: 'agent-tool', testid: 'agent-tool', dataset: { tool: String(tool.tool_id ?? ''), availability: status, risk: String(tool.risk_level ?? '') } },
+      h('code', { class: 'agent-tool-id', text: tool.tool_id ?? '?' }),
+      riskPill(tool.risk_level, 'agent-tool-risk'),
+      h('span', { class: `pill avail-${cssToken(status)}`, testid: 'agent-tool-availability', text: enumLabel('agent_tool', status) }),
+      reason ? h('span', { class: status === 'AVAILABLE' ? 'muted small' : 'small agent-tool-reason', testid: 'agent-tool-reason', text: reason }) : null));
+  }
+}
+
+function renderAgentForm() {
+  const q = $('agent-question');
+  $('agent-question-count').textContent = t('agent_question_count', { n: fmtNumber(Array.from(q.value).length), max: fmtNumber(AGENT_QUESTION_MAX) });
+  noteEl($('agent-form-status'), agent.formNote);
+}
+
+function renderAgentError() {
+  const box = clear($('agent-error'));
+  if (!agent.pollError) {
+    box.hidden = true;
+    return;
+  }
+  const retry = h('button', { type: 'button', class: 'more', testid: 'agent-poll-retry', text: t('agent_poll_retry') });
+  retry.addEventListener('click', () => agentKick());
+  box.append(h('p', { text: t('agent_poll_stopped', { message: errorText(agent.pollError) }) }), retry);
+  box.hidden = false;
+}
+
+function renderSummary() {
+  const box = $('agent-summary-box');
+  const text = $('agent-summary');
+  const refs = clear($('agent-summary-refs'));
+  const turn = agent.turn;
+  if (turn && turn.status === 'COMPLETED' && turn.summary) {
+    text.textContent = String(turn.summary);
+    text.dataset.status = 'COMPLETED';
+    text.className = 'agent-summary';
+    for (const r of Array.isArray(turn.summary_refs) ? turn.summary_refs : []) refs.append(h('li', null, refLink(r, 'agent-summary-ref')));
+    box.hidden = false;
+  } else if (turn && turn.status === 'FAILED') {
+    text.textContent = t('agent_failed', { message: String(turn.error ?? '') });
+    text.dataset.status = 'FAILED';
+    text.className = 'agent-summary error-box';
+    box.hidden = false;
+  } else {
+    text.textContent = '';
+    box.hidden = true;
+  }
+}
+
+function renderReview() {
+  const box = $('agent-review');
+  const details = clear($('agent-review-details'));
+  const rv = agent.review;
+  const turn = agent.turn;
+  if (!rv || !turn || rv.id !== turn.research_request) {
+    box.hidden = true;
+    box.dataset.requestId = '';
+    box.dataset.requestStatus = '';
+    return;
+  }
+  box.hidden = false;
+  box.dataset.requestId = rv.id;
+  const r = rv.request;
+  const pending = Boolean(r) && r.status === 'PENDING';
+  box.dataset.requestStatus = r ? String(r.status ?? '') : '';
+  $('agent-grant-form').hidden = !pending;
+  $('agent-refuse-form').hidden = !pending;
+  $('agent-resume').hidden = !(r && !pending && turn.status === 'AUTHORIZATION_REQUIRED');
+  noteEl($('agent-review-status'), rv.note ?? null);
+  if (rv.loading && !r) {
+    details.append(h('p', { class: 'muted', text: t('agent_review_loading') }));
+    return;
+  }
+  if (rv.error) details.append(h('p', { class: 'error-box', testid: 'agent-review-error', text: errorText(rv.error) }));
+  if (!r) return;
+  const exclusions = Array.isArray(r.exclusions) ? r.exclusions : [];
+  const stale = rv.fingerprint && r.contract_fingerprint && rv.fingerprint !== r.contract_fingerprint;
+  const c = r.campaign && typeof r.campaign === 'object' ? r.campaign : null;
+  const rows = [
+    [t('agent_review_id'), h('code', { class: 'hash', text: r.id ?? rv.id }), 'agent-review-id'],
+    [t('agent_review_status'), statusPill('req', r.status, 'agent-review-request-status'), 'agent-review-status-row'],
+    [t('agent_review_question'), h('span', { class: 'agent-question-text', text: r.question ?? '' }), 'agent-review-question'],
+    [t('agent_review_selection'), refList(r.selection, 'agent-review-selection'), 'agent-review-selection-row'],
+    [t('agent_review_exclusions'), exclusions.length
+      ? h('ul', { class: 'agent-exclusion-list' }, exclusions.map((x) => h('li', { text: x })))
+      : h('span', { class: 'muted', text: t('agent_review_none') }), 'agent-review-exclusions'],
+    [t('agent_review_risk'), riskPill(rv.risk ?? agent.riskHint, 'agent-review-risk'), 'agent-review-risk-row'],
+    [t('agent_review_fingerprint'), h('span', null,
+      fingerprintEl(r.contract_fingerprint, 'agent-review-fingerprint'),
+      stale ? h('span', { class: 'error-box agent-stale', testid: 'agent-review-stale', text: t('agent_review_fingerprint_stale') }) : null),
+    'agent-review-fingerprint-row'],
+    [t('agent_review_requested_by'), h('span', { text: r.requested_by ?? '' }), 'agent-review-requested-by'],
+    [t('agent_review_created'), timeEl(r.created_at), 'agent-review-created'],
+  ];
+  if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
+  if (c) {
+    rows.push([t('agent_review_campaign'), h('span', { testid: 'agent-review-campaign', dataset: { status: String(c.status ?? '') } },
+      refLink(c.id), ' ',
+      t('agent_review_campaign_value', { status: String(c.status ?? ''), done: fmtNumber(c.items_done ?? 0), failed: fmtNumber(c.items_failed ?? 0), bytes: fmtNumber(c.bytes ?? 0) }),
+      c.synthetic ? ` (${t('agent_review_synthetic')})` : ''), 'agent-review-campaign-row']);
+  }
+  details.append(dl(rows, 'agent-review-meta'));
+}
+
+function renderPlan() {
+  const box = $('agent-plan-box');
+  const list = clear($('agent-plan'));
+  const plan = agent.plan;
+  const progress = $('agent-plan-progress');
+  if (!plan) {
+    box.hidden = true;
+    return;
+  }
+  const total = plan.steps.length;
+  const done = Math.max(0, Math.min(total, Number.isFinite(plan.done) ? plan.done : 0));
+  progress.textContent = t('agent_plan_progress', { done: fmtNumber(done), total: fmtNumber(total) });
+  progress.dataset.done = String(done);
+  progress.dataset.total = String(total);
+  plan.steps.forEach((step, i) => {
+    const st = i < done ? 'done' : (i === done ? 'current' : 'todo');
+    list.append(h('li', { class: `agent-step step-${st}`, testid: 'agent-plan-step', dataset: { state: st }, text: step }));
+  });
+  box.hidden = false;
+}
+
+function renderCards() {
+  const box = $('agent-cards-box');
+  const list = clear($('agent-cards'));
+  if (agent.cards.length === 0) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  for (const card of agent.cards) {
+    const entry = card.result_id ? agent.results.get(card.result_id) : null;
+    const open = Boolean(entry && entry.open);
+    const toggle = card.result_id
+      ? h('button', { type: 'button', class: 'more agent-card-open', testid: 'agent-card-open', 'aria-expanded': String(open), text: t(open ? 'agent_card_close' : 'agent_card_open') })
+      : null;
+    if (toggle) toggle.addEventListener('click', () => toggleResult(card));
+    list.append(h('li', { class: 'agent-card', testid: 'agent-card', dataset: { tool: card.tool_id, status: card.status, resultId: card.result_id ?? '' } },
+      h('div', { class: 'agent-card-head' },
+        h('code', { class: 'agent-card-tool', testid: 'agent-card-tool', text: card.tool_id }),
+        statusPill('rs', card.status, 'agent-card-status'),
+        toggle),
+      card.observations.length
+        ? h('ul', { class: 'agent-observations', testid: 'agent-card-observations' }, card.observations.map((o) => h('li', { text: o })))
+        : null,
+      card.diagnostic
+        ? h('p', { class: 'small agent-diagnostic', testid: 'agent-card-diagnostic' },
+          h('span', { class: 'muted', text: `${t('agent_card_diagnostic')} : ` }), card.diagnostic)
+        : null,
+      open ? renderResult(entry) : null));
+  }
+}
+
+function artifactText(a) {
+  const d = a ? a.data : null;
+  if (a && a.kind === 'excerpt' && d && typeof d.text === 'string') return d.text;
+  let s;
+  try {
+    s = JSON.stringify(d, null, 2) ?? '';
+  } catch {
+    s = String(d);
+  }
+  return s.length > AGENT_ARTIFACT_PREVIEW ? `${s.slice(0, AGENT_ARTIFACT_PREVIEW)}\n${t('agent_result_truncated')}` : s;
+}
+
+function renderResult(entry) {
+  const box = h('div', { class: 'agent-result', testid: 'agent-result' });
+  if (entry.loading && !entry.data) {
+    box.append(h('p', { class: 'muted small', text: t('agent_result_loading') }));
+    return box;
+  }
+  if (entry.error) {
+    box.append(h('p', { class: 'error-box', testid: 'agent-result-error', text: errorText(entry.error) }));
+    return box;
+  }
+  const r = entry.data || {};
+  box.dataset.resultId = String(r.result_id ?? '');
+  box.append(dl([
+    [t('agent_result_refs'), refList(r.object_refs, 'agent-result-refs')],
+    [t('agent_result_provenance'), refList(r.provenance_refs, 'agent-result-provenance')],
+    [t('agent_review_risk'), riskPill(r.risk_level)],
+    [t('agent_review_fingerprint'), fingerprintEl(r.contract_fingerprint)],
+  ], 'agent-result-meta'));
+  for (const a of Array.isArray(r.artifacts) ? r.artifacts : []) {
+    const untrusted = a && a.trust === 'UNTRUSTED_DATA';
+    box.append(h('div', { class: 'agent-artifact', dataset: { kind: String(a?.kind ?? ''), trust: String(a?.trust ?? '') } },
+      h('p', { class: 'small' },
+        h('span', { class: 'pill', text: String(a?.kind ?? '?') }), ' ',
+        h('span', { class: `pill ${untrusted ? 'trust-untrusted' : 'trust-labfy'}`, text: t(untrusted ? 'agent_result_untrusted' : 'agent_result_trusted') })),
+      h('pre', { class: 'agent-artifact-text', testid: 'agent-artifact-text', text: artifactText(a) })));
+  }
+  return box;
+}
+
+function eventDetail(ev) {
+  const p = ev.payload && typeof ev.payload === 'object' ? ev.payload : {};
+  switch (ev.type) {
+    case 'agent.turn.started':
+      return String(p.question ?? '');
+    case 'agent.plan.updated':
+      return t('agent_plan_progress', { done: fmtNumber(p.done ?? 0), total: fmtNumber(Array.isArray(p.steps) ? p.steps.length : 0) });
+    case 'agent.tool.requested':
+      return [p.tool_id, p.purpose].filter((x) => x !== null && x !== undefined && x !== '').map(String).join(' — ');
+    case 'agent.tool.started':
+      return String(p.tool_id ?? '');
+    case 'agent.tool.completed':
+      return `${String(p.tool_id ?? '')} → ${enumLabel('rs', p.status)}`;
+    case 'agent.authorization.required':
+      return [p.research_request, p.message].filter(Boolean).map(String).join(' — ');
+    case 'agent.turn.completed':
+      return String(p.summary ?? '');
+    case 'agent.error':
+      return String(p.message ?? '');
+    default:
+      return '';
+  }
+}
+
+function renderActivity() {
+  const box = $('agent-activity-box');
+  const list = clear($('agent-activity'));
+  if (agent.activity.length === 0 && !agent.missed) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  // Newest first.
+  for (let i = agent.activity.length - 1; i >= 0; i--) {
+    const ev = agent.activity[i];
+    const type = String(ev.type ?? '');
+    list.append(h('li', { class: 'agent-activity-item', testid: 'agent-activity-item', dataset: { type, sequence: String(ev.sequence ?? '') } },
+      clockTime(ev.timestamp),
+      h('span', { class: 'agent-activity-type', text: hasLabel(`ev_${type}`) ? t(`ev_${type}`) : type }),
+      h('span', { class: 'agent-activity-detail', text: eventDetail(ev) })));
+  }
+  if (agent.missed) list.append(h('li', { class: 'muted small', testid: 'agent-missed', text: t('agent_missed') }));
+}
+
+// ----- start
+
+function bindAgent() {
+  $('agent-form').addEventListener('submit', agentStart);
+  $('agent-question').addEventListener('input', renderAgentForm);
+  $('agent-grant-form').addEventListener('submit', agentGrant);
+  $('agent-refuse-form').addEventListener('submit', agentRefuse);
+  $('agent-resume').addEventListener('click', agentResume);
+}
+
+async function agentBoot() {
+  renderAgent();
+  try {
+    agent.catalog = await api('/api/v1/agent-tools/catalog');
+    agent.catalogError = null;
+  } catch (err) {
+    agent.catalogError = err;
+  }
+  // The latest turn of this workspace, from the event log, so that a reload
+  // finds a pending authorization again.
+  try {
+    const page = await api('/api/v1/agent-tools/events?cursor=0');
+    const events = Array.isArray(page.events) ? page.events : [];
+    const last = events.length ? String(events[events.length - 1].turn_id ?? '') : '';
+    if (last && !agent.turn) {
+      agentResetTurn({ turn_id: last, status: 'RUNNING' });
+      for (const ev of events) if (String(ev.turn_id ?? '') === last) agentIngest(ev);
+      if (page.missed) agent.missed = true;
+      await agentRefreshTurn();
+    }
+    const next = Number(page.next_cursor);
+    if (Number.isSafeInteger(next) && next >= agent.cursor) agent.cursor = next;
+  } catch (err) {
+    agent.pollError = err;
+  }
+  renderAgent();
+  if (agent.turn && agent.turn.research_request && agent.turn.status === 'AUTHORIZATION_REQUIRED') loadReview();
+  agentSchedule();
+}
+
+// ---------------------------------------------------------------------------
 // Start
 
 async function boot() {
   bindChrome();
+  bindAgent();
   applyChrome();
   try {
     const session = await api('/api/v1/session');
@@ -1340,6 +2324,9 @@ async function boot() {
   renderWorkspace();
   document.body.dataset.ready = 'true';
   route();
+  if (state.bootError) agent.catalogError = state.bootError;
+  else agentBoot();
+  renderAgent();
 }
 
 if (document.readyState === 'loading') {
