@@ -1028,7 +1028,6 @@ fn research_reads_are_bounded_ordered_and_scoped() {
 /// The provenance read model walks a synthetic page back to its campaign,
 /// grant, request and selection, and every reference it stores parses back.
 #[test]
-#[ignore = "bug in labfy-core: MAX_REF_LEN (51) is shorter than `research_request:<uuid>` (53 bytes)"]
 fn synthetic_pages_trace_back_through_the_provenance_read_model() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws, inv) = specimen_store(&dir, 1, 50);
@@ -1048,7 +1047,6 @@ fn synthetic_pages_trace_back_through_the_provenance_read_model() {
 /// `research_requests` promises newest first. Requests prepared within the
 /// same millisecond share `created_at`; the tie-break must keep newest first.
 #[test]
-#[ignore = "bug in research.rs: `ORDER BY created_at DESC, id` breaks same-millisecond ties oldest first"]
 fn research_requests_are_listed_newest_first() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws, inv) = specimen_store(&dir, 1, 20);
