@@ -99,6 +99,64 @@ pub(crate) fn index_evidence(conn: &Connection, from: i64, to: i64) -> Result<()
     Ok(())
 }
 
+/// A text document to store as evidence (media type `text/plain`).
+pub(crate) struct TextEvidence<'a> {
+    /// The investigation it joins.
+    pub(crate) investigation: Uuid,
+    /// Title.
+    pub(crate) title: &'a str,
+    /// The text; its SHA-256 and sizes are computed here.
+    pub(crate) content: &'a str,
+    /// Where it comes from (a person, a URL).
+    pub(crate) source: &'a str,
+    /// Collection time, RFC 3339.
+    pub(crate) at: &'a str,
+}
+
+/// Inserts one text evidence item and its provenance record (`producer`,
+/// `activity`, `inputs` in order), in the caller's transaction. Returns the
+/// new reference and its `seq`: the caller indexes the range it inserted
+/// ([`index_evidence`]) and moves the investigation's counters, once per
+/// command rather than once per row.
+pub(crate) fn insert_text_evidence(
+    conn: &Connection,
+    doc: &TextEvidence<'_>,
+    producer: &str,
+    activity: &str,
+    inputs: &[ObjectRef],
+) -> Result<(ObjectRef, i64)> {
+    let ev = ObjectRef::new(RefKind::Evidence, Uuid::now_v7());
+    let inv = doc.investigation.to_string();
+    conn.prepare_cached(
+        "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
+                               collected_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
+    )?
+    .execute(params![
+        ev.id().to_string(),
+        inv,
+        doc.title,
+        doc.content,
+        sha256_hex(doc.content.as_bytes()),
+        doc.source,
+        doc.content.len() as i64,
+        doc.content.chars().count() as i64,
+        doc.at
+    ])?;
+    let seq = conn.last_insert_rowid();
+    let prov = Uuid::now_v7().to_string();
+    conn.prepare_cached(
+        "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![prov, inv, ev.to_string(), producer, activity, doc.at])?;
+    for (pos, input) in inputs.iter().enumerate() {
+        conn.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)")?
+            .execute(params![prov, pos as i64, input.to_string()])?;
+    }
+    Ok((ev, seq))
+}
+
 /// Recomputes the derived figures of an investigation from their source rows:
 /// `entities.mention_count` (one index range count per entity) and the row
 /// counts kept on `investigations`. Every bulk command calls it in the same
@@ -172,32 +230,15 @@ pub(crate) fn add_note(
     check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, inv)?;
-    let id = Uuid::now_v7();
-    let ev = ObjectRef::new(RefKind::Evidence, id);
-    let now = now_rfc3339();
-    tx.execute(
-        "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
-                               collected_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
-        params![
-            id.to_string(),
-            inv.id().to_string(),
-            note.title,
-            note.content,
-            sha256_hex(note.content.as_bytes()),
-            source,
-            note.content.len() as i64,
-            note.content.chars().count() as i64,
-            now
-        ],
-    )?;
-    let seq = tx.last_insert_rowid();
+    let text = TextEvidence {
+        investigation: inv.id(),
+        title: &note.title,
+        content: &note.content,
+        source: &source,
+        at: &now_rfc3339(),
+    };
+    let (ev, seq) = insert_text_evidence(&tx, &text, actor, "note", &[])?;
     index_evidence(&tx, seq, seq)?;
-    tx.execute(
-        "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
-         VALUES (?1, ?2, ?3, ?4, 'note', ?5)",
-        params![Uuid::now_v7().to_string(), inv.id().to_string(), ev.to_string(), actor, now],
-    )?;
     // Exactly one evidence row and one provenance row were added above.
     tx.execute(
         "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1

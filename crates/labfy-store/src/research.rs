@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::commands::{audit, check_text, index_evidence, sha256_hex};
+use crate::commands::{TextEvidence, audit, check_text, index_evidence, insert_text_evidence};
 use crate::error::{Result, StoreError};
 use crate::model::{Grant, WorkspaceClass};
 use crate::now_rfc3339;
@@ -557,6 +557,7 @@ fn run_synthetic(
     scope: &ResearchScope,
     budget: ResearchBudget,
 ) -> Result<()> {
+    let inv_id = Uuid::try_parse(inv).map_err(|_| StoreError::Internal(format!("stored investigation id `{inv}`")))?;
     let (question, selection, exclusions): (String, String, String) = tx
         .prepare_cached("SELECT question, selection, exclusions FROM research_requests WHERE id = ?1")?
         .query_row([request.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
@@ -602,40 +603,12 @@ fn run_synthetic(
             continue;
         }
         bytes += len;
-        let ev_id = Uuid::now_v7();
-        let ev = ObjectRef::new(RefKind::Evidence, ev_id);
-        tx.execute(
-            "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
-                                   collected_at, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
-            params![
-                ev_id.to_string(),
-                inv,
-                format!("Résultat synthétique {}/{planned} — {host}", i + 1),
-                content,
-                sha256_hex(content.as_bytes()),
-                url,
-                len as i64,
-                content.chars().count() as i64,
-                now
-            ],
-        )?;
-        let seq = tx.last_insert_rowid();
+        let title = format!("Résultat synthétique {}/{planned} — {host}", i + 1);
+        let page = TextEvidence { investigation: inv_id, title: &title, content: &content, source: &url, at: &now };
+        let inputs: Vec<ObjectRef> = [*grant, *request].into_iter().chain(selection.iter().copied()).collect();
+        let (ev, seq) = insert_text_evidence(tx, &page, &campaign.to_string(), "synthetic_fetch", &inputs)?;
         first_seq.get_or_insert(seq);
         last_seq = seq;
-        let prov = Uuid::now_v7();
-        tx.execute(
-            "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
-             VALUES (?1, ?2, ?3, ?4, 'synthetic_fetch', ?5)",
-            params![prov.to_string(), inv, ev.to_string(), campaign.to_string(), now],
-        )?;
-        let inputs = [*grant, *request].into_iter().chain(selection.iter().copied());
-        for (pos, input) in inputs.enumerate() {
-            tx.execute(
-                "INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)",
-                params![prov.to_string(), pos as i64, input.to_string()],
-            )?;
-        }
         for target in selection.iter().filter(|r| matches!(r.kind(), RefKind::Evidence | RefKind::Entity)) {
             tx.execute(
                 "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at)
@@ -672,6 +645,20 @@ fn run_synthetic(
     )
 }
 
+/// A stored UUID column; anything else is a conversion failure of that column.
+fn col_uuid(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Uuid> {
+    let text: String = r.get(i)?;
+    Uuid::try_parse(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// A stored JSON column, decoded.
+fn col_json<T: serde::de::DeserializeOwned>(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T> {
+    let text: String = r.get(i)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 /// True when `grant` is unrevoked and its expiry is in the future.
 pub fn grant_is_active(grant: &Grant, now: DateTime<Utc>) -> bool {
     grant.revoked_at.is_none()
@@ -699,7 +686,7 @@ impl Reads<'_> {
         if request.kind() != RefKind::ResearchRequest {
             return Err(StoreError::Invalid(format!("expected a `research_request:` reference, got `{request}`")));
         }
-        let mut list = self.research_list(ws, "id = ?2", &request.id().to_string(), 1)?;
+        let mut list = self.research_list(ws, "id = ?2", &request.id().to_string(), "ASC", 1)?;
         list.pop().ok_or_else(|| StoreError::NotFound(request.to_string()))
     }
 
@@ -712,96 +699,66 @@ impl Reads<'_> {
             return Err(StoreError::Invalid(format!("limit must be between 1 and {MAX_RESEARCH_LIST}, got {limit}")));
         }
         self.require_in_workspace(ws, inv)?;
-        self.research_list(ws, "investigation_id = ?2", &inv.id().to_string(), limit)
+        self.research_list(ws, "investigation_id = ?2", &inv.id().to_string(), "DESC", limit)
     }
 
     /// Research requests of a workspace waiting for a decision, oldest first.
     pub fn pending_research(&self, ws: Uuid) -> Result<Vec<ResearchRequest>> {
-        self.research_list(ws, "status = ?2", "PENDING", MAX_RESEARCH_LIST)
+        self.research_list(ws, "status = ?2", "PENDING", "ASC", MAX_RESEARCH_LIST)
     }
 
-    fn research_list(&self, ws: Uuid, filter: &str, value: &str, limit: u32) -> Result<Vec<ResearchRequest>> {
-        let order = if value == "PENDING" { "ASC" } else { "DESC" };
+    fn research_list(
+        &self,
+        ws: Uuid,
+        filter: &str,
+        value: &str,
+        order: &str,
+        limit: u32,
+    ) -> Result<Vec<ResearchRequest>> {
         let sql = format!(
             "SELECT id, investigation_id, question, selection, exclusions, status, turn_id, call_id, requested_by,
                     contract_fingerprint, catalog_fingerprint, created_at, decided_at, decided_by, decision_note,
                     grant_id
              FROM research_requests WHERE workspace_id = ?1 AND {filter} ORDER BY created_at {order}, id {order} LIMIT ?3"
         );
-        type Row = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        );
-        let rows: Vec<Row> = self
+        let rows: Vec<(ResearchRequest, Option<String>)> = self
             .conn
             .prepare_cached(&sql)?
             .query_map(params![ws.to_string(), value, limit], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                    r.get(10)?,
-                    r.get(11)?,
-                    r.get(12)?,
-                    r.get(13)?,
-                    r.get(14)?,
-                    r.get(15)?,
-                ))
+                let request = ResearchRequest {
+                    id: ObjectRef::new(RefKind::ResearchRequest, col_uuid(r, 0)?),
+                    investigation_id: ObjectRef::new(RefKind::Investigation, col_uuid(r, 1)?),
+                    question: r.get(2)?,
+                    selection: col_json(r, 3)?,
+                    exclusions: col_json(r, 4)?,
+                    status: r.get(5)?,
+                    turn_id: col_uuid(r, 6)?,
+                    call_id: col_uuid(r, 7)?,
+                    requested_by: r.get(8)?,
+                    contract_fingerprint: r.get(9)?,
+                    catalog_fingerprint: r.get(10)?,
+                    created_at: r.get(11)?,
+                    decided_at: r.get(12)?,
+                    decided_by: r.get(13)?,
+                    decision_note: r.get(14)?,
+                    grant: None,
+                    grant_active: false,
+                    campaign: None,
+                };
+                Ok((request, r.get(15)?))
             })?
             .collect::<std::result::Result<_, _>>()?;
-        let uuid =
-            |s: &str| Uuid::try_parse(s).map_err(|_| StoreError::Internal(format!("stored id `{s}` is not a UUID")));
-        let json_err = |e: serde_json::Error| StoreError::Internal(format!("stored research JSON invalid: {e}"));
         let now = Utc::now();
         let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id = ObjectRef::new(RefKind::ResearchRequest, uuid(&row.0)?);
-            let grant = match &row.15 {
-                Some(g) => Some(self.grant(ws, &ObjectRef::new(RefKind::Grant, uuid(g)?))?),
-                None => None,
-            };
-            let campaign = self.campaign_of_request(ws, &id)?;
-            out.push(ResearchRequest {
-                id,
-                investigation_id: ObjectRef::new(RefKind::Investigation, uuid(&row.1)?),
-                question: row.2,
-                selection: serde_json::from_str(&row.3).map_err(json_err)?,
-                exclusions: serde_json::from_str(&row.4).map_err(json_err)?,
-                status: row.5,
-                turn_id: uuid(&row.6)?,
-                call_id: uuid(&row.7)?,
-                requested_by: row.8,
-                contract_fingerprint: row.9,
-                catalog_fingerprint: row.10,
-                created_at: row.11,
-                decided_at: row.12,
-                decided_by: row.13,
-                decision_note: row.14,
-                grant_active: grant.as_ref().is_some_and(|g| grant_is_active(g, now)),
-                grant,
-                campaign,
-            });
+        for (mut request, grant_id) in rows {
+            if let Some(g) = grant_id {
+                let id = Uuid::try_parse(&g).map_err(|_| StoreError::Internal(format!("stored grant id `{g}`")))?;
+                let grant = self.grant(ws, &ObjectRef::new(RefKind::Grant, id))?;
+                request.grant_active = grant_is_active(&grant, now);
+                request.grant = Some(grant);
+            }
+            request.campaign = self.campaign_of_request(ws, &request.id)?;
+            out.push(request);
         }
         Ok(out)
     }
@@ -828,26 +785,29 @@ impl Reads<'_> {
             return Err(StoreError::Invalid(format!("expected a `campaign:` reference, got `{campaign}`")));
         }
         self.require_in_workspace(ws, campaign)?;
-        let row: (String, String, String, bool, i64, i64, i64, i64, String, String) = self
+        let mut found = self
             .conn
             .prepare_cached(
                 "SELECT grant_id, status, detail, synthetic, items_total, items_done, items_failed, bytes, created_at,
                         updated_at FROM campaigns WHERE id = ?1",
             )?
             .query_row([campaign.id().to_string()], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                ))
+                Ok(Campaign {
+                    id: *campaign,
+                    grant_id: ObjectRef::new(RefKind::Grant, col_uuid(r, 0)?),
+                    status: r.get(1)?,
+                    detail: r.get(2)?,
+                    synthetic: r.get(3)?,
+                    items_total: r.get(4)?,
+                    items_done: r.get(5)?,
+                    items_failed: r.get(6)?,
+                    bytes: r.get(7)?,
+                    evidence: Vec::new(),
+                    created_at: r.get(8)?,
+                    updated_at: r.get(9)?,
+                })
             })?;
+        // The campaign's evidence is what its provenance records name.
         let evidence: Vec<String> = self
             .conn
             .prepare_cached(
@@ -855,23 +815,10 @@ impl Reads<'_> {
             )?
             .query_map(params![campaign.to_string(), MAX_CAMPAIGN_EVIDENCE], |r| r.get(0))?
             .collect::<std::result::Result<_, _>>()?;
-        let grant = Uuid::try_parse(&row.0).map_err(|_| StoreError::Internal("stored grant id".into()))?;
-        Ok(Campaign {
-            id: *campaign,
-            grant_id: ObjectRef::new(RefKind::Grant, grant),
-            status: row.1,
-            detail: row.2,
-            synthetic: row.3,
-            items_total: row.4,
-            items_done: row.5,
-            items_failed: row.6,
-            bytes: row.7,
-            evidence: evidence
-                .iter()
-                .map(|e| e.parse().map_err(|e| StoreError::Internal(format!("stored evidence ref: {e}"))))
-                .collect::<Result<_>>()?,
-            created_at: row.8,
-            updated_at: row.9,
-        })
+        found.evidence = evidence
+            .iter()
+            .map(|e| e.parse().map_err(|e| StoreError::Internal(format!("stored evidence ref: {e}"))))
+            .collect::<Result<_>>()?;
+        Ok(found)
     }
 }
