@@ -8,7 +8,7 @@
 //!    with no layer, in the same process and run; prints the ratio.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ pub struct StoreBenchArgs {
     connections: usize,
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -80,41 +80,63 @@ fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (out, start.elapsed())
 }
 
-fn fail(e: impl std::fmt::Display) -> Failure {
+/// The SPECIMEN a benchmark runs on: generated (and timed) in `data_dir` or a
+/// temporary directory removed at the end; an existing one of the same seed
+/// is reused untimed.
+pub(crate) struct BenchSpecimen {
+    /// Keeps a temporary data directory alive.
+    pub(crate) _tmp: Option<tempfile::TempDir>,
+    /// The data directory.
+    pub(crate) dir: PathBuf,
+    /// The store, open read-write.
+    pub(crate) store: Store,
+    /// The SPECIMEN workspace.
+    pub(crate) workspace: ObjectRef,
+    /// Its investigation.
+    pub(crate) investigation: ObjectRef,
+}
+
+impl BenchSpecimen {
+    /// Opens or writes the SPECIMEN, printing the benchmark's header line.
+    pub(crate) fn open(bench: &str, data_dir: Option<&Path>, size: u64, seed: u64) -> Result<Self, Failure> {
+        let (tmp, dir) = match data_dir {
+            Some(d) => (None, d.to_path_buf()),
+            None => {
+                let t = tempfile::TempDir::new()?;
+                let d = t.path().to_path_buf();
+                (Some(t), d)
+            }
+        };
+        println!("# labfy bench {bench} — size {size} seed {seed} — data dir {}", dir.display());
+        let mut store = Store::open(&dir)?;
+        let (outcome, took) = time(|| generate_with_progress(&mut store, SpecimenSpec { seed, size }));
+        let (workspace, investigation) = match outcome? {
+            SpecimenOutcome::Created { workspace, investigation, .. } => {
+                println!(
+                    "{:<28} {size} items in {:.2} s ({:.0} items/s)",
+                    "specimen generation",
+                    took.as_secs_f64(),
+                    size as f64 / took.as_secs_f64()
+                );
+                (workspace, investigation)
+            }
+            SpecimenOutcome::AlreadyPresent { workspace, investigation, .. } => {
+                println!("{:<28} reused (not timed)", "specimen generation");
+                (workspace, investigation)
+            }
+        };
+        Ok(Self { _tmp: tmp, dir, store, workspace, investigation })
+    }
+}
+
+pub(crate) fn fail(e: impl std::fmt::Display) -> Failure {
     Failure::from(std::io::Error::other(e.to_string()))
 }
 
 /// Runs the benchmark.
 pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
-    let tmp;
-    let dir = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile::TempDir::new()?;
-            tmp.path().to_path_buf()
-        }
-    };
-    println!("# labfy bench store — size {} seed {} — data dir {}", args.size, args.seed, dir.display());
-    let mut store = Store::open(&dir)?;
-    let spec = SpecimenSpec { seed: args.seed, size: args.size };
-    let (outcome, took) = time(|| generate_with_progress(&mut store, spec));
-    let outcome = outcome?;
-    let (ws, inv) = match outcome {
-        SpecimenOutcome::Created { workspace, investigation, .. } => {
-            println!(
-                "{:<28} {} items in {:.2} s ({:.0} items/s)",
-                "specimen generation",
-                args.size,
-                took.as_secs_f64(),
-                args.size as f64 / took.as_secs_f64()
-            );
-            (workspace, investigation)
-        }
-        SpecimenOutcome::AlreadyPresent { workspace, investigation, .. } => {
-            println!("{:<28} reused (not timed)", "specimen generation");
-            (workspace, investigation)
-        }
-    };
+    let BenchSpecimen { _tmp, dir, store, workspace: ws, investigation: inv } =
+        BenchSpecimen::open("store", args.data_dir.as_deref(), args.size, args.seed)?;
     let file_mib = std::fs::metadata(store.path()).map(|m| m.len() as f64 / 1048576.0).unwrap_or(0.0);
     println!("{:<28} {file_mib:.1} MiB", "database file");
 
@@ -261,8 +283,8 @@ async fn http_bench(
     Ok(())
 }
 
-async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
-    let mut sender = connect(addr).await?;
+pub(crate) async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
+    let mut sender = connect::<Empty<Bytes>>(addr).await?;
     let req = Request::get("/").header(header::HOST, addr.to_string()).body(Empty::<Bytes>::new()).map_err(fail)?;
     let res = sender.send_request(req).await.map_err(fail)?;
     let cookie = res
@@ -275,7 +297,13 @@ async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
     Ok(cookie)
 }
 
-async fn connect(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>, Failure> {
+/// One keep-alive HTTP/1 connection to `addr`, sending bodies of type `B`.
+pub(crate) async fn connect<B>(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendRequest<B>, Failure>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, conn) =

@@ -20,12 +20,12 @@ use labfy_gateway::protocol::{CallContext, CallRequest, NewTurn, TurnMode};
 use labfy_gateway::{AgentGateway, DirectBackend, Environment, Scope};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db, listener};
-use labfy_store::specimen::{SpecimenOutcome, SpecimenSpec};
 use labfy_store::{Store, WorkspaceClass};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::cli::{Failure, generate_with_progress};
+use crate::bench::{BenchSpecimen, connect, fail, fetch_cookie, percentile};
+use crate::cli::Failure;
 
 /// Options of `labfy bench gateway`.
 #[derive(clap::Args)]
@@ -51,31 +51,10 @@ pub struct GatewayBenchArgs {
     connections: usize,
 }
 
-fn fail(e: impl std::fmt::Display) -> Failure {
-    Failure::from(std::io::Error::other(e.to_string()))
-}
-
-fn p50(mut v: Vec<Duration>) -> (Duration, Duration) {
-    v.sort();
-    (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
-}
-
 /// Runs the benchmark.
 pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
-    let tmp;
-    let dir = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile::TempDir::new()?;
-            tmp.path().to_path_buf()
-        }
-    };
-    println!("# labfy bench gateway — size {} seed {} — data dir {}", args.size, args.seed, dir.display());
-    let mut store = Store::open(&dir)?;
-    let (ws, inv) = match generate_with_progress(&mut store, SpecimenSpec { seed: args.seed, size: args.size })? {
-        SpecimenOutcome::Created { workspace, investigation, .. }
-        | SpecimenOutcome::AlreadyPresent { workspace, investigation, .. } => (workspace, investigation),
-    };
+    let BenchSpecimen { _tmp, dir, store, workspace: ws, investigation: inv } =
+        BenchSpecimen::open("gateway", args.data_dir.as_deref(), args.size, args.seed)?;
     let evidence: Vec<ObjectRef> =
         store.reads().overview(ws.id(), &inv)?.recent_evidence.iter().map(|e| e.id).collect();
     let scope = Scope { workspace: ws.id(), class: WorkspaceClass::Specimen };
@@ -120,8 +99,10 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
             return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
         }
     }
-    let (b50, b99) = p50(bare);
-    let (g50, g99) = p50(through);
+    bare.sort();
+    through.sort();
+    let (b50, b99) = (percentile(&bare, 0.50), percentile(&bare, 0.99));
+    let (g50, g99) = (percentile(&through, 0.50), percentile(&through, 0.99));
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("{:<44} p50 {:>8.1} µs  p99 {:>8.1} µs", "bare read model (graph node)", us(b50), us(b99));
     println!("{:<44} p50 {:>8.1} µs  p99 {:>8.1} µs", "gateway call graph.get_node (in process)", us(g50), us(g99));
@@ -201,27 +182,10 @@ async fn send(
     serde_json::from_slice(&bytes).map_err(fail)
 }
 
-async fn connect(addr: SocketAddr) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, Failure> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.map_err(fail)?;
-    tokio::spawn(conn);
-    Ok(sender)
-}
-
+/// A session as a browser gets it: the cookie from `GET /`, then its CSRF token.
 async fn session(addr: SocketAddr) -> Result<(String, String), Failure> {
+    let cookie = fetch_cookie(addr).await?;
     let mut s = connect(addr).await?;
-    let req = Request::get("/").header(header::HOST, addr.to_string()).body(Full::new(Bytes::new())).map_err(fail)?;
-    let res = s.send_request(req).await.map_err(fail)?;
-    let cookie = res
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(str::to_owned)
-        .ok_or_else(|| fail("no session cookie"))?;
-    res.into_body().collect().await.map_err(fail)?;
     let v = send(&mut s, addr, "GET", "/api/v1/session", &cookie, "", String::new()).await?;
     Ok((cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned()))
 }
