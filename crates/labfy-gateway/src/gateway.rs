@@ -588,7 +588,7 @@ impl AgentGateway {
 
     /// Bounds, stores and announces a result; ends the call's in-flight state.
     fn seal(&self, scope: Scope, key: (Uuid, String), mut result: ToolResult) -> Arc<ToolResult> {
-        let size = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serialized_len(&result);
         if size > MAX_RESULT_BYTES {
             result.status = ResultStatus::Failed;
             result.object_refs.clear();
@@ -646,6 +646,26 @@ impl AgentGateway {
             );
         }
         result
+    }
+}
+
+/// Bytes `value` takes serialised, counted without building the text.
+fn serialized_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        // A result that cannot be serialised cannot be sent either.
+        Err(_) => usize::MAX,
     }
 }
 

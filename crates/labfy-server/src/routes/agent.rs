@@ -6,10 +6,11 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use labfy_core::{ObjectRef, RefKind};
-use labfy_gateway::protocol::{CallRequest, EventPage, NewTurn, TurnMode};
+use labfy_gateway::protocol::{CallRequest, EventPage, NewTurn, Turn, TurnMode};
 use labfy_gateway::{DEMO_AGENT_LABEL, GatewayError};
 use labfy_store::{GrantDecision, ResearchBudget, ResearchScope};
 use serde::Deserialize;
@@ -82,7 +83,7 @@ async fn catalog(State(st): State<AppState>) -> Json<Value> {
 async fn start_turn(
     State(st): State<AppState>,
     ApiJson(req): ApiJson<NewTurn>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Turn>)> {
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
     let turn = blocking(move || match req.mode.unwrap_or(TurnMode::Demo) {
@@ -90,31 +91,33 @@ async fn start_turn(
         TurnMode::Manual => gw.open_turn(scope, &req),
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(json!(turn))))
+    Ok((StatusCode::CREATED, Json(turn)))
 }
 
-async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Turn>> {
     let id = uuid_param("turn_id", &id)?;
-    Ok(Json(json!(st.gateway().turn(st.scope(), id)?)))
+    Ok(Json(st.gateway().turn(st.scope(), id)?))
 }
 
-async fn resume(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn resume(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Turn>> {
     let id = uuid_param("turn_id", &id)?;
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
-    Ok(Json(json!(blocking(move || gw.resume(scope, &env, id)).await?)))
+    Ok(Json(blocking(move || gw.resume(scope, &env, id)).await?))
 }
 
-async fn call(State(st): State<AppState>, ApiJson(req): ApiJson<CallRequest>) -> ApiResult<Json<Value>> {
+async fn call(State(st): State<AppState>, ApiJson(req): ApiJson<CallRequest>) -> ApiResult<Response> {
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
     let result = blocking(move || gw.call(scope, &env, req)).await?;
-    Ok(Json(json!(*result)))
+    // Serialised straight from the shared result: no intermediate JSON tree.
+    Ok(Json(&*result).into_response())
 }
 
-async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = uuid_param("result_id", &id)?;
-    Ok(Json(json!(*st.gateway().result(st.scope(), id)?)))
+    let result = st.gateway().result(st.scope(), id)?;
+    Ok(Json(&*result).into_response())
 }
 
 #[derive(Deserialize)]
