@@ -304,19 +304,24 @@ impl Tool {
     }
 
     /// Availability of this tool in a workspace of `class`, given `env`.
+    ///
+    /// Any tool with network contact is unavailable in a SPECIMEN workspace
+    /// (W1) and while egress is not ready (E6); this is the one place that
+    /// rule lives, for every such tool.
     pub fn availability(&self, class: WorkspaceClass, env: &Environment) -> Availability {
+        if self.network != NetworkContact::None {
+            if class == WorkspaceClass::Specimen {
+                return Availability::unavailable("SPECIMEN workspaces touch no network (their research is synthetic)");
+            }
+            if !env.egress.ready {
+                return Availability::unavailable(format!("egress not ready: {}", env.egress.detail));
+            }
+        }
         match self.id {
             ToolId::SandboxExec if !env.sandbox.ready => {
                 Availability::unavailable(format!("no sandbox: {}", env.sandbox.detail))
             }
             ToolId::SandboxExec => Availability::unavailable("this build has no sandbox runner"),
-            ToolId::WebFetch if class == WorkspaceClass::Specimen => {
-                Availability::unavailable("SPECIMEN workspaces touch no network (their research is synthetic)")
-            }
-            ToolId::WebFetch if !env.egress.ready => {
-                Availability::unavailable(format!("egress not ready: {}", env.egress.detail))
-            }
-            ToolId::WebFetch => Availability::available(None),
             ToolId::ResearchPrepare => Availability::available(Some(match class {
                 WorkspaceClass::Specimen => "a granted campaign runs synthetically (SPECIMEN: no network)".to_owned(),
                 WorkspaceClass::Real if env.egress.ready => "a granted campaign runs through egress (Tor)".to_owned(),

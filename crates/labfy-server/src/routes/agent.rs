@@ -80,10 +80,7 @@ async fn catalog(State(st): State<AppState>) -> Json<Value> {
     Json(published)
 }
 
-async fn start_turn(
-    State(st): State<AppState>,
-    ApiJson(req): ApiJson<NewTurn>,
-) -> ApiResult<(StatusCode, Json<Turn>)> {
+async fn start_turn(State(st): State<AppState>, ApiJson(req): ApiJson<NewTurn>) -> ApiResult<(StatusCode, Json<Turn>)> {
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
     let turn = blocking(move || match req.mode.unwrap_or(TurnMode::Demo) {
