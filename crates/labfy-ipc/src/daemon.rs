@@ -34,6 +34,19 @@ pub fn service_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
     })
 }
 
+/// The operator's socket of a daemon (`governor.operator.sock`): same uid
+/// and the per-boot secret, any pid — for `labfy resources` and
+/// `labfy model …`, which run outside the supervisor's process tree. It serves
+/// the same requests as the service socket, so it grants nothing the server
+/// (which holds the secret too) could not already ask.
+pub fn operator_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
+    runtime_dir.join(match boundary {
+        Boundary::Control => "control.operator.sock",
+        Boundary::Governor => "governor.operator.sock",
+        Boundary::Egress => "egress.operator.sock",
+    })
+}
+
 /// Lower-case name of a role.
 pub fn role_name(role: Role) -> &'static str {
     match role {

@@ -137,25 +137,325 @@ pub mod control {
     }
 }
 
-/// Workspace server ↔ governor. Admission and probes join in their issue.
+/// Workspace server (and the operator's `labfy` commands) ↔ governor
+/// (SPEC Q, M11): samples, reservations, admission, the local model.
 pub mod governor {
     use super::*;
 
-    /// What the server asks the governor.
+    /// Bytes of each resource the ledger counts (SPEC Q2).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Amounts {
+        /// GPU memory (VRAM; on a UMA APU, GTT counts here too).
+        pub vram: u64,
+        /// Host RAM.
+        pub ram: u64,
+        /// Swap.
+        pub swap: u64,
+        /// Scratch directory space.
+        pub scratch: u64,
+    }
+
+    /// Memory pressure from `/proc/pressure/memory` (percent of wall time
+    /// over the last 10 s with some / all tasks stalled on memory).
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Psi {
+        /// `some avg10`.
+        pub some_avg10: f64,
+        /// `full avg10`.
+        pub full_avg10: f64,
+    }
+
+    /// Host memory (sysinfo) and pressure.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct HostSample {
+        /// Total RAM, bytes.
+        pub ram_total: u64,
+        /// Used RAM, bytes.
+        pub ram_used: u64,
+        /// RAM available to new work, bytes.
+        pub ram_available: u64,
+        /// Total swap, bytes.
+        pub swap_total: u64,
+        /// Used swap, bytes.
+        pub swap_used: u64,
+        /// Memory pressure, where the kernel reports it.
+        pub psi: Option<Psi>,
+    }
+
+    /// The scratch directory: free space, and what Labfy itself holds there.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ScratchSample {
+        /// The directory.
+        pub path: String,
+        /// Size of its file system, bytes.
+        pub total: u64,
+        /// Free bytes available to Labfy.
+        pub free: u64,
+        /// Bytes of the files under the directory.
+        pub labfy_used: u64,
+    }
+
+    /// Which vendor's GPU.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum GpuVendor {
+        /// AMD (amdgpu sysfs, ROCm SMI).
+        Amd,
+        /// NVIDIA (NVML).
+        Nvidia,
+    }
+
+    /// One GPU. A figure the probe could not read is `None`, never a guess.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct GpuSample {
+        /// Stable id within the machine (`card0`, `nvidia0`).
+        pub id: String,
+        /// Vendor.
+        pub vendor: GpuVendor,
+        /// PCI address or product name, as the probe found it.
+        pub name: String,
+        /// True for an APU sharing system memory (small VRAM carve-out, GTT-heavy).
+        pub uma: bool,
+        /// VRAM total, bytes.
+        pub vram_total: Option<u64>,
+        /// VRAM used, bytes (most pessimistic of the sources).
+        pub vram_used: Option<u64>,
+        /// GTT total, bytes (AMD).
+        pub gtt_total: Option<u64>,
+        /// GTT used, bytes (AMD).
+        pub gtt_used: Option<u64>,
+        /// GPU busy, percent.
+        pub busy_percent: Option<u8>,
+        /// Highest temperature reported, millidegrees Celsius.
+        pub temperature_mc: Option<i64>,
+        /// Power draw, microwatts.
+        pub power_uw: Option<u64>,
+        /// Where the figures come from (`amdgpu sysfs`, `amdgpu sysfs + ROCm SMI`, `NVML`).
+        pub source: String,
+    }
+
+    /// One sampling round of every probe.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Sample {
+        /// Unix time of the sample, milliseconds.
+        pub at_ms: u64,
+        /// RAM, swap, pressure.
+        pub host: HostSample,
+        /// Scratch space; `None` when it could not be read (see `facts`).
+        pub scratch: Option<ScratchSample>,
+        /// Every GPU found (none is a fact, not an error).
+        pub gpus: Vec<GpuSample>,
+        /// Reported facts and degraded states: a missing library, an
+        /// unreadable file, two sources that disagree.
+        pub facts: Vec<String>,
+    }
+
+    /// What a reservation is for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReservationKind {
+        /// A llama-server the governor started.
+        Model,
+        /// A research campaign.
+        Campaign,
+    }
+
+    /// One reservation of the ledger.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Reservation {
+        /// `reservation:<uuid>`-like id (`res-<uuid>`).
+        pub id: String,
+        /// Who holds it (`model:<file name>`, `campaign:<uuid>`).
+        pub owner: String,
+        /// What it is for.
+        pub kind: ReservationKind,
+        /// Reserved bytes (the estimate).
+        pub reserved: Amounts,
+        /// Peak measured usage of what runs under it, when measured.
+        pub measured_peak: Option<Amounts>,
+        /// Higher is more important; the lowest is stopped first under pressure.
+        pub priority: u8,
+        /// Unix ms when the lease lapses unless renewed; `None`: held while the process lives.
+        pub lease_expires_ms: Option<u64>,
+        /// Unix ms of admission.
+        pub admitted_ms: u64,
+    }
+
+    /// One admission decision, for the log (SPEC Q5).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Decision {
+        /// Unix ms.
+        pub at_ms: u64,
+        /// Who asked.
+        pub owner: String,
+        /// For what.
+        pub kind: ReservationKind,
+        /// Asked bytes.
+        pub asked: Amounts,
+        /// Admitted, or refused.
+        pub admitted: bool,
+        /// One sentence: why.
+        pub reason: String,
+        /// What holds the resource that was missing (reservation owners,
+        /// `pressure`, `usage outside Labfy`).
+        pub blocked_by: Vec<String>,
+    }
+
+    /// The size of a model run, from its GGUF header (SPEC Q2).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ModelEstimate {
+        /// Tensor bytes.
+        pub weights: u64,
+        /// KV cache for the context asked.
+        pub kv_cache: u64,
+        /// Compute buffers and runtime, stated.
+        pub overhead: u64,
+        /// What is reserved, per resource.
+        pub reserved: Amounts,
+        /// Architecture named in the header.
+        pub architecture: String,
+        /// Layers (blocks).
+        pub layers: u32,
+        /// Context length used.
+        pub context: u32,
+    }
+
+    /// What the operator asks to start (`labfy model start`).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ModelSpec {
+        /// Absolute path of the GGUF file.
+        pub gguf: String,
+        /// Its expected SHA-256, 64 lower-case hex digits.
+        pub sha256: String,
+        /// Context size; `None`: the governor's default.
+        pub ctx: Option<u32>,
+        /// Layers offloaded to the GPU; 0 keeps everything in RAM.
+        pub gpu_layers: u32,
+    }
+
+    /// The local model the governor runs, if any.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ModelStatus {
+        /// `starting`, `loading`, `ready`, `restarting`, `stopping`, `stopped`, `failed`.
+        pub state: String,
+        /// What was asked.
+        pub spec: ModelSpec,
+        /// `http://127.0.0.1:<port>` inside the server's network namespace, once bound.
+        pub endpoint: Option<String>,
+        /// llama-server's pid, while it runs.
+        pub pid: Option<u32>,
+        /// The ledger's reservation.
+        pub reservation: Option<String>,
+        /// The estimate admitted.
+        pub estimate: ModelEstimate,
+        /// Peak memory of its cgroup so far, bytes.
+        pub peak_memory: Option<u64>,
+        /// Restarts after a death while the reservation held.
+        pub restarts: u32,
+        /// Last event, one line.
+        pub detail: String,
+    }
+
+    /// A campaign asking to run (SPEC Q2).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CampaignAsk {
+        /// `campaign:<uuid>`.
+        pub campaign: String,
+        /// Scratch bytes it may write.
+        pub scratch_bytes: u64,
+        /// RAM it may hold.
+        pub ram_bytes: u64,
+        /// Fetches in flight at once.
+        pub concurrency: u32,
+        /// Priority (0–255; higher is more important).
+        pub priority: u8,
+    }
+
+    /// Everything the governor knows now (SPEC Q5).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct GovernorState {
+        /// The latest sample, once one was taken.
+        pub sample: Option<Sample>,
+        /// What admission may hand out per resource, after headroom.
+        pub admissible: Amounts,
+        /// Current reservations.
+        pub reservations: Vec<Reservation>,
+        /// Latest decisions, oldest first (bounded).
+        pub decisions: Vec<Decision>,
+        /// Why new admissions are refused now, when they are.
+        pub pressure: Option<String>,
+        /// The local model, if one was asked for.
+        pub model: Option<ModelStatus>,
+        /// Sampling period, milliseconds.
+        pub sample_period_ms: u64,
+    }
+
+    /// A refusal with its reason (SPEC Q2).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Refusal {
+        /// One sentence.
+        pub reason: String,
+        /// What holds the missing resource.
+        pub blocked_by: Vec<String>,
+    }
+
+    /// What the server (or the operator) asks the governor.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
     pub enum GovernorRequest {
         /// Is the governor alive and ready?
         Health {},
+        /// Samples, reservations, decisions, the model.
+        State {},
+        /// Check, admit and start the local model (one at a time).
+        ModelStart(ModelSpec),
+        /// Stop the local model and release its reservation.
+        ModelStop {},
+        /// Admit a campaign.
+        AdmitCampaign(CampaignAsk),
+        /// Release a reservation (a campaign that ended).
+        Release {
+            /// The reservation id.
+            reservation: String,
+        },
     }
 
     /// What the governor answers.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
     #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
     pub enum GovernorResponse {
         /// Health report.
         Health(Health),
-        /// Refused or failed.
+        /// The whole state.
+        State(Box<GovernorState>),
+        /// The model's status after a start or stop.
+        Model(Box<ModelStatus>),
+        /// No model is running (after a stop).
+        ModelStopped {},
+        /// Admitted under this reservation.
+        Admitted {
+            /// The reservation id.
+            reservation: String,
+        },
+        /// Refused by admission.
+        Refused(Refusal),
+        /// Released.
+        Released {},
+        /// Refused or failed for another reason.
         Failed(Failure),
     }
 }

@@ -1,0 +1,206 @@
+//! The governor's configuration: command-line flags (and `LABFY_*`
+//! variables), validated once into an immutable [`GovernorConfig`]
+//! (STYLE 11). Every default is a named constant.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use labfy_ipc::messages::governor::Amounts;
+
+use crate::ledger::LedgerConfig;
+use crate::model::{MAX_CTX, MIN_CTX, ModelSettings};
+use crate::probe::ProbeConfig;
+
+/// Default sampling period, milliseconds.
+pub const DEFAULT_SAMPLE_MS: u64 = 1000;
+/// Sampling period bounds, milliseconds.
+pub const SAMPLE_MS_RANGE: (u64, u64) = (100, 60_000);
+/// Default RAM headroom, MiB.
+pub const DEFAULT_HEADROOM_RAM_MIB: u64 = 1024;
+/// Default GPU memory headroom, MiB.
+pub const DEFAULT_HEADROOM_VRAM_MIB: u64 = 512;
+/// Default swap headroom, MiB.
+pub const DEFAULT_HEADROOM_SWAP_MIB: u64 = 0;
+/// Default scratch headroom, MiB.
+pub const DEFAULT_HEADROOM_SCRATCH_MIB: u64 = 1024;
+/// Default swap-use threshold, percent.
+pub const DEFAULT_SWAP_PRESSURE_PERCENT: u8 = 50;
+/// Default PSI `some avg10` threshold, percent.
+pub const DEFAULT_PSI_PRESSURE: f64 = 20.0;
+/// Samples in a row under pressure before the lowest-priority run is stopped.
+pub const DEFAULT_PRESSURE_STOP_AFTER: u32 = 10;
+/// Default context of the local model.
+pub const DEFAULT_MODEL_CTX: u32 = 4096;
+/// Default wait for a model's `/health` 200.
+pub const DEFAULT_MODEL_START_TIMEOUT_S: u64 = 300;
+
+/// Labfy's Resource Governor daemon (normally started by `labfy up`).
+#[derive(Debug, Clone, Parser)]
+#[command(version, about)]
+pub struct Args {
+    /// Private runtime directory holding the sockets and the per-boot secret.
+    #[arg(long, env = "LABFY_RUNTIME_DIR")]
+    pub runtime_dir: PathBuf,
+    /// Data directory; the scratch directory defaults to `<data-dir>/scratch`.
+    #[arg(long, env = "LABFY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Scratch directory (free space and Labfy's own usage are sampled there).
+    #[arg(long, env = "LABFY_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+    /// The llama-server program the LocalModelSupervisor starts.
+    #[arg(long, env = "LABFY_LLAMA_SERVER")]
+    pub llama_server: Option<PathBuf>,
+    /// Sampling period, milliseconds (100–60000).
+    #[arg(long, default_value_t = DEFAULT_SAMPLE_MS)]
+    pub sample_ms: u64,
+    /// RAM never handed out, MiB.
+    #[arg(long, default_value_t = DEFAULT_HEADROOM_RAM_MIB)]
+    pub headroom_ram_mib: u64,
+    /// GPU memory never handed out, MiB.
+    #[arg(long, default_value_t = DEFAULT_HEADROOM_VRAM_MIB)]
+    pub headroom_vram_mib: u64,
+    /// Swap never handed out, MiB.
+    #[arg(long, default_value_t = DEFAULT_HEADROOM_SWAP_MIB)]
+    pub headroom_swap_mib: u64,
+    /// Scratch space never handed out, MiB.
+    #[arg(long, default_value_t = DEFAULT_HEADROOM_SCRATCH_MIB)]
+    pub headroom_scratch_mib: u64,
+    /// Swap use (percent of swap) above which admissions stop.
+    #[arg(long, default_value_t = DEFAULT_SWAP_PRESSURE_PERCENT)]
+    pub swap_pressure_percent: u8,
+    /// PSI memory `some avg10` (percent) above which admissions stop.
+    #[arg(long, default_value_t = DEFAULT_PSI_PRESSURE)]
+    pub psi_pressure: f64,
+    /// Samples in a row under pressure before the lowest-priority run is stopped (0: never stop).
+    #[arg(long, default_value_t = DEFAULT_PRESSURE_STOP_AFTER)]
+    pub pressure_stop_after: u32,
+    /// Context of the local model when a start names none.
+    #[arg(long, default_value_t = DEFAULT_MODEL_CTX)]
+    pub model_ctx: u32,
+    /// Threads of llama-server (default: the machine's cores).
+    #[arg(long)]
+    pub model_threads: Option<u32>,
+    /// Longest wait for the model's `/health` 200, seconds.
+    #[arg(long, default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
+    pub model_start_timeout_s: u64,
+    /// Root of the DRM sysfs tree (tests point it at a fixture).
+    #[arg(long, default_value = "/sys/class/drm")]
+    pub drm_root: PathBuf,
+    /// Root of procfs, for PSI (tests point it at a fixture).
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: PathBuf,
+    /// Do not load ROCm SMI (amdgpu sysfs alone).
+    #[arg(long)]
+    pub no_rocm_smi: bool,
+    /// Do not load NVML.
+    #[arg(long)]
+    pub no_nvml: bool,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct GovernorConfig {
+    /// Runtime directory (sockets, secret).
+    pub runtime_dir: PathBuf,
+    /// Probes.
+    pub probe: ProbeConfig,
+    /// Ledger.
+    pub ledger: LedgerConfig,
+    /// Local model.
+    pub model: ModelSettings,
+    /// Sampling period.
+    pub sample_period: Duration,
+    /// Samples in a row under pressure before a stop (0: never).
+    pub pressure_stop_after: u32,
+}
+
+const MIB: u64 = 1024 * 1024;
+
+impl GovernorConfig {
+    /// Validates the flags; a sentence on the first bad one.
+    pub fn from_args(a: Args) -> Result<Self, String> {
+        let (lo, hi) = SAMPLE_MS_RANGE;
+        if !(lo..=hi).contains(&a.sample_ms) {
+            return Err(format!("--sample-ms {} is not between {lo} and {hi}", a.sample_ms));
+        }
+        if !(1..=100).contains(&a.swap_pressure_percent) {
+            return Err(format!("--swap-pressure-percent {} is not between 1 and 100", a.swap_pressure_percent));
+        }
+        if !(a.psi_pressure > 0.0 && a.psi_pressure <= 100.0) {
+            return Err(format!("--psi-pressure {} is not in (0, 100]", a.psi_pressure));
+        }
+        if !(MIN_CTX..=MAX_CTX).contains(&a.model_ctx) {
+            return Err(format!("--model-ctx {} is not between {MIN_CTX} and {MAX_CTX}", a.model_ctx));
+        }
+        let mib = |v: u64, flag: &str| v.checked_mul(MIB).ok_or_else(|| format!("--{flag} {v} is too large"));
+        let headroom = Amounts {
+            vram: mib(a.headroom_vram_mib, "headroom-vram-mib")?,
+            ram: mib(a.headroom_ram_mib, "headroom-ram-mib")?,
+            swap: mib(a.headroom_swap_mib, "headroom-swap-mib")?,
+            scratch: mib(a.headroom_scratch_mib, "headroom-scratch-mib")?,
+        };
+        let scratch = match (a.scratch_dir, a.data_dir) {
+            (Some(s), _) => s,
+            (None, Some(d)) => d.join("scratch"),
+            (None, None) => return Err("give --data-dir or --scratch-dir (where scratch space is measured)".into()),
+        };
+        let threads = a
+            .model_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() as u32))
+            .clamp(1, 256);
+        let mut probe = ProbeConfig::new(scratch);
+        probe.drm_root = a.drm_root;
+        probe.proc_root = a.proc_root;
+        probe.rocm_smi = !a.no_rocm_smi;
+        probe.nvml = !a.no_nvml;
+        Ok(Self {
+            runtime_dir: a.runtime_dir,
+            probe,
+            ledger: LedgerConfig {
+                headroom,
+                swap_pressure_percent: a.swap_pressure_percent,
+                psi_some_pressure: a.psi_pressure,
+                sample_period_ms: a.sample_ms,
+            },
+            model: ModelSettings {
+                llama_server: a.llama_server,
+                default_ctx: a.model_ctx,
+                threads,
+                start_timeout: Duration::from_secs(a.model_start_timeout_s.clamp(1, 3600)),
+            },
+            sample_period: Duration::from_millis(a.sample_ms),
+            pressure_stop_after: a.pressure_stop_after,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<GovernorConfig, String> {
+        let mut argv = vec!["labfy-governor", "--runtime-dir", "/run/x", "--data-dir", "/d"];
+        argv.extend_from_slice(extra);
+        GovernorConfig::from_args(Args::try_parse_from(argv).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn defaults_and_bounds() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.probe.scratch_dir, PathBuf::from("/d/scratch"));
+        assert_eq!(c.ledger.headroom.ram, DEFAULT_HEADROOM_RAM_MIB * MIB);
+        assert_eq!(c.sample_period, Duration::from_millis(DEFAULT_SAMPLE_MS));
+        assert!(parse(&["--sample-ms", "100"]).is_ok());
+        assert!(parse(&["--sample-ms", "99"]).unwrap_err().contains("--sample-ms"));
+        assert!(parse(&["--sample-ms", "60001"]).is_err());
+        assert!(parse(&["--swap-pressure-percent", "0"]).is_err());
+        assert!(parse(&["--psi-pressure", "0"]).is_err());
+        assert!(parse(&["--model-ctx", "255"]).is_err());
+        assert!(parse(&["--headroom-ram-mib", &u64::MAX.to_string()]).unwrap_err().contains("too large"));
+        assert!(parse(&["--bogus"]).is_err());
+        let no_dir = Args::try_parse_from(["labfy-governor", "--runtime-dir", "/r"]).unwrap();
+        assert!(GovernorConfig::from_args(no_dir).unwrap_err().contains("--data-dir"));
+    }
+}

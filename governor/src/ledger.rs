@@ -1,0 +1,642 @@
+//! The ledger of reservations and admission (SPEC Q2, Q4).
+//!
+//! Every run the governor admits holds a reservation: bytes of GPU memory,
+//! RAM, swap and scratch, a priority, and either a lease that lapses or the
+//! life of a process. An ask is admitted only if, for every resource,
+//!
+//! ```text
+//! asked ≤ free − headroom − Σ outstanding
+//! ```
+//!
+//! where `free` comes from the latest sample (RAM *available*, swap free, GPU
+//! memory free summed over GPUs — VRAM, plus GTT on a UMA APU — scratch free)
+//! and `outstanding` is, per reservation, what it reserved and does not use
+//! yet (`reserved − measured now`, at least 0): a model that has loaded its
+//! weights already shows in `free`, and must not be counted twice.
+//!
+//! The check and the insertion happen under one lock, so two asks can never
+//! both take the last headroom. No sample, a stale sample, or memory pressure
+//! (swap use or PSI over a threshold) refuse everything: the governor never
+//! admits on a guess it could not make. Every decision is logged with its
+//! reason and, on refusal, `blocked_by`: the owners of the reservations that
+//! hold the missing resource, `usage outside Labfy`, `headroom`, `pressure`.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use labfy_ipc::messages::governor::{Amounts, Decision, Refusal, Reservation, ReservationKind, Sample};
+
+/// Decisions kept for the log (oldest dropped first).
+pub const MAX_DECISIONS: usize = 64;
+/// Reservations held at once (asks past it are refused).
+pub const MAX_RESERVATIONS: usize = 64;
+/// Longest owner label kept, in characters.
+pub const MAX_OWNER_CHARS: usize = 120;
+/// A sample older than this many sampling periods is stale: no admission.
+pub const STALE_PERIODS: u64 = 5;
+
+const MIB: u64 = 1024 * 1024;
+
+/// Bytes kept free per resource, and the pressure thresholds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerConfig {
+    /// Never handed out: kept for the desktop, the kernel, the unexpected.
+    pub headroom: Amounts,
+    /// Swap in use, percent of swap total, above which admissions stop.
+    pub swap_pressure_percent: u8,
+    /// PSI `some avg10` (percent) above which admissions stop.
+    pub psi_some_pressure: f64,
+    /// Sampling period, milliseconds (staleness is counted in periods).
+    pub sample_period_ms: u64,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self {
+            headroom: Amounts { vram: 512 * MIB, ram: 1024 * MIB, swap: 0, scratch: 1024 * MIB },
+            swap_pressure_percent: 50,
+            psi_some_pressure: 20.0,
+            sample_period_ms: 1000,
+        }
+    }
+}
+
+/// What asks for admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    /// Who (`model:<file>`, `campaign:<uuid>`), bounded.
+    pub owner: String,
+    /// For what.
+    pub kind: ReservationKind,
+    /// Bytes per resource.
+    pub amounts: Amounts,
+    /// Higher is more important.
+    pub priority: u8,
+    /// Lease length in milliseconds; `None`: held until released.
+    pub lease_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    view: Reservation,
+    /// Measured usage now (what the reservation already shows in `free`).
+    current: Amounts,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sample: Option<Sample>,
+    reservations: Vec<Entry>,
+    decisions: VecDeque<Decision>,
+    pressure: Option<String>,
+}
+
+/// The ledger; shared by the sampling loop and the request handlers.
+#[derive(Debug)]
+pub struct Ledger {
+    config: LedgerConfig,
+    inner: Mutex<Inner>,
+}
+
+/// Reads one resource out of [`Amounts`].
+type Getter = fn(&Amounts) -> u64;
+
+/// The four resources, with their names for reasons.
+const RESOURCES: [(&str, Getter); 4] =
+    [("GPU memory", |a| a.vram), ("RAM", |a| a.ram), ("swap", |a| a.swap), ("scratch", |a| a.scratch)];
+
+/// Free bytes per resource in a sample (see the module doc). A resource the
+/// sample cannot tell (no GPU, no scratch figure) is 0: nothing to hand out.
+pub fn free_in(sample: &Sample) -> Amounts {
+    let h = &sample.host;
+    let gpu: u64 = sample
+        .gpus
+        .iter()
+        .map(|g| {
+            let vram = g.vram_total.zip(g.vram_used).map_or(0, |(t, u)| t.saturating_sub(u));
+            let gtt = if g.uma { g.gtt_total.zip(g.gtt_used).map_or(0, |(t, u)| t.saturating_sub(u)) } else { 0 };
+            vram + gtt
+        })
+        .sum();
+    Amounts {
+        vram: gpu,
+        ram: h.ram_available,
+        swap: h.swap_total.saturating_sub(h.swap_used),
+        scratch: sample.scratch.as_ref().map_or(0, |s| s.free),
+    }
+}
+
+/// Formats bytes for reasons: `512 MiB`, `1.5 GiB`.
+pub fn human(bytes: u64) -> String {
+    if bytes >= 10 * 1024 * MIB || (bytes >= 1024 * MIB && bytes % (1024 * MIB) != 0) {
+        format!("{:.1} GiB", bytes as f64 / (1024 * MIB) as f64)
+    } else if bytes >= 1024 * MIB {
+        format!("{} GiB", bytes / (1024 * MIB))
+    } else if bytes >= MIB {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+impl Ledger {
+    /// An empty ledger: it refuses everything until [`Ledger::observe`] gets a sample.
+    pub fn new(config: LedgerConfig) -> Self {
+        Self { config, inner: Mutex::new(Inner::default()) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LedgerConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes a new sample: drops lapsed leases and re-evaluates pressure
+    /// (SPEC Q4). Returns the pressure reason when there is pressure.
+    pub fn observe(&self, sample: Sample, now_ms: u64) -> Option<String> {
+        let pressure = self.pressure_in(&sample);
+        let mut g = self.lock();
+        g.sample = Some(sample);
+        g.pressure = pressure.clone();
+        let lapsed: Vec<Reservation> = g
+            .reservations
+            .iter()
+            .filter(|e| e.view.lease_expires_ms.is_some_and(|t| t <= now_ms))
+            .map(|e| e.view.clone())
+            .collect();
+        for r in lapsed {
+            g.reservations.retain(|e| e.view.id != r.id);
+            push_decision(
+                &mut g,
+                Decision {
+                    at_ms: now_ms,
+                    owner: r.owner,
+                    kind: r.kind,
+                    asked: r.reserved,
+                    admitted: false,
+                    reason: format!("lease of {} lapsed: released", r.id),
+                    blocked_by: Vec::new(),
+                },
+            );
+        }
+        pressure
+    }
+
+    /// Pressure in a sample: swap use or PSI over the thresholds.
+    fn pressure_in(&self, sample: &Sample) -> Option<String> {
+        let h = &sample.host;
+        let mut why = Vec::new();
+        if h.swap_total > 0 {
+            let percent = h.swap_used as f64 * 100.0 / h.swap_total as f64;
+            if percent > f64::from(self.config.swap_pressure_percent) {
+                why.push(format!("swap {percent:.0} % used (threshold {} %)", self.config.swap_pressure_percent));
+            }
+        }
+        if let Some(psi) = h.psi {
+            if psi.some_avg10 > self.config.psi_some_pressure {
+                why.push(format!(
+                    "memory pressure {:.1} % (PSI some avg10; threshold {:.1} %)",
+                    psi.some_avg10, self.config.psi_some_pressure
+                ));
+            }
+        }
+        if why.is_empty() { None } else { Some(why.join("; ")) }
+    }
+
+    /// Admits `ask` or refuses it with a reason (SPEC Q2). Atomic: the
+    /// check and the reservation happen under one lock.
+    pub fn admit(&self, ask: Ask, now_ms: u64) -> Result<Reservation, Refusal> {
+        let owner: String = ask.owner.chars().take(MAX_OWNER_CHARS).collect();
+        let mut g = self.lock();
+        let verdict = self.check(&g, &ask, now_ms);
+        let decision = |admitted: bool, reason: String, blocked_by: Vec<String>| Decision {
+            at_ms: now_ms,
+            owner: owner.clone(),
+            kind: ask.kind,
+            asked: ask.amounts,
+            admitted,
+            reason,
+            blocked_by,
+        };
+        match verdict {
+            Ok(()) => {
+                let view = Reservation {
+                    id: format!("res-{}", uuid::Uuid::new_v4()),
+                    owner: owner.clone(),
+                    kind: ask.kind,
+                    reserved: ask.amounts,
+                    measured_peak: None,
+                    priority: ask.priority,
+                    lease_expires_ms: ask.lease_ms.map(|l| now_ms.saturating_add(l)),
+                    admitted_ms: now_ms,
+                };
+                g.reservations.push(Entry { view: view.clone(), current: Amounts::default() });
+                let reason = format!("admitted as {}", view.id);
+                push_decision(&mut g, decision(true, reason, Vec::new()));
+                Ok(view)
+            }
+            Err(refusal) => {
+                push_decision(&mut g, decision(false, refusal.reason.clone(), refusal.blocked_by.clone()));
+                Err(refusal)
+            }
+        }
+    }
+
+    fn check(&self, g: &Inner, ask: &Ask, now_ms: u64) -> Result<(), Refusal> {
+        let refuse = |reason: String, blocked_by: Vec<String>| Err(Refusal { reason, blocked_by });
+        let Some(sample) = &g.sample else {
+            return refuse("no sample yet: the governor does not admit on a guess".into(), vec!["no sample".into()]);
+        };
+        let age = now_ms.saturating_sub(sample.at_ms);
+        if age > STALE_PERIODS * self.config.sample_period_ms {
+            return refuse(
+                format!("the latest sample is {age} ms old: the governor does not admit on a stale figure"),
+                vec!["stale sample".into()],
+            );
+        }
+        if let Some(p) = &g.pressure {
+            return refuse(format!("memory pressure: {p}; no new admission until it eases"), vec!["pressure".into()]);
+        }
+        if g.reservations.len() >= MAX_RESERVATIONS {
+            return refuse(format!("{MAX_RESERVATIONS} reservations are held already"), vec!["ledger full".into()]);
+        }
+        if ask.amounts.vram > 0 && sample.gpus.is_empty() {
+            return refuse(
+                format!("{} of GPU memory asked, and no GPU was found", human(ask.amounts.vram)),
+                vec!["no GPU".into()],
+            );
+        }
+        let free = free_in(sample);
+        let mut reasons = Vec::new();
+        let mut blocked_by: Vec<String> = Vec::new();
+        for (name, get) in RESOURCES {
+            let asked = get(&ask.amounts);
+            if asked == 0 {
+                continue;
+            }
+            let outstanding: u64 =
+                g.reservations.iter().map(|e| get(&e.view.reserved).saturating_sub(get(&e.current))).sum();
+            let headroom = get(&self.config.headroom);
+            let admissible = get(&free).saturating_sub(headroom).saturating_sub(outstanding);
+            if asked <= admissible {
+                continue;
+            }
+            reasons.push(format!(
+                "{name}: {} asked, {} admissible ({} free − {} headroom − {} reserved)",
+                human(asked),
+                human(admissible),
+                human(get(&free)),
+                human(headroom),
+                human(outstanding)
+            ));
+            let mut holders: Vec<String> = g
+                .reservations
+                .iter()
+                .filter(|e| get(&e.view.reserved) > 0)
+                .map(|e| format!("{} ({})", e.view.owner, e.view.id))
+                .collect();
+            // Without the reservations the ask would still not fit: the
+            // rest is held outside Labfy (or by the headroom).
+            if asked > get(&free).saturating_sub(headroom) {
+                holders.push(if asked <= get(&free) { "headroom".into() } else { "usage outside Labfy".into() });
+            }
+            for h in holders {
+                if !blocked_by.contains(&h) {
+                    blocked_by.push(h);
+                }
+            }
+        }
+        if reasons.is_empty() { Ok(()) } else { refuse(reasons.join("; "), blocked_by) }
+    }
+
+    /// Releases a reservation; false when there was none with that id.
+    pub fn release(&self, id: &str, why: &str, now_ms: u64) -> bool {
+        let mut g = self.lock();
+        let Some(pos) = g.reservations.iter().position(|e| e.view.id == id) else { return false };
+        let e = g.reservations.remove(pos);
+        push_decision(
+            &mut g,
+            Decision {
+                at_ms: now_ms,
+                owner: e.view.owner,
+                kind: e.view.kind,
+                asked: e.view.reserved,
+                admitted: false,
+                reason: format!("{} released: {why}", e.view.id),
+                blocked_by: Vec::new(),
+            },
+        );
+        true
+    }
+
+    /// Records what runs under a reservation uses now; the peak is kept
+    /// beside the estimate so the estimate can be checked (SPEC Q2).
+    pub fn record_usage(&self, id: &str, now: Amounts) -> bool {
+        let mut g = self.lock();
+        let Some(e) = g.reservations.iter_mut().find(|e| e.view.id == id) else { return false };
+        e.current = now;
+        let peak = e.view.measured_peak.get_or_insert_with(Amounts::default);
+        peak.vram = peak.vram.max(now.vram);
+        peak.ram = peak.ram.max(now.ram);
+        peak.swap = peak.swap.max(now.swap);
+        peak.scratch = peak.scratch.max(now.scratch);
+        true
+    }
+
+    /// Extends a lease; false when the reservation is gone or has no lease.
+    pub fn renew(&self, id: &str, lease_ms: u64, now_ms: u64) -> bool {
+        let mut g = self.lock();
+        match g.reservations.iter_mut().find(|e| e.view.id == id) {
+            Some(e) if e.view.lease_expires_ms.is_some() => {
+                e.view.lease_expires_ms = Some(now_ms.saturating_add(lease_ms));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Under pressure, the run to stop first: the lowest priority, the
+    /// youngest among equals (SPEC Q4). `None` without pressure.
+    pub fn pressure_victim(&self) -> Option<(Reservation, String)> {
+        let g = self.lock();
+        let why = g.pressure.clone()?;
+        g.reservations
+            .iter()
+            .min_by_key(|e| (e.view.priority, std::cmp::Reverse(e.view.admitted_ms)))
+            .map(|e| (e.view.clone(), why))
+    }
+
+    /// Logs a decision the governor took outside admission (a run stopped
+    /// under pressure, an OOM kill).
+    pub fn log(&self, decision: Decision) {
+        push_decision(&mut self.lock(), decision);
+    }
+
+    /// What admission may hand out now per resource, after headroom and
+    /// outstanding reservations (what the UI draws).
+    pub fn admissible(&self) -> Amounts {
+        let g = self.lock();
+        let Some(sample) = &g.sample else { return Amounts::default() };
+        let free = free_in(sample);
+        let mut out = Amounts::default();
+        let slots: [&mut u64; 4] = [&mut out.vram, &mut out.ram, &mut out.swap, &mut out.scratch];
+        for ((_, get), slot) in RESOURCES.iter().zip(slots) {
+            let outstanding: u64 =
+                g.reservations.iter().map(|e| get(&e.view.reserved).saturating_sub(get(&e.current))).sum();
+            *slot = get(&free).saturating_sub(get(&self.config.headroom)).saturating_sub(outstanding);
+        }
+        out
+    }
+
+    /// The latest sample.
+    pub fn sample(&self) -> Option<Sample> {
+        self.lock().sample.clone()
+    }
+
+    /// Current reservations.
+    pub fn reservations(&self) -> Vec<Reservation> {
+        self.lock().reservations.iter().map(|e| e.view.clone()).collect()
+    }
+
+    /// One reservation.
+    pub fn reservation(&self, id: &str) -> Option<Reservation> {
+        self.lock().reservations.iter().find(|e| e.view.id == id).map(|e| e.view.clone())
+    }
+
+    /// The decision log, oldest first.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.lock().decisions.iter().cloned().collect()
+    }
+
+    /// The pressure reason, when there is pressure now.
+    pub fn pressure(&self) -> Option<String> {
+        self.lock().pressure.clone()
+    }
+}
+
+fn push_decision(g: &mut Inner, d: Decision) {
+    if g.decisions.len() == MAX_DECISIONS {
+        g.decisions.pop_front();
+    }
+    g.decisions.push_back(d);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use labfy_ipc::messages::governor::{GpuSample, GpuVendor, HostSample, Psi, ScratchSample};
+
+    use super::*;
+
+    const GIB: u64 = 1024 * MIB;
+
+    fn sample(ram_available: u64) -> Sample {
+        Sample {
+            at_ms: 1_000,
+            host: HostSample {
+                ram_total: 24 * GIB,
+                ram_used: 24 * GIB - ram_available,
+                ram_available,
+                swap_total: 4 * GIB,
+                swap_used: 0,
+                psi: Some(Psi { some_avg10: 0.0, full_avg10: 0.0 }),
+            },
+            scratch: Some(ScratchSample { path: "/s".into(), total: 100 * GIB, free: 50 * GIB, labfy_used: GIB }),
+            gpus: Vec::new(),
+            facts: Vec::new(),
+        }
+    }
+
+    fn ask(owner: &str, ram: u64) -> Ask {
+        Ask {
+            owner: owner.into(),
+            kind: ReservationKind::Campaign,
+            amounts: Amounts { ram, ..Amounts::default() },
+            priority: 10,
+            lease_ms: None,
+        }
+    }
+
+    fn ledger() -> Ledger {
+        Ledger::new(LedgerConfig::default())
+    }
+
+    #[test]
+    fn nothing_is_admitted_before_a_sample_or_on_a_stale_one() {
+        let l = ledger();
+        let r = l.admit(ask("a", MIB), 1_000).unwrap_err();
+        assert!(r.reason.contains("no sample yet"), "{}", r.reason);
+        l.observe(sample(8 * GIB), 1_000);
+        assert!(l.admit(ask("a", MIB), 1_000 + STALE_PERIODS * 1000).is_ok());
+        let r = l.admit(ask("b", MIB), 1_001 + STALE_PERIODS * 1000).unwrap_err();
+        assert_eq!(r.blocked_by, ["stale sample"]);
+    }
+
+    #[test]
+    fn headroom_and_reservations_bound_what_is_admitted() {
+        let l = ledger();
+        l.observe(sample(4 * GIB), 1_000);
+        // 4 GiB available − 1 GiB headroom = 3 GiB admissible: exactly 3 GiB fits.
+        let first = l.admit(ask("campaign:a", 2 * GIB), 1_000).unwrap();
+        assert_eq!(l.admissible().ram, GIB);
+        assert!(l.admit(ask("campaign:b", GIB), 1_000).is_ok());
+        let refused = l.admit(ask("campaign:c", 1), 1_000).unwrap_err();
+        assert!(refused.reason.starts_with("RAM: 1 B asked, 0 B admissible (4 GiB free − 1 GiB headroom − 3 GiB"));
+        assert_eq!(refused.blocked_by.len(), 2);
+        assert!(refused.blocked_by[0].starts_with("campaign:a (res-"), "{:?}", refused.blocked_by);
+        // Measured usage already shows in `free`: only the rest stays outstanding.
+        assert!(l.record_usage(&first.id, Amounts { ram: 2 * GIB, ..Amounts::default() }));
+        l.observe(sample(2 * GIB), 1_000);
+        assert_eq!(l.admissible().ram, 0);
+        assert!(l.release(&first.id, "done", 1_000));
+        assert!(!l.release(&first.id, "again", 1_000));
+        // 2 GiB available − 1 GiB headroom − 1 GiB (b) = 0; then b goes too.
+        assert_eq!(l.admissible().ram, 0);
+        let log = l.decisions();
+        assert_eq!(log.iter().filter(|d| d.admitted).count(), 2);
+        assert!(log.last().unwrap().reason.contains("released: done"));
+    }
+
+    #[test]
+    fn an_ask_larger_than_the_machine_names_usage_outside_labfy_or_headroom() {
+        let l = ledger();
+        l.observe(sample(4 * GIB), 1_000);
+        let r = l.admit(ask("m", 5 * GIB), 1_000).unwrap_err();
+        assert_eq!(r.blocked_by, ["usage outside Labfy"]);
+        let r = l.admit(ask("m", 4 * GIB), 1_000).unwrap_err();
+        assert_eq!(r.blocked_by, ["headroom"]);
+    }
+
+    #[test]
+    fn gpu_memory_needs_a_gpu_and_counts_gtt_only_on_uma() {
+        let l = ledger();
+        l.observe(sample(8 * GIB), 1_000);
+        let mut a = ask("model:x", 0);
+        a.amounts.vram = GIB;
+        assert_eq!(l.admit(a.clone(), 1_000).unwrap_err().blocked_by, ["no GPU"]);
+        let mut s = sample(8 * GIB);
+        let gpu = |uma| GpuSample {
+            id: "card0".into(),
+            vendor: GpuVendor::Amd,
+            name: "0000:03:00.0".into(),
+            uma,
+            vram_total: Some(GIB),
+            vram_used: Some(GIB / 2),
+            gtt_total: Some(8 * GIB),
+            gtt_used: Some(GIB),
+            busy_percent: None,
+            temperature_mc: None,
+            power_uw: None,
+            source: "amdgpu sysfs".into(),
+        };
+        s.gpus = vec![gpu(false)];
+        assert_eq!(free_in(&s).vram, GIB / 2);
+        s.gpus = vec![gpu(true)];
+        assert_eq!(free_in(&s).vram, GIB / 2 + 7 * GIB);
+        l.observe(s, 1_000);
+        assert!(l.admit(a, 1_000).is_ok());
+    }
+
+    #[test]
+    fn pressure_refuses_everything_and_names_the_lowest_priority_victim() {
+        let l = ledger();
+        l.observe(sample(8 * GIB), 1_000);
+        let mut low = ask("campaign:low", MIB);
+        low.priority = 1;
+        let low = l.admit(low, 1_000).unwrap();
+        l.admit(ask("model:high", MIB), 1_001).unwrap();
+        assert!(l.pressure_victim().is_none());
+        let mut s = sample(8 * GIB);
+        s.host.swap_used = 3 * GIB;
+        let why = l.observe(s.clone(), 1_000).unwrap();
+        assert_eq!(why, "swap 75 % used (threshold 50 %)");
+        let r = l.admit(ask("c", 1), 1_000).unwrap_err();
+        assert_eq!(r.blocked_by, ["pressure"]);
+        let (victim, reason) = l.pressure_victim().unwrap();
+        assert_eq!(victim.id, low.id);
+        assert!(reason.contains("swap 75 %"));
+        s.host.swap_used = 0;
+        s.host.psi = Some(Psi { some_avg10: 20.5, full_avg10: 3.0 });
+        assert!(l.observe(s.clone(), 1_000).unwrap().contains("PSI some avg10"));
+        s.host.psi = Some(Psi { some_avg10: 20.0, full_avg10: 3.0 });
+        assert!(l.observe(s, 1_000).is_none(), "at the threshold is not over it");
+        assert!(l.admit(ask("c", 1), 1_000).is_ok());
+    }
+
+    #[test]
+    fn leases_lapse_and_can_be_renewed() {
+        let l = ledger();
+        l.observe(sample(8 * GIB), 1_000);
+        let mut a = ask("campaign:x", GIB);
+        a.lease_ms = Some(500);
+        let r = l.admit(a, 1_000).unwrap();
+        assert_eq!(r.lease_expires_ms, Some(1_500));
+        assert!(l.renew(&r.id, 1_000, 1_400));
+        l.observe(sample(8 * GIB), 2_399);
+        assert!(l.reservation(&r.id).is_some());
+        l.observe(sample(8 * GIB), 2_400);
+        assert!(l.reservation(&r.id).is_none());
+        assert!(l.decisions().last().unwrap().reason.contains("lapsed"));
+        assert!(!l.renew(&r.id, 1_000, 2_500));
+    }
+
+    #[test]
+    fn the_log_and_the_ledger_are_bounded() {
+        let l = ledger();
+        l.observe(sample(24 * GIB), 1_000);
+        for i in 0..MAX_RESERVATIONS {
+            l.admit(ask(&format!("c{i}"), 1), 1_000).unwrap();
+        }
+        assert_eq!(l.admit(ask("one more", 1), 1_000).unwrap_err().blocked_by, ["ledger full"]);
+        assert_eq!(l.decisions().len(), MAX_DECISIONS);
+        assert_eq!(l.decisions().last().unwrap().owner, "one more");
+        let long = "x".repeat(MAX_OWNER_CHARS + 1);
+        let l = ledger();
+        l.observe(sample(24 * GIB), 1_000);
+        assert_eq!(l.admit(ask(&long, 1), 1_000).unwrap().owner.chars().count(), MAX_OWNER_CHARS);
+    }
+
+    /// Many threads race for the last headroom: exactly as many as fit win.
+    #[test]
+    fn admission_is_atomic_under_concurrency() {
+        let l = Arc::new(ledger());
+        // 1 GiB headroom + 100 × 10 MiB admissible, asked by 400 threads.
+        l.observe(sample(GIB + 1000 * MIB), 1_000);
+        let threads: Vec<_> = (0..400)
+            .map(|i| {
+                let l = l.clone();
+                std::thread::spawn(move || l.admit(ask(&format!("c{i}"), 10 * MIB), 1_000).is_ok())
+            })
+            .collect();
+        let won = threads.into_iter().map(|t| t.join().unwrap()).filter(|ok| *ok).count();
+        // MAX_RESERVATIONS (64) bounds it first; lift that by asking 40 MiB each.
+        assert_eq!(won, MAX_RESERVATIONS.min(100));
+        let l = Arc::new(ledger());
+        l.observe(sample(GIB + 1000 * MIB), 1_000);
+        let threads: Vec<_> = (0..200)
+            .map(|i| {
+                let l = l.clone();
+                std::thread::spawn(move || l.admit(ask(&format!("c{i}"), 40 * MIB), 1_000).is_ok())
+            })
+            .collect();
+        let won = threads.into_iter().map(|t| t.join().unwrap()).filter(|ok| *ok).count();
+        assert_eq!(won, 25, "1000 MiB / 40 MiB");
+        assert_eq!(l.admissible().ram, 0);
+        let reserved: u64 = l.reservations().iter().map(|r| r.reserved.ram).sum();
+        assert_eq!(reserved, 1000 * MIB);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(3 * MIB), "3 MiB");
+        assert_eq!(human(2 * GIB), "2 GiB");
+        assert_eq!(human(3 * GIB / 2), "1.5 GiB");
+        assert_eq!(human(12 * GIB), "12.0 GiB");
+    }
+}

@@ -1,0 +1,10 @@
+#![doc = include_str!("../README.md")]
+
+pub mod cgroup;
+pub mod config;
+pub mod gguf;
+pub mod ledger;
+pub mod model;
+pub mod netns;
+pub mod probe;
+pub mod service;

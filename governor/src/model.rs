@@ -1,0 +1,960 @@
+//! The `LocalModelSupervisor` (SPEC M11, P5, Q2, Q3): the governor starts
+//! **its own** llama-server, and only after admitting it.
+//!
+//! A start, top to bottom:
+//!
+//! 1. The request is checked: an absolute path to a regular file (not a
+//!    directory, not a device), a 64-hex-digit SHA-256, bounded context and
+//!    GPU layers; the configured llama-server is a regular executable file.
+//! 2. The file is opened **once**. Its SHA-256 is computed from that
+//!    descriptor and compared with the configured value; its GGUF header is
+//!    read from it; and llama-server loads that very descriptor
+//!    (`-m /proc/self/fd/3`), so the file checked is the file run.
+//! 3. The GGUF header sizes the run ([`crate::gguf`]); the ledger admits it
+//!    or the start is refused with the ledger's reason.
+//! 4. A cgroup is created with a memory ceiling above the estimate, no swap,
+//!    a lower CPU weight than the desktop and a pids limit.
+//! 5. A free port other than 8080 is chosen on the loopback of the workspace
+//!    server's network namespace (where llama-server will listen, reachable
+//!    by the server and nothing else).
+//! 6. The child, between fork and exec: dies with the governor, joins the
+//!    cgroup, enters the server's network namespace, gets fd 3, no core
+//!    dumps, no capability and no way to regain one.
+//! 7. `/health` is polled inside that namespace until it answers 200 (503
+//!    while the model loads). A child that exits first is reported with the
+//!    tail of its log; a lost port race (another process took the port) is
+//!    retried on another port.
+//!
+//! While it runs, its cgroup's memory is measured into the ledger. If it
+//! dies while its reservation holds, it is restarted (with backoff, a bounded
+//! number of times) — except after an OOM kill, which releases the
+//! reservation and is reported. If the workspace server restarts (a new
+//! network namespace), the model is moved into the new one. A stop is
+//! SIGTERM, then SIGKILL after a grace period, then the cgroup is removed and
+//! the reservation released. The governor never signals a process it did not
+//! start, and never connects to port 8080.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use labfy_ipc::messages::governor::{Amounts, ModelEstimate, ModelSpec, ModelStatus, Refusal, ReservationKind};
+use sha2::Digest;
+use tokio::sync::{Notify, watch};
+
+use crate::cgroup::{self, Confinement, ExitCause, Limits, Usage};
+use crate::gguf;
+use crate::ledger::{Ask, Ledger, human};
+use crate::netns::{self, Netns};
+
+/// Smallest context accepted.
+pub const MIN_CTX: u32 = 256;
+/// Largest context accepted (llama.cpp's models top out around here).
+pub const MAX_CTX: u32 = 262_144;
+/// Most GPU layers accepted (more than any model has).
+pub const MAX_GPU_LAYERS: u32 = 1024;
+/// Longest model path, bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// The port llama-server uses by default, which the governor never uses nor
+/// probes: a llama-server there is somebody else's (SPEC P5).
+pub const FORBIDDEN_PORT: u16 = 8080;
+/// Priority of the model's reservation (campaigns default lower: the
+/// analyst's conversation outlives one campaign).
+pub const MODEL_PRIORITY: u8 = 100;
+/// The cgroup's memory ceiling: the reservation times this ratio…
+pub const LIMIT_RATIO: (u64, u64) = (3, 2);
+/// …plus this margin.
+pub const LIMIT_MARGIN: u64 = 256 * 1024 * 1024;
+/// Processes and threads llama-server may hold.
+pub const PIDS_MAX: u64 = 512;
+/// CPU weight (v2 units; 100 is the default): the desktop and the server come first.
+pub const CPU_WEIGHT: u64 = 50;
+/// Log lines of llama-server kept for reports.
+pub const LOG_TAIL_LINES: usize = 40;
+/// Longest log line kept, bytes.
+pub const LOG_LINE_BYTES: usize = 512;
+/// Tries when another process takes the chosen port first.
+pub const PORT_TRIES: u32 = 3;
+/// Restarts allowed within [`RESTART_WINDOW`] before giving up.
+pub const MAX_RESTARTS: usize = 5;
+/// Window of [`MAX_RESTARTS`].
+pub const RESTART_WINDOW: Duration = Duration::from_secs(600);
+/// First restart delay (doubled each time, up to 30 s).
+pub const RESTART_BACKOFF: Duration = Duration::from_secs(1);
+/// Grace between SIGTERM and SIGKILL at a stop.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Period of health and usage checks of a running model.
+pub const WATCH_PERIOD: Duration = Duration::from_millis(1000);
+/// Period of `/health` polls while loading.
+pub const HEALTH_POLL: Duration = Duration::from_millis(200);
+/// Deadline of one `/health` request.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Hashing reads this much at a time.
+const HASH_CHUNK: usize = 1024 * 1024;
+
+/// How the supervisor runs llama-server (from the governor's configuration).
+#[derive(Debug, Clone)]
+pub struct ModelSettings {
+    /// The llama-server program; `None`: model starts are refused with that reason.
+    pub llama_server: Option<PathBuf>,
+    /// Context size when the request names none.
+    pub default_ctx: u32,
+    /// Threads llama-server uses.
+    pub threads: u32,
+    /// Longest wait for `/health` 200 after the process starts.
+    pub start_timeout: Duration,
+}
+
+/// Why a start was refused.
+#[derive(Debug)]
+pub enum StartError {
+    /// Bad request, file, hash, header or configuration: a sentence.
+    Invalid(String),
+    /// Another start or run is in progress.
+    Busy(String),
+    /// The ledger refused (reason and holders).
+    Refused(Refusal),
+    /// Cannot be done here (no namespace to enter, no cgroup, no program).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(m) | Self::Busy(m) | Self::Unavailable(m) => f.write_str(m),
+            Self::Refused(r) => write!(f, "{} (blocked by: {})", r.reason, r.blocked_by.join(", ")),
+        }
+    }
+}
+
+/// Where the workspace server lives, for the model to live beside it.
+pub trait ServerLocator: Send + Sync + 'static {
+    /// The workspace server's pid, when one runs.
+    fn server_pid(&self) -> Option<i32>;
+}
+
+impl ServerLocator for labfy_ipc::auth::AllowedPids {
+    fn server_pid(&self) -> Option<i32> {
+        self.snapshot().first().copied()
+    }
+}
+
+/// One model at a time: its status, and the handle of its life task.
+#[derive(Default)]
+struct Slot {
+    status: Option<ModelStatus>,
+    run: Option<RunHandle>,
+}
+
+struct RunHandle {
+    stop: Arc<Notify>,
+    stop_reason: Arc<Mutex<Option<String>>>,
+    done: watch::Receiver<bool>,
+}
+
+/// The local model supervisor (one llama-server at a time).
+pub struct LocalModelSupervisor {
+    settings: ModelSettings,
+    ledger: Arc<Ledger>,
+    locator: Arc<dyn ServerLocator>,
+    slot: Mutex<Slot>,
+    changed: watch::Sender<u64>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Checks a request before anything is opened (step 1).
+pub fn check_spec(spec: &ModelSpec, settings: &ModelSettings) -> Result<(PathBuf, u32), StartError> {
+    let invalid = |m: String| Err(StartError::Invalid(m));
+    if spec.gguf.len() > MAX_PATH_BYTES || spec.gguf.contains('\0') {
+        return invalid(format!("model path longer than {MAX_PATH_BYTES} bytes or with a NUL byte"));
+    }
+    let path = PathBuf::from(&spec.gguf);
+    if !path.is_absolute() {
+        return invalid(format!("model path {:?} is not absolute", spec.gguf));
+    }
+    if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return invalid("sha256 must be 64 lower-case hexadecimal digits".into());
+    }
+    let ctx = spec.ctx.unwrap_or(settings.default_ctx);
+    if !(MIN_CTX..=MAX_CTX).contains(&ctx) {
+        return invalid(format!("context {ctx} is not between {MIN_CTX} and {MAX_CTX}"));
+    }
+    if spec.gpu_layers > MAX_GPU_LAYERS {
+        return invalid(format!("gpu_layers {} is over {MAX_GPU_LAYERS}", spec.gpu_layers));
+    }
+    Ok((path, ctx))
+}
+
+/// Checks the configured llama-server: a regular file, executable.
+pub fn check_program(program: Option<&Path>) -> Result<PathBuf, StartError> {
+    let Some(p) = program else {
+        return Err(StartError::Unavailable(
+            "no llama-server is configured (labfy up reads LABFY_LLAMA_SERVER; the governor --llama-server)".into(),
+        ));
+    };
+    let meta = std::fs::metadata(p)
+        .map_err(|e| StartError::Unavailable(format!("llama-server {} is missing: {e}", p.display())))?;
+    if !meta.is_file() {
+        return Err(StartError::Unavailable(format!("llama-server {} is not a regular file", p.display())));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(StartError::Unavailable(format!("llama-server {} is not executable", p.display())));
+    }
+    Ok(p.to_path_buf())
+}
+
+/// Opens the model file, refusing what is not a regular file (step 2).
+pub fn open_model(path: &Path) -> Result<std::fs::File, StartError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| StartError::Invalid(format!("model file {} cannot be read: {e}", path.display())))?;
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        return Err(StartError::Invalid(format!("model path {} is a directory", path.display())));
+    }
+    if ft.is_block_device() || ft.is_char_device() || ft.is_fifo() || ft.is_socket() || !ft.is_file() {
+        return Err(StartError::Invalid(format!("model path {} is not a regular file", path.display())));
+    }
+    std::fs::File::open(path)
+        .map_err(|e| StartError::Invalid(format!("model file {} cannot be opened: {e}", path.display())))
+}
+
+/// SHA-256 of an open file, from its start.
+pub fn sha256_of(file: &std::fs::File) -> std::io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::Start(0))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; HASH_CHUNK];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// The estimate as the IPC shows it.
+fn estimate_view(h: &gguf::GgufHeader, e: &gguf::Estimate) -> ModelEstimate {
+    ModelEstimate {
+        weights: e.weights,
+        kv_cache: e.kv_cache,
+        overhead: e.overhead,
+        reserved: Amounts { vram: e.vram, ram: e.ram, swap: 0, scratch: 0 },
+        architecture: h.architecture.clone(),
+        layers: h.block_count,
+        context: e.context,
+    }
+}
+
+/// A port free now on the loopback of `ns` (never 8080).
+fn free_port(ns: &Netns) -> std::io::Result<u16> {
+    let fd = ns.raw_fd();
+    let own = ns.is_own()?;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            if !own {
+                netns::enter(fd)?;
+            }
+            for _ in 0..4 {
+                let l = std::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+                let port = l.local_addr()?.port();
+                if port != FORBIDDEN_PORT {
+                    return Ok(port);
+                }
+            }
+            Err(std::io::Error::other("the kernel kept choosing port 8080"))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
+    })
+}
+
+/// `GET /health` inside `ns`: the status code.
+async fn health_status(ns: &Netns, port: u16) -> Result<u16, String> {
+    use http_body_util::Empty;
+    use hyper::body::Bytes;
+    if port == FORBIDDEN_PORT {
+        return Err("refusing to probe port 8080".into());
+    }
+    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let asked = async {
+        let std_stream = ns.connect(addr, HEALTH_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
+        std_stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let stream = tokio::net::TcpStream::from_std(std_stream).map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = hyper::Request::get("/health")
+            .header(hyper::header::HOST, format!("127.0.0.1:{port}"))
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        Ok::<u16, String>(resp.status().as_u16())
+    };
+    tokio::time::timeout(HEALTH_TIMEOUT, asked).await.map_err(|_| "health request timed out".to_owned())?
+}
+
+/// The bounded tail of a child's log.
+#[derive(Clone, Default)]
+struct LogTail(Arc<Mutex<VecDeque<String>>>);
+
+impl LogTail {
+    fn push(&self, line: &str) {
+        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if g.len() == LOG_TAIL_LINES {
+            g.pop_front();
+        }
+        let mut l: String = line.chars().take(LOG_LINE_BYTES).collect();
+        l.truncate(LOG_LINE_BYTES);
+        g.push_back(l);
+    }
+
+    fn last(&self, n: usize) -> String {
+        let g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.iter().skip(g.len().saturating_sub(n)).cloned().collect::<Vec<_>>().join(" | ")
+    }
+
+    fn contains(&self, needle: &str) -> bool {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|l| l.contains(needle))
+    }
+
+    /// Reads `stream` line by line into the tail, on a thread of its own.
+    fn follow(&self, stream: impl Read + Send + 'static) {
+        let tail = self.clone();
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(stream);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => tail.push(String::from_utf8_lossy(&line).trim_end()),
+                }
+            }
+        });
+    }
+}
+
+/// What one spawn needs, prepared before the fork.
+struct Launch {
+    program: PathBuf,
+    model_fd: RawFd,
+    ctx: u32,
+    gpu_layers: u32,
+    threads: u32,
+}
+
+/// Spawns llama-server confined (step 6).
+fn spawn(
+    launch: &Launch,
+    port: u16,
+    ns: &Netns,
+    join: cgroup::ChildJoin,
+    log: &LogTail,
+) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(&launch.program);
+    cmd.env_clear()
+        .args(["-m", "/proc/self/fd/3", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .arg("-c")
+        .arg(launch.ctx.to_string())
+        .arg("-ngl")
+        .arg(launch.gpu_layers.to_string())
+        .arg("-t")
+        .arg(launch.threads.to_string())
+        .arg("--no-webui")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let ns_fd = if ns.is_own()? { None } else { Some(ns.raw_fd()) };
+    let model_fd = launch.model_fd;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes system calls on integers and on the CStrings `join` owns; it
+    // allocates nothing (io::Error::last_os_error builds no heap value).
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |rc: libc::c_int| if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(rc) };
+            // Dies with the governor: no orphan holds memory nobody accounts for.
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+            // Into its cgroup before it runs anything of its own.
+            join.join()?;
+            // Beside the workspace server: that namespace's loopback only.
+            if let Some(fd) = ns_fd {
+                netns::enter(fd)?;
+            }
+            // The verified model file as fd 3; every other descriptor closes at exec.
+            check(if model_fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(model_fd, 3) })?;
+            check(libc::close_range(4, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int))?;
+            let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            check(libc::setrlimit(libc::RLIMIT_CORE, &zero))?;
+            // No capability survives exec: it could otherwise setns back out.
+            for cap in 0..=63 {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
+                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            check(libc::prctl(libc::PR_SET_SECUREBITS, libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED))?;
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    if let Some(out) = child.stdout.take().and_then(|o| o.into_owned_fd().ok()) {
+        log.follow(std::fs::File::from(out));
+    }
+    if let Some(err) = child.stderr.take().and_then(|o| o.into_owned_fd().ok()) {
+        log.follow(std::fs::File::from(err));
+    }
+    Ok(child)
+}
+
+/// How a run ended.
+enum Ended {
+    /// Asked to stop (the reason).
+    Stopped(String),
+    /// The process exited after it had been ready (its cause, and the log tail).
+    Exited(ExitCause, String),
+    /// The process exited before it was ever ready: not restarted (a bad
+    /// file, a bad program, a CPU it cannot run on do not improve).
+    NeverReady(ExitCause, String),
+    /// The workspace server moved to a new network namespace.
+    Moved,
+    /// It could not be started at all.
+    Failed(String),
+}
+
+impl LocalModelSupervisor {
+    /// A supervisor with no model.
+    pub fn new(settings: ModelSettings, ledger: Arc<Ledger>, locator: Arc<dyn ServerLocator>) -> Arc<Self> {
+        let (changed, _) = watch::channel(0);
+        Arc::new(Self { settings, ledger, locator, slot: Mutex::new(Slot::default()), changed })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The model's status, if one was asked for.
+    pub fn status(&self) -> Option<ModelStatus> {
+        self.lock().status.clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ModelStatus)) {
+        let mut g = self.lock();
+        if let Some(s) = g.status.as_mut() {
+            f(s);
+        }
+        drop(g);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Checks, admits and starts the model; returns once it is ready, or
+    /// failed, or `wait` has passed (then it goes on loading).
+    pub async fn start(self: &Arc<Self>, spec: ModelSpec, wait: Duration) -> Result<ModelStatus, StartError> {
+        let (path, ctx) = check_spec(&spec, &self.settings)?;
+        let program = check_program(self.settings.llama_server.as_deref())?;
+        {
+            let g = self.lock();
+            if let Some(s) = &g.status {
+                if g.run.is_some() {
+                    return Err(StartError::Busy(format!(
+                        "a model is already {} ({}); stop it first",
+                        s.state, s.spec.gguf
+                    )));
+                }
+            }
+        }
+        // The namespace first: without it there is nowhere to put the model.
+        let server = self.locator.server_pid().ok_or_else(|| {
+            StartError::Unavailable(
+                "no workspace server is running: the model must live in its network namespace".into(),
+            )
+        })?;
+        let ns = Netns::of_pid(server).map_err(|e| {
+            StartError::Unavailable(format!("cannot open the workspace server's network namespace: {e}"))
+        })?;
+        ns.check_enterable().map_err(|e| {
+            StartError::Unavailable(format!(
+                "cannot enter the workspace server's network namespace ({e}); the governor needs CAP_SYS_ADMIN \
+                 (run labfy up as root)"
+            ))
+        })?;
+        cgroup::probe().map_err(|e| StartError::Unavailable(format!("cannot confine the model: {e}")))?;
+        // One file descriptor from here on: hashed, parsed, then loaded.
+        let file = open_model(&path)?;
+        let hashed = {
+            let f = file.try_clone().map_err(|e| StartError::Invalid(e.to_string()))?;
+            tokio::task::spawn_blocking(move || sha256_of(&f))
+                .await
+                .map_err(|e| StartError::Invalid(e.to_string()))?
+                .map_err(|e| StartError::Invalid(format!("model file cannot be read: {e}")))?
+        };
+        if hashed != spec.sha256 {
+            return Err(StartError::Invalid(format!(
+                "SHA-256 mismatch for {}: the file is {hashed}, the configuration says {}",
+                path.display(),
+                spec.sha256
+            )));
+        }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let header = gguf::read_header(&fd_path)
+            .map_err(|e| StartError::Invalid(format!("{} is not a usable GGUF file: {e}", path.display())))?;
+        let estimate = header.estimate(ctx, spec.gpu_layers);
+        let view = estimate_view(&header, &estimate);
+        let name = path.file_name().map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
+        let ask = Ask {
+            owner: format!("model:{name}"),
+            kind: ReservationKind::Model,
+            amounts: view.reserved,
+            priority: MODEL_PRIORITY,
+            lease_ms: None,
+        };
+        // Admission and the slot under one lock: two starts cannot both pass.
+        let reservation = {
+            let mut g = self.lock();
+            if g.run.is_some() {
+                return Err(StartError::Busy("another model start won the race; stop it first".into()));
+            }
+            let r = self.ledger.admit(ask, now_ms()).map_err(StartError::Refused)?;
+            let (done_tx, done_rx) = watch::channel(false);
+            let stop = Arc::new(Notify::new());
+            let stop_reason = Arc::new(Mutex::new(None));
+            g.status = Some(ModelStatus {
+                state: "starting".into(),
+                spec: spec.clone(),
+                endpoint: None,
+                pid: None,
+                reservation: Some(r.id.clone()),
+                estimate: view.clone(),
+                peak_memory: None,
+                restarts: 0,
+                detail: format!(
+                    "admitted: {} reserved ({} weights, {} KV cache, {} overhead)",
+                    human(view.reserved.ram + view.reserved.vram),
+                    human(view.weights),
+                    human(view.kv_cache),
+                    human(view.overhead)
+                ),
+            });
+            g.run = Some(RunHandle { stop: stop.clone(), stop_reason: stop_reason.clone(), done: done_rx });
+            let launch = Launch {
+                program,
+                model_fd: file.as_raw_fd(),
+                ctx,
+                gpu_layers: spec.gpu_layers,
+                threads: self.settings.threads,
+            };
+            let me = self.clone();
+            let reservation = r.id.clone();
+            tokio::spawn(async move {
+                me.life(launch, file, reservation, ns, stop, stop_reason).await;
+                let _ = done_tx.send(true);
+            });
+            r.id
+        };
+        tracing::info!(reservation = %reservation, "model admitted; starting llama-server");
+        // Wait for ready or failed, bounded.
+        let mut rx = self.changed.subscribe();
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(s) = self.status() {
+                if matches!(s.state.as_str(), "ready" | "failed" | "stopped") {
+                    return Ok(s);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                return self.status().ok_or_else(|| StartError::Unavailable("the model vanished".into()));
+            }
+        }
+    }
+
+    /// Stops the model (SIGTERM, then SIGKILL), removes its cgroup and
+    /// releases its reservation. Returns false when none runs.
+    pub async fn stop(&self, why: &str) -> bool {
+        let handle = {
+            let g = self.lock();
+            g.run.as_ref().map(|r| (r.stop.clone(), r.stop_reason.clone(), r.done.clone()))
+        };
+        let Some((stop, reason, mut done)) = handle else { return false };
+        *reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why.to_owned());
+        stop.notify_one();
+        let _ = tokio::time::timeout(STOP_GRACE + Duration::from_secs(5), done.wait_for(|d| *d)).await;
+        true
+    }
+
+    /// Whether the model's reservation is this one (pressure stops).
+    pub fn holds(&self, reservation: &str) -> bool {
+        self.lock().status.as_ref().and_then(|s| s.reservation.as_deref()) == Some(reservation)
+            && self.lock().run.is_some()
+    }
+
+    /// The whole life of one admitted model: spawn, watch, restart, stop.
+    async fn life(
+        self: Arc<Self>,
+        launch: Launch,
+        file: std::fs::File,
+        reservation: String,
+        mut ns: Netns,
+        stop: Arc<Notify>,
+        stop_reason: Arc<Mutex<Option<String>>>,
+    ) {
+        let mut restarts: VecDeque<Instant> = VecDeque::new();
+        let mut backoff = RESTART_BACKOFF;
+        let final_state: (&str, String) = loop {
+            let ended = self.run_once(&launch, &reservation, &ns, &stop, &stop_reason).await;
+            match ended {
+                Ended::Stopped(why) => break ("stopped", format!("stopped: {why}")),
+                Ended::NeverReady(cause, tail) => {
+                    break ("failed", format!("llama-server exited before it was ready: {cause}. Log: {tail}"));
+                }
+                Ended::Failed(why) => break ("failed", why),
+                Ended::Exited(ExitCause::OomKilled, tail) => {
+                    let limit = self.status().map(|s| s.estimate.reserved.ram).unwrap_or(0);
+                    break (
+                        "failed",
+                        format!(
+                            "killed by the kernel: out of memory in its cgroup (reservation {}); not restarted. \
+                             Log: {tail}",
+                            human(limit)
+                        ),
+                    );
+                }
+                Ended::Moved => {
+                    let Some(pid) = self.locator.server_pid() else {
+                        break ("failed", "the workspace server is gone; the model stopped with it".into());
+                    };
+                    match Netns::of_pid(pid) {
+                        Ok(n) => ns = n,
+                        Err(e) => break ("failed", format!("cannot open the new server's namespace: {e}")),
+                    }
+                    self.update(|s| {
+                        s.state = "restarting".into();
+                        s.detail = "the workspace server restarted: moving the model into its new namespace".into();
+                    });
+                }
+                Ended::Exited(cause, tail) => {
+                    if self.ledger.reservation(&reservation).is_none() {
+                        break ("stopped", format!("{cause}; its reservation is gone, so it stays stopped"));
+                    }
+                    let now = Instant::now();
+                    restarts.push_back(now);
+                    while restarts.front().is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW) {
+                        restarts.pop_front();
+                    }
+                    if restarts.len() > MAX_RESTARTS {
+                        break (
+                            "failed",
+                            format!("{cause}; it died {} times in {} s: gave up. Log: {tail}", restarts.len(), 600),
+                        );
+                    }
+                    self.update(|s| {
+                        s.state = "restarting".into();
+                        s.restarts += 1;
+                        s.pid = None;
+                        s.endpoint = None;
+                        s.detail = format!("{cause}; restarting in {} s. Log: {tail}", backoff.as_secs());
+                    });
+                    tracing::warn!(%cause, "llama-server died; restarting");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.notified() => {
+                            let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .clone().unwrap_or_default();
+                            break ("stopped", format!("stopped while restarting: {why}"));
+                        }
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        };
+        drop(file);
+        let (state, detail) = final_state;
+        if self.ledger.release(&reservation, &detail, now_ms()) {
+            tracing::info!(%reservation, "model reservation released");
+        }
+        let mut g = self.lock();
+        if let Some(s) = g.status.as_mut() {
+            s.state = state.into();
+            s.detail = detail;
+            s.pid = None;
+            s.endpoint = None;
+            s.reservation = None;
+        }
+        g.run = None;
+        drop(g);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// One process: confine, spawn, wait until ready, watch until it ends.
+    async fn run_once(
+        &self,
+        launch: &Launch,
+        reservation: &str,
+        ns: &Netns,
+        stop: &Notify,
+        stop_reason: &Mutex<Option<String>>,
+    ) -> Ended {
+        let reserved = self.ledger.reservation(reservation).map(|r| r.reserved).unwrap_or_default();
+        let ceiling = (reserved.ram + reserved.vram) / LIMIT_RATIO.1 * LIMIT_RATIO.0 + LIMIT_MARGIN;
+        let limits = Limits {
+            memory_max: ceiling,
+            swap_max: None,
+            cpu_quota_percent: None,
+            cpu_weight: Some(CPU_WEIGHT),
+            pids_max: Some(PIDS_MAX),
+        };
+        let short = uuid::Uuid::new_v4().simple().to_string();
+        let confinement = match Confinement::create(&format!("model-{}", &short[..12]), &limits) {
+            Ok(c) => c,
+            Err(e) => return Ended::Failed(format!("cannot confine the model: {e}")),
+        };
+        let mut port_tries = 0;
+        let log = LogTail::default();
+        let (mut child, port) = loop {
+            port_tries += 1;
+            let port = match free_port(ns) {
+                Ok(p) => p,
+                Err(e) => return Ended::Failed(format!("no free port in the server's namespace: {e}")),
+            };
+            let child = match spawn(launch, port, ns, confinement.joiner(), &log) {
+                Ok(c) => c,
+                Err(e) => return Ended::Failed(format!("cannot start {}: {e}", launch.program.display())),
+            };
+            self.update(|s| {
+                s.state = "loading".into();
+                s.pid = child.id();
+                s.endpoint = None;
+                s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
+            });
+            match self.wait_ready(child, port, ns, launch, &log, stop, stop_reason, &confinement).await {
+                Ok(child) => break (child, port),
+                Err(Ended::Exited(cause, tail)) if log.contains("couldn't bind") && port_tries < PORT_TRIES => {
+                    tracing::warn!(port, %cause, tail = %tail, "lost a port race; trying another port");
+                    continue;
+                }
+                Err(ended) => {
+                    let _ = confinement.delete();
+                    return match ended {
+                        Ended::Exited(ExitCause::OomKilled, tail) => Ended::Exited(ExitCause::OomKilled, tail),
+                        Ended::Exited(cause, tail) => Ended::NeverReady(cause, tail),
+                        other => other,
+                    };
+                }
+            }
+        };
+        let endpoint = format!("http://127.0.0.1:{port}");
+        self.update(|s| {
+            s.state = "ready".into();
+            s.endpoint = Some(endpoint.clone());
+            s.detail = format!("ready at {endpoint} in the workspace server's network namespace");
+        });
+        tracing::info!(port, "llama-server ready");
+        // Watch: usage into the ledger, exit, stop, namespace change.
+        let mut tick = tokio::time::interval(WATCH_PERIOD);
+        let ended = loop {
+            tokio::select! {
+                status = child.wait() => {
+                    let after = confinement.usage();
+                    let cause = match status {
+                        Ok(s) => cgroup::exit_cause(s, &Usage::default(), &after),
+                        Err(e) => ExitCause::Signal(-e.raw_os_error().unwrap_or(0)),
+                    };
+                    break Ended::Exited(cause, log.last(6));
+                }
+                _ = stop.notified() => {
+                    let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+                        .unwrap_or_else(|| "asked".into());
+                    self.update(|s| { s.state = "stopping".into(); s.detail = format!("stopping: {why}"); });
+                    terminate(&mut child).await;
+                    break Ended::Stopped(why);
+                }
+                _ = tick.tick() => {
+                    self.measure(&confinement, reservation);
+                    let moved = self.locator.server_pid().is_none_or(|pid| !ns.still_of(pid));
+                    if moved {
+                        terminate(&mut child).await;
+                        break Ended::Moved;
+                    }
+                }
+            }
+        };
+        self.measure(&confinement, reservation);
+        if let Err(e) = confinement.delete() {
+            tracing::warn!(error = %e, "could not remove the model's cgroup");
+        }
+        ended
+    }
+
+    /// Polls `/health` until 200; the child back, or how it ended.
+    #[allow(clippy::too_many_arguments)]
+    async fn wait_ready(
+        &self,
+        mut child: tokio::process::Child,
+        port: u16,
+        ns: &Netns,
+        launch: &Launch,
+        log: &LogTail,
+        stop: &Notify,
+        stop_reason: &Mutex<Option<String>>,
+        confinement: &Confinement,
+    ) -> Result<tokio::process::Child, Ended> {
+        let _ = launch;
+        let deadline = Instant::now() + self.settings.start_timeout;
+        let mut last = String::from("not answering yet");
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let cause = cgroup::exit_cause(status, &Usage::default(), &confinement.usage());
+                return Err(Ended::Exited(cause, log.last(6)));
+            }
+            if Instant::now() >= deadline {
+                terminate(&mut child).await;
+                return Err(Ended::Failed(format!(
+                    "llama-server did not become ready within {} s (last: {last}). Log: {}",
+                    self.settings.start_timeout.as_secs(),
+                    log.last(6)
+                )));
+            }
+            match health_status(ns, port).await {
+                Ok(200) => return Ok(child),
+                Ok(code) => last = format!("/health answered {code}"),
+                Err(e) => last = e,
+            }
+            self.measure(confinement, "");
+            tokio::select! {
+                _ = tokio::time::sleep(HEALTH_POLL) => {}
+                _ = stop.notified() => {
+                    terminate(&mut child).await;
+                    let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+                        .unwrap_or_else(|| "asked".into());
+                    return Err(Ended::Stopped(why));
+                }
+            }
+        }
+    }
+
+    /// The cgroup's memory into the status and the ledger.
+    fn measure(&self, confinement: &Confinement, reservation: &str) {
+        let usage = confinement.usage();
+        if let Some(current) = usage.memory_current {
+            if !reservation.is_empty() {
+                self.ledger.record_usage(reservation, Amounts { ram: current, ..Amounts::default() });
+            }
+        }
+        if let Some(peak) = usage.memory_peak.or(usage.memory_current) {
+            self.update(|s| s.peak_memory = Some(s.peak_memory.unwrap_or(0).max(peak)));
+        }
+    }
+}
+
+/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`].
+async fn terminate(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn settings() -> ModelSettings {
+        ModelSettings { llama_server: None, default_ctx: 2048, threads: 2, start_timeout: Duration::from_secs(5) }
+    }
+
+    fn spec(path: &str) -> ModelSpec {
+        ModelSpec { gguf: path.into(), sha256: "a".repeat(64), ctx: None, gpu_layers: 0 }
+    }
+
+    #[test]
+    fn requests_are_checked_before_anything_is_opened() {
+        let s = settings();
+        assert_eq!(check_spec(&spec("/m.gguf"), &s).unwrap().1, 2048);
+        let bad = |sp: ModelSpec| match check_spec(&sp, &s) {
+            Err(StartError::Invalid(m)) => m,
+            other => panic!("{:?}", other.map(|_| ())),
+        };
+        assert!(bad(spec("m.gguf")).contains("not absolute"));
+        assert!(bad(spec(&format!("/{}", "x".repeat(MAX_PATH_BYTES)))).contains("longer"));
+        assert!(bad(ModelSpec { sha256: "A".repeat(64), ..spec("/m") }).contains("sha256"));
+        assert!(bad(ModelSpec { sha256: "a".repeat(63), ..spec("/m") }).contains("sha256"));
+        assert!(bad(ModelSpec { ctx: Some(MIN_CTX - 1), ..spec("/m") }).contains("context"));
+        assert!(check_spec(&ModelSpec { ctx: Some(MIN_CTX), ..spec("/m") }, &s).is_ok());
+        assert!(check_spec(&ModelSpec { ctx: Some(MAX_CTX), ..spec("/m") }, &s).is_ok());
+        assert!(bad(ModelSpec { ctx: Some(MAX_CTX + 1), ..spec("/m") }).contains("context"));
+        assert!(bad(ModelSpec { gpu_layers: MAX_GPU_LAYERS + 1, ..spec("/m") }).contains("gpu_layers"));
+    }
+
+    #[test]
+    fn the_program_must_be_an_executable_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(check_program(None), Err(StartError::Unavailable(m)) if m.contains("no llama-server")));
+        let missing = dir.path().join("nope");
+        assert!(matches!(check_program(Some(&missing)), Err(StartError::Unavailable(m)) if m.contains("missing")));
+        assert!(
+            matches!(check_program(Some(dir.path())), Err(StartError::Unavailable(m)) if m.contains("not a regular"))
+        );
+        let f = dir.path().join("llama-server");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("not executable")));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check_program(Some(&f)).unwrap(), f);
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_and_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(open_model(dir.path()), Err(StartError::Invalid(m)) if m.contains("is a directory")));
+        assert!(
+            matches!(open_model(Path::new("/dev/null")), Err(StartError::Invalid(m)) if m.contains("not a regular"))
+        );
+        assert!(matches!(open_model(&dir.path().join("x")), Err(StartError::Invalid(m)) if m.contains("cannot")));
+        let f = dir.path().join("m.gguf");
+        std::fs::write(&f, b"abc").unwrap();
+        let file = open_model(&f).unwrap();
+        // SHA-256("abc"), twice: hashing rewinds.
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_of(&file).unwrap(), abc);
+        assert_eq!(sha256_of(&file).unwrap(), abc);
+    }
+
+    #[test]
+    fn the_log_tail_is_bounded() {
+        let t = LogTail::default();
+        for i in 0..(LOG_TAIL_LINES + 5) {
+            t.push(&format!("line {i}"));
+        }
+        t.push(&"x".repeat(LOG_LINE_BYTES * 2));
+        assert_eq!(t.0.lock().unwrap().len(), LOG_TAIL_LINES);
+        assert_eq!(t.0.lock().unwrap().back().unwrap().len(), LOG_LINE_BYTES);
+        assert!(t.last(2).starts_with(&format!("line {}", LOG_TAIL_LINES + 4)));
+        assert!(!t.contains("line 0"));
+    }
+}

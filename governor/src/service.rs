@@ -1,0 +1,271 @@
+//! The daemon (SPEC Q1–Q5): a sampling loop feeding the ledger, pressure
+//! reaction, and the IPC handler shared by `governor.sock` (the workspace
+//! server) and `governor.operator.sock` (the operator's `labfy` commands).
+
+use std::os::unix::fs::DirBuilderExt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
+use labfy_ipc::daemon;
+use labfy_ipc::messages::governor::{
+    Amounts, CampaignAsk, Decision, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
+};
+use labfy_ipc::messages::{Boundary, Failure, Health, Role};
+use labfy_ipc::server::{self, Stats};
+
+use crate::config::GovernorConfig;
+use crate::ledger::{Ask, Ledger, human};
+use crate::model::{LocalModelSupervisor, StartError};
+use crate::probe::Prober;
+
+/// Longest campaign lease, milliseconds (renewed by the runner while it runs).
+pub const CAMPAIGN_LEASE_MS: u64 = 10 * 60 * 1000;
+/// Most fetches in flight a campaign may ask for.
+pub const MAX_CAMPAIGN_CONCURRENCY: u32 = 16;
+/// RAM a campaign holds per fetch in flight, on top of what it asks
+/// (buffers of one bounded response).
+pub const CAMPAIGN_RAM_PER_FETCH: u64 = 16 * 1024 * 1024;
+/// How long a `model_start` request waits for the model to be ready before
+/// answering with its current state (it goes on loading).
+pub const MODEL_START_WAIT: Duration = Duration::from_secs(240);
+/// Longest campaign id accepted.
+const MAX_CAMPAIGN_REF: usize = 64;
+
+/// Unix time, milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The running governor.
+pub struct Governor {
+    config: GovernorConfig,
+    prober: Mutex<Prober>,
+    /// The ledger.
+    pub ledger: Arc<Ledger>,
+    /// The local model.
+    pub model: Arc<LocalModelSupervisor>,
+    started: Instant,
+    /// Samples in a row under pressure.
+    pressured: Mutex<u32>,
+}
+
+fn failure(code: &str, message: impl Into<String>) -> GovernorResponse {
+    GovernorResponse::Failed(Failure { code: code.into(), message: message.into() })
+}
+
+impl Governor {
+    /// A governor whose model lives beside the pids in `server` (the
+    /// workspace server's, set by the supervisor).
+    pub fn new(config: GovernorConfig, server: AllowedPids) -> Arc<Self> {
+        let ledger = Arc::new(Ledger::new(config.ledger.clone()));
+        let model = LocalModelSupervisor::new(config.model.clone(), ledger.clone(), Arc::new(server));
+        let prober = Mutex::new(Prober::new(config.probe.clone()));
+        Arc::new(Self { config, prober, ledger, model, started: Instant::now(), pressured: Mutex::new(0) })
+    }
+
+    /// One sampling round: probes, ledger, pressure reaction (SPEC Q4).
+    pub async fn sample_once(&self) {
+        let sample = self.prober.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample();
+        let pressure = self.ledger.observe(sample, now_ms());
+        let rounds = {
+            let mut p = self.pressured.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *p = if pressure.is_some() { p.saturating_add(1) } else { 0 };
+            *p
+        };
+        let stop_after = self.config.pressure_stop_after;
+        if stop_after == 0 || rounds < stop_after {
+            return;
+        }
+        let Some((victim, why)) = self.ledger.pressure_victim() else { return };
+        let reason = format!("stopped under pressure after {rounds} samples: {why}");
+        tracing::warn!(owner = %victim.owner, %reason, "stopping the lowest-priority run");
+        self.ledger.log(Decision {
+            at_ms: now_ms(),
+            owner: victim.owner.clone(),
+            kind: victim.kind,
+            asked: victim.reserved,
+            admitted: false,
+            reason: reason.clone(),
+            blocked_by: vec!["pressure".into()],
+        });
+        if self.model.holds(&victim.id) {
+            self.model.stop(&reason).await;
+        } else {
+            // A campaign: its runner sees the reservation gone at its next
+            // renewal and stops (the egress issue runs campaigns).
+            self.ledger.release(&victim.id, &reason, now_ms());
+        }
+        *self.pressured.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = 0;
+    }
+
+    /// The health line.
+    pub fn health(&self) -> (bool, String) {
+        let Some(sample) = self.ledger.sample() else { return (false, "no sample yet".into()) };
+        let model = self.model.status().map_or_else(|| "no model".into(), |m| format!("model {}", m.state));
+        let pressure = self.ledger.pressure().map_or_else(String::new, |p| format!("; PRESSURE: {p}"));
+        (
+            true,
+            format!(
+                "sampling every {} ms; {} GPU; RAM {} available; {} reservation(s); {model}{pressure}",
+                self.config.sample_period.as_millis(),
+                sample.gpus.len(),
+                human(sample.host.ram_available),
+                self.ledger.reservations().len()
+            ),
+        )
+    }
+
+    /// The whole state (SPEC Q5).
+    pub fn state(&self) -> GovernorState {
+        GovernorState {
+            sample: self.ledger.sample(),
+            admissible: self.ledger.admissible(),
+            reservations: self.ledger.reservations(),
+            decisions: self.ledger.decisions(),
+            pressure: self.ledger.pressure(),
+            model: self.model.status(),
+            sample_period_ms: self.config.sample_period.as_millis() as u64,
+        }
+    }
+
+    fn admit_campaign(&self, ask: CampaignAsk) -> GovernorResponse {
+        let valid_ref = ask.campaign.len() <= MAX_CAMPAIGN_REF
+            && ask.campaign.strip_prefix("campaign:").is_some_and(|u| uuid::Uuid::parse_str(u).is_ok());
+        if !valid_ref {
+            return failure("INVALID_INPUT", "campaign must be campaign:<uuid>");
+        }
+        if !(1..=MAX_CAMPAIGN_CONCURRENCY).contains(&ask.concurrency) {
+            return failure("INVALID_INPUT", format!("concurrency must be 1 to {MAX_CAMPAIGN_CONCURRENCY}"));
+        }
+        let ram = ask.ram_bytes.saturating_add(u64::from(ask.concurrency) * CAMPAIGN_RAM_PER_FETCH);
+        let a = Ask {
+            owner: ask.campaign,
+            kind: ReservationKind::Campaign,
+            amounts: Amounts { vram: 0, ram, swap: 0, scratch: ask.scratch_bytes },
+            priority: ask.priority,
+            lease_ms: Some(CAMPAIGN_LEASE_MS),
+        };
+        match self.ledger.admit(a, now_ms()) {
+            Ok(r) => GovernorResponse::Admitted { reservation: r.id },
+            Err(refusal) => GovernorResponse::Refused(refusal),
+        }
+    }
+
+    /// Answers one request (both sockets).
+    pub async fn handle(self: &Arc<Self>, req: GovernorRequest) -> GovernorResponse {
+        match req {
+            GovernorRequest::Health {} => {
+                let (ready, detail) = self.health();
+                GovernorResponse::Health(Health {
+                    role: Role::Governor,
+                    pid: std::process::id(),
+                    uptime_ms: self.started.elapsed().as_millis() as u64,
+                    ready,
+                    detail,
+                })
+            }
+            GovernorRequest::State {} => GovernorResponse::State(Box::new(self.state())),
+            GovernorRequest::ModelStart(spec) => match self.model.start(spec, MODEL_START_WAIT).await {
+                Ok(status) => GovernorResponse::Model(Box::new(status)),
+                Err(StartError::Refused(r)) => GovernorResponse::Refused(r),
+                Err(e @ StartError::Invalid(_)) => failure("INVALID_INPUT", e.to_string()),
+                Err(e @ StartError::Busy(_)) => failure("CONFLICT", e.to_string()),
+                Err(e @ StartError::Unavailable(_)) => failure("UNAVAILABLE", e.to_string()),
+            },
+            GovernorRequest::ModelStop {} => {
+                if self.model.stop("asked by the operator").await {
+                    GovernorResponse::ModelStopped {}
+                } else {
+                    failure("NOT_FOUND", "no model is running")
+                }
+            }
+            GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask),
+            GovernorRequest::Release { reservation } => {
+                if self.model.holds(&reservation) {
+                    return failure("INVALID_INPUT", "the model's reservation is released by stopping the model");
+                }
+                if self.ledger.release(&reservation, "released by its holder", now_ms()) {
+                    GovernorResponse::Released {}
+                } else {
+                    failure("NOT_FOUND", format!("no reservation {reservation}"))
+                }
+            }
+        }
+    }
+}
+
+/// The daemon's life: control plane, both sockets, the sampling loop, until
+/// a shutdown request or a signal; then the model is stopped.
+pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
+    let dir = config.runtime_dir.clone();
+    let gov_slot: Arc<Mutex<Option<Arc<Governor>>>> = Arc::default();
+    let for_health = gov_slot.clone();
+    let plane = daemon::start_control(&dir, Role::Governor, move || {
+        for_health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map_or((false, "starting".into()), |g| g.health())
+    })?;
+    // The scratch directory is Labfy's: create it (private) if missing.
+    let scratch = &config.probe.scratch_dir;
+    if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(scratch) {
+        tracing::warn!(dir = %scratch.display(), error = %e, "cannot create the scratch directory");
+    }
+    let removed = crate::cgroup::sweep_stale();
+    if !removed.is_empty() {
+        tracing::warn!(?removed, "removed cgroups left by an earlier governor");
+    }
+    let period = config.sample_period;
+    let gov = Governor::new(config, plane.peers.clone());
+    *gov_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gov.clone());
+    gov.sample_once().await;
+
+    let handler = {
+        let gov = gov.clone();
+        move |req: GovernorRequest, _peer| {
+            let gov = gov.clone();
+            async move { gov.handle(req).await }
+        }
+    };
+    let service = server::bind(&daemon::service_socket(&dir, Boundary::Governor))?;
+    tokio::spawn(server::serve(
+        service,
+        daemon::service_policy(&plane, Boundary::Governor),
+        Arc::new(Stats::default()),
+        handler.clone(),
+    ));
+    // The operator's socket: same uid and the secret, any pid.
+    let operator = server::bind(&daemon::operator_socket(&dir, Boundary::Governor))?;
+    let operator_policy = PeerPolicy {
+        boundary: Boundary::Governor,
+        uid: daemon::euid(),
+        pids: None,
+        secret: plane.secret.clone(),
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    };
+    tokio::spawn(server::serve(operator, operator_policy, Arc::new(Stats::default()), handler));
+    let sampler = {
+        let gov = gov.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                gov.sample_once().await;
+            }
+        })
+    };
+    tracing::info!("governor serving");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = plane.shutdown.notified() => tracing::info!("shutdown asked by the supervisor"),
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+    }
+    sampler.abort();
+    gov.model.stop("the governor is stopping").await;
+    Ok(())
+}
