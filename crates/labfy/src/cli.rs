@@ -42,6 +42,24 @@ enum Command {
         /// $XDG_RUNTIME_DIR/labfy, else /tmp/labfy-<uid>.
         #[arg(long, env = "LABFY_RUNTIME_DIR")]
         runtime_dir: Option<PathBuf>,
+        /// The llama-server program the governor may start for the local
+        /// model (`labfy model start`); without it, model starts are refused.
+        #[arg(long, env = "LABFY_LLAMA_SERVER")]
+        llama_server: Option<PathBuf>,
+    },
+    /// Show the governor's samples, reservations and admission log.
+    Resources {
+        /// Runtime directory of the running `labfy up`.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+        /// Print the state as JSON (for machines).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start, stop or show the local model (the governor's llama-server).
+    Model {
+        #[command(subcommand)]
+        what: crate::governor_cli::ModelWhat,
     },
     /// Show the state of each process of a running `labfy up`.
     Status {
@@ -106,6 +124,8 @@ enum BenchWhat {
     Up(crate::bench::UpBenchArgs),
     /// The agent tool gateway: in-process overhead and HTTP `POST /calls` throughput.
     Gateway(crate::bench_gateway::GatewayBenchArgs),
+    /// The Resource Governor: sampling cost, admission, GGUF header parse.
+    Governor(crate::bench_governor::GovernorBenchArgs),
 }
 
 /// A failure to report: a sentence and an exit code.
@@ -161,7 +181,11 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Up { data_dir, port, workspace, runtime_dir } => up(data_dir, port, workspace, runtime_dir),
+        Command::Up { data_dir, port, workspace, runtime_dir, llama_server } => {
+            up(data_dir, port, workspace, runtime_dir, llama_server)
+        }
+        Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),
+        Command::Model { what } => crate::governor_cli::model(what),
         Command::Status { runtime_dir } => status_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
@@ -170,6 +194,7 @@ pub fn main() -> ExitCode {
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
         Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),
+        Command::Bench { what: BenchWhat::Governor(args) } => crate::bench_governor::governor(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -284,6 +309,7 @@ fn up(
     port: u16,
     workspace: Option<String>,
     runtime_dir: Option<PathBuf>,
+    llama_server: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let data_dir = match data_dir {
         Some(d) => d,
@@ -330,6 +356,7 @@ fn up(
         workspace: ws.to_string(),
         runtime_dir: runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir),
         programs,
+        llama_server,
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.

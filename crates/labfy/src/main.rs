@@ -2,7 +2,9 @@
 
 mod bench;
 mod bench_gateway;
+mod bench_governor;
 mod cli;
+mod governor_cli;
 mod jail;
 mod supervisor;
 

@@ -92,6 +92,8 @@ pub struct Plan {
     pub runtime_dir: PathBuf,
     /// The child programs.
     pub programs: Programs,
+    /// The llama-server the governor may start (SPEC M11).
+    pub llama_server: Option<PathBuf>,
 }
 
 /// The default runtime directory: `/run/labfy` for root, else
@@ -329,9 +331,14 @@ async fn supervise(
         OsString::from("--workspace"),
         OsString::from(&plan.workspace),
     ];
+    let mut governor_args = vec![OsString::from("--data-dir"), plan.data_dir.clone().into_os_string()];
+    if let Some(p) = &plan.llama_server {
+        governor_args.push(OsString::from("--llama-server"));
+        governor_args.push(p.clone().into_os_string());
+    }
     // Governor and egress first: the server's peers must exist before it.
     let mut slots = vec![
-        slot(Role::Governor, &plan.programs.governor, Vec::new()),
+        slot(Role::Governor, &plan.programs.governor, governor_args),
         slot(Role::Egress, &plan.programs.egress, Vec::new()),
         slot(Role::Server, &plan.programs.server, server_args),
     ];
