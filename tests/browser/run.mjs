@@ -779,6 +779,62 @@ async function scenarioAgentBadHost({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// ---------------------------------------------------------------------------
+// Resources panel (SPEC Q5)
+
+async function scenarioResources({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  // The route itself first: under `labfy up` the governor answers its state.
+  const asked = await page.evaluate(async () => (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json());
+  assert(asked.available === true, `the governor's state is unavailable: ${asked.detail}`);
+  const period = Number(asked.state.sample_period_ms) || 2000;
+  const panel = tid('resources-panel');
+  if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+  // Two distinct samples on the chart, at the governor's pace (polled every 2 s).
+  const wait = Math.max(STEP_TIMEOUT_MS, 3 * Math.max(period, 2000) + 5000);
+  try {
+    await page.waitForFunction(() => Number(document.querySelector('[data-testid="resources-chart"]')?.dataset.points) >= 2, null, { timeout: wait });
+  } catch {
+    throw new Error(`the chart has ${await page.getAttribute(tid('resources-chart'), 'data-points')} point(s) after ${wait / 1000} s; status: ${await textOf(page, tid('resources-status'))}`);
+  }
+  const status = await page.getAttribute(tid('resources-status'), 'data-state');
+  assert(status === 'fresh', `status is ${status}: ${await textOf(page, tid('resources-status'))}`);
+  assert(await page.getAttribute(tid('resources-chart'), 'data-fresh') === 'true', 'the chart is greyed while the governor answers');
+  const ramLines = await page.$$eval(`${tid('resources-svg')} [data-series="ram"][data-kind="use"] polyline`, (els) => els.length);
+  assert(ramLines >= 1, 'the chart has no RAM line');
+  const ramTotal = Number(await page.getAttribute(tid('res-row-ram'), 'data-total'));
+  assert(ramTotal > 0, `the RAM row's total is ${ramTotal}`);
+  const ramText = (await textOf(page, tid('res-total-ram'))).trim();
+  assert(/[1-9]/.test(ramText) && /(Kio|Mio|Gio|Tio)$/.test(ramText), `the RAM row shows a total of ${JSON.stringify(ramText)}`);
+  // No GPU here: the governor's facts say why (no GPU, or no GPU library).
+  const gpus = Array.isArray(asked.state.sample?.gpus) ? asked.state.sample.gpus : [];
+  const facts = await page.$$eval(tid('resources-fact'), (els) => els.map((e) => e.textContent));
+  if (gpus.length === 0) {
+    assert(facts.some((f) => /GPU|NVML|ROCm|amdgpu/i.test(f)), `the facts do not mention the missing GPU or GPU library: ${JSON.stringify(facts)}`);
+    assert(await page.$(tid('resources-no-gpu')), 'no "no GPU" line');
+  } else {
+    const rows = await page.$$eval(tid('res-gpu'), (els) => els.length);
+    assert(rows === gpus.length, `${rows} GPU row(s) for ${gpus.length} GPU(s)`);
+  }
+  assert(await page.$(tid('resources-log')), 'no admission log');
+  assert(await page.$(tid('resources-reservations')), 'no reservations list');
+  await assertNothingActive(page, 'resources panel');
+  const shot = path.join(outDir, 'resources.png');
+  // The whole panel, clipped from a full-page shot (the sticky top bar would
+  // cover an element shot's top).
+  const box = await page.$eval(panel, (el) => {
+    const r = el.getBoundingClientRect();
+    return { x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height };
+  });
+  await page.screenshot({ path: shot, fullPage: true, clip: box, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  // Closed, the panel stops polling.
+  await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${panel}:not([open])[data-polling="false"]`, { timeout: STEP_TIMEOUT_MS });
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -788,6 +844,7 @@ const SCENARIOS = [
   ['agent demo flow (plan, tool cards, review: risk medium and fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile],
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost],
+  ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
   ['a lost session is reported in words, and a reload recovers', scenarioSessionLost],
 ];
 

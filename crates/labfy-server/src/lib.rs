@@ -38,6 +38,7 @@ pub fn app(state: AppState) -> Router {
     let routed = Router::new()
         .merge(routes::ui::router())
         .merge(routes::agent::router())
+        .merge(routes::resources::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
         .with_state(state.clone());

@@ -28,6 +28,7 @@ struct Inner {
     class: WorkspaceClass,
     gateway: Arc<AgentGateway>,
     egress: Mutex<Option<(Instant, Readiness)>>,
+    governor: tokio::sync::Mutex<Option<(Instant, GovernorView)>>,
 }
 
 /// How long an observed egress readiness is reused before asking again.
@@ -53,6 +54,7 @@ impl AppState {
                 class,
                 gateway,
                 egress: Mutex::new(None),
+                governor: tokio::sync::Mutex::new(None),
             }),
         })
     }
@@ -147,4 +149,75 @@ impl AppState {
             Err(_) => Readiness::not_ready("egress did not answer in time"),
         }
     }
+}
+
+/// How long an answer of the governor is reused before asking again: the UI
+/// polls every 2 s, so each of its polls gets a new answer, while several tabs
+/// polling at once cost the governor one call.
+pub const GOVERNOR_STATE_TTL: Duration = Duration::from_secs(1);
+/// Longest wait for the governor to answer `State` (connection included).
+pub const GOVERNOR_STATE_TIMEOUT: Duration = Duration::from_millis(800);
+/// Longest reason given when the governor's state is unavailable.
+pub const GOVERNOR_DETAIL_MAX_CHARS: usize = 300;
+
+/// What the governor said when last asked (SPEC Q5).
+#[derive(Debug, Clone)]
+pub enum GovernorView {
+    /// Its state: samples, reservations, decisions, the local model.
+    Available(Arc<labfy_ipc::messages::governor::GovernorState>),
+    /// No state to show, and why, in one line.
+    Unavailable(String),
+}
+
+impl AppState {
+    /// The governor's state, asked over its service socket and reused for at
+    /// most [`GOVERNOR_STATE_TTL`]. Concurrent callers share one call. A
+    /// governor that is absent, silent past [`GOVERNOR_STATE_TIMEOUT`] or
+    /// answers `Failed` gives [`GovernorView::Unavailable`]: an earlier state
+    /// is never handed out in its place.
+    pub async fn governor_state(&self) -> GovernorView {
+        let mut slot = self.inner.governor.lock().await;
+        if let Some((_, view)) = slot.as_ref().filter(|(at, _)| at.elapsed() < GOVERNOR_STATE_TTL) {
+            return view.clone();
+        }
+        let view = self.ask_governor().await;
+        *slot = Some((Instant::now(), view.clone()));
+        view
+    }
+
+    async fn ask_governor(&self) -> GovernorView {
+        use labfy_ipc::client::Client;
+        use labfy_ipc::messages::Boundary;
+        use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
+        let unavailable = |why: String| {
+            let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
+            GovernorView::Unavailable(labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS))
+        };
+        let Some(dir) = self.runtime_dir() else {
+            return unavailable("no governor: this server was not started by `labfy up`".into());
+        };
+        let asked = async {
+            let secret = labfy_ipc::secret::read_secret(dir)?;
+            let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
+            let mut c: Client<GovernorRequest, GovernorResponse> =
+                Client::connect(&socket, Boundary::Governor, &secret).await?;
+            c.call(GovernorRequest::State {}).await
+        };
+        // One deadline for connecting, authenticating and the call.
+        match tokio::time::timeout(GOVERNOR_STATE_TIMEOUT, asked).await {
+            Ok(Ok(GovernorResponse::State(s))) => GovernorView::Available(Arc::new(*s)),
+            Ok(Ok(GovernorResponse::Failed(f))) => unavailable(format!("governor answered {}: {}", f.code, f.message)),
+            Ok(Ok(other)) => unavailable(format!("governor gave an unexpected answer: {}", variant_name(&other))),
+            Ok(Err(e)) => unavailable(format!("governor unreachable: {e}")),
+            Err(_) => unavailable(format!("governor did not answer within {} ms", GOVERNOR_STATE_TIMEOUT.as_millis())),
+        }
+    }
+}
+
+/// The `type` tag of a governor answer, for a message (never its content).
+fn variant_name(r: &labfy_ipc::messages::governor::GovernorResponse) -> String {
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }

@@ -2,4 +2,5 @@
 
 pub mod agent;
 pub mod api;
+pub mod resources;
 pub mod ui;

@@ -1,0 +1,29 @@
+//! `GET /api/v1/resources`: the Resource Governor's state (SPEC Q5) for the
+//! UI's live chart — samples, reservations, the admission log, the local
+//! model — asked over the governor's service socket.
+//!
+//! An absent, silent or failing governor is a normal answer (`200`,
+//! `available: false` with one line saying why), never a 5xx: the server runs
+//! without a supervisor too. A state is at most
+//! [`GOVERNOR_STATE_TTL`](crate::state::GOVERNOR_STATE_TTL) old, and an
+//! earlier one never stands in for a missing answer.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use crate::state::{AppState, GovernorView};
+
+/// The resources route (the session is checked before, by `security::guard`).
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/resources", get(resources))
+}
+
+/// `{available: true, state}` or `{available: false, detail}`.
+async fn resources(State(st): State<AppState>) -> Json<Value> {
+    match st.governor_state().await {
+        GovernorView::Available(state) => Json(json!({"available": true, "state": &*state})),
+        GovernorView::Unavailable(detail) => Json(json!({"available": false, "detail": detail})),
+    }
+}

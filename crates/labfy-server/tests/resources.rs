@@ -1,0 +1,349 @@
+//! Router tests of `GET /api/v1/resources` (SPEC Q5): the governor's state
+//! over its real service socket (a fake governor served in this process),
+//! and every way it can be missing — no runtime directory, `Failed`, silence.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
+use labfy_ipc::messages::governor::{
+    Amounts, Decision, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor, HostSample, Psi,
+    Reservation, ReservationKind, Sample, ScratchSample,
+};
+use labfy_ipc::messages::{Boundary, Failure};
+use labfy_ipc::server::{self, Stats};
+use labfy_server::session::RateLimit;
+use labfy_server::state::{GOVERNOR_STATE_TIMEOUT, GOVERNOR_STATE_TTL};
+use labfy_server::{AppState, app, db::Db};
+use labfy_store::Store;
+use labfy_store::specimen::{self, SpecimenSpec};
+use serde_json::Value;
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+const PORT: u16 = 7345;
+const HOST: &str = "127.0.0.1:7345";
+const ORIGIN: &str = "http://127.0.0.1:7345";
+const ROUTE: &str = "/api/v1/resources";
+const GIB: u64 = 1024 * 1024 * 1024;
+
+struct Fixture {
+    _dir: TempDir,
+    app: Router,
+    cookie: String,
+    csrf: String,
+}
+
+async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(uri).header(header::HOST, HOST);
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+/// A server over a small SPECIMEN, supervised from `runtime_dir` when given,
+/// with a session already open.
+async fn fixture(runtime_dir: Option<PathBuf>) -> Fixture {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let out = specimen::generate(&mut store, SpecimenSpec { seed: 4, size: 10 }, &mut |_, _| {}).unwrap();
+    let specimen::SpecimenOutcome::Created { workspace, .. } = out else { panic!() };
+    let mut state =
+        AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), RateLimit::default()).unwrap();
+    if let Some(run) = runtime_dir {
+        state = state.with_runtime_dir(run);
+    }
+    let app = app(state);
+    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
+    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
+    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    Fixture { _dir: dir, app, cookie, csrf }
+}
+
+impl Fixture {
+    async fn resources(&self) -> (StatusCode, Value) {
+        send(&self.app, get_req(ROUTE, Some(&self.cookie))).await
+    }
+}
+
+/// A runtime directory with this boot's secret and a fake governor on
+/// `governor.sock` that answers with `handler`; only this process may connect.
+struct FakeGovernor {
+    _base: TempDir,
+    run: PathBuf,
+    asked: Arc<AtomicU64>,
+}
+
+fn fake_governor<H, F>(handler: H) -> FakeGovernor
+where
+    H: Fn() -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = GovernorResponse> + Send + 'static,
+{
+    let base = TempDir::new().unwrap();
+    let run = base.path().join("run");
+    labfy_ipc::secret::create_private_dir(&run).unwrap();
+    let secret = labfy_ipc::secret::create_secret(&run).unwrap();
+    let me = AllowedPids::default();
+    me.insert(std::process::id() as i32);
+    let policy = PeerPolicy {
+        boundary: Boundary::Governor,
+        uid: labfy_ipc::daemon::euid(),
+        pids: Some(me),
+        secret,
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    };
+    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run, Boundary::Governor)).unwrap();
+    let asked = Arc::new(AtomicU64::new(0));
+    let count = asked.clone();
+    tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), move |req: GovernorRequest, _peer| {
+        let (handler, count) = (handler.clone(), count.clone());
+        async move {
+            match req {
+                GovernorRequest::State {} => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    handler().await
+                }
+                other => GovernorResponse::Failed(Failure {
+                    code: "INVALID_INPUT".into(),
+                    message: format!("the test governor only answers State, not {other:?}"),
+                }),
+            }
+        }
+    }));
+    FakeGovernor { _base: base, run, asked }
+}
+
+impl FakeGovernor {
+    fn dir(&self) -> &Path {
+        &self.run
+    }
+}
+
+fn canned_state() -> GovernorState {
+    GovernorState {
+        sample: Some(Sample {
+            at_ms: 1_700_000_000_000,
+            host: HostSample {
+                ram_total: 64 * GIB,
+                ram_used: 20 * GIB,
+                ram_available: 44 * GIB,
+                swap_total: 8 * GIB,
+                swap_used: GIB / 2,
+                psi: Some(Psi { some_avg10: 1.25, full_avg10: 0.5 }),
+            },
+            scratch: Some(ScratchSample {
+                path: "/var/lib/labfy/scratch".into(),
+                total: 500 * GIB,
+                free: 300 * GIB,
+                labfy_used: 3 * GIB,
+            }),
+            gpus: vec![GpuSample {
+                id: "card0".into(),
+                vendor: GpuVendor::Amd,
+                name: "0000:03:00.0".into(),
+                uma: false,
+                vram_total: Some(16 * GIB),
+                vram_used: Some(2 * GIB),
+                gtt_total: Some(32 * GIB),
+                gtt_used: None,
+                busy_percent: Some(7),
+                temperature_mc: Some(45_000),
+                power_uw: Some(30_000_000),
+                source: "amdgpu sysfs".into(),
+            }],
+            facts: vec!["NVML not loaded: libnvidia-ml.so.1 not found".into()],
+        }),
+        admissible: Amounts { vram: 12 * GIB, ram: 30 * GIB, swap: 0, scratch: 200 * GIB },
+        reservations: vec![Reservation {
+            id: "res-1".into(),
+            owner: "model:qwen.gguf".into(),
+            kind: ReservationKind::Model,
+            reserved: Amounts { vram: 6 * GIB, ram: GIB, swap: 0, scratch: 0 },
+            measured_peak: Some(Amounts { vram: 5 * GIB, ram: GIB / 2, swap: 0, scratch: 0 }),
+            priority: 100,
+            lease_expires_ms: None,
+            admitted_ms: 1_699_999_990_000,
+        }],
+        decisions: vec![Decision {
+            at_ms: 1_699_999_995_000,
+            owner: "campaign:0190f1a2-0000-7000-8000-000000000001".into(),
+            kind: ReservationKind::Campaign,
+            asked: Amounts { vram: 0, ram: 40 * GIB, swap: 0, scratch: GIB },
+            admitted: false,
+            reason: "not enough RAM <b>after</b> headroom".into(),
+            blocked_by: vec!["model:qwen.gguf".into(), "usage outside Labfy".into()],
+        }],
+        pressure: Some("swap use 6 % is above 5 %".into()),
+        model: None,
+        sample_period_ms: 2000,
+    }
+}
+
+#[tokio::test]
+async fn without_a_runtime_dir_the_governor_is_unavailable_with_a_reason() {
+    let f = fixture(None).await;
+    let (status, body) = f.resources().await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["available"], false, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("labfy up"), "{detail}");
+    assert!(!detail.contains('\n'));
+    assert!(body.get("state").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn the_governor_state_is_served_as_it_answered() {
+    let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let (status, body) = f.resources().await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["available"], true, "{body}");
+    assert!(body.get("detail").is_none(), "{body}");
+    // The exact wire form of the governor's state, closed types included.
+    let back: GovernorState = serde_json::from_value(body["state"].clone()).unwrap();
+    assert_eq!(back, canned_state());
+    assert_eq!(body["state"]["sample"]["gpus"][0]["vendor"], "amd");
+    assert_eq!(body["state"]["decisions"][0]["admitted"], false);
+    assert_eq!(body["state"]["reservations"][0]["kind"], "model");
+    // Answers are reused for at most GOVERNOR_STATE_TTL, then asked again.
+    let asked = gov.asked.load(Ordering::SeqCst);
+    assert_eq!(asked, 1);
+    tokio::time::sleep(GOVERNOR_STATE_TTL + Duration::from_millis(100)).await;
+    let (_, again) = f.resources().await;
+    assert_eq!(again["available"], true);
+    assert_eq!(gov.asked.load(Ordering::SeqCst), 2, "a state older than the TTL was served");
+}
+
+#[tokio::test]
+async fn concurrent_polls_share_one_call() {
+    let gov = fake_governor(|| async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        GovernorResponse::State(Box::new(canned_state()))
+    });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let (a, b, c) = tokio::join!(f.resources(), f.resources(), f.resources());
+    for (status, body) in [a, b, c] {
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["available"], true, "{body}");
+    }
+    assert_eq!(gov.asked.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_governor_that_fails_is_unavailable_with_its_message() {
+    let gov = fake_governor(|| async {
+        GovernorResponse::Failed(Failure { code: "UNAVAILABLE".into(), message: "probes are not built\nyet".into() })
+    });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let (status, body) = f.resources().await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["available"], false, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("probes are not built yet"), "{detail}");
+    assert!(detail.contains("UNAVAILABLE"), "{detail}");
+    assert!(!detail.contains('\n'), "{detail}");
+    assert!(body.get("state").is_none());
+}
+
+#[tokio::test]
+async fn a_governor_that_answers_something_else_is_unavailable() {
+    let gov = fake_governor(|| async { GovernorResponse::Released {} });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let (status, body) = f.resources().await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["available"], false, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("released"), "{body}");
+}
+
+#[tokio::test]
+async fn a_silent_governor_is_unavailable_within_the_timeout() {
+    let gov = fake_governor(std::future::pending::<GovernorResponse>);
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let started = Instant::now();
+    let (status, body) = f.resources().await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["available"], false, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("did not answer"), "{body}");
+    assert!(took >= GOVERNOR_STATE_TIMEOUT, "answered in {took:?}");
+    assert!(took < GOVERNOR_STATE_TIMEOUT + Duration::from_millis(700), "took {took:?}");
+    assert!(GOVERNOR_STATE_TIMEOUT <= Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_governor_that_went_away_is_not_replaced_by_its_last_state() {
+    let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    assert_eq!(f.resources().await.1["available"], true);
+    // The socket disappears (the governor stopped): the next ask after the
+    // TTL says so instead of repeating the last state.
+    std::fs::remove_file(labfy_ipc::daemon::service_socket(gov.dir(), Boundary::Governor)).unwrap();
+    tokio::time::sleep(GOVERNOR_STATE_TTL + Duration::from_millis(100)).await;
+    let (status, body) = f.resources().await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["available"], false, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("unreachable"), "{body}");
+    assert!(body.get("state").is_none());
+}
+
+#[tokio::test]
+async fn the_route_is_guarded_like_every_api_get() {
+    let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    // No session, a bogus one: 401, and the governor is not asked.
+    let bogus = format!("labfy_session={}", "0".repeat(64));
+    for cookie in [None, Some("labfy_session="), Some(bogus.as_str())] {
+        let (status, body) = send(&f.app, get_req(ROUTE, cookie)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{cookie:?}");
+        assert_eq!(body["error"]["code"], "NO_SESSION");
+    }
+    // Wrong Host (DNS rebinding): 421, even with a valid session.
+    let req = Request::get(ROUTE)
+        .header(header::HOST, "evil.example:7345")
+        .header(header::COOKIE, &f.cookie)
+        .body(Body::empty())
+        .unwrap();
+    let (status, body) = send(&f.app, req).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(body["error"]["code"], "WRONG_HOST");
+    // A non-GET is a mutation: refused without Origin and CSRF token (403),
+    // and with them it is not a method of this route (405).
+    let post = |origin: Option<&str>, csrf: Option<&str>| {
+        let mut b = Request::post(ROUTE).header(header::HOST, HOST).header(header::COOKIE, &f.cookie);
+        if let Some(o) = origin {
+            b = b.header(header::ORIGIN, o);
+        }
+        if let Some(t) = csrf {
+            b = b.header("X-CSRF-Token", t);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    assert_eq!(send(&f.app, post(None, None)).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(send(&f.app, post(Some(ORIGIN), None)).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(send(&f.app, post(Some(ORIGIN), Some(&f.csrf))).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(gov.asked.load(Ordering::SeqCst), 0, "the governor was asked for a refused request");
+    // With the session: the state, with the security headers.
+    let res = f.app.clone().oneshot(get_req(ROUTE, Some(&f.cookie))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()[header::CACHE_CONTROL], "no-store");
+    assert_eq!(res.headers()[header::CONTENT_SECURITY_POLICY], labfy_server::security::CSP);
+    assert_eq!(gov.asked.load(Ordering::SeqCst), 1);
+}
