@@ -35,7 +35,8 @@ pub const DEFAULT_MODEL_CTX: u32 = 4096;
 /// Default wait for a model's `/health` 200.
 pub const DEFAULT_MODEL_START_TIMEOUT_S: u64 = 300;
 
-/// Labfy's Resource Governor daemon (normally started by `labfy up`).
+/// Labfy's Resource Governor daemon (normally started by `labfy up`, which
+/// passes it every `LABFY_GOVERNOR_*` variable of its own environment).
 #[derive(Debug, Clone, Parser)]
 #[command(version, about)]
 pub struct Args {
@@ -52,37 +53,37 @@ pub struct Args {
     #[arg(long, env = "LABFY_LLAMA_SERVER")]
     pub llama_server: Option<PathBuf>,
     /// Sampling period, milliseconds (100–60000).
-    #[arg(long, default_value_t = DEFAULT_SAMPLE_MS)]
+    #[arg(long, env = "LABFY_GOVERNOR_SAMPLE_MS", default_value_t = DEFAULT_SAMPLE_MS)]
     pub sample_ms: u64,
     /// RAM never handed out, MiB.
-    #[arg(long, default_value_t = DEFAULT_HEADROOM_RAM_MIB)]
+    #[arg(long, env = "LABFY_GOVERNOR_HEADROOM_RAM_MIB", default_value_t = DEFAULT_HEADROOM_RAM_MIB)]
     pub headroom_ram_mib: u64,
     /// GPU memory never handed out, MiB.
-    #[arg(long, default_value_t = DEFAULT_HEADROOM_VRAM_MIB)]
+    #[arg(long, env = "LABFY_GOVERNOR_HEADROOM_VRAM_MIB", default_value_t = DEFAULT_HEADROOM_VRAM_MIB)]
     pub headroom_vram_mib: u64,
     /// Swap never handed out, MiB.
-    #[arg(long, default_value_t = DEFAULT_HEADROOM_SWAP_MIB)]
+    #[arg(long, env = "LABFY_GOVERNOR_HEADROOM_SWAP_MIB", default_value_t = DEFAULT_HEADROOM_SWAP_MIB)]
     pub headroom_swap_mib: u64,
     /// Scratch space never handed out, MiB.
-    #[arg(long, default_value_t = DEFAULT_HEADROOM_SCRATCH_MIB)]
+    #[arg(long, env = "LABFY_GOVERNOR_HEADROOM_SCRATCH_MIB", default_value_t = DEFAULT_HEADROOM_SCRATCH_MIB)]
     pub headroom_scratch_mib: u64,
     /// Swap use (percent of swap) above which admissions stop.
-    #[arg(long, default_value_t = DEFAULT_SWAP_PRESSURE_PERCENT)]
+    #[arg(long, env = "LABFY_GOVERNOR_SWAP_PRESSURE_PERCENT", default_value_t = DEFAULT_SWAP_PRESSURE_PERCENT)]
     pub swap_pressure_percent: u8,
     /// PSI memory `some avg10` (percent) above which admissions stop.
-    #[arg(long, default_value_t = DEFAULT_PSI_PRESSURE)]
+    #[arg(long, env = "LABFY_GOVERNOR_PSI_PRESSURE", default_value_t = DEFAULT_PSI_PRESSURE)]
     pub psi_pressure: f64,
     /// Samples in a row under pressure before the lowest-priority run is stopped (0: never stop).
-    #[arg(long, default_value_t = DEFAULT_PRESSURE_STOP_AFTER)]
+    #[arg(long, env = "LABFY_GOVERNOR_PRESSURE_STOP_AFTER", default_value_t = DEFAULT_PRESSURE_STOP_AFTER)]
     pub pressure_stop_after: u32,
     /// Context of the local model when a start names none.
-    #[arg(long, default_value_t = DEFAULT_MODEL_CTX)]
+    #[arg(long, env = "LABFY_GOVERNOR_MODEL_CTX", default_value_t = DEFAULT_MODEL_CTX)]
     pub model_ctx: u32,
     /// Threads of llama-server (default: the machine's cores).
-    #[arg(long)]
+    #[arg(long, env = "LABFY_GOVERNOR_MODEL_THREADS")]
     pub model_threads: Option<u32>,
     /// Longest wait for the model's `/health` 200, seconds.
-    #[arg(long, default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
+    #[arg(long, env = "LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
     pub model_start_timeout_s: u64,
     /// Root of the DRM sysfs tree (tests point it at a fixture).
     #[arg(long, default_value = "/sys/class/drm")]

@@ -94,6 +94,8 @@ pub const WATCH_PERIOD: Duration = Duration::from_millis(1000);
 pub const HEALTH_POLL: Duration = Duration::from_millis(200);
 /// Deadline of one `/health` request.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a restarted workspace server before the model gives up.
+pub const MOVE_WAIT: Duration = Duration::from_secs(120);
 /// Hashing reads this much at a time.
 const HASH_CHUNK: usize = 1024 * 1024;
 
@@ -639,17 +641,16 @@ impl LocalModelSupervisor {
                     );
                 }
                 Ended::Moved => {
-                    let Some(pid) = self.locator.server_pid() else {
-                        break ("failed", "the workspace server is gone; the model stopped with it".into());
-                    };
-                    match Netns::of_pid(pid) {
-                        Ok(n) => ns = n,
-                        Err(e) => break ("failed", format!("cannot open the new server's namespace: {e}")),
-                    }
                     self.update(|s| {
                         s.state = "restarting".into();
+                        s.pid = None;
+                        s.endpoint = None;
                         s.detail = "the workspace server restarted: moving the model into its new namespace".into();
                     });
+                    match self.next_namespace(&ns, &stop).await {
+                        Ok(n) => ns = n,
+                        Err(why) => break ("failed", why),
+                    }
                 }
                 Ended::Exited(cause, tail) => {
                     if self.ledger.reservation(&reservation).is_none() {
@@ -704,6 +705,33 @@ impl LocalModelSupervisor {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// After the server left `old`: the namespace of the server that
+    /// replaced it, once the supervisor names it (bounded by [`MOVE_WAIT`]).
+    async fn next_namespace(&self, old: &Netns, stop: &Notify) -> Result<Netns, String> {
+        let deadline = Instant::now() + MOVE_WAIT;
+        loop {
+            if let Some(pid) = self.locator.server_pid() {
+                // A new pid, or the same one still in the same namespace (a
+                // false alarm): either way that is where the model goes.
+                if let Ok(n) = Netns::of_pid(pid) {
+                    if n.inode() != old.inode() || old.still_of(pid) {
+                        return Ok(n);
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the workspace server did not come back within {} s; the model stopped with it",
+                    MOVE_WAIT.as_secs()
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(HEALTH_POLL) => {}
+                _ = stop.notified() => return Err("stopped while the workspace server restarted".into()),
+            }
+        }
+    }
+
     /// One process: confine, spawn, wait until ready, watch until it ends.
     async fn run_once(
         &self,
@@ -727,6 +755,9 @@ impl LocalModelSupervisor {
             Ok(c) => c,
             Err(e) => return Ended::Failed(format!("cannot confine the model: {e}")),
         };
+        // Its counters before anything ran: an OOM kill is a SIGKILL with
+        // the `oom_kill` counter above this.
+        let before = confinement.usage();
         let mut port_tries = 0;
         let log = LogTail::default();
         let (mut child, port) = loop {
@@ -745,7 +776,7 @@ impl LocalModelSupervisor {
                 s.endpoint = None;
                 s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
             });
-            match self.wait_ready(child, port, ns, launch, &log, stop, stop_reason, &confinement).await {
+            match self.wait_ready(child, port, ns, &before, &log, stop, stop_reason, &confinement).await {
                 Ok(child) => break (child, port),
                 Err(Ended::Exited(cause, tail)) if log.contains("couldn't bind") && port_tries < PORT_TRIES => {
                     tracing::warn!(port, %cause, tail = %tail, "lost a port race; trying another port");
@@ -775,7 +806,7 @@ impl LocalModelSupervisor {
                 status = child.wait() => {
                     let after = confinement.usage();
                     let cause = match status {
-                        Ok(s) => cgroup::exit_cause(s, &Usage::default(), &after),
+                        Ok(s) => cgroup::exit_cause(s, &before, &after),
                         Err(e) => ExitCause::Signal(-e.raw_os_error().unwrap_or(0)),
                     };
                     break Ended::Exited(cause, log.last(6));
@@ -788,7 +819,7 @@ impl LocalModelSupervisor {
                     break Ended::Stopped(why);
                 }
                 _ = tick.tick() => {
-                    self.measure(&confinement, reservation);
+                    self.measure(&confinement, reservation, child.id());
                     let moved = self.locator.server_pid().is_none_or(|pid| !ns.still_of(pid));
                     if moved {
                         terminate(&mut child).await;
@@ -797,7 +828,7 @@ impl LocalModelSupervisor {
                 }
             }
         };
-        self.measure(&confinement, reservation);
+        self.measure(&confinement, reservation, None);
         if let Err(e) = confinement.delete() {
             tracing::warn!(error = %e, "could not remove the model's cgroup");
         }
@@ -811,18 +842,19 @@ impl LocalModelSupervisor {
         mut child: tokio::process::Child,
         port: u16,
         ns: &Netns,
-        launch: &Launch,
+        before: &Usage,
         log: &LogTail,
         stop: &Notify,
         stop_reason: &Mutex<Option<String>>,
         confinement: &Confinement,
     ) -> Result<tokio::process::Child, Ended> {
-        let _ = launch;
         let deadline = Instant::now() + self.settings.start_timeout;
         let mut last = String::from("not answering yet");
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                let cause = cgroup::exit_cause(status, &Usage::default(), &confinement.usage());
+                let cause = cgroup::exit_cause(status, before, &confinement.usage());
+                // Its last lines are still in the pipes: let the readers drain them.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 return Err(Ended::Exited(cause, log.last(6)));
             }
             if Instant::now() >= deadline {
@@ -838,7 +870,7 @@ impl LocalModelSupervisor {
                 Ok(code) => last = format!("/health answered {code}"),
                 Err(e) => last = e,
             }
-            self.measure(confinement, "");
+            self.measure(confinement, "", child.id());
             tokio::select! {
                 _ = tokio::time::sleep(HEALTH_POLL) => {}
                 _ = stop.notified() => {
@@ -851,18 +883,36 @@ impl LocalModelSupervisor {
         }
     }
 
-    /// The cgroup's memory into the status and the ledger.
-    fn measure(&self, confinement: &Confinement, reservation: &str) {
+    /// The model's memory into the status and the ledger: the larger of its
+    /// cgroup's charge and the process's resident set. The cgroup is not
+    /// charged for page cache another cgroup faulted in first — the model
+    /// file hashed before the start is — while llama-server's resident set
+    /// counts the weights it maps; its high-water mark (`VmHWM`) is the peak.
+    fn measure(&self, confinement: &Confinement, reservation: &str, pid: Option<u32>) {
         let usage = confinement.usage();
-        if let Some(current) = usage.memory_current {
-            if !reservation.is_empty() {
-                self.ledger.record_usage(reservation, Amounts { ram: current, ..Amounts::default() });
-            }
+        let (rss, hwm) = pid.map_or((None, None), resident);
+        let current = usage.memory_current.max(rss);
+        if let (Some(current), false) = (current, reservation.is_empty()) {
+            self.ledger.record_usage(reservation, Amounts { ram: current, ..Amounts::default() });
         }
-        if let Some(peak) = usage.memory_peak.or(usage.memory_current) {
+        if let Some(peak) = usage.memory_peak.max(usage.memory_current).max(hwm) {
             self.update(|s| s.peak_memory = Some(s.peak_memory.unwrap_or(0).max(peak)));
         }
     }
+}
+
+/// `VmRSS` and `VmHWM` of a process, bytes.
+fn resident(pid: u32) -> (Option<u64>, Option<u64>) {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return (None, None) };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// SIGTERM our own child, SIGKILL after [`STOP_GRACE`].

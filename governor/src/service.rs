@@ -29,6 +29,9 @@ pub const CAMPAIGN_RAM_PER_FETCH: u64 = 16 * 1024 * 1024;
 /// How long a `model_start` request waits for the model to be ready before
 /// answering with its current state (it goes on loading).
 pub const MODEL_START_WAIT: Duration = Duration::from_secs(240);
+/// Stale cgroups (of a governor that died) are swept at start and then
+/// every this many samples.
+pub const SWEEP_EVERY_SAMPLES: u64 = 300;
 /// Longest campaign id accepted.
 const MAX_CAMPAIGN_REF: usize = 64;
 
@@ -252,9 +255,17 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
+            let mut n: u64 = 0;
             loop {
                 tick.tick().await;
                 gov.sample_once().await;
+                n += 1;
+                if n % SWEEP_EVERY_SAMPLES == 0 {
+                    let removed = crate::cgroup::sweep_stale();
+                    if !removed.is_empty() {
+                        tracing::warn!(?removed, "removed cgroups left by an earlier governor");
+                    }
+                }
             }
         })
     };

@@ -171,6 +171,52 @@ async fn pressure_refuses_every_admission() {
 }
 
 #[tokio::test]
+async fn sustained_pressure_stops_the_lowest_priority_run_with_its_reason() {
+    let proc_root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(proc_root.path().join("pressure")).unwrap();
+    let psi = |some: f64| {
+        let text = format!(
+            "some avg10={some:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
+        );
+        std::fs::write(proc_root.path().join("pressure/memory"), text).unwrap();
+    };
+    psi(0.0);
+    let d = Daemon::start(&[
+        "--proc-root",
+        proc_root.path().to_str().unwrap(),
+        "--sample-ms",
+        "100",
+        "--pressure-stop-after",
+        // 1 s between stops: the test sees the first one alone.
+        "10",
+    ])
+    .await;
+    let low = match d.ask(GovernorRequest::AdmitCampaign(CampaignAsk { priority: 1, ..campaign(1024, 1) })).await {
+        GovernorResponse::Admitted { reservation } => reservation,
+        other => panic!("{other:?}"),
+    };
+    let high = match d.ask(GovernorRequest::AdmitCampaign(CampaignAsk { priority: 200, ..campaign(1024, 1) })).await {
+        GovernorResponse::Admitted { reservation } => reservation,
+        other => panic!("{other:?}"),
+    };
+    psi(60.0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let s = loop {
+        let s = d.state().await;
+        if !s.reservations.iter().any(|r| r.id == low) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the low-priority run was not stopped: {:?}", s.decisions);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(s.reservations.iter().any(|r| r.id == high), "only the lowest priority goes first");
+    let stop = s.decisions.iter().find(|x| x.reason.starts_with("stopped under pressure")).unwrap();
+    assert!(stop.reason.contains("PSI"), "{}", stop.reason);
+    assert_eq!(stop.blocked_by, ["pressure"]);
+    psi(0.0);
+}
+
+#[tokio::test]
 async fn model_start_is_refused_without_a_program_or_a_server() {
     let d = Daemon::start(&[]).await;
     let spec = ModelSpec { gguf: "/nonexistent.gguf".into(), sha256: "0".repeat(64), ctx: None, gpu_layers: 0 };
@@ -286,14 +332,13 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     // A second start while it runs: a conflict, not a second server.
     assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, "CONFLICT");
     assert!(curl(&[&format!("{endpoint}/health")]).contains("ok"));
-    let answer = curl(&[
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"messages":[{"role":"user","content":"Say hello."}],"max_tokens":24}"#,
-        &format!("{endpoint}/v1/chat/completions"),
-    ]);
-    assert!(answer.contains("\"choices\""), "{answer}");
+    // A few requests, so the peak includes compute buffers and a filled KV cache.
+    for question in ["Say hello.", "Name three colours.", "Count from one to ten.", "What is a graph?"] {
+        let body = format!(r#"{{"messages":[{{"role":"user","content":"{question}"}}],"max_tokens":48}}"#);
+        let answer =
+            curl(&["-H", "Content-Type: application/json", "-d", &body, &format!("{endpoint}/v1/chat/completions")]);
+        assert!(answer.contains("\"choices\""), "{answer}");
+    }
 
     // The estimate against the measured peak of its cgroup (SPEC Q2: both kept).
     let measured = wait_model(&d, "peak measured", |m| m.peak_memory.is_some()).await;
@@ -302,6 +347,9 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     let peak = r.measured_peak.unwrap().ram.max(measured.peak_memory.unwrap());
     let estimate = measured.estimate.reserved.ram;
     let ratio = estimate as f64 / peak as f64;
+    // The target is ±25 % (recorded in docs/PERFORMANCE.md); a sizing off by
+    // a factor of two is a bug.
+    assert!((0.5..=2.0).contains(&ratio), "estimate {estimate} vs peak {peak}");
     println!(
         "estimate {} MiB (weights {} + KV {} + overhead {}) vs measured peak {} MiB: ratio {ratio:.2}",
         estimate >> 20,
@@ -337,6 +385,34 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         "no model cgroup is left behind: {leftovers:?}"
     );
     assert_eq!(failed(d.ask(GovernorRequest::ModelStop {}).await).0, "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
+    let Some((_, gguf, sha)) = model_fixture() else { return };
+    if !nix_root() {
+        eprintln!("skipped: confinement needs root");
+        return;
+    }
+    // A stand-in "llama-server" that allocates far past the cgroup's ceiling
+    // (1.5 × the estimate + 256 MiB) while "loading".
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("llama-server");
+    std::fs::write(&fake, "#!/usr/bin/python3\nimport time\nb = bytearray(8 << 30)\ntime.sleep(60)\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = Daemon::start(&["--llama-server", fake.to_str().unwrap(), "--model-ctx", "2048"]).await;
+    d.set_server(std::process::id()).await;
+    let spec = ModelSpec { gguf, sha256: sha, ctx: None, gpu_layers: 0 };
+    let m = match d.ask(GovernorRequest::ModelStart(spec)).await {
+        GovernorResponse::Model(m) => *m,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(m.state, "failed", "{m:?}");
+    assert!(m.detail.contains("out of memory"), "{}", m.detail);
+    assert_eq!(m.restarts, 0, "an OOM kill is not restarted");
+    let s = d.state().await;
+    assert!(s.reservations.is_empty(), "the reservation is released");
+    assert!(s.decisions.iter().any(|x| x.reason.contains("out of memory")), "{:?}", s.decisions);
 }
 
 #[tokio::test]

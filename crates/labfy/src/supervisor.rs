@@ -155,8 +155,14 @@ enum Isolation {
 /// of [`crate::jail`].
 fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<&[&Path]>) -> std::io::Result<Child> {
     let mut cmd = Command::new(&slot.program);
-    cmd.env_clear()
-        .env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
+    cmd.env_clear().env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()));
+    // The governor's tunables (headroom, thresholds, model defaults) come
+    // from `LABFY_GOVERNOR_*` variables (deploy/labfy.env); no other variable
+    // crosses into a child.
+    if slot.role == Role::Governor {
+        cmd.envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("LABFY_GOVERNOR_"))));
+    }
+    cmd
         .arg("--runtime-dir")
         .arg(runtime_dir)
         .args(&slot.args)

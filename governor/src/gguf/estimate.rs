@@ -206,7 +206,7 @@ impl GgufHeader {
     /// `embedding_length / head_count` (of the first layer, as llama.cpp).
     pub fn head_dims(&self) -> (u64, u64) {
         let heads = self.head_count_per_layer.first().copied().filter(|&h| h > 0).unwrap_or(self.head_count);
-        let default = if heads > 0 { u64::from(self.embedding_length / heads) } else { 0 };
+        let default = self.embedding_length.checked_div(heads).map_or(0, u64::from);
         (self.key_length.map_or(default, u64::from), self.value_length.map_or(default, u64::from))
     }
 
