@@ -162,8 +162,7 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<
     if slot.role == Role::Governor {
         cmd.envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("LABFY_GOVERNOR_"))));
     }
-    cmd
-        .arg("--runtime-dir")
+    cmd.arg("--runtime-dir")
         .arg(runtime_dir)
         .args(&slot.args)
         .stdin(std::process::Stdio::null())
