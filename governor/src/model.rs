@@ -11,7 +11,9 @@
 //!    read from it; and llama-server loads that very descriptor
 //!    (`-m /proc/self/fd/3`), so the file checked is the file run.
 //! 3. The GGUF header sizes the run ([`crate::gguf`]); the ledger admits it
-//!    or the start is refused with the ledger's reason.
+//!    or the start is refused with the ledger's reason. llama-server is
+//!    given the flags that hold it to that size (`--cache-ram`,
+//!    `--ctx-checkpoints`: by default its prompt cache grows to 8 GiB).
 //! 4. A cgroup is created with a memory ceiling above the estimate, no swap,
 //!    a lower CPU weight than the desktop and a pids limit.
 //! 5. A free port other than 8080 is chosen on the loopback of the workspace
@@ -357,6 +359,8 @@ struct Launch {
     ctx: u32,
     gpu_layers: u32,
     threads: u32,
+    /// Flags that hold llama-server to the estimate (prompt cache, checkpoints).
+    bounds: Vec<String>,
 }
 
 /// Spawns llama-server confined (step 6).
@@ -378,6 +382,7 @@ fn spawn(
         .arg("-t")
         .arg(launch.threads.to_string())
         .arg("--no-webui")
+        .args(&launch.bounds)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -563,6 +568,7 @@ impl LocalModelSupervisor {
                 ctx,
                 gpu_layers: spec.gpu_layers,
                 threads: self.settings.threads,
+                bounds: estimate.server_args(),
             };
             let me = self.clone();
             let reservation = r.id.clone();
@@ -793,10 +799,15 @@ impl LocalModelSupervisor {
             }
         };
         let endpoint = format!("http://127.0.0.1:{port}");
+        let retried = if port_tries > 1 {
+            format!(" (after {port_tries} port tries: a port race was lost)")
+        } else {
+            String::new()
+        };
         self.update(|s| {
             s.state = "ready".into();
             s.endpoint = Some(endpoint.clone());
-            s.detail = format!("ready at {endpoint} in the workspace server's network namespace");
+            s.detail = format!("ready at {endpoint} in the workspace server's network namespace{retried}");
         });
         tracing::info!(port, "llama-server ready");
         // Watch: usage into the ledger, exit, stop, namespace change.
@@ -809,7 +820,7 @@ impl LocalModelSupervisor {
                         Ok(s) => cgroup::exit_cause(s, &before, &after),
                         Err(e) => ExitCause::Signal(-e.raw_os_error().unwrap_or(0)),
                     };
-                    break Ended::Exited(cause, log.last(6));
+                    break Ended::Exited(cause, format!("{}{}", limit_note(&after), log.last(6)));
                 }
                 _ = stop.notified() => {
                     let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
@@ -855,7 +866,7 @@ impl LocalModelSupervisor {
                 let cause = cgroup::exit_cause(status, before, &confinement.usage());
                 // Its last lines are still in the pipes: let the readers drain them.
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                return Err(Ended::Exited(cause, log.last(6)));
+                return Err(Ended::Exited(cause, format!("{}{}", limit_note(&confinement.usage()), log.last(6))));
             }
             if Instant::now() >= deadline {
                 terminate(&mut child).await;
@@ -898,6 +909,14 @@ impl LocalModelSupervisor {
         if let Some(peak) = usage.memory_peak.max(usage.memory_current).max(hwm) {
             self.update(|s| s.peak_memory = Some(s.peak_memory.unwrap_or(0).max(peak)));
         }
+    }
+}
+
+/// A limit the cgroup hit, for the report of an exit (SPEC Q3).
+fn limit_note(u: &Usage) -> String {
+    match u.pids_limit_hits {
+        Some(n) if n > 0 => format!("its pids limit ({PIDS_MAX}) refused {n} fork(s). "),
+        _ => String::new(),
     }
 }
 

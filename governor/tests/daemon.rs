@@ -332,8 +332,10 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     // A second start while it runs: a conflict, not a second server.
     assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, "CONFLICT");
     assert!(curl(&[&format!("{endpoint}/health")]).contains("ok"));
-    // A few requests, so the peak includes compute buffers and a filled KV cache.
-    for question in ["Say hello.", "Name three colours.", "Count from one to ten.", "What is a graph?"] {
+    // Requests up to a long prompt, so the peak includes the compute buffers,
+    // a filled KV cache and the prompt cache: what the estimate bounds.
+    let long = "evidence graph provenance ".repeat(450);
+    for question in ["Say hello.", "Name three colours.", long.as_str(), "What is a graph?"] {
         let body = format!(r#"{{"messages":[{{"role":"user","content":"{question}"}}],"max_tokens":48}}"#);
         let answer =
             curl(&["-H", "Content-Type: application/json", "-d", &body, &format!("{endpoint}/v1/chat/completions")]);
@@ -347,9 +349,8 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     let peak = r.measured_peak.unwrap().ram.max(measured.peak_memory.unwrap());
     let estimate = measured.estimate.reserved.ram;
     let ratio = estimate as f64 / peak as f64;
-    // The target is ±25 % (recorded in docs/PERFORMANCE.md); a sizing off by
-    // a factor of two is a bug.
-    assert!((0.5..=2.0).contains(&ratio), "estimate {estimate} vs peak {peak}");
+    // The issue's target: the estimate within ±25 % of the measured peak.
+    assert!((0.75..=1.25).contains(&ratio), "estimate {estimate} vs peak {peak}: ratio {ratio:.2}");
     println!(
         "estimate {} MiB (weights {} + KV {} + overhead {}) vs measured peak {} MiB: ratio {ratio:.2}",
         estimate >> 20,
@@ -413,6 +414,59 @@ async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
     let s = d.state().await;
     assert!(s.reservations.is_empty(), "the reservation is released");
     assert!(s.decisions.iter().any(|x| x.reason.contains("out of memory")), "{:?}", s.decisions);
+}
+
+/// A stand-in llama-server (Python's http.server) over a synthetic GGUF: it
+/// loses the port race on its first start, like a real one whose port was
+/// taken between the governor's choice and its bind; the governor retries on
+/// another port. Needs no fixture.
+#[tokio::test]
+async fn a_lost_port_race_is_retried_on_another_port() {
+    use labfy_governor::gguf::testing::{ModelShape, model};
+    if !nix_root() {
+        eprintln!("skipped: confinement needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("tiny.gguf");
+    let bytes = model(&ModelShape::tiny()).to_bytes();
+    std::fs::write(&gguf, &bytes).unwrap();
+    let marker = dir.path().join("tried-once");
+    let fake = dir.path().join("llama-server");
+    let script = format!(
+        r#"#!/usr/bin/python3
+import http.server, os, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+assert port != 8080
+if not os.path.exists("{marker}"):
+    open("{marker}", "w").close()
+    print("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: %d" % port, file=sys.stderr, flush=True)
+    sys.exit(1)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+        self.wfile.write(b'{{"status":"ok"}}')
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"#,
+        marker = marker.display()
+    );
+    std::fs::write(&fake, script).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = Daemon::start(&["--llama-server", fake.to_str().unwrap(), "--model-ctx", "512"]).await;
+    d.set_server(std::process::id()).await;
+    let spec = ModelSpec { gguf: gguf.to_str().unwrap().into(), sha256: sha256_hex(&bytes), ctx: None, gpu_layers: 0 };
+    let m = match d.ask(GovernorRequest::ModelStart(spec)).await {
+        GovernorResponse::Model(m) => *m,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(m.state, "ready", "{m:?}");
+    assert!(m.detail.contains("after 2 port tries"), "{}", m.detail);
+    assert!(marker.exists());
+    assert_eq!(m.restarts, 0);
+    assert_eq!(d.ask(GovernorRequest::ModelStop {}).await, GovernorResponse::ModelStopped {});
 }
 
 #[tokio::test]

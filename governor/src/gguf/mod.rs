@@ -8,7 +8,10 @@
 //! the tokenizer's ~256k strings are skipped one length at a time, numeric
 //! arrays in one seek, so a multi-GB model's header parses in a few
 //! milliseconds. [`GgufHeader::estimate`] turns it into what the ledger
-//! reserves ([`estimate`] documents the formula and its constants).
+//! reserves ([`estimate`] documents the formula, its constants and their
+//! calibration on a real llama-server), and [`Estimate::server_args`] into
+//! the llama-server flags that keep the run within it. [`testing`] writes
+//! synthetic GGUF files (sparse multi-GB ones too) for tests and benchmarks.
 //!
 //! # Bad input
 //!
@@ -27,11 +30,12 @@
 //! | [`MAX_BLOCK_COUNT`] | 512 | llama.cpp's `LLAMA_MAX_LAYERS` |
 //! | [`MAX_ARRAY_NESTING`] | 8 | arrays of arrays (the spec allows them; llama.cpp refuses any) |
 //! | [`MAX_HEADER_BYTES`] | 64 MiB | everything before the tensor data (real: ≤ ~20 MiB) |
+//! | `MAX_KEPT_KEYS` | 1,024 | keys shaped like those the estimate reads (real: ~10) |
 //!
 //! Array lengths and KV/tensor counts are also checked against the bytes
 //! left (each element's smallest encoding): a count the file cannot hold is
 //! [`GgufError::Lies`]. Tensor types come from ggml's table
-//! ([`ggml_type`]); an unknown id, a row that is not whole blocks, an
+//! ([`ggml_type()`]); an unknown id, a row that is not whole blocks, an
 //! overflowing shape, a misaligned offset are [`GgufError::Malformed`];
 //! overlapping tensors are [`GgufError::Lies`]; a tensor running past the
 //! end of the file is [`GgufError::Truncated`]. Only a regular file is read
@@ -146,7 +150,7 @@ pub struct TensorInfo {
     pub name: String,
     /// Its shape, innermost dimension first (ggml's `ne`), 0 to 4 entries.
     pub dims: Vec<u64>,
-    /// Its ggml type id ([`ggml_type`] gives the name and block sizes).
+    /// Its ggml type id ([`ggml_type()`] gives the name and block sizes).
     pub ggml_type: u32,
     /// Its offset from the start of the tensor data section.
     pub offset: u64,

@@ -5,7 +5,8 @@
 use std::io::Write;
 
 use super::estimate::{
-    ACTIVATION_FLOATS_PER_EMBD, GPU_RUNTIME_BYTES, KV_ELEMENT_BYTES, RUNTIME_RAM_BYTES, VOCAB_RAM_BYTES_PER_TOKEN,
+    ACT_FLOATS_PER_EMBD, ACT_FLOATS_PER_FF, DEFAULT_CTX_CHECKPOINTS, GPU_RUNTIME_BYTES, KV_ELEMENT_BYTES,
+    RUNTIME_RAM_BYTES, VOCAB_RAM_BYTES_PER_TOKEN,
 };
 use super::parse::{MAX_KEPT_KEYS, vt};
 use super::testing::{GgufBuilder, ModelShape, Value, model};
@@ -516,29 +517,66 @@ fn kv_cache_with_sliding_windows_exact() {
     assert_eq!(h.estimate_with(32_768, 0, &one).kv_cache, (15 * 1024 + 3 * 32_768) * per_cell_layer);
 }
 
+/// The tiny model's compute buffer at -c 2048: activations of 512 tokens
+/// (2 x 64 + 3 x 128 floats each), one f16 mask 2048 x 512, logits of 4
+/// outputs over 256 tokens.
+const TINY_ACTIVATIONS: u64 = 512 * 4 * (ACT_FLOATS_PER_EMBD * 64 + ACT_FLOATS_PER_FF * 128);
+const TINY_MASKS: u64 = 512 * 2 * 2048;
+const TINY_LOGITS: u64 = 256 * 4 * 4;
+/// Its KV cache at -c 2048 (1 MiB), hence a 1 MiB prompt cache.
+const TINY_KV: u64 = (16 + 16) * 2 * 2 * 4 * 2048;
+
 #[test]
 fn estimate_on_the_cpu_exact() {
+    assert_eq!(TINY_ACTIVATIONS, 1_048_576);
+    assert_eq!(TINY_KV, 1 << 20);
     let h = tiny();
     let e = h.estimate_with(2048, 0, &plain());
-    let weights = h.weights_bytes();
-    let kv = (16 + 16) * 2 * 2 * 4 * 2048;
-    // Overhead: runtime + vocabulary + activations of 512 tokens + scores
-    // (2048 cells x 512 x 4 heads) + logits of 4 outputs, twice.
-    let activations = (ACTIVATION_FLOATS_PER_EMBD * 512 * 64 + 2048 * 512 * 4) * 4;
-    let overhead = RUNTIME_RAM_BYTES + 256 * VOCAB_RAM_BYTES_PER_TOKEN + activations + 2 * 256 * 4 * 4;
+    let compute = TINY_ACTIVATIONS + TINY_MASKS + TINY_LOGITS;
+    // Runtime, vocabulary, host output buffer, prompt cache (1 MiB), no
+    // checkpoints (no sliding window), compute buffer.
+    let overhead = RUNTIME_RAM_BYTES + 256 * VOCAB_RAM_BYTES_PER_TOKEN + TINY_LOGITS + (1 << 20) + compute;
     assert_eq!(
         e,
         Estimate {
-            weights,
+            weights: h.weights_bytes(),
             weights_on_gpu: 0,
             weights_repacked: 0,
-            kv_cache: kv,
+            kv_cache: TINY_KV,
             overhead,
             vram: 0,
-            ram: weights + kv + overhead,
+            // The whole file is mapped, header included.
+            ram: h.file_size + TINY_KV + overhead,
             context: 2048,
+            cache_ram_mib: 1,
+            ctx_checkpoints: DEFAULT_CTX_CHECKPOINTS,
         }
     );
+    assert_eq!(e.server_args(), ["--cache-ram", "1", "--ctx-checkpoints", "2"]);
+    // An explicit prompt cache bound is what is reserved and passed.
+    let e = h.estimate_with(2048, 0, &LaunchParams { cache_ram_mib: Some(64), ctx_checkpoints: 0, ..plain() });
+    assert_eq!(e.ram, h.file_size + TINY_KV + overhead - (1 << 20) + (64 << 20));
+    assert_eq!(e.server_args(), ["--cache-ram", "64", "--ctx-checkpoints", "0"]);
+}
+
+#[test]
+fn estimate_with_sliding_windows_exact() {
+    let h = parse(&gemma3_like()).unwrap();
+    let e = h.estimate_with(2048, 0, &plain());
+    let kv = 18 * 2048 * 1024;
+    // Checkpoints: 4 slots x 2 x the window's 512 cells of the 15 SWA
+    // layers (1 KiB a cell).
+    let checkpoints = 4 * 2 * 512 * 15 * 1024;
+    // No feed-forward length: 4 x 640 assumed; two masks (full and SWA).
+    let compute = 512 * 4 * (ACT_FLOATS_PER_EMBD * 640 + ACT_FLOATS_PER_FF * 2560) + 512 * 2 * (2048 + 2048);
+    assert_eq!(e.cache_ram_mib, 36);
+    assert_eq!(e.ram, h.file_size + kv + RUNTIME_RAM_BYTES + (36 << 20) + checkpoints + compute);
+    // At 32,768 the SWA cache and its mask are 2,560 cells.
+    let e = h.estimate_with(32_768, 0, &plain());
+    let kv = (15 * 2560 + 3 * 32_768) * 1024;
+    assert_eq!((e.kv_cache, e.cache_ram_mib), (kv, 134));
+    let compute = 512 * 4 * (ACT_FLOATS_PER_EMBD * 640 + ACT_FLOATS_PER_FF * 2560) + 512 * 2 * (32_768 + 2560);
+    assert_eq!(e.ram, h.file_size + kv + RUNTIME_RAM_BYTES + (134 << 20) + checkpoints + compute);
 }
 
 #[test]
@@ -546,39 +584,40 @@ fn gpu_layers_split() {
     let h = tiny();
     let p = plain();
     let weights = h.weights_bytes();
-    let kv_layer = (16 + 16) * 2 * 2 * 2048;
+    let embd = named(&h, "token_embd.weight");
+    let kv_layer = TINY_KV / 4;
+    let compute = TINY_ACTIVATIONS + TINY_MASKS + TINY_LOGITS;
     let output = named(&h, "output.weight") + named(&h, "output_norm.weight");
     let e0 = h.estimate_with(2048, 0, &p);
     assert_eq!((e0.weights_on_gpu, e0.vram), (0, 0));
-    // -ngl 1: the output layer only.
+    // -ngl 1: the output layer only; the compute buffer with the logits on
+    // the GPU, one without them on the CPU.
     let e1 = h.estimate_with(2048, 1, &p);
     assert_eq!(e1.weights_on_gpu, output);
-    assert_eq!(e1.ram, e0.ram - output);
-    let logits_reserved = 256 * 512 * 4;
-    let activations = (ACTIVATION_FLOATS_PER_EMBD * 512 * 64 + 2048 * 512 * 4) * 4;
-    assert_eq!(e1.vram, output + GPU_RUNTIME_BYTES + activations + logits_reserved);
+    assert_eq!(e1.ram, e0.ram - output - TINY_LOGITS);
+    assert_eq!(e1.vram, output + GPU_RUNTIME_BYTES + compute);
     // -ngl 3 (half of 4 blocks with the output): blocks 2 and 3 and their KV.
     let e3 = h.estimate_with(2048, 3, &p);
     let half = block_bytes(&h, 2) + block_bytes(&h, 3);
     assert_eq!(e3.weights_on_gpu, output + half);
-    assert_eq!(e3.vram, output + half + 2 * kv_layer + GPU_RUNTIME_BYTES + activations + logits_reserved);
-    assert_eq!(e3.ram, e0.ram - output - half - 2 * kv_layer);
+    assert_eq!(e3.vram, output + half + 2 * kv_layer + GPU_RUNTIME_BYTES + compute);
+    assert_eq!(e3.ram, e1.ram - half - 2 * kv_layer);
     // -ngl 4 = block_count: the output and blocks 1..3; block 0 stays.
     let e4 = h.estimate_with(2048, 4, &p);
-    assert_eq!(e4.weights_on_gpu, weights - named(&h, "token_embd.weight") - block_bytes(&h, 0));
-    // -ngl 5 = block_count + 1 and more: everything but the input embedding.
+    assert_eq!(e4.weights_on_gpu, weights - embd - block_bytes(&h, 0));
+    assert_eq!(e4.ram, e1.ram - (weights - embd - block_bytes(&h, 0) - output) - 3 * kv_layer);
+    // -ngl 5 = block_count + 1 and more: everything but the input embedding;
+    // RAM keeps the file's header and embedding, runtime, vocabulary, output
+    // buffer and prompt cache.
     let e5 = h.estimate_with(2048, 5, &p);
-    assert_eq!(e5.weights_on_gpu, weights - named(&h, "token_embd.weight"));
+    assert_eq!(e5.weights_on_gpu, weights - embd);
+    assert_eq!(e5.vram, weights - embd + TINY_KV + GPU_RUNTIME_BYTES + compute);
+    let header = h.file_size - weights;
+    assert_eq!(e5.ram, header + embd + RUNTIME_RAM_BYTES + 256 * VOCAB_RAM_BYTES_PER_TOKEN + TINY_LOGITS + (1 << 20));
     assert_eq!(e5, h.estimate_with(2048, 99, &p));
     assert_eq!(e5, h.estimate_with(2048, u32::MAX, &p));
-    assert_eq!(e5.kv_cache, e0.kv_cache);
-    // All on the GPU: RAM keeps the embedding, runtime, vocabulary, logits.
-    assert_eq!(
-        e5.ram,
-        named(&h, "token_embd.weight") + RUNTIME_RAM_BYTES + 256 * VOCAB_RAM_BYTES_PER_TOKEN + 2 * 256 * 4 * 4
-    );
     for e in [e0, e1, e3, e4, e5] {
-        assert_eq!(e.weights, weights);
+        assert_eq!((e.weights, e.kv_cache), (weights, TINY_KV));
         assert!(e.vram + e.ram >= weights);
     }
 }
@@ -590,8 +629,8 @@ fn tied_output_is_a_second_copy_on_the_gpu() {
     let embd = named(&h, "token_embd.weight");
     let e = h.estimate_with(2048, 1, &plain());
     assert_eq!(e.weights_on_gpu, embd + named(&h, "output_norm.weight"));
-    // The file's bytes stay in RAM (the input embedding).
-    assert_eq!(e.ram, h.estimate_with(2048, 0, &plain()).ram - named(&h, "output_norm.weight"));
+    // The file's bytes stay in RAM (the input embedding); the logits move.
+    assert_eq!(e.ram, h.estimate_with(2048, 0, &plain()).ram - named(&h, "output_norm.weight") - TINY_LOGITS);
 }
 
 #[test]
@@ -621,6 +660,7 @@ fn cpu_repacking_counts_matrices_twice() {
 fn default_params_are_llama_servers() {
     let p = LaunchParams::default();
     assert_eq!((p.n_parallel, p.kv_unified, p.n_batch, p.n_ubatch, p.swa_full), (4, true, 2048, 512, false));
+    assert_eq!((p.cache_ram_mib, p.ctx_checkpoints), (None, 2));
     let h = tiny();
     assert_eq!(h.estimate(2048, 3), h.estimate_with(2048, 3, &p));
 }
