@@ -303,6 +303,18 @@ impl AgentGateway {
         self.call_as(scope, env, req, CallOrigin { actor: "agent:api" })
     }
 
+    /// [`AgentGateway::call`] on behalf of a named agent (`agent:local-model`),
+    /// the actor recorded for its durable effects. The same pipeline.
+    pub fn call_by(
+        &self,
+        scope: Scope,
+        env: &Environment,
+        req: CallRequest,
+        actor: &'static str,
+    ) -> Result<Arc<ToolResult>, GatewayError> {
+        self.call_as(scope, env, req, CallOrigin { actor })
+    }
+
     pub(crate) fn call_as(
         &self,
         scope: Scope,

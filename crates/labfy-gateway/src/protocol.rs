@@ -227,6 +227,9 @@ pub enum TurnMode {
     Demo,
     /// Calls posted by an outside client to `/calls`.
     Manual,
+    /// The local model, driven by the agent runtime (M1): started only
+    /// through `/api/v1/agent-runtime/turns`.
+    LocalModel,
 }
 
 /// Turn statuses.

@@ -228,7 +228,10 @@ impl AgentGateway {
         Ok(())
     }
 
-    fn fail_turn(&self, scope: Scope, turn: Uuid, reason: &str) {
+    /// Ends a turn as failed with a bounded reason (its driver gave up:
+    /// the runtime's model was unavailable, broke the protocol, ran out of
+    /// budget or was cancelled).
+    pub fn fail_turn(&self, scope: Scope, turn: Uuid, reason: &str) {
         let reason = truncate_chars(reason, MAX_DIAGNOSTIC_CHARS);
         self.update_turn(scope, turn, |t| {
             t.status = TurnStatus::Failed;
@@ -320,6 +323,17 @@ impl AgentGateway {
         }
         let data = artifact(&r).and_then(|v| v.get(0)).cloned().unwrap_or(Value::Null);
         let (summary, refs) = summarize(&data, scope.class, request);
+        self.finish(scope, turn_id, summary, refs)
+    }
+
+    /// Ends a turn with its summary (bounded) and the objects it is about.
+    pub fn complete_turn(
+        &self,
+        scope: Scope,
+        turn_id: Uuid,
+        summary: String,
+        refs: Vec<ObjectRef>,
+    ) -> Result<Turn, GatewayError> {
         self.finish(scope, turn_id, summary, refs)
     }
 

@@ -86,6 +86,9 @@ async fn start_turn(State(st): State<AppState>, ApiJson(req): ApiJson<NewTurn>) 
     let turn = blocking(move || match req.mode.unwrap_or(TurnMode::Demo) {
         TurnMode::Demo => gw.run_demo_turn(scope, &env, &req),
         TurnMode::Manual => gw.open_turn(scope, &req),
+        TurnMode::LocalModel => Err(labfy_gateway::GatewayError::Invalid(
+            "local-model turns start through /api/v1/agent-runtime/turns (M6)".into(),
+        )),
     })
     .await?;
     Ok((StatusCode::CREATED, Json(turn)))

@@ -1,0 +1,417 @@
+//! `LocalModelClient`: the loopback-only client of an OpenAI-compatible model
+//! server such as llama.cpp's `llama-server` (SPEC M3, M4).
+//!
+//! - **Configuration** ([`AgentMode`], [`ModelConfig`]; M4): explicit flags or
+//!   variables, validated once; without them, the demo agent.
+//! - **Endpoint** ([`Endpoint`]; M3): only canonical `http://127.0.0.1:<port>`
+//!   or `http://[::1]:<port>`, never port 8080.
+//! - **Transport**: one plain `tokio::net::TcpStream` per request, connected
+//!   to the endpoint's socket address and nothing else — no DNS, no proxy (no
+//!   environment variable is read), no TLS — with hyper's low-level HTTP/1
+//!   client on top. No redirect is followed, no cookie, netrc or
+//!   `Authorization` header is sent. Time is bounded (a connect deadline and
+//!   a total deadline, the configured timeout) and so is size (request body,
+//!   response head, response body), each by a named constant.
+//! - **Answers** ([`ChatResponse`]): `choices[0].message.content`,
+//!   `finish_reason`, `usage`; everything else is a [`ClientError`] of a
+//!   [`FailureClass`], its text bounded.
+//! - **Cancellation** ([`CancelToken`]; M8): cancelling drops the request in
+//!   flight (its connection is closed); an answer that arrives anyway is
+//!   ignored.
+
+mod config;
+mod endpoint;
+mod error;
+mod wire;
+
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+pub use config::{
+    AgentFlags, AgentMode, ConfigError, DEFAULT_TIMEOUT_SECS, ENV_ENDPOINT, ENV_MODE, ENV_MODEL, ENV_TIMEOUT,
+    FLAG_ENDPOINT, FLAG_MODE, FLAG_MODEL, FLAG_TIMEOUT, MAX_MODEL_ID_LEN, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
+    MODE_DEMO, MODE_LOCAL_MODEL, ModelConfig, ModelIdError, TimeoutError, process_env,
+};
+pub use endpoint::{Endpoint, EndpointError, FORBIDDEN_PORT, MAX_ENDPOINT_LEN};
+pub use error::{ClientError, FailureClass};
+pub use wire::{ChatMessage, ChatRequest, ChatResponse, FinishReason, MAX_DIAGNOSTIC_CHARS, Role, Usage};
+
+/// The chat path, fixed by the client (M3).
+pub const CHAT_PATH: &str = "/v1/chat/completions";
+/// llama-server's readiness path.
+pub const HEALTH_PATH: &str = "/health";
+/// Largest request body sent, in bytes; a larger request is refused before
+/// any connection.
+pub const MAX_REQUEST_BODY_BYTES: usize = 1024 * 1024;
+/// Largest `200` response body read, in bytes; past it reading stops and the
+/// request fails.
+pub const MAX_RESPONSE_BODY_BYTES: usize = 1024 * 1024;
+/// Largest part of an error (non-`200`) body read for its diagnostic, in
+/// bytes; the rest is never read.
+pub const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
+/// Largest response head (status line and headers), in bytes.
+pub const MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
+/// Deadline of the TCP connection, within the total deadline. Loopback
+/// answers at once or refuses at once; this only bounds the odd case.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Deadline of a `GET /health`, within the configured timeout.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// hyper's smallest allowed read buffer bound.
+const MIN_READ_BUF_BYTES: usize = 8 * 1024;
+
+/// The client of one local model server (SPEC M3). Cheap to clone; holds no
+/// connection between requests.
+#[derive(Debug, Clone)]
+pub struct LocalModelClient {
+    config: ModelConfig,
+}
+
+/// The model server's readiness, from `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// `200`: it answers chat requests.
+    Ready,
+    /// `503`: it is loading its model.
+    Loading,
+    /// Anything else, with a short reason for the UI's unavailability line
+    /// (M10).
+    Unavailable {
+        /// Why, bounded.
+        reason: String,
+    },
+}
+
+/// A cancellation signal shared between the runtime and a request in flight
+/// (M8). Cloning shares it; once cancelled it stays cancelled.
+#[derive(Debug, Clone)]
+pub struct CancelToken {
+    state: std::sync::Arc<watch::Sender<bool>>,
+}
+
+impl CancelToken {
+    /// A token not cancelled yet.
+    pub fn new() -> Self {
+        Self { state: std::sync::Arc::new(watch::Sender::new(false)) }
+    }
+
+    /// Cancels: every request waiting on this token ends with
+    /// [`ClientError::Cancelled`], and later requests are not sent.
+    pub fn cancel(&self) {
+        self.state.send_replace(true);
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        *self.state.borrow()
+    }
+
+    /// Resolves once the token is cancelled.
+    pub async fn cancelled(&self) {
+        let mut seen = self.state.subscribe();
+        if seen.wait_for(|cancelled| *cancelled).await.is_err() {
+            // The sender lives as long as `self`: unreachable, but never
+            // report a cancellation that did not happen.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What came back from one exchange, body already bounded.
+struct Reply {
+    status: StatusCode,
+    body: Vec<u8>,
+}
+
+/// What to do when a body is larger than its bound.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    /// Fail with [`ClientError::ResponseTooLarge`].
+    Fail,
+    /// Keep the first bytes and stop reading.
+    Truncate,
+}
+
+impl LocalModelClient {
+    /// A client of the configured server. Makes no connection.
+    pub fn new(config: ModelConfig) -> Self {
+        Self { config }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// `POST /v1/chat/completions` with the configured model id and
+    /// `"stream": false`, within the configured timeout (M3).
+    ///
+    /// Dropping the returned future closes the connection; see
+    /// [`chat_cancellable`](Self::chat_cancellable) to tie it to a
+    /// [`CancelToken`].
+    pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ClientError> {
+        let wire = wire::WireRequest { model: self.config.model(), request, stream: false };
+        let body =
+            serde_json::to_vec(&wire).map_err(|e| ClientError::Encode { reason: wire::diagnostic(&e.to_string()) })?;
+        if body.len() > MAX_REQUEST_BODY_BYTES {
+            return Err(ClientError::RequestTooLarge { size: body.len(), max: MAX_REQUEST_BODY_BYTES });
+        }
+        let request = self
+            .request(Method::POST, CHAT_PATH)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| ClientError::Encode { reason: wire::diagnostic(&e.to_string()) })?;
+        let reply = self.exchange(request, self.config.timeout()).await?;
+        match reply.status {
+            StatusCode::OK => wire::parse_chat_response(&reply.body),
+            status => Err(status_error(status, &reply.body)),
+        }
+    }
+
+    /// [`chat`](Self::chat), ended early by `cancel` (M8): a cancelled token
+    /// sends nothing; a cancellation while the request is in flight closes
+    /// its connection; an answer that completes as the token is cancelled is
+    /// ignored. In all three cases: [`ClientError::Cancelled`].
+    pub async fn chat_cancellable(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancelToken,
+    ) -> Result<ChatResponse, ClientError> {
+        if cancel.is_cancelled() {
+            return Err(ClientError::Cancelled);
+        }
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(ClientError::Cancelled),
+            result = self.chat(request) => result,
+        };
+        if cancel.is_cancelled() {
+            return Err(ClientError::Cancelled);
+        }
+        result
+    }
+
+    /// `GET /health` within [`HEALTH_TIMEOUT`] (or the configured timeout if
+    /// shorter): whether the server can take a chat request now.
+    pub async fn status(&self) -> Readiness {
+        let request = match self.request(Method::GET, HEALTH_PATH).body(Empty::<Bytes>::new()) {
+            Ok(request) => request,
+            Err(e) => {
+                return Readiness::Unavailable { reason: wire::diagnostic(&e.to_string()) };
+            }
+        };
+        let deadline = HEALTH_TIMEOUT.min(self.config.timeout());
+        match self.exchange(request, deadline).await {
+            Ok(reply) if reply.status == StatusCode::OK => Readiness::Ready,
+            Ok(reply) if reply.status == StatusCode::SERVICE_UNAVAILABLE => Readiness::Loading,
+            Ok(reply) => Readiness::Unavailable { reason: status_error(reply.status, &reply.body).to_string() },
+            Err(e) => Readiness::Unavailable { reason: e.to_string() },
+        }
+    }
+
+    /// A request to the endpoint with only `Host` and `Accept` set: no
+    /// `Authorization`, no `Cookie`, no `User-Agent`.
+    fn request(&self, method: Method, path: &str) -> hyper::http::request::Builder {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header(HOST, self.config.endpoint().host_header())
+            .header(ACCEPT, "application/json")
+    }
+
+    /// One request on one fresh connection, within `deadline`.
+    async fn exchange<B>(&self, request: Request<B>, deadline: Duration) -> Result<Reply, ClientError>
+    where
+        B: Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let started = Instant::now();
+        let path = request.uri().path().to_owned();
+        let result = match tokio::time::timeout(deadline, self.exchange_inner(request, deadline)).await {
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Timeout { after: deadline }),
+        };
+        let elapsed_ms = started.elapsed().as_millis();
+        match &result {
+            Ok(reply) => tracing::debug!(
+                endpoint = %self.config.endpoint(),
+                path,
+                status = reply.status.as_u16(),
+                body_bytes = reply.body.len(),
+                elapsed_ms,
+                "model server answered"
+            ),
+            Err(e) => tracing::debug!(
+                endpoint = %self.config.endpoint(),
+                path,
+                error = %e,
+                elapsed_ms,
+                "model server request failed"
+            ),
+        }
+        result
+    }
+
+    async fn exchange_inner<B>(&self, request: Request<B>, deadline: Duration) -> Result<Reply, ClientError>
+    where
+        B: Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // The endpoint's socket address, and nothing else: no name to
+        // resolve, no proxy to consult.
+        let addr = self.config.endpoint().socket_addr();
+        let connect_deadline = CONNECT_TIMEOUT.min(deadline);
+        let stream = tokio::time::timeout(connect_deadline, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::ConnectTimeout { after: connect_deadline })?
+            .map_err(|e| ClientError::Connect { reason: wire::diagnostic(&e.to_string()) })?;
+        // Small requests and answers: latency over batching. Best effort.
+        let _ = stream.set_nodelay(true);
+
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_header_size(MAX_RESPONSE_HEAD_BYTES)
+            .max_buf_size(MAX_RESPONSE_HEAD_BYTES.max(MIN_READ_BUF_BYTES))
+            .handshake::<_, B>(TokioIo::new(stream))
+            .await
+            .map_err(transport)?;
+
+        let exchange = async move {
+            let response = sender.send_request(request).await.map_err(transport)?;
+            let status = response.status();
+            let (limit, overflow) = match status {
+                StatusCode::OK => (MAX_RESPONSE_BODY_BYTES, Overflow::Fail),
+                // A redirect's body is never read: nothing in it is used.
+                s if s.is_redirection() => (0, Overflow::Truncate),
+                _ => (MAX_ERROR_BODY_BYTES, Overflow::Truncate),
+            };
+            let body = read_bounded(response.into_body(), limit, overflow).await?;
+            Ok(Reply { status, body })
+        };
+
+        // The connection is driven here rather than in a spawned task, so
+        // that dropping this future (timeout, cancellation) closes the socket.
+        tokio::pin!(connection);
+        tokio::pin!(exchange);
+        tokio::select! {
+            result = &mut exchange => result,
+            // The connection ended first (closed or failed): the exchange
+            // now completes with what was received, or with an error.
+            _ = &mut connection => exchange.await,
+        }
+    }
+}
+
+/// Reads at most `limit` bytes of `body`; what happens past it depends on
+/// `overflow`. A declared length over the limit fails before reading.
+async fn read_bounded(mut body: Incoming, limit: usize, overflow: Overflow) -> Result<Vec<u8>, ClientError> {
+    let too_large = || ClientError::ResponseTooLarge { max: limit };
+    if overflow == Overflow::Fail && body.size_hint().lower() > limit as u64 {
+        return Err(too_large());
+    }
+    let mut out = Vec::new();
+    while out.len() < limit || overflow == Overflow::Fail {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let Ok(data) = frame.map_err(transport)?.into_data() else {
+            continue; // trailers
+        };
+        let room = limit - out.len();
+        if data.len() > room {
+            if overflow == Overflow::Fail {
+                return Err(too_large());
+            }
+            out.extend_from_slice(&data[..room]);
+            break;
+        }
+        out.extend_from_slice(&data);
+    }
+    Ok(out)
+}
+
+/// The error for a status other than `200`.
+fn status_error(status: StatusCode, body: &[u8]) -> ClientError {
+    let code = status.as_u16();
+    if status.is_redirection() {
+        ClientError::Redirect { status: code }
+    } else if status == StatusCode::SERVICE_UNAVAILABLE {
+        ClientError::NotReady { message: wire::error_message(body) }
+    } else if status.is_server_error() {
+        ClientError::ServerError { status: code, message: wire::error_message(body) }
+    } else if status.is_client_error() {
+        ClientError::Rejected { status: code, message: wire::error_message(body) }
+    } else {
+        ClientError::UnexpectedStatus { status: code }
+    }
+}
+
+/// A hyper error: an answer that is not HTTP (another program on the port,
+/// an oversized head) is a protocol error; a broken connection is not.
+fn transport(error: hyper::Error) -> ClientError {
+    let reason = wire::diagnostic(&error.to_string());
+    if error.is_parse() {
+        ClientError::Malformed { reason }
+    } else {
+        ClientError::Transport { reason }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        let class = |s: u16| status_error(StatusCode::from_u16(s).unwrap(), b"").class();
+        assert_eq!(class(503), FailureClass::Unavailable);
+        assert_eq!(class(500), FailureClass::Unavailable);
+        assert_eq!(class(502), FailureClass::Unavailable);
+        assert_eq!(class(301), FailureClass::Protocol);
+        assert_eq!(class(302), FailureClass::Protocol);
+        assert_eq!(class(307), FailureClass::Protocol);
+        assert_eq!(class(400), FailureClass::Protocol);
+        assert_eq!(class(404), FailureClass::Protocol);
+        assert_eq!(class(204), FailureClass::Protocol);
+        assert_eq!(status_error(StatusCode::FOUND, b"{}"), ClientError::Redirect { status: 302 });
+    }
+
+    #[test]
+    fn a_cancel_token_stays_cancelled_and_is_shared() {
+        let token = CancelToken::default();
+        let clone = token.clone();
+        assert!(!clone.is_cancelled());
+        token.cancel();
+        assert!(clone.is_cancelled());
+        token.cancel();
+        assert!(clone.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn cancelled_resolves_for_past_and_future_cancels() {
+        let token = CancelToken::new();
+        let waiter = tokio::spawn({
+            let token = token.clone();
+            async move { token.cancelled().await }
+        });
+        tokio::task::yield_now().await;
+        token.cancel();
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap();
+        // Already cancelled: resolves at once.
+        tokio::time::timeout(Duration::from_secs(5), token.cancelled()).await.unwrap();
+    }
+}

@@ -1,0 +1,231 @@
+//! The action contract as a JSON Schema 2020-12, for llama-server's
+//! `response_format` (SPEC M5; beyond the seed).
+//!
+//! One `anyOf` branch per offered tool — `contract`, `type` and `tool_id` as
+//! constants, `arguments` the tool's own closed input schema (G4) — plus the
+//! `final` branch. Every string is bounded (`const`, `enum`, `maxLength` or
+//! `pattern`): an unbounded string lets constrained decoding run to
+//! `finish_reason: "length"`. Reference fields (`x-labfy-ref`) also get the
+//! `pattern` of a canonical `kind:uuid` of their kinds, the same rule the
+//! parser applies, so decoding cannot produce a malformed id.
+//!
+//! `anyOf` rather than `oneOf`: the branches are disjoint by construction
+//! (distinct `type`/`tool_id` constants, so "exactly one" and "at least one"
+//! agree), `anyOf` stops at the first match, and some grammar back-ends
+//! (llguidance) accept `anyOf` only.
+//!
+//! What a schema cannot say stays the parser's alone: duplicate keys, text
+//! around the object, truncation, the byte bounds, and whether a reference
+//! was shown before (M9).
+//!
+//! Property order matters to llama-server: its grammar emits properties in
+//! the order of the schema text. [`ActionSchema::response_format_text`]
+//! writes every `properties` in `required` order (`contract`, `type`,
+//! `tool_id`, `arguments`), which a `serde_json::Value` (sorted keys) cannot
+//! keep; send that text when the order matters.
+
+use labfy_gateway::catalog::{SCHEMA_DIALECT, fingerprint};
+use labfy_gateway::{Catalog, Tool};
+use serde_json::{Map, Value, json};
+
+use super::{CONTRACT, MAX_FINAL_TEXT_CHARS, TYPE_FINAL, TYPE_TOOL_CALL};
+
+/// `response_format.json_schema.name` (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`: no
+/// dots).
+pub const ACTION_SCHEMA_NAME: &str = "labfy_agent_model_action_v1";
+
+/// The action schema for a set of tools, with its fingerprint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionSchema {
+    schema: Value,
+    fingerprint: String,
+}
+
+impl ActionSchema {
+    /// The schema offering exactly `tools` (in the order given, each once):
+    /// the runtime passes the tools available to the turn.
+    pub fn new<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> Self {
+        let mut branches = Vec::new();
+        let mut seen = Vec::new();
+        for tool in tools {
+            if !seen.contains(&tool.id) {
+                seen.push(tool.id);
+                branches.push(tool_branch(tool));
+            }
+        }
+        branches.push(final_branch());
+        let schema = json!({
+            "$schema": SCHEMA_DIALECT,
+            "title": CONTRACT,
+            "anyOf": branches,
+        });
+        let fingerprint = fingerprint(&schema);
+        Self { schema, fingerprint }
+    }
+
+    /// The schema offering every tool of `catalog`.
+    pub fn for_catalog(catalog: &Catalog) -> Self {
+        Self::new(catalog.tools())
+    }
+
+    /// The JSON Schema 2020-12.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// SHA-256 (hex) of the schema's canonical JSON (the gateway's
+    /// `canonical_json`: keys sorted, no whitespace). Deterministic; changes
+    /// with any tool contract or bound.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// `response_format` in the one form llama-server enforces:
+    /// `{"type":"json_schema","json_schema":{"name":…,"strict":true,"schema":…}}`.
+    pub fn response_format(&self) -> Value {
+        json!({
+            "type": "json_schema",
+            "json_schema": {"name": ACTION_SCHEMA_NAME, "strict": true, "schema": self.schema},
+        })
+    }
+
+    /// [`Self::response_format`] as JSON text whose `properties` follow each
+    /// object's `required` order (then the rest, sorted): the order the
+    /// grammar makes the model write them in. Parses back to exactly
+    /// [`Self::response_format`].
+    pub fn response_format_text(&self) -> String {
+        let mut out = String::from("{\"type\":\"json_schema\",\"json_schema\":{\"name\":");
+        out.push_str(&Value::from(ACTION_SCHEMA_NAME).to_string());
+        out.push_str(",\"strict\":true,\"schema\":");
+        write_ordered(&self.schema, &mut out);
+        out.push_str("}}");
+        out
+    }
+}
+
+/// The action schema offering every tool of `catalog`.
+pub fn action_schema(catalog: &Catalog) -> Value {
+    ActionSchema::for_catalog(catalog).schema
+}
+
+/// `response_format` (the enforced OpenAI form) offering every tool of
+/// `catalog`.
+pub fn response_format(catalog: &Catalog) -> Value {
+    ActionSchema::for_catalog(catalog).response_format()
+}
+
+fn tool_branch(tool: &Tool) -> Value {
+    let arguments = tool.contract.get("input_schema").map_or_else(|| json!({"type": "object"}), decoding_schema);
+    json!({
+        "type": "object",
+        "properties": {
+            "contract": {"const": CONTRACT},
+            "type": {"const": TYPE_TOOL_CALL},
+            "tool_id": {"const": tool.id.as_str()},
+            "arguments": arguments,
+        },
+        "required": ["contract", "type", "tool_id", "arguments"],
+        "additionalProperties": false,
+    })
+}
+
+fn final_branch() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "contract": {"const": CONTRACT},
+            "type": {"const": TYPE_FINAL},
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_FINAL_TEXT_CHARS},
+        },
+        "required": ["contract", "type", "text"],
+        "additionalProperties": false,
+    })
+}
+
+/// A tool's published input schema as a subschema: its own `$schema` dropped
+/// (one dialect, declared at the root), every `x-labfy-ref` string given the
+/// `pattern` of its kinds.
+pub(super) fn decoding_schema(input: &Value) -> Value {
+    match input {
+        Value::Object(map) => {
+            let mut out: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| k.as_str() != "$schema")
+                .map(|(k, v)| (k.clone(), decoding_schema(v)))
+                .collect();
+            if let Some(kinds) = map.get("x-labfy-ref").and_then(Value::as_array) {
+                let kinds: Vec<&str> = kinds.iter().filter_map(Value::as_str).collect();
+                out.insert("pattern".into(), Value::from(ref_pattern(&kinds)));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(decoding_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `^(evidence|entity):<canonical lower-case hyphenated uuid>$`: what
+/// `ObjectRef` parses, restricted to `kinds`. Anchored and plain (groups,
+/// classes, counted repeats) as llama-server's pattern converter requires.
+fn ref_pattern(kinds: &[&str]) -> String {
+    format!("^({}):[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}$", kinds.join("|"))
+}
+
+/// Compact JSON of `value` with each `properties` object written in its
+/// sibling `required` order, then the other properties, sorted.
+pub(super) fn write_ordered(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            out.push('{');
+            for (i, (key, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push(':');
+                match v {
+                    Value::Object(properties) if key == "properties" => write_properties(properties, &required, out),
+                    _ => write_ordered(v, out),
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_ordered(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn write_properties(properties: &Map<String, Value>, required: &[&str], out: &mut String) {
+    let mut named: Vec<&str> = Vec::new();
+    for name in required {
+        if properties.contains_key(*name) && !named.contains(name) {
+            named.push(name);
+        }
+    }
+    let first = named.iter().filter_map(|name| properties.get_key_value(*name));
+    let rest = properties.iter().filter(|(k, _)| !named.contains(&k.as_str()));
+    out.push('{');
+    for (i, (key, schema)) in first.chain(rest).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::from(key.as_str()).to_string());
+        out.push(':');
+        write_ordered(schema, out);
+    }
+    out.push('}');
+}
