@@ -13,7 +13,7 @@ pub use backend::{Backend, DirectBackend};
 pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
 pub use error::GatewayError;
 pub use gateway::{AgentGateway, Scope};
-pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, keywords};
+pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, LOCAL_MODEL_ACTOR, keywords};
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,9 @@ use crate::protocol::*;
 
 /// The actor recorded for the demo agent's durable effects.
 pub const DEMO_ACTOR: &str = "agent:demo";
+/// The actor recorded for the local model's durable effects (the agent
+/// runtime's calls, and the reread of a resumed local-model turn).
+pub const LOCAL_MODEL_ACTOR: &str = "agent:local-model";
 /// The name the UI shows for the demo agent (M10).
 pub const DEMO_AGENT_LABEL: &str = "Agent de démonstration déterministe";
 /// Search terms the demo agent takes from a question, at most.
@@ -304,7 +307,7 @@ impl AgentGateway {
                 object_refs: vec![],
                 idempotency_key: format!("resume:{turn_id}:{request}"),
             },
-            CallOrigin { actor: DEMO_ACTOR },
+            CallOrigin { actor: if turn.mode == TurnMode::LocalModel { LOCAL_MODEL_ACTOR } else { DEMO_ACTOR } },
         );
         // The turn was claimed (Running): any refusal ends it rather than
         // leaving it running with no driver.

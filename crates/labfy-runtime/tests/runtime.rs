@@ -1,0 +1,1250 @@
+//! `AgentRuntime` for real (SPEC M1, M2, M5–M9): a real SQLite store with a
+//! small SPECIMEN, the real gateway over it, and a fake OpenAI-compatible
+//! provider on `127.0.0.1:0` answering `POST /v1/chat/completions` from a
+//! script and recording every request body, so that each test can say what
+//! the model was sent. Nothing of the runtime, the gateway or the client is
+//! mocked. States are awaited with a bounded poll, never a fixed sleep.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly by design
+
+use std::collections::{BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use labfy_core::{ObjectRef, RefKind};
+use labfy_gateway::protocol::{EventType, TurnMode, TurnStatus};
+use labfy_gateway::{AgentGateway, DEMO_AGENT_LABEL, DirectBackend, Environment, Scope, ToolId};
+use labfy_runtime::client::{Endpoint, LocalModelClient, ModelConfig};
+use labfy_runtime::protocol::CONTRACT;
+use labfy_runtime::runtime::{
+    AgentRuntime, Driver, MAX_QUEUE, MAX_ROUNDS, MAX_TOOL_CALLS, MAX_TURNS, MODEL_ACTOR, RuntimeError, RuntimeStatus,
+    RuntimeTurn, StartTurn,
+};
+use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
+use labfy_store::{
+    GrantDecision, GrantOutcome, ReadOnlyStore, ResearchBudget, ResearchRequest, ResearchScope, Store, WorkspaceClass,
+};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use uuid::Uuid;
+
+/// How long a test waits for a state that should come at once.
+const PATIENCE: Duration = Duration::from_secs(20);
+/// How long the provider waits for a test to script the next answer.
+const SCRIPT_PATIENCE: Duration = Duration::from_secs(20);
+/// SPECIMEN size: small, as in the gateway's tests.
+const SPECIMEN_SIZE: u64 = 200;
+/// What the analyst asks in most tests.
+const QUESTION: &str = "Quels liens entre Tessera Logistique et Léa Martin ?";
+/// The start of the runtime's system prompt (it must never reach an event).
+const PROMPT_START: &str = "Tu es l'agent d'analyse de Labfy";
+
+// ---------------------------------------------------------------------------
+// The fake provider.
+
+/// What the provider does with one chat request.
+#[derive(Debug, Clone)]
+enum Reply {
+    /// `200`, `finish_reason: "stop"`, this content.
+    Answer(String),
+    /// `200`, `finish_reason: "length"`: a cut answer.
+    Cut(String),
+    /// The same as `Answer`, after a delay (the request stays in flight).
+    Late(Duration, String),
+    /// `503 Loading model`.
+    Busy,
+    /// Close the connection without a word.
+    Close,
+}
+
+#[derive(Default)]
+struct Log {
+    script: VecDeque<Reply>,
+    /// Every chat request body, in arrival order.
+    requests: Vec<Value>,
+    /// Late answers whose delay ran out (written or not: the client may
+    /// have gone).
+    late_done: usize,
+}
+
+/// A fake OpenAI-compatible model server on `127.0.0.1:0`.
+#[derive(Clone)]
+struct Provider {
+    addr: SocketAddr,
+    log: Arc<Mutex<Log>>,
+}
+
+impl Provider {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Arc::new(Mutex::new(Log::default()));
+        let shared = log.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, shared.clone()));
+            }
+        });
+        Self { addr, log }
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap()
+    }
+
+    fn push(&self, reply: Reply) {
+        self.log().script.push_back(reply);
+    }
+
+    fn answer(&self, content: impl Into<String>) {
+        self.push(Reply::Answer(content.into()));
+    }
+
+    fn count(&self) -> usize {
+        self.log().requests.len()
+    }
+
+    fn request(&self, i: usize) -> Value {
+        self.log().requests[i].clone()
+    }
+
+    fn late_done(&self) -> usize {
+        self.log().late_done
+    }
+
+    /// Waits until `n` chat requests have arrived; returns the `n`th.
+    async fn nth(&self, n: usize) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        while self.count() < n {
+            assert!(Instant::now() < deadline, "the provider got {} requests, never {n}", self.count());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.request(n - 1)
+    }
+
+    fn client(&self) -> LocalModelClient {
+        client_at(self.addr)
+    }
+}
+
+fn client_at(addr: SocketAddr) -> LocalModelClient {
+    let endpoint = Endpoint::from_socket_addr(addr).unwrap();
+    LocalModelClient::new(ModelConfig::new(endpoint, "fake-model", Duration::from_secs(10)).unwrap())
+}
+
+async fn serve(mut stream: TcpStream, log: Arc<Mutex<Log>>) {
+    let Some((head, body)) = read_request(&mut stream).await else { return };
+    if head.starts_with("GET /health ") {
+        respond(&mut stream, "200 OK", r#"{"status":"ok"}"#).await;
+        return;
+    }
+    if !head.starts_with("POST /v1/chat/completions ") {
+        respond(&mut stream, "404 Not Found", r#"{"error":{"message":"no such path"}}"#).await;
+        return;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    log.lock().unwrap().requests.push(body);
+    // The next scripted reply; a test may script it after seeing the request.
+    let deadline = Instant::now() + SCRIPT_PATIENCE;
+    let reply = loop {
+        if let Some(r) = log.lock().unwrap().script.pop_front() {
+            break Some(r);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    match reply {
+        None => respond(&mut stream, "500 Internal Server Error", r#"{"error":{"message":"nothing scripted"}}"#).await,
+        Some(Reply::Answer(c)) => respond(&mut stream, "200 OK", &completion(&c, "stop")).await,
+        Some(Reply::Cut(c)) => respond(&mut stream, "200 OK", &completion(&c, "length")).await,
+        Some(Reply::Late(delay, c)) => {
+            tokio::time::sleep(delay).await;
+            respond(&mut stream, "200 OK", &completion(&c, "stop")).await;
+            log.lock().unwrap().late_done += 1;
+        }
+        Some(Reply::Busy) => {
+            respond(&mut stream, "503 Service Unavailable", r#"{"error":{"code":503,"message":"Loading model"}}"#)
+                .await;
+        }
+        Some(Reply::Close) => drop(stream),
+    }
+}
+
+/// One HTTP/1.1 request: its head and its `Content-Length` body.
+async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0_u8; 8192];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = buf[end..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some((head, body))
+}
+
+async fn respond(stream: &mut TcpStream, status: &str, body: &str) {
+    let text = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(text.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+fn completion(content: &str, finish_reason: &str) -> String {
+    json!({
+        "id": "chatcmpl-test", "object": "chat.completion", "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    })
+    .to_string()
+}
+
+// ---------------------------------------------------------------------------
+// What the model says, and what it was sent.
+
+fn tool_call(tool: &str, arguments: Value) -> String {
+    json!({"contract": CONTRACT, "type": "tool_call", "tool_id": tool, "arguments": arguments}).to_string()
+}
+
+fn final_answer(text: &str) -> String {
+    json!({"contract": CONTRACT, "type": "final", "text": text}).to_string()
+}
+
+fn messages(request: &Value) -> &[Value] {
+    request["messages"].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+fn last_message(request: &Value) -> (&str, &str) {
+    let m = messages(request).last().expect("a request has messages");
+    (m["role"].as_str().unwrap(), m["content"].as_str().unwrap())
+}
+
+/// The investigation the first user message names (`Enquête : investigation:<uuid>`).
+fn shown_investigation(request: &Value) -> String {
+    let m = &messages(request)[1];
+    assert_eq!(m["role"], "user");
+    let text = m["content"].as_str().unwrap();
+    let at = text.find("investigation:").expect("the first user message names the investigation");
+    text[at..].split(|c: char| c.is_whitespace()).next().unwrap().to_owned()
+}
+
+/// The last message, a tool result: it must be a user message holding one
+/// JSON object marked `UNTRUSTED_DATA` (M2).
+fn tool_result(request: &Value) -> Value {
+    let (role, content) = last_message(request);
+    assert_eq!(role, "user", "tool results go back as user data");
+    let v: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("not one JSON object ({e}): {content}"));
+    assert_eq!(v["trust"], "UNTRUSTED_DATA", "{content}");
+    v
+}
+
+fn result_refs(result: &Value) -> Vec<String> {
+    result["object_refs"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()).collect()
+}
+
+/// Every request asks for a constrained JSON answer, and never for reasoning.
+fn assert_well_formed(request: &Value) {
+    assert_eq!(request["model"], "fake-model");
+    assert_eq!(request["stream"], false);
+    assert_eq!(request["response_format"]["type"], "json_schema", "response_format missing: {request}");
+    assert!(request["response_format"]["json_schema"]["schema"]["anyOf"].is_array());
+    let system = messages(request)[0]["content"].as_str().unwrap().to_lowercase();
+    assert_eq!(messages(request)[0]["role"], "system");
+    for word in ["chain-of-thought", "chain of thought", "step by step", "étape par étape", "raisonnement"] {
+        assert!(!system.contains(word), "the prompt asks for reasoning ({word})");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The fixture.
+
+/// A store with a SPECIMEN (seed 1) and an empty REAL workspace, behind a
+/// gateway.
+struct Fx {
+    dir: TempDir,
+    gw: Arc<AgentGateway>,
+    env: Environment,
+    spec: Scope,
+    real: Scope,
+    inv: ObjectRef,
+}
+
+impl Fx {
+    fn new() -> Self {
+        let dir = TempDir::new().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let out =
+            specimen::generate(&mut store, SpecimenSpec { seed: 1, size: SPECIMEN_SIZE }, &mut |_, _| {}).unwrap();
+        let SpecimenOutcome::Created { workspace, investigation, .. } = out else {
+            panic!("specimen not created: {out:?}")
+        };
+        let (real_ws, _) = store.create_real_workspace("Enquête réelle de test", "analyst").unwrap();
+        let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(store))).unwrap());
+        Self {
+            dir,
+            gw,
+            env: Environment::offline("test: egress not ready"),
+            spec: Scope { workspace: workspace.id(), class: WorkspaceClass::Specimen },
+            real: Scope { workspace: real_ws.id(), class: WorkspaceClass::Real },
+            inv: investigation,
+        }
+    }
+
+    fn model(&self, provider: &Provider) -> AgentRuntime {
+        AgentRuntime::start(self.gw.clone(), Some(provider.client()))
+    }
+
+    fn demo(&self) -> AgentRuntime {
+        AgentRuntime::start(self.gw.clone(), None)
+    }
+
+    fn reads(&self) -> ReadOnlyStore {
+        ReadOnlyStore::open(self.dir.path()).unwrap()
+    }
+
+    fn requests(&self) -> Vec<ResearchRequest> {
+        self.reads().reads().research_requests(self.spec.workspace, &self.inv, 100).unwrap()
+    }
+
+    fn audit_actions(&self) -> Vec<String> {
+        self.reads().reads().audit(self.spec.workspace, 1000).unwrap().into_iter().map(|a| a.action).collect()
+    }
+
+    /// A human grants `request` (the server's secured decision route).
+    fn grant(&self, request: &ObjectRef) -> GrantOutcome {
+        let decision = GrantDecision {
+            scope: ResearchScope { hosts: vec!["news.example.org".into()] },
+            budget: ResearchBudget { max_requests: 10, max_bytes: 1_000_000 },
+            expires_in_minutes: 60,
+            contract_fingerprints: self.gw.catalog().fingerprints(),
+            current_prepare_fingerprint: self.gw.catalog().tool(ToolId::ResearchPrepare).fingerprint.clone(),
+            decided_by: "analyst".into(),
+        };
+        Store::open(self.dir.path()).unwrap().grant_research(self.spec.workspace, request, &decision).unwrap()
+    }
+
+    /// The gateway turn a runtime turn drives.
+    fn gateway_turn(&self, scope: Scope, t: &RuntimeTurn) -> labfy_gateway::protocol::Turn {
+        self.gw.turn(scope, t.gateway_turn_id.expect("a gateway turn was opened")).unwrap()
+    }
+}
+
+fn start(rt: &AgentRuntime, fx: &Fx, scope: Scope, key: &str, question: &str) -> RuntimeTurn {
+    rt.start_turn(
+        scope,
+        fx.env.clone(),
+        StartTurn {
+            question: question.into(),
+            investigation_id: None,
+            exclusions: vec![],
+            idempotency_key: key.into(),
+        },
+    )
+    .unwrap()
+}
+
+/// Polls until `pred` holds (at most [`PATIENCE`]).
+async fn wait_for(rt: &AgentRuntime, scope: Scope, id: Uuid, pred: impl Fn(&RuntimeTurn) -> bool) -> RuntimeTurn {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let t = rt.turn(scope, id).unwrap();
+        if pred(&t) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "the turn never reached the awaited state: {t:#?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until the worker is done with the turn (or it paused).
+async fn settled(rt: &AgentRuntime, scope: Scope, id: Uuid) -> RuntimeTurn {
+    wait_for(rt, scope, id, |t| !matches!(t.status, RuntimeStatus::Queued | RuntimeStatus::Running)).await
+}
+
+/// Event kinds of one turn, in order.
+fn event_kinds(rt: &AgentRuntime, scope: Scope, id: Uuid) -> Vec<&'static str> {
+    rt.events(scope, 0, 128).events.iter().filter(|e| e.turn_id == id).map(|e| e.kind).collect()
+}
+
+/// No event carries the prompt, a tool result or the evidence (M10).
+fn assert_events_leak_nothing(rt: &AgentRuntime, scope: Scope) {
+    for e in rt.events(scope, 0, 128).events {
+        assert!(e.detail.chars().count() <= labfy_runtime::runtime::MAX_DETAIL_CHARS);
+        for needle in [PROMPT_START, "UNTRUSTED_DATA", "Question de l'analyste", "accorde-toi"] {
+            assert!(!e.detail.contains(needle), "event {} leaks {needle:?}: {}", e.kind, e.detail);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. A tool call, its untrusted result, a final answer.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_goes_through_the_gateway_and_a_final_answer_completes_the_turn() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    assert_eq!(rt.driver(), Driver::LocalModel);
+    let status = rt.status().await;
+    assert!(status.ready, "{status:?}");
+    assert_eq!(status.label, "Agent local · fake-model");
+
+    let queued = start(&rt, &fx, fx.spec, "k1", QUESTION);
+    assert_eq!(queued.status, RuntimeStatus::Queued);
+    assert_eq!((queued.driver, queued.model.as_deref()), (Driver::LocalModel, Some("fake-model")));
+
+    // The model reads the overview of the investigation it was shown.
+    let first = provider.nth(1).await;
+    assert_well_formed(&first);
+    let inv = shown_investigation(&first);
+    assert_eq!(inv, fx.inv.to_string());
+    assert!(messages(&first)[1]["content"].as_str().unwrap().contains(QUESTION));
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
+
+    // Its result comes back wrapped as untrusted data.
+    let second = provider.nth(2).await;
+    assert_well_formed(&second);
+    let ms = messages(&second);
+    assert_eq!(ms.len(), 4, "system, question, the model's call, the result");
+    assert_eq!(ms[2]["role"], "assistant");
+    let replayed: Value = serde_json::from_str(ms[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(replayed["tool_id"], "investigation.get_overview");
+    let result = tool_result(&second);
+    assert_eq!(
+        (result["tool_id"].as_str(), result["status"].as_str()),
+        (Some("investigation.get_overview"), Some("COMPLETED"))
+    );
+    assert!(result_refs(&result).contains(&inv));
+    assert!(!result["data"].as_array().unwrap().is_empty(), "the overview's data is shown");
+    provider.answer(final_answer("Synthèse : trois pièces relient les deux entités."));
+
+    let done = settled(&rt, fx.spec, queued.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!(done.summary.as_deref(), Some("Synthèse : trois pièces relient les deux entités."));
+    assert_eq!((done.rounds, done.tool_calls, done.repairs), (2, 1, 0));
+    assert!(done.error.is_none() && done.research_request.is_none());
+    assert_eq!(provider.count(), 2);
+
+    // The gateway's turn ran the call and ended with the same summary.
+    let gw = fx.gateway_turn(fx.spec, &done);
+    assert_eq!(gw.status, TurnStatus::Completed);
+    assert_eq!(gw.mode, TurnMode::LocalModel);
+    assert_eq!(gw.calls, 1);
+    assert_eq!(gw.summary, done.summary);
+    let tools: Vec<String> = fx
+        .gw
+        .events(fx.spec, 0, 128)
+        .events
+        .iter()
+        .filter(|e| e.turn_id == gw.turn_id && e.kind == EventType::ToolCompleted)
+        .map(|e| e.payload["tool_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tools, ["investigation.get_overview"]);
+
+    let kinds = event_kinds(&rt, fx.spec, done.turn_id);
+    assert_eq!(kinds.first(), Some(&"turn.queued"));
+    assert_eq!(kinds.last(), Some(&"turn.completed"));
+    assert!(kinds.contains(&"tool.call") && kinds.contains(&"tool.result"), "{kinds:?}");
+    assert_events_leak_nothing(&rt, fx.spec);
+    // Nothing was prepared, nothing granted.
+    assert!(fx.requests().is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// 2. One repair, then MODEL_PROTOCOL_ERROR.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_answer_gets_one_repair_and_the_turn_goes_on() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let good_call = tool_call("investigation.get_overview", json!({"investigation_id": fx.inv.to_string()}));
+    let bad: [(&str, Reply); 5] = [
+        ("MARKDOWN", Reply::Answer(format!("```json\n{good_call}\n```"))),
+        (
+            "DUPLICATE_KEY",
+            Reply::Answer(format!(r#"{{"contract":"{CONTRACT}","type":"final","text":"a","text":"b"}}"#)),
+        ),
+        ("UNKNOWN_TOOL", Reply::Answer(tool_call("shell.exec", json!({"cmd": "id"})))),
+        ("TEXT_BEFORE_JSON", Reply::Answer(format!("Voici ma réponse : {good_call}"))),
+        ("TRUNCATED", Reply::Cut(good_call[..good_call.len() / 2].to_owned())),
+    ];
+    for (i, (code, reply)) in bad.into_iter().enumerate() {
+        let before = provider.count();
+        let t = start(&rt, &fx, fx.spec, &format!("repair-{i}"), QUESTION);
+        provider.push(reply);
+        let repair = provider.nth(before + 2).await;
+        assert_well_formed(&repair);
+        let ms = messages(&repair);
+        assert_eq!(ms.len(), 4, "{code}: system, question, the bad answer, the repair");
+        assert_eq!(ms[2]["role"], "assistant");
+        let (role, text) = last_message(&repair);
+        assert_eq!(role, "user");
+        assert!(text.starts_with("Your previous answer was refused"), "{code}: {text}");
+        assert!(text.contains(CONTRACT));
+        // Good now: the turn goes on, through the gateway.
+        provider.answer(good_call.clone());
+        let third = provider.nth(before + 3).await;
+        assert_eq!(tool_result(&third)["status"], "COMPLETED");
+        provider.answer(final_answer("Réparé."));
+        let done = settled(&rt, fx.spec, t.turn_id).await;
+        assert_eq!(done.status, RuntimeStatus::Completed, "{code}: {done:#?}");
+        assert_eq!((done.rounds, done.tool_calls, done.repairs), (3, 1, 1), "{code}");
+        assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 1, "{code}");
+        let details: Vec<String> = rt
+            .events(fx.spec, 0, 128)
+            .events
+            .iter()
+            .filter(|e| e.turn_id == t.turn_id && e.kind == "model.repair")
+            .map(|e| e.detail.clone())
+            .collect();
+        assert_eq!(details, [code], "the repair event names the refusal");
+    }
+    // One repair per bad answer: a later bad answer after a good one is
+    // repaired again rather than ending the turn.
+    let before = provider.count();
+    let t = start(&rt, &fx, fx.spec, "repair-twice", QUESTION);
+    for reply in [
+        Reply::Answer("pas du JSON".into()),
+        Reply::Answer(good_call.clone()),
+        Reply::Answer("toujours pas".into()),
+        Reply::Answer(final_answer("Fin.")),
+    ] {
+        provider.push(reply);
+    }
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!((done.rounds, done.tool_calls, done.repairs), (4, 1, 2));
+    assert_eq!(provider.count(), before + 4);
+    assert_events_leak_nothing(&rt, fx.spec);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bad_answers_in_a_row_end_the_turn_with_no_tool_run() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let good_call = tool_call("investigation.get_overview", json!({"investigation_id": fx.inv.to_string()}));
+    // The second bad answer holds a valid call inside a fence: it must not run.
+    provider.answer(tool_call("shell.exec", json!({"cmd": "id"})));
+    provider.answer(format!("```json\n{good_call}\n```"));
+    let t = start(&rt, &fx, fx.spec, "k", QUESTION);
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::ModelProtocolError, "{done:#?}");
+    assert_eq!((done.rounds, done.tool_calls, done.repairs), (2, 0, 1));
+    assert!(done.error.as_deref().unwrap().contains("MARKDOWN"), "{:?}", done.error);
+    assert!(done.summary.is_none());
+    assert_eq!(provider.count(), 2, "no third request");
+    let gw = fx.gateway_turn(fx.spec, &done);
+    assert_eq!(gw.calls, 0, "no tool was executed");
+    assert_eq!(gw.status, TurnStatus::Failed);
+    assert_eq!(event_kinds(&rt, fx.spec, t.turn_id).last(), Some(&"turn.failed"));
+}
+
+// ---------------------------------------------------------------------------
+// 3. research.prepare pauses; only a human grant resumes.
+
+/// Drives a model turn to its research.prepare pause: overview, then
+/// prepare on the first evidence the overview showed. Returns the paused
+/// turn.
+async fn prepare(rt: &AgentRuntime, fx: &Fx, provider: &Provider, key: &str) -> RuntimeTurn {
+    let before = provider.count();
+    let t = start(rt, fx, fx.spec, key, QUESTION);
+    let first = provider.nth(before + 1).await;
+    let inv = shown_investigation(&first);
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
+    let second = provider.nth(before + 2).await;
+    let evidence =
+        result_refs(&tool_result(&second)).into_iter().find(|r| r.starts_with("evidence:")).expect("evidence shown");
+    provider.answer(tool_call(
+        "research.prepare",
+        json!({"selection_ids": [evidence], "question": QUESTION, "exclusions": ["réseaux sociaux"]}),
+    ));
+    let paused = settled(rt, fx.spec, t.turn_id).await;
+    assert_eq!(paused.status, RuntimeStatus::AuthorizationRequired, "{paused:#?}");
+    paused
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn research_prepare_pauses_and_a_granted_resume_asks_the_model_for_a_final_only() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let paused = prepare(&rt, &fx, &provider, "k").await;
+    let request = paused.research_request.expect("the request it paused on");
+    assert_eq!(request.kind(), RefKind::ResearchRequest);
+    assert_eq!((paused.rounds, paused.tool_calls), (2, 2));
+    assert!(paused.summary.is_none());
+    // The gateway turn paused on the same request.
+    let gw = fx.gateway_turn(fx.spec, &paused);
+    assert_eq!((gw.status, gw.research_request), (TurnStatus::AuthorizationRequired, Some(request)));
+    // Prepared by the model, nothing more: no grant, no campaign.
+    let stored = fx.requests();
+    assert_eq!(stored.len(), 1);
+    assert_eq!((stored[0].id, stored[0].status.as_str()), (request, "PENDING"));
+    assert_eq!(stored[0].requested_by, MODEL_ACTOR);
+    assert_eq!(stored[0].exclusions, ["réseaux sociaux"]);
+    assert!(stored[0].grant.is_none() && stored[0].campaign.is_none());
+    assert_eq!(event_kinds(&rt, fx.spec, paused.turn_id).last(), Some(&"turn.paused"));
+
+    // No further model request while paused.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(provider.count(), 2, "the pause asked the model nothing more");
+
+    // A resume without a grant never completes: it is refused, or it goes
+    // back to waiting.
+    match rt.resume(fx.spec, fx.env.clone(), paused.turn_id) {
+        Err(RuntimeError::Forbidden(_)) => {}
+        Ok(t) => assert!(matches!(t.status, RuntimeStatus::Queued | RuntimeStatus::AuthorizationRequired)),
+        Err(e) => panic!("resume without a grant: {e:?}"),
+    }
+    let waiting = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(waiting.status, RuntimeStatus::AuthorizationRequired, "{waiting:#?}");
+    assert_eq!(waiting.research_request, Some(request));
+    assert!(event_kinds(&rt, fx.spec, paused.turn_id).contains(&"turn.resume_refused"));
+    assert_eq!(provider.count(), 2);
+    assert_eq!(fx.gateway_turn(fx.spec, &waiting).status, TurnStatus::AuthorizationRequired);
+    assert!(fx.requests()[0].grant.is_none());
+    // Other workspaces cannot resume it.
+    assert!(matches!(rt.resume(fx.real, fx.env.clone(), paused.turn_id), Err(RuntimeError::NotFound(_))));
+
+    // A human grants; the SPECIMEN campaign runs synthetically.
+    let granted = fx.grant(&request);
+    let resumed = rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    assert_eq!(resumed.status, RuntimeStatus::Queued);
+    let third = provider.nth(3).await;
+    assert_well_formed(&third);
+    let branches = third["response_format"]["json_schema"]["schema"]["anyOf"].as_array().unwrap();
+    assert_eq!(branches.len(), 1, "only `final` is offered after a grant");
+    assert_eq!(branches[0]["properties"]["type"]["const"], "final");
+    // What it is shown is the state the gateway reread, as untrusted data.
+    let (role, text) = last_message(&third);
+    assert_eq!(role, "user");
+    assert!(text.contains("UNTRUSTED_DATA") && text.contains(&granted.grant.to_string()), "{text}");
+    provider.answer(final_answer("La campagne synthétique a ajouté des pièces à vérifier."));
+
+    let done = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!(done.summary.as_deref(), Some("La campagne synthétique a ajouté des pièces à vérifier."));
+    for r in [request, granted.grant, granted.campaign] {
+        assert!(done.summary_refs.contains(&r), "summary_refs lacks {r}");
+    }
+    assert_eq!(provider.count(), 3);
+    let gw = fx.gateway_turn(fx.spec, &done);
+    assert_eq!(gw.status, TurnStatus::Completed);
+    assert_eq!(gw.calls, 3, "the resume reread research.get_state through the gateway");
+    // Resumed once only.
+    assert!(matches!(rt.resume(fx.spec, fx.env.clone(), done.turn_id), Err(RuntimeError::Conflict(_))));
+    // The model never made a grant: exactly the human's one.
+    let stored = fx.requests();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].decided_by.as_deref(), Some("analyst"));
+    assert_events_leak_nothing(&rt, fx.spec);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_final_after_a_resume_leaves_the_gateway_summary() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let paused = prepare(&rt, &fx, &provider, "k").await;
+    let request = paused.research_request.unwrap();
+    let granted = fx.grant(&request);
+    // A tool call after a grant is not allowed: the gateway's summary stands.
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": fx.inv.to_string()})));
+    rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    let done = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    let summary = done.summary.as_deref().unwrap();
+    assert!(summary.contains("SPECIMEN") && summary.contains(&granted.grant.to_string()), "{summary}");
+    assert_eq!(provider.count(), 3, "one request, no repair after a resume");
+    let gw = fx.gateway_turn(fx.spec, &done);
+    assert_eq!((gw.status, gw.calls), (TurnStatus::Completed, 3), "no tool ran after the grant");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_ends_the_turn_without_asking_the_model() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let paused = prepare(&rt, &fx, &provider, "k").await;
+    let request = paused.research_request.unwrap();
+    Store::open(fx.dir.path())
+        .unwrap()
+        .refuse_research(fx.spec.workspace, &request, "pas de recherche externe", "analyst")
+        .unwrap();
+    rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    let done = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    let summary = done.summary.as_deref().unwrap();
+    assert!(summary.contains("refusée") && summary.contains("pas de recherche externe"), "{summary}");
+    // The model is not told a refused research was authorized.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(provider.count(), 2, "no model request after a refusal");
+}
+
+// ---------------------------------------------------------------------------
+// 4. Invented or altered ids.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invented_or_altered_ids_are_refused_before_the_gateway() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let inv = fx.inv.to_string();
+    // Altered: the investigation's id with its last digit changed.
+    let last = inv.chars().last().unwrap();
+    let altered = format!("{}{}", &inv[..inv.len() - 1], if last == '0' { '1' } else { '0' });
+    // Invented: an entity nobody showed, of the right form.
+    let invented = format!("entity:{}", Uuid::new_v4());
+
+    let t = start(&rt, &fx, fx.spec, "invented", QUESTION);
+    provider.answer(tool_call("graph.get_node", json!({"node_id": invented})));
+    let repair = provider.nth(2).await;
+    let (_, text) = last_message(&repair);
+    assert!(text.contains("UNKNOWN_REFERENCE") || text.contains("never shown"), "{text}");
+    provider.answer(final_answer("Je n'ai rien trouvé."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!((done.tool_calls, done.repairs), (0, 1));
+    assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 0, "the invented id never reached the gateway");
+
+    let t = start(&rt, &fx, fx.spec, "altered", QUESTION);
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": altered})));
+    provider.answer(tool_call("graph.get_neighbors", json!({"node_id": invented})));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::ModelProtocolError, "{done:#?}");
+    assert!(done.error.as_deref().unwrap().contains("UNKNOWN_REFERENCE"), "{:?}", done.error);
+    assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 0);
+    let refused: Vec<String> = rt
+        .events(fx.spec, 0, 128)
+        .events
+        .iter()
+        .filter(|e| e.turn_id == t.turn_id && e.kind == "model.answer")
+        .map(|e| e.detail.clone())
+        .collect();
+    assert_eq!(refused, ["refused: UNKNOWN_REFERENCE", "refused: UNKNOWN_REFERENCE"]);
+}
+
+// ---------------------------------------------------------------------------
+// 5. The same failing call twice in a row.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_failing_call_twice_in_a_row_ends_the_turn() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    // sandbox.exec has no runner: the gateway answers UNAVAILABLE.
+    let failing = tool_call("sandbox.exec", json!({"language": "python3", "code": "print(1)"}));
+    let other = tool_call("research.get_state", json!({"investigation_id": fx.inv.to_string()}));
+
+    // Not in a row: another call in between resets the rule.
+    let t = start(&rt, &fx, fx.spec, "apart", QUESTION);
+    for a in [&failing, &other, &failing] {
+        provider.answer(a.clone());
+    }
+    provider.answer(final_answer("Pas de bac à sable."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!(done.tool_calls, 3);
+    // The failure was given back as its bounded diagnostic only.
+    let shown = tool_result(&provider.request(3));
+    assert_eq!((shown["tool_id"].as_str(), shown["status"].as_str()), (Some("sandbox.exec"), Some("UNAVAILABLE")));
+    assert!(shown["diagnostic"].as_str().is_some_and(|d| !d.is_empty() && d.chars().count() <= 1_000));
+    assert!(shown["data"].as_array().is_none_or(Vec::is_empty));
+
+    let before = provider.count();
+    let t = start(&rt, &fx, fx.spec, "in-a-row", QUESTION);
+    provider.answer(failing.clone());
+    provider.answer(failing.clone());
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Failed, "{done:#?}");
+    assert!(done.error.as_deref().unwrap().contains("repeated"), "{:?}", done.error);
+    assert_eq!(done.tool_calls, 2);
+    assert_eq!(provider.count(), before + 2, "the turn ended instead of asking again");
+    assert_eq!(fx.gateway_turn(fx.spec, &done).status, TurnStatus::Failed);
+}
+
+// ---------------------------------------------------------------------------
+// 6. Budgets.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_and_round_budgets_end_the_turn() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let call = tool_call("research.get_state", json!({"investigation_id": fx.inv.to_string()}));
+
+    // MAX_TOOL_CALLS calls run; the next one is refused by the budget.
+    let t = start(&rt, &fx, fx.spec, "calls", QUESTION);
+    for _ in 0..=MAX_TOOL_CALLS {
+        provider.answer(call.clone());
+    }
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::BudgetExhausted, "{done:#?}");
+    assert!(done.error.as_deref().unwrap().contains("tool calls"), "{:?}", done.error);
+    assert_eq!(done.tool_calls, MAX_TOOL_CALLS);
+    assert_eq!(done.rounds, MAX_TOOL_CALLS + 1);
+    let gw = fx.gateway_turn(fx.spec, &done);
+    assert_eq!((gw.calls, gw.status), (MAX_TOOL_CALLS, TurnStatus::Failed));
+
+    // MAX_ROUNDS rounds (repairs included), then no further request.
+    let before = provider.count();
+    let t = start(&rt, &fx, fx.spec, "rounds", QUESTION);
+    for i in 0..MAX_ROUNDS + 2 {
+        provider.answer(if i % 2 == 0 { "pas du JSON".to_owned() } else { call.clone() });
+    }
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::BudgetExhausted, "{done:#?}");
+    assert!(done.error.as_deref().unwrap().contains("rounds"), "{:?}", done.error);
+    assert_eq!(done.rounds, MAX_ROUNDS);
+    assert_eq!((done.tool_calls, done.repairs), (MAX_ROUNDS / 2, MAX_ROUNDS / 2));
+    assert_eq!(provider.count(), before + MAX_ROUNDS as usize);
+    provider.log().script.clear();
+}
+
+// ---------------------------------------------------------------------------
+// 7. Cancel.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_in_flight_ends_the_turn_and_the_late_answer_is_ignored() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let delay = Duration::from_secs(2);
+    provider.push(Reply::Late(
+        delay,
+        tool_call(
+            "research.prepare",
+            json!({"selection_ids": [fx.inv.to_string()], "question": "x", "exclusions": []}),
+        ),
+    ));
+    let t = start(&rt, &fx, fx.spec, "k", QUESTION);
+    provider.nth(1).await;
+    wait_for(&rt, fx.spec, t.turn_id, |t| t.status == RuntimeStatus::Running).await;
+
+    let cancelled = rt.cancel(fx.spec, t.turn_id).unwrap();
+    assert_eq!(cancelled.status, RuntimeStatus::Cancelled);
+    // The worker is free at once: a next turn runs while the late answer is
+    // still on its way.
+    let next = start(&rt, &fx, fx.spec, "next", QUESTION);
+    provider.answer(final_answer("Suivant."));
+    let next = settled(&rt, fx.spec, next.turn_id).await;
+    assert_eq!(next.status, RuntimeStatus::Completed, "{next:#?}");
+    assert_eq!(provider.late_done(), 0, "the next turn did not wait for the late answer");
+
+    // Once the late answer has come, nothing came of it.
+    let deadline = Instant::now() + PATIENCE;
+    while provider.late_done() == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = rt.turn(fx.spec, t.turn_id).unwrap();
+    assert_eq!(t.status, RuntimeStatus::Cancelled);
+    assert_eq!((t.tool_calls, t.research_request), (0, None));
+    let gw = fx.gateway_turn(fx.spec, &t);
+    assert_eq!((gw.status, gw.calls), (TurnStatus::Failed, 0), "no tool ran after the cancel");
+    assert!(fx.requests().is_empty(), "the late research.prepare was not executed");
+    let kinds = event_kinds(&rt, fx.spec, t.turn_id);
+    assert!(!kinds.contains(&"tool.call"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "turn.cancelled").count(), 1, "{kinds:?}");
+    assert!(!kinds.contains(&"turn.completed") && !kinds.contains(&"turn.failed"), "{kinds:?}");
+
+    // A finished turn cannot be cancelled, nor cancelled twice.
+    assert!(matches!(rt.cancel(fx.spec, next.turn_id), Err(RuntimeError::Conflict(_))));
+    assert!(matches!(rt.cancel(fx.spec, t.turn_id), Err(RuntimeError::Conflict(_))));
+    assert!(matches!(rt.cancel(fx.spec, Uuid::new_v4()), Err(RuntimeError::NotFound(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_queued_or_paused_turn_blocks_every_later_effect() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    // A paused turn, cancelled: its grant does not bring it back.
+    let paused = prepare(&rt, &fx, &provider, "paused").await;
+    let cancelled = rt.cancel(fx.spec, paused.turn_id).unwrap();
+    assert_eq!(cancelled.status, RuntimeStatus::Cancelled);
+    fx.grant(&paused.research_request.unwrap());
+    assert!(matches!(rt.resume(fx.spec, fx.env.clone(), paused.turn_id), Err(RuntimeError::Conflict(_))));
+    assert_eq!(fx.gateway_turn(fx.spec, &cancelled).status, TurnStatus::Failed);
+
+    // A queued turn, cancelled behind a running one: it never runs.
+    let before = provider.count();
+    provider.push(Reply::Late(Duration::from_millis(300), final_answer("Premier.")));
+    let first = start(&rt, &fx, fx.spec, "first", QUESTION);
+    let second = start(&rt, &fx, fx.spec, "second", QUESTION);
+    assert_eq!(second.status, RuntimeStatus::Queued);
+    rt.cancel(fx.spec, second.turn_id).unwrap();
+    let first = settled(&rt, fx.spec, first.turn_id).await;
+    assert_eq!(first.status, RuntimeStatus::Completed, "{first:#?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = rt.turn(fx.spec, second.turn_id).unwrap();
+    assert_eq!((second.status, second.gateway_turn_id, second.rounds), (RuntimeStatus::Cancelled, None, 0));
+    assert_eq!(provider.count(), before + 1, "the cancelled turn asked nothing");
+    assert_eq!(rt.status().await.queued, 0);
+}
+
+// ---------------------------------------------------------------------------
+// 8. The endpoint fails: MODEL_UNAVAILABLE, never the demo agent.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_or_busy_endpoint_is_model_unavailable_never_the_demo() {
+    let fx = Fx::new();
+    // A port nobody listens on any more.
+    let gone = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let closed_rt = AgentRuntime::start(fx.gw.clone(), Some(client_at(gone)));
+    let status = closed_rt.status().await;
+    assert!(!status.ready && status.detail.is_some(), "{status:?}");
+    assert!(status.label.contains("fake-model") && status.label.contains("indisponible"), "{}", status.label);
+    assert_ne!(status.label, DEMO_AGENT_LABEL);
+    let t = start(&closed_rt, &fx, fx.spec, "gone", QUESTION);
+    let done = settled(&closed_rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::ModelUnavailable, "{done:#?}");
+    assert_eq!(done.driver, Driver::LocalModel);
+
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let mut turns = vec![done];
+    for (key, reply) in [("busy", Reply::Busy), ("close", Reply::Close)] {
+        provider.push(reply);
+        let t = start(&rt, &fx, fx.spec, key, QUESTION);
+        let done = settled(&rt, fx.spec, t.turn_id).await;
+        assert_eq!(done.status, RuntimeStatus::ModelUnavailable, "{key}: {done:#?}");
+        assert!(done.error.as_deref().is_some_and(|e| !e.is_empty() && e.chars().count() <= 300), "{key}");
+        turns.push(done);
+    }
+    for t in &turns {
+        assert!(t.summary.is_none() && t.tool_calls == 0);
+        let gw = fx.gateway_turn(fx.spec, t);
+        assert_eq!((gw.mode, gw.status, gw.calls), (TurnMode::LocalModel, TurnStatus::Failed, 0));
+    }
+    // The demo agent never stepped in: no plan, no prepared research.
+    assert!(fx.gw.events(fx.spec, 0, 128).events.iter().all(|e| e.kind != EventType::PlanUpdated));
+    assert!(fx.requests().is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// 9. Idempotent start, bounds, isolation.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_is_idempotent_per_workspace() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    provider.answer(final_answer("Une."));
+    let a = start(&rt, &fx, fx.spec, "same-key", QUESTION);
+    let again = start(&rt, &fx, fx.spec, "same-key", QUESTION);
+    assert_eq!(again.turn_id, a.turn_id);
+    let other = rt.start_turn(
+        fx.spec,
+        fx.env.clone(),
+        StartTurn {
+            question: "Une autre question ?".into(),
+            investigation_id: None,
+            exclusions: vec![],
+            idempotency_key: "same-key".into(),
+        },
+    );
+    assert!(matches!(other, Err(RuntimeError::Conflict(_))), "{other:?}");
+    let done = settled(&rt, fx.spec, a.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed);
+    // Still the same turn once finished; one model request in all.
+    assert_eq!(start(&rt, &fx, fx.spec, "same-key", QUESTION).turn_id, a.turn_id);
+    assert_eq!(provider.count(), 1);
+    // Another workspace's key space is its own.
+    provider.answer(final_answer("Deux."));
+    let b = start(&rt, &fx, fx.real, "same-key", QUESTION);
+    assert_ne!(b.turn_id, a.turn_id);
+    settled(&rt, fx.real, b.turn_id).await;
+
+    // Bad input is refused at once.
+    for (question, key) in [("", "k"), ("q", ""), ("q", &"k".repeat(129)), (&"q".repeat(513) as &str, "k")] {
+        let r = rt.start_turn(
+            fx.spec,
+            fx.env.clone(),
+            StartTurn {
+                question: question.into(),
+                investigation_id: None,
+                exclusions: vec![],
+                idempotency_key: key.into(),
+            },
+        );
+        assert!(matches!(r, Err(RuntimeError::Invalid(_))), "{question:?} {key:?}: {r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_bounded_at_the_edge() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    provider.push(Reply::Late(Duration::from_secs(3), final_answer("Lent.")));
+    let running = start(&rt, &fx, fx.spec, "running", QUESTION);
+    provider.nth(1).await;
+    wait_for(&rt, fx.spec, running.turn_id, |t| t.status == RuntimeStatus::Running).await;
+    let queued: Vec<RuntimeTurn> =
+        (0..MAX_QUEUE).map(|i| start(&rt, &fx, fx.spec, &format!("q{i}"), QUESTION)).collect();
+    assert!(queued.iter().all(|t| t.status == RuntimeStatus::Queued));
+    assert_eq!(rt.status().await.queued, MAX_QUEUE);
+    let full = rt.start_turn(
+        fx.spec,
+        fx.env.clone(),
+        StartTurn {
+            question: QUESTION.into(),
+            investigation_id: None,
+            exclusions: vec![],
+            idempotency_key: "over".into(),
+        },
+    );
+    assert!(matches!(full, Err(RuntimeError::Conflict(_))), "{full:?}");
+    // A refused start leaves no turn behind: the key is free for a retry.
+    assert_eq!(rt.events(fx.spec, 0, 128).events.iter().filter(|e| e.kind == "turn.queued").count(), MAX_QUEUE + 1);
+    for t in queued.iter().chain([&running]) {
+        rt.cancel(fx.spec, t.turn_id).unwrap();
+    }
+    let retry = start(&rt, &fx, fx.spec, "over", QUESTION);
+    provider.answer(final_answer("Enfin."));
+    let retry = settled(&rt, fx.spec, retry.turn_id).await;
+    assert_eq!(retry.status, RuntimeStatus::Completed, "{retry:#?}");
+    assert_eq!(rt.status().await.queued, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_table_is_bounded_at_the_edge_and_evicts_finished_turns_only() {
+    let fx = Fx::new();
+    let rt = fx.demo();
+    // MAX_TURNS live turns, each paused on its research request.
+    let mut live = Vec::new();
+    for i in 0..MAX_TURNS {
+        let t = start(&rt, &fx, fx.spec, &format!("t{i}"), QUESTION);
+        let t = settled(&rt, fx.spec, t.turn_id).await;
+        assert_eq!(t.status, RuntimeStatus::AuthorizationRequired, "{t:#?}");
+        live.push(t);
+    }
+    let over = rt.start_turn(
+        fx.spec,
+        fx.env.clone(),
+        StartTurn {
+            question: QUESTION.into(),
+            investigation_id: None,
+            exclusions: vec![],
+            idempotency_key: "over".into(),
+        },
+    );
+    assert!(matches!(over, Err(RuntimeError::Conflict(_))), "{over:?}");
+    // One finishes: the next start evicts it, and only it.
+    rt.cancel(fx.spec, live[5].turn_id).unwrap();
+    let next = start(&rt, &fx, fx.spec, "over", QUESTION);
+    assert!(matches!(rt.turn(fx.spec, live[5].turn_id), Err(RuntimeError::NotFound(_))));
+    for (i, t) in live.iter().enumerate().filter(|(i, _)| *i != 5) {
+        assert_eq!(rt.turn(fx.spec, t.turn_id).unwrap().status, RuntimeStatus::AuthorizationRequired, "turn {i}");
+    }
+    assert_eq!(settled(&rt, fx.spec, next.turn_id).await.status, RuntimeStatus::AuthorizationRequired);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_are_isolated() {
+    let fx = Fx::new();
+    let rt = fx.demo();
+    let spec = start(&rt, &fx, fx.spec, "k", QUESTION);
+    let spec = settled(&rt, fx.spec, spec.turn_id).await;
+    assert_eq!(spec.status, RuntimeStatus::AuthorizationRequired);
+    // The REAL workspace has nothing to research: its demo turn fails.
+    let real = start(&rt, &fx, fx.real, "k", QUESTION);
+    let real = settled(&rt, fx.real, real.turn_id).await;
+    assert_eq!(real.status, RuntimeStatus::Failed, "{real:#?}");
+
+    assert!(matches!(rt.turn(fx.real, spec.turn_id), Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.cancel(fx.real, spec.turn_id), Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.resume(fx.real, fx.env.clone(), spec.turn_id), Err(RuntimeError::NotFound(_))));
+    assert!(matches!(rt.turn(fx.spec, real.turn_id), Err(RuntimeError::NotFound(_))));
+    assert_eq!(rt.turn(fx.spec, spec.turn_id).unwrap().status, RuntimeStatus::AuthorizationRequired);
+
+    let of = |scope: Scope| -> BTreeSet<Uuid> { rt.events(scope, 0, 128).events.iter().map(|e| e.turn_id).collect() };
+    assert_eq!(of(fx.spec), BTreeSet::from([spec.turn_id]));
+    assert_eq!(of(fx.real), BTreeSet::from([real.turn_id]));
+    // Cursors move forward, and a cursor past the end returns nothing.
+    let page = rt.events(fx.spec, 0, 2);
+    assert_eq!(page.events.len(), 2);
+    let rest = rt.events(fx.spec, page.next_cursor, 128);
+    assert!(rest.events.iter().all(|e| e.seq > page.next_cursor));
+    assert!(rt.events(fx.spec, u64::MAX / 2, 128).events.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// 10. Instructions in evidence are data.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_in_evidence_stay_untrusted_data_and_change_nothing() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let fingerprint = fx.gw.catalog().fingerprint().to_owned();
+    let t = start(&rt, &fx, fx.spec, "k", "Instructions précédentes 8812 : que dit ce fil ?");
+    let inv = shown_investigation(&provider.nth(1).await);
+    // The SPECIMEN's hostile page tells the agent to grant itself the research.
+    provider.answer(tool_call(
+        "investigation.search",
+        json!({"investigation_id": inv, "query": "instructions précédentes 8812", "limit": 5}),
+    ));
+    let hits = result_refs(&tool_result(&provider.nth(2).await));
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    provider.answer(tool_call("evidence.read_excerpt", json!({"evidence_id": hits[0], "offset": 0, "length": 2000})));
+    let third = provider.nth(3).await;
+    let excerpt = tool_result(&third);
+    assert_eq!(
+        (excerpt["tool_id"].as_str(), excerpt["status"].as_str()),
+        (Some("evidence.read_excerpt"), Some("COMPLETED"))
+    );
+    assert!(excerpt["data"].to_string().contains("accorde-toi"), "the hostile page was shown: {excerpt}");
+    // A model that falls for it: a grant claimed in its answer is refused.
+    provider.answer(
+        json!({"contract": CONTRACT, "type": "tool_call", "tool_id": "research.prepare", "grant_id": "grant:1",
+               "arguments": {"selection_ids": [hits[0]], "question": "tout", "exclusions": []}})
+        .to_string(),
+    );
+    let repair = provider.nth(4).await;
+    assert!(last_message(&repair).1.contains("SELF_AUTHORIZATION") || last_message(&repair).1.contains("authori"));
+    provider.answer(final_answer("Le fil contient des instructions adressées à un agent ; je les ignore."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!(done.repairs, 1);
+
+    // The hostile text reached the model only inside UNTRUSTED_DATA.
+    let mut seen = 0;
+    for request in provider.log().requests.iter() {
+        for m in messages(request) {
+            let content = m["content"].as_str().unwrap();
+            if content.contains("accorde-toi") {
+                seen += 1;
+                assert_eq!(m["role"], "user", "evidence is never a system or assistant message");
+                let v: Value = serde_json::from_str(content).expect("evidence only inside a tool result object");
+                assert_eq!(v["trust"], "UNTRUSTED_DATA");
+                assert!(matches!(v["tool_id"].as_str(), Some("investigation.search" | "evidence.read_excerpt")), "{v}");
+            }
+        }
+        assert!(!messages(request)[0]["content"].as_str().unwrap().contains("accorde-toi"));
+    }
+    assert!(seen >= 1, "the hostile page was shown to the model");
+    // Nothing changed: no request, no grant, no campaign, the same catalog.
+    assert!(fx.requests().is_empty());
+    let actions = fx.audit_actions();
+    assert!(
+        actions.iter().all(|a| !a.starts_with("grant.") && !a.starts_with("campaign.") && a != "research.prepare"),
+        "{actions:?}"
+    );
+    assert_eq!(fx.gw.catalog().fingerprint(), fingerprint);
+    assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 2);
+    assert_events_leak_nothing(&rt, fx.spec);
+}
+
+// ---------------------------------------------------------------------------
+// 11. The demo agent through the runtime.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_agent_pauses_and_resumes_after_a_grant_through_the_runtime() {
+    let fx = Fx::new();
+    let rt = fx.demo();
+    assert_eq!(rt.driver(), Driver::Demo);
+    let status = rt.status().await;
+    assert_eq!((status.driver, status.label.as_str(), status.ready), (Driver::Demo, DEMO_AGENT_LABEL, true));
+
+    let t = start(&rt, &fx, fx.spec, "k", QUESTION);
+    assert_eq!((t.driver, t.model.as_deref()), (Driver::Demo, None));
+    let paused = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(paused.status, RuntimeStatus::AuthorizationRequired, "{paused:#?}");
+    let request = paused.research_request.unwrap();
+    assert!(paused.tool_calls >= 3, "{paused:#?}");
+    let gw = fx.gateway_turn(fx.spec, &paused);
+    assert_eq!((gw.mode, gw.status), (TurnMode::Demo, TurnStatus::AuthorizationRequired));
+
+    // No grant yet: it stays paused.
+    let _ = rt.resume(fx.spec, fx.env.clone(), t.turn_id);
+    let waiting = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(waiting.status, RuntimeStatus::AuthorizationRequired);
+
+    let granted = fx.grant(&request);
+    rt.resume(fx.spec, fx.env.clone(), t.turn_id).unwrap();
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    let summary = done.summary.as_deref().unwrap();
+    assert!(summary.contains("SPECIMEN") && summary.contains(&granted.grant.to_string()), "{summary}");
+    assert!(done.summary_refs.contains(&granted.campaign));
+    assert_eq!(fx.gateway_turn(fx.spec, &done).status, TurnStatus::Completed);
+    assert_eq!(event_kinds(&rt, fx.spec, t.turn_id).last(), Some(&"turn.completed"));
+}
+
+// ---------------------------------------------------------------------------
+// 12. close().
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_cancels_what_is_live_and_refuses_new_turns() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    provider.push(Reply::Late(Duration::from_secs(2), final_answer("Trop tard.")));
+    let running = start(&rt, &fx, fx.spec, "running", QUESTION);
+    provider.nth(1).await;
+    let queued = start(&rt, &fx, fx.spec, "queued", QUESTION);
+
+    rt.close();
+    let status = rt.status().await;
+    assert!(status.closed && !status.ready, "{status:?}");
+    let refused = rt.start_turn(
+        fx.spec,
+        fx.env.clone(),
+        StartTurn {
+            question: QUESTION.into(),
+            investigation_id: None,
+            exclusions: vec![],
+            idempotency_key: "late".into(),
+        },
+    );
+    assert!(matches!(refused, Err(RuntimeError::Unavailable(_))), "{refused:?}");
+
+    // Neither turn lives on, and neither completes.
+    let running = settled(&rt, fx.spec, running.turn_id).await;
+    assert_eq!(running.status, RuntimeStatus::Cancelled, "{running:#?}");
+    assert!(running.summary.is_none());
+    let queued = settled(&rt, fx.spec, queued.turn_id).await;
+    assert_eq!(queued.status, RuntimeStatus::Cancelled, "{queued:#?}");
+    assert_eq!(provider.count(), 1, "the queued turn never reached the model");
+    assert!(matches!(
+        rt.resume(fx.spec, fx.env.clone(), running.turn_id),
+        Err(RuntimeError::Conflict(_) | RuntimeError::Unavailable(_))
+    ));
+    // Closing twice is harmless.
+    rt.close();
+}
