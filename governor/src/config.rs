@@ -82,6 +82,11 @@ pub struct Args {
     /// Threads of llama-server (default: the machine's cores).
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_THREADS")]
     pub model_threads: Option<u32>,
+    /// A fixed port for the model on the workspace server's loopback (so the
+    /// server's `LABFY_AGENT_MODEL_ENDPOINT` can name it); default: a free
+    /// one at each start. Never 8080.
+    #[arg(long, env = "LABFY_GOVERNOR_MODEL_PORT")]
+    pub model_port: Option<u16>,
     /// Longest wait for the model's `/health` 200, seconds.
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
     pub model_start_timeout_s: u64,
@@ -131,6 +136,9 @@ impl GovernorConfig {
         if !(a.psi_pressure > 0.0 && a.psi_pressure <= 100.0) {
             return Err(format!("--psi-pressure {} is not in (0, 100]", a.psi_pressure));
         }
+        if matches!(a.model_port, Some(0 | crate::model::FORBIDDEN_PORT)) {
+            return Err("--model-port must be 1–65535 and never 8080".into());
+        }
         if !(MIN_CTX..=MAX_CTX).contains(&a.model_ctx) {
             return Err(format!("--model-ctx {} is not between {MIN_CTX} and {MAX_CTX}", a.model_ctx));
         }
@@ -169,6 +177,7 @@ impl GovernorConfig {
                 default_ctx: a.model_ctx,
                 threads,
                 start_timeout: Duration::from_secs(a.model_start_timeout_s.clamp(1, 3600)),
+                port: a.model_port,
             },
             sample_period: Duration::from_millis(a.sample_ms),
             pressure_stop_after: a.pressure_stop_after,
@@ -199,6 +208,9 @@ mod tests {
         assert!(parse(&["--swap-pressure-percent", "0"]).is_err());
         assert!(parse(&["--psi-pressure", "0"]).is_err());
         assert!(parse(&["--model-ctx", "255"]).is_err());
+        assert!(parse(&["--model-port", "8080"]).unwrap_err().contains("8080"));
+        assert!(parse(&["--model-port", "0"]).is_err());
+        assert_eq!(parse(&["--model-port", "18090"]).unwrap().model.port, Some(18090));
         assert!(parse(&["--headroom-ram-mib", &u64::MAX.to_string()]).unwrap_err().contains("too large"));
         assert!(parse(&["--bogus"]).is_err());
         let no_dir = Args::try_parse_from(["labfy-governor", "--runtime-dir", "/r"]).unwrap();

@@ -112,6 +112,11 @@ pub struct ModelSettings {
     pub threads: u32,
     /// Longest wait for `/health` 200 after the process starts.
     pub start_timeout: Duration,
+    /// A fixed port on the server namespace's loopback (so the workspace
+    /// server can be configured with `http://127.0.0.1:<port>`, M4); `None`:
+    /// a free one each start. Only the server lives in that namespace, so a
+    /// fixed port there collides with nothing of anyone else's. Never 8080.
+    pub port: Option<u16>,
 }
 
 /// Why a start was refused.
@@ -768,9 +773,13 @@ impl LocalModelSupervisor {
         let log = LogTail::default();
         let (mut child, port) = loop {
             port_tries += 1;
-            let port = match free_port(ns) {
-                Ok(p) => p,
-                Err(e) => return Ended::Failed(format!("no free port in the server's namespace: {e}")),
+            let port = match self.settings.port {
+                Some(p) if p != FORBIDDEN_PORT => p,
+                Some(_) => return Ended::Failed("the configured model port is 8080, which is never used".into()),
+                None => match free_port(ns) {
+                    Ok(p) => p,
+                    Err(e) => return Ended::Failed(format!("no free port in the server's namespace: {e}")),
+                },
             };
             let child = match spawn(launch, port, ns, confinement.joiner(), &log) {
                 Ok(c) => c,
@@ -784,7 +793,9 @@ impl LocalModelSupervisor {
             });
             match self.wait_ready(child, port, ns, &before, &log, stop, stop_reason, &confinement).await {
                 Ok(child) => break (child, port),
-                Err(Ended::Exited(cause, tail)) if log.contains("couldn't bind") && port_tries < PORT_TRIES => {
+                Err(Ended::Exited(cause, tail))
+                    if log.contains("couldn't bind") && port_tries < PORT_TRIES && self.settings.port.is_none() =>
+                {
                     tracing::warn!(port, %cause, tail = %tail, "lost a port race; trying another port");
                     continue;
                 }
@@ -954,7 +965,13 @@ mod tests {
     use super::*;
 
     fn settings() -> ModelSettings {
-        ModelSettings { llama_server: None, default_ctx: 2048, threads: 2, start_timeout: Duration::from_secs(5) }
+        ModelSettings {
+            llama_server: None,
+            default_ctx: 2048,
+            threads: 2,
+            start_timeout: Duration::from_secs(5),
+            port: None,
+        }
     }
 
     fn spec(path: &str) -> ModelSpec {
