@@ -83,6 +83,44 @@ fn a_port_in_use_is_a_clear_error_and_writes_nothing() {
 }
 
 #[test]
+fn a_bad_agent_configuration_is_refused_before_anything_starts() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    for (vars, expected) in [
+        (vec![("LABFY_AGENT_MODE", "bogus")], "unknown agent mode"),
+        (vec![("LABFY_AGENT_MODE", "local-model")], "LABFY_AGENT_MODEL_ENDPOINT"),
+        (
+            vec![
+                ("LABFY_AGENT_MODE", "local-model"),
+                ("LABFY_AGENT_MODEL_ENDPOINT", "http://localhost:18090"),
+                ("LABFY_AGENT_MODEL_ID", "m"),
+            ],
+            "localhost",
+        ),
+        (
+            vec![
+                ("LABFY_AGENT_MODE", "local-model"),
+                ("LABFY_AGENT_MODEL_ENDPOINT", "http://127.0.0.1:8080"),
+                ("LABFY_AGENT_MODEL_ID", "m"),
+            ],
+            "8080",
+        ),
+    ] {
+        let o = Command::new(BIN)
+            .args(["up", "--port", "0", "--data-dir"])
+            .arg(&data)
+            .env("LABFY_RUNTIME_DIR", runtime_dir(&data))
+            .envs(vars.clone())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{vars:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("invalid agent configuration"), "{}", stderr(&o));
+        assert!(stderr(&o).contains(expected), "{vars:?}: {}", stderr(&o));
+        assert!(!data.exists(), "nothing is written when the configuration is refused");
+    }
+}
+
+#[test]
 fn a_corrupt_or_foreign_database_is_refused_and_kept_byte_for_byte() {
     let dir = TempDir::new().unwrap();
     let garbage = b"SQLite format 3\0 but then nothing sensible".repeat(100);

@@ -266,7 +266,7 @@ impl AgentGateway {
         let mem = self.memory();
         let limit = limit.clamp(1, MAX_EVENTS_PER_POLL);
         let oldest = mem.events.front().map_or(mem.last_sequence + 1, |e| e.sequence);
-        let missed = cursor + 1 < oldest && cursor < mem.last_sequence;
+        let missed = cursor.saturating_add(1) < oldest && cursor < mem.last_sequence;
         let events: Vec<Event> = mem
             .events
             .iter()

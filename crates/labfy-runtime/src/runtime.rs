@@ -577,7 +577,7 @@ impl AgentRuntime {
         let mine: HashSet<Uuid> =
             g.turns.iter().filter(|t| t.workspace == scope.workspace).map(|t| t.turn_id).collect();
         let oldest = g.events.front().map_or(g.next_seq + 1, |e| e.seq);
-        let missed = cursor + 1 < oldest && cursor < g.next_seq;
+        let missed = cursor.saturating_add(1) < oldest && cursor < g.next_seq;
         let events: Vec<RuntimeEvent> =
             g.events.iter().filter(|e| e.seq > cursor && mine.contains(&e.turn_id)).take(limit).cloned().collect();
         // A full page resumes after its last event; otherwise everything up

@@ -38,6 +38,7 @@ pub fn app(state: AppState) -> Router {
     let routed = Router::new()
         .merge(routes::ui::router())
         .merge(routes::agent::router())
+        .merge(routes::runtime::router())
         .merge(routes::resources::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
@@ -63,12 +64,29 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves.
+///
+/// Server shutdown closes the agent runtime (SPEC M8): as soon as `shutdown`
+/// resolves — before the connections in flight are drained — no turn starts
+/// or resumes any more and the running ones are cancelled; and again when
+/// serving ends for any other reason (closing twice is harmless).
 pub async fn serve(
     listener: std::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    let agent = state.agent_runtime().clone();
+    let closing = agent.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.close();
+        tracing::info!("agent runtime closed");
+    };
+    let served = async {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    }
+    .await;
+    agent.close();
+    served
 }

@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use labfy_core::{ObjectRef, RefKind};
+use labfy_runtime::client::{AgentFlags, AgentMode, process_env};
 use labfy_server::{AppState, db::Db, listener, session::RateLimit};
 use labfy_store::Store;
 
@@ -27,6 +28,35 @@ struct Args {
     /// serves its control socket there (health, orderly shutdown).
     #[arg(long, env = "LABFY_RUNTIME_DIR")]
     runtime_dir: Option<PathBuf>,
+    /// Agent mode: `demo` or `local-model` (else `LABFY_AGENT_MODE`; neither:
+    /// the deterministic demo agent). Validated at start, never a fallback.
+    #[arg(long, value_name = "MODE")]
+    agent_mode: Option<String>,
+    /// Local model endpoint, `http://127.0.0.1:<port>` or `http://[::1]:<port>`
+    /// (else `LABFY_AGENT_MODEL_ENDPOINT`).
+    #[arg(long, value_name = "URL")]
+    agent_endpoint: Option<String>,
+    /// Local model id, sent in requests and shown in the UI (else
+    /// `LABFY_AGENT_MODEL_ID`).
+    #[arg(long, value_name = "ID")]
+    agent_model: Option<String>,
+    /// Deadline of one model request in whole seconds, 1–600 (else
+    /// `LABFY_AGENT_MODEL_TIMEOUT_SECONDS`; default 120).
+    #[arg(long, value_name = "SECONDS")]
+    agent_timeout: Option<String>,
+}
+
+impl Args {
+    /// The agent flags as given, for [`AgentMode::from_env_and_flags`] (the
+    /// flag first, then the variable, per setting; SPEC M4).
+    fn agent_flags(&self) -> AgentFlags {
+        AgentFlags {
+            mode: self.agent_mode.clone(),
+            endpoint: self.agent_endpoint.clone(),
+            model: self.agent_model.clone(),
+            timeout: self.agent_timeout.clone(),
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,6 +65,12 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    // SPEC M4, STYLE 11: the agent configuration is resolved and validated
+    // once, first; a bad one stops the server with the reason — the demo
+    // agent never stands in for a model the operator asked for.
+    let agent = AgentMode::from_env_and_flags(&args.agent_flags(), process_env)
+        .map_err(|e| anyhow!("invalid agent configuration (SPEC M4): {e}"))?;
+    tracing::info!(agent = %agent, "agent mode");
     // Before any thread exists: take the inherited socket (and clear LISTEN_*).
     let listener = match listener::inherited()? {
         Some(l) => l,
@@ -59,12 +95,14 @@ fn main() -> anyhow::Result<()> {
         bail!("{} is a REAL workspace and this process is not isolated ({}) (SPEC P2)", chosen.id, isolation.detail);
     }
     tracing::info!(isolated = isolation.isolated, detail = %isolation.detail, "network isolation");
-    let mut state = AppState::new(Db::new(store, args.data_dir.clone()), port, workspace, RateLimit::default())?;
-    if let Some(dir) = &args.runtime_dir {
-        state = state.with_runtime_dir(dir.clone());
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
+        // Inside the tokio runtime: the agent runtime spawns its worker here.
+        let db = Db::new(store, args.data_dir.clone());
+        let mut state = AppState::with_agent(db, port, workspace, RateLimit::default(), &agent)?;
+        if let Some(dir) = &args.runtime_dir {
+            state = state.with_runtime_dir(dir.clone());
+        }
         let asked = match &args.runtime_dir {
             Some(dir) => {
                 let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, || {

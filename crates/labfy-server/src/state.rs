@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use labfy_gateway::{AgentGateway, Environment, Readiness, Scope};
+use labfy_runtime::client::{AgentMode, LocalModelClient};
+use labfy_runtime::runtime::AgentRuntime;
 use labfy_store::WorkspaceClass;
 use uuid::Uuid;
 
@@ -27,6 +29,7 @@ struct Inner {
     workspace: Uuid,
     class: WorkspaceClass,
     gateway: Arc<AgentGateway>,
+    agent: AgentRuntime,
     egress: Mutex<Option<(Instant, Readiness)>>,
     governor: tokio::sync::Mutex<Option<(Instant, GovernorView)>>,
 }
@@ -37,12 +40,42 @@ pub const EGRESS_PROBE_TTL: Duration = Duration::from_secs(2);
 pub const EGRESS_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl AppState {
-    /// State for a server listening on loopback `port`, browsing `workspace`.
+    /// State for a server listening on loopback `port`, browsing `workspace`,
+    /// with the deterministic demo agent: [`AppState::with_agent`] with
+    /// [`AgentMode::Demo`].
     ///
-    /// Fails when the workspace does not exist or the catalog does not build.
+    /// Fails when the workspace does not exist, the catalog does not build,
+    /// or it is called outside a tokio runtime.
     pub fn new(db: Db, port: u16, workspace: Uuid, rate_limit: RateLimit) -> anyhow::Result<Self> {
+        Self::with_agent(db, port, workspace, rate_limit, &AgentMode::Demo)
+    }
+
+    /// State for a server listening on loopback `port`, browsing `workspace`,
+    /// whose agent runtime (SPEC M1) runs the agent of `agent`, an already
+    /// validated configuration (M4): the local model's client when the mode
+    /// is `local-model`, else the demo agent. The runtime is built here,
+    /// once, over the server's gateway; [`crate::serve`] closes it on
+    /// shutdown (M8).
+    ///
+    /// Must be called inside a tokio runtime (the agent runtime's worker is
+    /// spawned on it); outside one it fails rather than panics. Fails too
+    /// when the workspace does not exist or the catalog does not build.
+    pub fn with_agent(
+        db: Db,
+        port: u16,
+        workspace: Uuid,
+        rate_limit: RateLimit,
+        agent: &AgentMode,
+    ) -> anyhow::Result<Self> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            anyhow::bail!(
+                "the application state must be built inside a tokio runtime (its agent runtime spawns a worker)"
+            );
+        }
         let class = db.read_blocking(|r| r.workspace(workspace))?.class;
         let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?);
+        let model = agent.model_config().map(|config| LocalModelClient::new(config.clone()));
+        let agent = AgentRuntime::start(gateway.clone(), model);
         Ok(Self {
             inner: Arc::new(Inner {
                 isolation: Isolation::detect(),
@@ -53,6 +86,7 @@ impl AppState {
                 workspace,
                 class,
                 gateway,
+                agent,
                 egress: Mutex::new(None),
                 governor: tokio::sync::Mutex::new(None),
             }),
@@ -101,6 +135,12 @@ impl AppState {
     /// The agent tool gateway (SPEC G1): in memory, one per server instance.
     pub fn gateway(&self) -> &Arc<AgentGateway> {
         &self.inner.gateway
+    }
+
+    /// The agent runtime (SPEC M1): one per server instance, over
+    /// [`AppState::gateway`].
+    pub fn agent_runtime(&self) -> &AgentRuntime {
+        &self.inner.agent
     }
 
     /// The workspace and class gateway calls act in.

@@ -319,6 +319,14 @@ fn up(
         .map(|w| ObjectRef::parse_kind(&w, RefKind::Workspace))
         .transpose()
         .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--workspace: {e}")))?;
+    // The agent's configuration (SPEC M4) is the server's, from the
+    // `LABFY_AGENT_*` variables passed to it: checked here first, so a bad
+    // one is one clear error instead of a server that keeps exiting.
+    labfy_runtime::client::AgentMode::from_env_and_flags(
+        &labfy_runtime::client::AgentFlags::default(),
+        labfy_runtime::client::process_env,
+    )
+    .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("invalid agent configuration (SPEC M4): {e}")))?;
     // The socket first: a port in use fails before anything is written.
     let listener = listener::bind_loopback(listener::loopback(port))?;
     let port = listener.local_addr()?.port();

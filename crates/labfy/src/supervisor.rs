@@ -157,10 +157,16 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<
     let mut cmd = Command::new(&slot.program);
     cmd.env_clear().env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()));
     // The governor's tunables (headroom, thresholds, model defaults) come
-    // from `LABFY_GOVERNOR_*` variables (deploy/labfy.env); no other variable
-    // crosses into a child.
-    if slot.role == Role::Governor {
-        cmd.envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("LABFY_GOVERNOR_"))));
+    // from `LABFY_GOVERNOR_*` variables (deploy/labfy.env), the server's agent
+    // configuration (SPEC M4) from `LABFY_AGENT_*`, each to its own child
+    // only; no other variable crosses into a child.
+    let passed = match slot.role {
+        Role::Governor => Some("LABFY_GOVERNOR_"),
+        Role::Server => Some("LABFY_AGENT_"),
+        Role::Egress => None,
+    };
+    if let Some(prefix) = passed {
+        cmd.envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));
     }
     cmd.arg("--runtime-dir")
         .arg(runtime_dir)

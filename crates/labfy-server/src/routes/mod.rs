@@ -3,4 +3,5 @@
 pub mod agent;
 pub mod api;
 pub mod resources;
+pub mod runtime;
 pub mod ui;

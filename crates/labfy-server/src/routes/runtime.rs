@@ -1,0 +1,130 @@
+//! Agent runtime routes (SPEC M6): the status line of the agent (M10), and
+//! turns the runtime's one worker drives — the deterministic demo agent or
+//! the local model (M4) — started, polled, resumed after a human grant and
+//! cancelled. Behind `security::guard` like every route: exact Host and
+//! session for all, plus Origin, CSRF and the rate limit for every POST.
+//! Bodies are closed (`ApiJson` over `deny_unknown_fields` types).
+//!
+//! The runtime's own methods touch only its bounded memory and the gateway's
+//! (no SQLite), so they run on the async threads; the worker does the store
+//! and model work off them.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use labfy_runtime::runtime::{EventPage, MAX_EVENTS_PER_POLL, RuntimeError, RuntimeState, RuntimeTurn, StartTurn};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiQuery};
+use crate::state::AppState;
+
+/// The agent runtime routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/agent-runtime/status", get(status))
+        .route("/api/v1/agent-runtime/turns", post(start_turn))
+        .route("/api/v1/agent-runtime/turns/{turn_id}", get(turn))
+        .route("/api/v1/agent-runtime/turns/{turn_id}/resume", post(resume))
+        .route("/api/v1/agent-runtime/turns/{turn_id}/cancel", post(cancel))
+        .route("/api/v1/agent-runtime/events", get(events))
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        use labfy_core::ErrorKind;
+        let (status, kind, message) = match e {
+            RuntimeError::Invalid(m) => (StatusCode::BAD_REQUEST, ErrorKind::InvalidInput, m),
+            RuntimeError::NotFound(m) => (StatusCode::NOT_FOUND, ErrorKind::NotFound, m),
+            RuntimeError::Conflict(m) => (StatusCode::CONFLICT, ErrorKind::Conflict, m),
+            RuntimeError::Forbidden(m) => (StatusCode::FORBIDDEN, ErrorKind::Forbidden, m),
+            // A 5xx body stays generic (STYLE 6): the detail may quote the
+            // gateway; it goes to the log.
+            RuntimeError::Unavailable(m) => {
+                tracing::warn!(detail = %m, "agent runtime unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorKind::Unavailable,
+                    "the agent runtime is unavailable (closed, or the server is stopping); see the server log"
+                        .to_owned(),
+                )
+            }
+        };
+        ApiError::new(status, kind.code(), message)
+    }
+}
+
+fn uuid_param(name: &str, text: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(text).map_err(|_| ApiError::bad_request(format!("{name} must be a UUID")))
+}
+
+/// The body of resume and cancel: nothing (closed, so nothing can be slipped
+/// in — no grant, no scope).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmptyBody {}
+
+async fn status(State(st): State<AppState>) -> Json<RuntimeState> {
+    Json(st.agent_runtime().status().await)
+}
+
+/// 202: the turn is queued for the worker (or, for a replay of the same
+/// idempotency key with the same body, the same turn as it stands now).
+async fn start_turn(
+    State(st): State<AppState>,
+    ApiJson(req): ApiJson<StartTurn>,
+) -> ApiResult<(StatusCode, Json<RuntimeTurn>)> {
+    let env = st.environment().await;
+    let turn = st.agent_runtime().start_turn(st.scope(), env, req)?;
+    Ok((StatusCode::ACCEPTED, Json(turn)))
+}
+
+async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<RuntimeTurn>> {
+    let id = uuid_param("turn_id", &id)?;
+    Ok(Json(st.agent_runtime().turn(st.scope(), id)?))
+}
+
+/// 202: queued; the worker checks the grant through the gateway.
+async fn resume(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(EmptyBody {}): ApiJson<EmptyBody>,
+) -> ApiResult<(StatusCode, Json<RuntimeTurn>)> {
+    let id = uuid_param("turn_id", &id)?;
+    let env = st.environment().await;
+    let turn = st.agent_runtime().resume(st.scope(), env, id)?;
+    Ok((StatusCode::ACCEPTED, Json(turn)))
+}
+
+async fn cancel(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(EmptyBody {}): ApiJson<EmptyBody>,
+) -> ApiResult<Json<RuntimeTurn>> {
+    let id = uuid_param("turn_id", &id)?;
+    Ok(Json(st.agent_runtime().cancel(st.scope(), id)?))
+}
+
+/// Largest cursor accepted: the largest integer a browser holds exactly
+/// (2^53 - 1). Sequence numbers never come near it; a larger cursor is a
+/// client bug, refused rather than passed on.
+pub const MAX_EVENT_CURSOR: u64 = (1 << 53) - 1;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    cursor: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<EventPage>> {
+    if q.cursor > MAX_EVENT_CURSOR {
+        return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
+    }
+    let limit = q.limit.unwrap_or(MAX_EVENTS_PER_POLL);
+    Ok(Json(st.agent_runtime().events(st.scope(), q.cursor, limit)))
+}
