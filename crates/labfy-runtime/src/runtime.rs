@@ -247,7 +247,6 @@ impl From<GatewayError> for RuntimeError {
     }
 }
 
-
 /// Work for the worker.
 enum Job {
     Start { turn: Uuid, scope: Scope, env: Environment },
@@ -796,7 +795,6 @@ impl AgentRuntime {
         let catalog = self.inner.gateway.catalog();
         let offered: Vec<_> =
             catalog.tools().iter().filter(|tool| tool.availability(scope.class, &env).is_available()).collect();
-        let schema = ActionSchema::new(offered.iter().copied());
         let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
         let mut messages = vec![
             ChatMessage::system(system_prompt(&offered)),
@@ -819,6 +817,17 @@ impl AgentRuntime {
                 );
             }
             self.update(id, |t| t.rounds += 1);
+            // Reference fields offer exactly the ids shown so far (M9); until
+            // the model has read something through a tool, `final` is not
+            // offered, steering it to ground its answer in the investigation.
+            // This is steering, not protocol: a `final` is a valid action
+            // (M5), and one sent by a server that ignores the schema stands.
+            let read_first = turn.tool_calls == 0;
+            let schema = if read_first {
+                ActionSchema::tools_only(offered.iter().copied(), &known)
+            } else {
+                ActionSchema::with_known_refs(offered.iter().copied(), &known)
+            };
             let request = ChatRequest {
                 messages: messages.clone(),
                 max_tokens: Some(MAX_ANSWER_TOKENS),

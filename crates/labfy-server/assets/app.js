@@ -203,7 +203,6 @@ const I18N = {
     agent_tool_UNAVAILABLE: 'indisponible',
     agent_risk_title: 'Niveau de risque déclaré par l’outil',
     agent_summary: 'Synthèse de l’agent',
-    agent_failed: 'Le tour a échoué : {message}',
     agent_review: 'Autorisation requise',
     agent_review_loading: 'Chargement de la demande…',
     agent_review_id: 'Demande',
@@ -246,10 +245,30 @@ const I18N = {
     agent_missed: 'Des événements plus anciens ont été évincés du journal de l’agent.',
     agent_poll_stopped: 'Suivi de l’agent interrompu : {message}',
     agent_poll_retry: 'Reprendre le suivi',
+    agent_demo: 'Agent de démonstration déterministe',
+    agent_mode_detail: '{label} : {detail}',
+    agent_mode_closed: '{label} — arrêté',
+    agent_cancel: 'Annuler',
+    agent_cancelling: 'Annulation du tour…',
+    agent_cancelled: 'Tour annulé.',
+    agent_counters: 'Tours de modèle : {rounds} · appels d’outils : {calls} · réparations : {repairs}',
+    agent_turn_lost: 'Ce tour n’est plus suivi par le serveur (évincé ou serveur redémarré).',
+    agent_resume_queued: 'Reprise demandée : {status}.',
+    agent_resume_refused: 'Reprise refusée : {message}',
+    agent_end_CANCELLED: 'Tour annulé : {message}',
+    agent_end_FAILED: 'Le tour a échoué : {message}',
+    agent_end_MODEL_UNAVAILABLE: 'Le modèle local n’a pas répondu : {message}',
+    agent_end_MODEL_PROTOCOL_ERROR: 'Le modèle n’a pas respecté le format de réponse : {message}',
+    agent_end_BUDGET_EXHAUSTED: 'Le budget du tour est épuisé : {message}',
+    turn_QUEUED: 'en file d’attente',
     turn_RUNNING: 'en cours',
     turn_AUTHORIZATION_REQUIRED: 'autorisation requise',
     turn_COMPLETED: 'terminé',
     turn_FAILED: 'en échec',
+    turn_CANCELLED: 'annulé',
+    turn_MODEL_UNAVAILABLE: 'modèle indisponible',
+    turn_MODEL_PROTOCOL_ERROR: 'erreur de protocole du modèle',
+    turn_BUDGET_EXHAUSTED: 'budget épuisé',
     rs_COMPLETED: 'terminé',
     rs_FAILED: 'en échec',
     rs_DENIED: 'refusé',
@@ -268,6 +287,17 @@ const I18N = {
     'ev_agent.authorization.required': 'Autorisation requise',
     'ev_agent.turn.completed': 'Tour terminé',
     'ev_agent.error': 'Erreur',
+    'evrt_turn.queued': 'Tour en file',
+    'evrt_turn.running': 'Tour pris en charge',
+    'evrt_model.answer': 'Réponse du modèle',
+    'evrt_model.repair': 'Réparation demandée au modèle',
+    'evrt_tool.call': 'Appel d’outil',
+    'evrt_tool.result': 'Résultat d’outil',
+    'evrt_turn.paused': 'Tour en pause',
+    'evrt_turn.resume_refused': 'Reprise refusée',
+    'evrt_turn.completed': 'Tour terminé',
+    'evrt_turn.failed': 'Tour arrêté',
+    'evrt_turn.cancelled': 'Tour annulé',
     // Resources panel (SPEC Q5)
     res_title: 'Ressources',
     res_loading: 'Interrogation du gouverneur…',
@@ -505,7 +535,6 @@ const I18N = {
     agent_tool_UNAVAILABLE: 'unavailable',
     agent_risk_title: 'Risk level the tool declares',
     agent_summary: 'Agent summary',
-    agent_failed: 'The turn failed: {message}',
     agent_review: 'Authorization required',
     agent_review_help: 'The agent prepared a web research. Nothing leaves the machine without your decision.',
     agent_review_loading: 'Loading the request…',
@@ -560,10 +589,30 @@ const I18N = {
     agent_missed: 'Older events were evicted from the agent’s log.',
     agent_poll_stopped: 'Agent tracking stopped: {message}',
     agent_poll_retry: 'Resume tracking',
+    agent_demo: 'Deterministic demo agent',
+    agent_mode_detail: '{label}: {detail}',
+    agent_mode_closed: '{label} — stopped',
+    agent_cancel: 'Cancel',
+    agent_cancelling: 'Cancelling the turn…',
+    agent_cancelled: 'Turn cancelled.',
+    agent_counters: 'Model rounds: {rounds} · tool calls: {calls} · repairs: {repairs}',
+    agent_turn_lost: 'The server no longer tracks this turn (evicted, or the server restarted).',
+    agent_resume_queued: 'Resume requested: {status}.',
+    agent_resume_refused: 'Resume refused: {message}',
+    agent_end_CANCELLED: 'Turn cancelled: {message}',
+    agent_end_FAILED: 'The turn failed: {message}',
+    agent_end_MODEL_UNAVAILABLE: 'The local model did not answer: {message}',
+    agent_end_MODEL_PROTOCOL_ERROR: 'The model broke the answer format: {message}',
+    agent_end_BUDGET_EXHAUSTED: 'The turn ran out of budget: {message}',
+    turn_QUEUED: 'queued',
     turn_RUNNING: 'running',
     turn_AUTHORIZATION_REQUIRED: 'authorization required',
     turn_COMPLETED: 'completed',
     turn_FAILED: 'failed',
+    turn_CANCELLED: 'cancelled',
+    turn_MODEL_UNAVAILABLE: 'model unavailable',
+    turn_MODEL_PROTOCOL_ERROR: 'model protocol error',
+    turn_BUDGET_EXHAUSTED: 'budget exhausted',
     rs_COMPLETED: 'completed',
     rs_FAILED: 'failed',
     rs_DENIED: 'denied',
@@ -582,6 +631,17 @@ const I18N = {
     'ev_agent.authorization.required': 'Authorization required',
     'ev_agent.turn.completed': 'Turn completed',
     'ev_agent.error': 'Error',
+    'evrt_turn.queued': 'Turn queued',
+    'evrt_turn.running': 'Turn picked up',
+    'evrt_model.answer': 'Model answer',
+    'evrt_model.repair': 'Repair asked of the model',
+    'evrt_tool.call': 'Tool call',
+    'evrt_tool.result': 'Tool result',
+    'evrt_turn.paused': 'Turn paused',
+    'evrt_turn.resume_refused': 'Resume refused',
+    'evrt_turn.completed': 'Turn completed',
+    'evrt_turn.failed': 'Turn stopped',
+    'evrt_turn.cancelled': 'Turn cancelled',
     // Resources panel (SPEC Q5)
     res_title: 'Resources',
     res_loading: 'Asking the governor…',
@@ -1660,14 +1720,27 @@ async function renderProvenance(ref) {
 }
 
 // ---------------------------------------------------------------------------
-// Agent panel (SPEC G, M10): the agent's mode, the tool catalog, a question,
-// the plan, tool results and activity polled from the event log, and the
-// human decision on the research the agent prepares. Questions, plans,
-// observations, diagnostics, artifacts and summaries come from the agent,
-// the tools or evidence: all of it is text (textContent), and object_refs
-// only ever become links to this page's own views of existing objects.
+// Agent panel (SPEC G, M6–M10): the agent's mode (the runtime's status), the
+// tool catalog, a question, and the runtime turn it starts — the
+// deterministic demo agent or the local model, driven by the server's
+// AgentRuntime. The runtime turn (status, rounds, tool calls, repairs,
+// summary, error) and its events are polled; the plan, tool results and
+// tool activity come from the gateway turn it drives (its event log), and
+// the human decision on the research the agent prepares goes through the
+// research routes, then the runtime resumes the turn. Questions, plans,
+// observations, diagnostics, artifacts, event lines, errors and summaries
+// come from the agent, the model, the tools or evidence: all of it is text
+// (textContent), and object_refs only ever become links to this page's own
+// views of existing objects. The runtime exposes no prompt and no private
+// reasoning, and none is shown.
 
 const AGENT_POLL_MS = 1000;
+const AGENT_STATUS_RETRY_MS = 5000; // a local model not ready yet is asked again this often
+const RT_EVENTS_PAGE = 128; // the runtime's MAX_EVENTS_PER_POLL
+const RT_BOOT_PAGES = 3; // the runtime keeps 256 events: two pages, and one to spare
+const RT_BUSY = new Set(['QUEUED', 'RUNNING']);
+const RT_LIVE = new Set(['QUEUED', 'RUNNING', 'AUTHORIZATION_REQUIRED']);
+const RT_END_ERRORS = new Set(['FAILED', 'CANCELLED', 'MODEL_UNAVAILABLE', 'MODEL_PROTOCOL_ERROR', 'BUDGET_EXHAUSTED']);
 const AGENT_AFTER_ACTION_POLLS = 3; // polls after an action, even when idle
 const AGENT_QUESTION_MAX = 512;
 const AGENT_EXCLUSIONS_MAX = 8;
@@ -1677,30 +1750,57 @@ const GRANT_HOSTS_MAX = 16;
 const FINGERPRINT_PREFIX = 16;
 
 const agent = {
+  status: null, // the runtime's status: { driver, label, ready, detail, queued, closed }
+  statusError: null,
+  statusTimer: null,
   catalog: null,
   catalogError: null,
-  cursor: 0,
+  rt: null, // the current runtime turn: the API's RuntimeTurn, refreshed by polling
+  rtCursor: 0, // runtime event log cursor
+  rtSeen: new Set(), // runtime event sequences of the current turn
+  fetchRt: false, // the current runtime turn must be read again
+  resumed: false, // a resume was queued: when it settles, the review and overview are read again
+  resumeRefused: null, // the detail of a `turn.resume_refused` event
+  cancel: '', // '' | 'pending' | 'done' | 'error': the Cancel request of the current turn
+  startKey: null, // { key, sig }: the idempotency key of a submission still waiting for its answer
+  cursor: 0, // gateway event log cursor
+  gwFrom: 0, // gateway cursor when the current runtime turn was started: its gateway events follow it
   gen: 0, // bumped when the current turn changes; stale polls are dropped
+  rev: 0, // bumped when an action (cancel, resume) changes the runtime turn; polls read before are dropped
   timer: null,
   polling: false,
   afterPolls: 0,
   pollError: null,
   missed: false,
   starting: false,
-  turn: null, // the current turn: the API's turn object, kept up to date by events
-  seen: new Set(), // event sequences of the current turn
+  turn: null, // the gateway turn the runtime turn drives: { turn_id, status, … } kept up to date by its events
+  seen: new Set(), // gateway event sequences of the current turn
   plan: null, // { steps, done }
   cards: [], // agent.tool.completed payloads
-  activity: [], // events of the current turn
+  activity: [], // gateway and runtime events of the current turn
   results: new Map(), // result_id → { open, loading, data, error }
   review: null, // { id, loading, request, fingerprint, risk, error, note }
   riskHint: null,
   formNote: null, // { kind, text: () => string }
 };
 
-function agentActive() {
-  const s = agent.turn ? agent.turn.status : null;
-  return s === 'RUNNING' || s === 'AUTHORIZATION_REQUIRED';
+// The runtime turn waits for the worker or runs: it can be cancelled.
+function rtBusy() {
+  return Boolean(agent.rt) && !agent.rt.lost && RT_BUSY.has(agent.rt.status);
+}
+
+// The runtime turn is not over (it may still change): it is polled, and a
+// turn started elsewhere does not replace it.
+function rtLive() {
+  return Boolean(agent.rt) && !agent.rt.lost && RT_LIVE.has(agent.rt.status);
+}
+
+// A fresh idempotency key (M6): one per submission.
+function newIdempotencyKey() {
+  if (window.crypto && typeof window.crypto.randomUUID === 'function') return `ui-${window.crypto.randomUUID()}`;
+  const bytes = new Uint8Array(16);
+  window.crypto.getRandomValues(bytes);
+  return `ui-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
 function lines(text, max) {
@@ -1762,9 +1862,18 @@ function noteEl(el, note) {
 
 // ----- state changes
 
-function agentResetTurn(turn) {
+// Makes `rt` (a runtime turn) the current one. Its gateway events are read
+// from `gwFrom` once the runtime says which gateway turn it drives.
+function agentSetRuntimeTurn(rt, gwFrom) {
   agent.gen += 1;
-  agent.turn = { ...turn };
+  agent.rt = { ...rt, turn_id: String(rt.turn_id ?? '') };
+  agent.rtSeen = new Set();
+  agent.fetchRt = false;
+  agent.resumed = false;
+  agent.resumeRefused = null;
+  agent.cancel = '';
+  agent.gwFrom = gwFrom;
+  agent.turn = null;
   agent.seen = new Set();
   agent.plan = null;
   agent.cards = [];
@@ -1775,22 +1884,43 @@ function agentResetTurn(turn) {
   agent.missed = false;
 }
 
-// Applies one event to the current turn. Returns true when something shown changed.
+function pushActivity(item) {
+  agent.activity.push(item);
+  if (agent.activity.length > AGENT_ACTIVITY_MAX) agent.activity.splice(0, agent.activity.length - AGENT_ACTIVITY_MAX);
+}
+
+// Applies one runtime event (`{seq, turn_id, kind, detail, at}`) to the
+// current turn. Returns true when something shown changed.
+function rtIngest(ev) {
+  if (!ev || typeof ev !== 'object') return false;
+  const turnId = String(ev.turn_id ?? '');
+  const kind = String(ev.kind ?? '');
+  if (!agent.rt || turnId !== agent.rt.turn_id) {
+    // A turn started elsewhere (another tab, an API client) becomes the
+    // current one only while ours is idle.
+    if (kind !== 'turn.queued' || !turnId || agent.starting || rtLive()) return false;
+    agentSetRuntimeTurn({ turn_id: turnId, status: 'QUEUED' }, 0);
+    agent.fetchRt = true;
+  }
+  const seq = Number(ev.seq);
+  if (agent.rtSeen.has(seq)) return false;
+  agent.rtSeen.add(seq);
+  const detail = String(ev.detail ?? '');
+  pushActivity({ source: 'runtime', type: kind, sequence: seq, timestamp: String(ev.at ?? ''), detail });
+  if (kind === 'turn.resume_refused') agent.resumeRefused = detail;
+  return true;
+}
+
+// Applies one gateway event to the gateway turn the current runtime turn
+// drives (others are not ours). Returns true when something shown changed.
 function agentIngest(ev) {
   if (!ev || typeof ev !== 'object') return false;
   const turnId = String(ev.turn_id ?? '');
-  if (!agent.turn || turnId !== agent.turn.turn_id) {
-    // A turn started elsewhere (another tab, an API client) becomes the
-    // current one only while ours is idle.
-    if (ev.type !== 'agent.turn.started' || agent.starting || agentActive()) return false;
-    agentResetTurn({ turn_id: turnId, status: 'RUNNING', question: String(ev.payload?.question ?? '') });
-    agent.fetchTurn = true;
-  }
+  if (!agent.turn || turnId !== agent.turn.turn_id) return false;
   const seq = Number(ev.sequence);
   if (agent.seen.has(seq)) return false;
   agent.seen.add(seq);
-  agent.activity.push(ev);
-  if (agent.activity.length > AGENT_ACTIVITY_MAX) agent.activity.splice(0, agent.activity.length - AGENT_ACTIVITY_MAX);
+  pushActivity({ ...ev, source: 'gateway' });
   const p = ev.payload && typeof ev.payload === 'object' ? ev.payload : {};
   const turn = agent.turn;
   switch (ev.type) {
@@ -1828,7 +1958,8 @@ function agentIngest(ev) {
   return true;
 }
 
-// ----- polling (no SSE: the event log is polled while a turn is live)
+// ----- polling (no SSE: the runtime's and the gateway's event logs are
+// polled while a turn is live)
 
 // `data-polling` on the panel: true while a poll is scheduled or running.
 function setPollingAttr() {
@@ -1837,7 +1968,7 @@ function setPollingAttr() {
 
 function agentSchedule() {
   if (!agent.timer && !agent.polling && !agent.pollError) {
-    if (agentActive()) {
+    if (rtLive()) {
       agent.timer = setTimeout(agentPoll, AGENT_POLL_MS);
     } else if (agent.afterPolls > 0) {
       agent.afterPolls -= 1;
@@ -1857,15 +1988,57 @@ function agentKick() {
   if (!agent.polling) agentPoll();
 }
 
+// One poll: the runtime turn (while it moves), the runtime's events, then
+// the events of the gateway turn it drives — in this order, so that the
+// events shown are at least as new as the turn's state. Everything is read
+// first and applied at once: a turn shown paused or completed already has
+// its events, plan and tool cards.
 async function agentPoll() {
   agent.timer = null;
   if (agent.polling) return;
   agent.polling = true;
   setPollingAttr();
   const gen = agent.gen;
-  let page;
+  const rev = agent.rev;
+  const rt = agent.rt;
+  let rtPage;
+  let fresh = null;
+  let lost = false;
+  let gwPage = null;
+  let bind = null;
+  let gwCursor = agent.cursor;
+  let late = false;
+  const readTurn = async () => {
+    try {
+      return await api(`/api/v1/agent-runtime/turns/${seg(rt.turn_id)}`);
+    } catch (err) {
+      // Evicted (the runtime keeps a bounded number of turns): the last
+      // state read stays shown, and the turn is no longer followed.
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      lost = true;
+      return null;
+    }
+  };
   try {
-    page = await api(`/api/v1/agent-tools/events?cursor=${agent.cursor}`);
+    const follow = Boolean(rt) && !rt.lost;
+    if (follow && (agent.fetchRt || RT_BUSY.has(rt.status))) fresh = await readTurn();
+    rtPage = await api(`/api/v1/agent-runtime/events?cursor=${agent.rtCursor}&limit=${RT_EVENTS_PAGE}`);
+    const rtEvents = Array.isArray(rtPage.events) ? rtPage.events : [];
+    if (follow && !fresh && !lost
+      && (rtPage.missed || rtEvents.some((e) => e && String(e.turn_id ?? '') === rt.turn_id))) {
+      // A paused or ended turn moved (resumed elsewhere): its state may be
+      // newer than these events, so one more poll follows.
+      fresh = await readTurn();
+      late = true;
+    }
+    const gw = (fresh ?? rt)?.gateway_turn_id;
+    if (gw && !lost) {
+      if (!agent.turn || agent.turn.turn_id !== String(gw)) {
+        bind = String(gw);
+        gwCursor = Math.min(agent.cursor, agent.gwFrom);
+      }
+      gwPage = await api(`/api/v1/agent-tools/events?cursor=${gwCursor}`);
+    }
   } catch (err) {
     agent.polling = false;
     // Stop on any error (a lost session, a server restart): no retry loop
@@ -1877,48 +2050,91 @@ async function agentPoll() {
     return;
   }
   agent.polling = false;
-  if (gen !== agent.gen) {
-    // The current turn changed while this poll ran: its events are read
-    // again from the right cursor.
+  if (gen !== agent.gen || rev !== agent.rev) {
+    // The current turn changed while this poll ran (another turn, or a
+    // cancel or resume answered meanwhile): it is read again from the
+    // right cursors.
     agentSchedule();
     return;
   }
-  const events = Array.isArray(page.events) ? page.events : [];
+  const wasBusy = Boolean(rt) && RT_BUSY.has(rt.status);
   let changed = false;
-  for (const ev of events) changed = agentIngest(ev) || changed;
-  const next = Number(page.next_cursor);
-  if (Number.isSafeInteger(next) && next >= 0) agent.cursor = next;
-  if (page.missed && !agent.missed) {
+  for (const ev of Array.isArray(rtPage.events) ? rtPage.events : []) changed = rtIngest(ev) || changed;
+  const rtNext = Number(rtPage.next_cursor);
+  if (Number.isSafeInteger(rtNext) && rtNext >= 0) agent.rtCursor = rtNext;
+  if (rtPage.missed && !agent.missed) {
     agent.missed = true;
     changed = true;
   }
-  if (agent.fetchTurn && agent.turn) {
-    agent.fetchTurn = false;
-    await agentRefreshTurn();
-    changed = true;
+  if (agent.rt !== rt) {
+    // A turn started elsewhere became the current one: read it at once.
+    agent.afterPolls = Math.max(agent.afterPolls, 1);
+  } else if (rt) {
+    if (fresh) {
+      Object.assign(rt, fresh, { turn_id: rt.turn_id });
+      agent.fetchRt = false;
+      changed = true;
+    }
+    if (late) agent.afterPolls = Math.max(agent.afterPolls, 1);
+    if (lost) {
+      rt.lost = true;
+      agent.formNote = { kind: 'error', text: () => t('agent_turn_lost') };
+      changed = true;
+    }
+    if (bind) {
+      agent.turn = { turn_id: bind, status: 'RUNNING' };
+      agent.seen = new Set();
+      changed = true;
+    }
+    if (gwPage) {
+      for (const ev of Array.isArray(gwPage.events) ? gwPage.events : []) changed = agentIngest(ev) || changed;
+      const next = Number(gwPage.next_cursor);
+      if (Number.isSafeInteger(next) && next >= 0) agent.cursor = next;
+      if (gwPage.missed && !agent.missed) {
+        agent.missed = true;
+        changed = true;
+      }
+    }
+    if (wasBusy && !RT_BUSY.has(rt.status)) agentSettled(rt);
   }
   if (changed) renderAgent();
-  if (agent.turn && agent.turn.research_request && agent.turn.status === 'AUTHORIZATION_REQUIRED'
-    && (!agent.review || agent.review.id !== agent.turn.research_request)) {
+  const cur = agent.rt;
+  if (cur && cur.research_request && cur.status === 'AUTHORIZATION_REQUIRED'
+    && (!agent.review || agent.review.id !== String(cur.research_request))) {
     loadReview();
   }
   agentSchedule();
 }
 
-async function agentRefreshTurn() {
-  const id = agent.turn.turn_id;
-  try {
-    const turn = await api(`/api/v1/agent-tools/turns/${seg(id)}`);
-    if (agent.turn && agent.turn.turn_id === id) Object.assign(agent.turn, turn);
-  } catch {
-    // The turn may have been evicted; the events still say what happened.
+// The runtime turn left QUEUED/RUNNING (paused, completed or ended).
+function agentSettled(rt) {
+  if (agent.resumed) {
+    agent.resumed = false;
+    const status = String(rt.status ?? '');
+    if (status === 'AUTHORIZATION_REQUIRED' && agent.resumeRefused !== null) {
+      const message = agent.resumeRefused;
+      reviewNote('error', () => t('agent_resume_refused', { message }));
+    } else {
+      reviewNote('ok', () => t('agent_resumed', { status: enumLabel('turn', status) }));
+    }
+    loadReview(true);
+    // New evidence (a synthetic campaign's pages) shows in the overview.
+    const { name } = parseHash();
+    if (name === '' || name === 'overview') route();
   }
+  // A turn that could not reach the model: the mode line says why.
+  if (rt.status === 'MODEL_UNAVAILABLE') agentLoadStatus();
 }
 
 // ----- actions
 
+// Starts a runtime turn (M6). The idempotency key is fresh for each
+// submission and kept until the server answers it: a second submission
+// meanwhile is ignored, and a retry of the same question after no answer
+// (network, timeout, 5xx) reuses it, so it cannot start a second turn.
 async function agentStart(ev) {
   ev.preventDefault();
+  if (agent.starting) return undefined;
   const question = $('agent-question').value.trim();
   const exclusions = String($('agent-exclusions').value).split('\n').map((x) => x.trim()).filter(Boolean);
   const say = (key, kind, vars) => {
@@ -1930,25 +2146,62 @@ async function agentStart(ev) {
   if (exclusions.length > AGENT_EXCLUSIONS_MAX) return say('agent_exclusions_too_many', 'error', { n: AGENT_EXCLUSIONS_MAX });
   const body = { question, exclusions };
   if (state.investigationId) body.investigation_id = state.investigationId;
+  const sig = JSON.stringify(body);
+  if (!agent.startKey || agent.startKey.sig !== sig) agent.startKey = { key: newIdempotencyKey(), sig };
+  body.idempotency_key = agent.startKey.key;
   const run = $('agent-run');
   run.disabled = true;
   agent.starting = true;
   agent.gen += 1; // drop whatever a poll in flight brings back
-  const startCursor = agent.cursor;
+  const gwFrom = agent.cursor; // this turn's gateway events come after it
   say('agent_running', 'info');
   let turn = null;
   try {
-    turn = await api('/api/v1/agent-tools/turns', { method: 'POST', body });
+    turn = await api('/api/v1/agent-runtime/turns', { method: 'POST', body });
+    agent.startKey = null;
   } catch (err) {
+    // A refusal is an answer (nothing started): the next submission gets a
+    // new key. Without an answer the key stays for a retry.
+    if (err instanceof ApiError && err.status < 500) agent.startKey = null;
     agent.formNote = { kind: 'error', text: () => errorText(err) };
   } finally {
     agent.starting = false;
     run.disabled = false;
   }
   if (turn) {
-    agentResetTurn(turn);
-    agent.cursor = startCursor; // read this turn's events from before it began
-    agent.formNote = { kind: 'ok', text: () => t('agent_started', { status: enumLabel('turn', turn.status) }) };
+    agentSetRuntimeTurn(turn, gwFrom);
+    const status = String(turn.status ?? '');
+    agent.formNote = { kind: 'ok', text: () => t('agent_started', { status: enumLabel('turn', status) }) };
+  }
+  renderAgent();
+  agentKick();
+  return undefined;
+}
+
+// Cancels the current runtime turn (M8): a queued turn never runs, a
+// running one has every later effect blocked.
+async function agentCancel() {
+  const rt = agent.rt;
+  if (!rt || agent.cancel === 'pending') return;
+  const gen = agent.gen;
+  agent.cancel = 'pending';
+  agent.rev += 1;
+  agent.formNote = { kind: 'info', text: () => t('agent_cancelling') };
+  renderAgent();
+  try {
+    const updated = await api(`/api/v1/agent-runtime/turns/${seg(rt.turn_id)}/cancel`, { method: 'POST', body: {} });
+    if (gen !== agent.gen) return;
+    agent.rev += 1;
+    Object.assign(rt, updated, { turn_id: rt.turn_id });
+    agent.cancel = 'done';
+    agent.formNote = { kind: 'ok', text: () => t('agent_cancelled') };
+  } catch (err) {
+    if (gen !== agent.gen) return;
+    agent.rev += 1;
+    // Already ended (409), or no answer: the next poll says where it stands.
+    agent.cancel = 'error';
+    agent.fetchRt = true;
+    agent.formNote = { kind: 'error', text: () => errorText(err) };
   }
   renderAgent();
   agentKick();
@@ -1960,8 +2213,8 @@ function resetGrantForm() {
 }
 
 async function loadReview(force = false) {
-  const turn = agent.turn;
-  const id = turn ? turn.research_request : null;
+  const rt = agent.rt;
+  const id = rt && rt.research_request ? String(rt.research_request) : null;
   if (!id) return;
   const fresh = !agent.review || agent.review.id !== id;
   if (!fresh && agent.review.loading) return;
@@ -2055,24 +2308,27 @@ async function agentRefuse(ev) {
   }
 }
 
+// Resumes the paused runtime turn (M8) once the request is decided: the
+// runtime queues it, the gateway checks the grant and rereads the research
+// state; polling follows it to its summary.
 async function agentResume() {
-  const turn = agent.turn;
-  if (!turn) return;
+  const rt = agent.rt;
+  if (!rt) return;
   setReviewBusy(true);
   reviewNote('info', () => t('agent_resuming'));
   const gen = agent.gen;
+  agent.rev += 1;
   try {
-    const updated = await api(`/api/v1/agent-tools/turns/${seg(turn.turn_id)}/resume`, { method: 'POST', body: {} });
+    const updated = await api(`/api/v1/agent-runtime/turns/${seg(rt.turn_id)}/resume`, { method: 'POST', body: {} });
     if (gen !== agent.gen) return;
-    Object.assign(agent.turn, updated);
+    agent.rev += 1;
+    Object.assign(rt, updated, { turn_id: rt.turn_id });
+    agent.resumed = true;
+    agent.resumeRefused = null;
     const status = String(updated.status ?? '');
-    reviewNote('ok', () => t('agent_resumed', { status: enumLabel('turn', status) }));
-    await loadReview(true);
+    reviewNote('info', () => t('agent_resume_queued', { status: enumLabel('turn', status) }));
     renderAgent();
     agentKick();
-    // New evidence (a synthetic campaign's pages) shows in the overview.
-    const { name } = parseHash();
-    if (name === '' || name === 'overview') route();
   } catch (err) {
     reviewNote('error', () => errorText(err));
   } finally {
@@ -2116,14 +2372,16 @@ async function toggleResult(card) {
 
 function renderAgent() {
   const panel = $('agent-panel');
-  const turn = agent.turn;
-  panel.dataset.turnId = turn ? String(turn.turn_id ?? '') : '';
-  panel.dataset.turnStatus = turn ? String(turn.status ?? '') : '';
+  const rt = agent.rt;
+  panel.dataset.turnId = rt ? String(rt.turn_id ?? '') : '';
+  panel.dataset.turnStatus = rt ? String(rt.status ?? '') : '';
+  panel.dataset.gatewayTurnId = agent.turn ? String(agent.turn.turn_id ?? '') : '';
+  panel.dataset.cancel = agent.cancel;
   const pill = $('agent-turn-status');
-  if (turn && turn.status) {
-    pill.textContent = enumLabel('turn', turn.status);
-    pill.className = `pill status-${cssToken(turn.status)}`;
-    pill.dataset.status = String(turn.status);
+  if (rt && rt.status) {
+    pill.textContent = enumLabel('turn', rt.status);
+    pill.className = `pill status-${cssToken(rt.status)}`;
+    pill.dataset.status = String(rt.status);
     pill.hidden = false;
   } else {
     pill.hidden = true;
@@ -2139,20 +2397,33 @@ function renderAgent() {
   renderActivity();
 }
 
+// The mode line (M10) says which agent the runtime drives, as its status
+// says: the demo agent, the local model, or why the local model cannot run
+// now. Nothing here falls back to the demo agent's name.
 function renderAgentMode() {
   const el = $('agent-mode');
-  const a = agent.catalog && agent.catalog.agent;
-  if (agent.catalogError) {
-    el.textContent = t('agent_unavailable', { message: errorText(agent.catalogError) });
+  const st = agent.status;
+  if (agent.statusError) {
+    el.textContent = t('agent_unavailable', { message: errorText(agent.statusError) });
     el.dataset.mode = 'unavailable';
-  } else if (a) {
-    const mode = String(a.mode ?? '');
-    el.textContent = a.label ? String(a.label) : (mode === 'local-model' ? t('agent_local', { model: String(a.model ?? '?') }) : mode);
-    el.dataset.mode = mode;
-  } else {
+    el.dataset.ready = 'false';
+    return;
+  }
+  if (!st) {
     el.textContent = t('loading');
     el.dataset.mode = '';
+    el.dataset.ready = '';
+    return;
   }
+  const driver = String(st.driver ?? '');
+  const label = String(st.label ?? '');
+  const detail = st.detail === null || st.detail === undefined ? '' : String(st.detail);
+  let text = driver === 'demo' ? t('agent_demo') : (label || driver);
+  if (detail) text = t('agent_mode_detail', { label: text, detail });
+  if (st.closed) text = t('agent_mode_closed', { label: text });
+  el.textContent = text;
+  el.dataset.mode = driver;
+  el.dataset.ready = String(st.ready === true);
 }
 
 function renderAgentTools() {
@@ -2160,7 +2431,7 @@ function renderAgentTools() {
   const summary = $('agent-tools-summary');
   const tools = agent.catalog && Array.isArray(agent.catalog.tools) ? agent.catalog.tools : [];
   if (tools.length === 0) {
-    summary.textContent = t('agent_tools');
+    summary.textContent = agent.catalogError ? t('agent_mode_detail', { label: t('agent_tools'), detail: errorText(agent.catalogError) }) : t('agent_tools');
     return;
   }
   const unavailable = tools.filter((x) => x && x.availability && x.availability.status !== 'AVAILABLE').length;
@@ -2181,6 +2452,24 @@ function renderAgentForm() {
   const q = $('agent-question');
   $('agent-question-count').textContent = t('agent_question_count', { n: fmtNumber(Array.from(q.value).length), max: fmtNumber(AGENT_QUESTION_MAX) });
   noteEl($('agent-form-status'), agent.formNote);
+  const cancel = $('agent-cancel');
+  cancel.hidden = !rtBusy();
+  cancel.disabled = agent.cancel === 'pending';
+  const counters = $('agent-turn-counters');
+  const rt = agent.rt;
+  if (!rt) {
+    counters.textContent = '';
+    counters.hidden = true;
+    return;
+  }
+  const n = (x) => (Number.isSafeInteger(Number(x)) ? Number(x) : 0);
+  const rounds = n(rt.rounds);
+  const calls = n(rt.tool_calls);
+  const repairs = n(rt.repairs);
+  const line = t('agent_counters', { rounds: fmtNumber(rounds), calls: fmtNumber(calls), repairs: fmtNumber(repairs) });
+  counters.textContent = rt.driver === 'local_model' && rt.model ? `${t('agent_local', { model: String(rt.model) })} — ${line}` : line;
+  Object.assign(counters.dataset, { rounds: String(rounds), toolCalls: String(calls), repairs: String(repairs), driver: String(rt.driver ?? '') });
+  counters.hidden = false;
 }
 
 function renderAgentError() {
@@ -2195,24 +2484,31 @@ function renderAgentError() {
   box.hidden = false;
 }
 
+// The runtime turn's summary once COMPLETED, or one short sentence with its
+// error when it ended otherwise.
 function renderSummary() {
   const box = $('agent-summary-box');
   const text = $('agent-summary');
   const refs = clear($('agent-summary-refs'));
-  const turn = agent.turn;
-  if (turn && turn.status === 'COMPLETED' && turn.summary) {
-    text.textContent = String(turn.summary);
-    text.dataset.status = 'COMPLETED';
+  const rt = agent.rt;
+  const status = rt ? String(rt.status ?? '') : '';
+  if (status === 'COMPLETED' && rt.summary) {
+    text.textContent = String(rt.summary);
+    text.dataset.status = status;
     text.className = 'agent-summary';
-    for (const r of Array.isArray(turn.summary_refs) ? turn.summary_refs : []) refs.append(h('li', null, refLink(r, 'agent-summary-ref')));
+    for (const r of Array.isArray(rt.summary_refs) ? rt.summary_refs : []) refs.append(h('li', null, refLink(r, 'agent-summary-ref')));
+    box.dataset.status = status;
     box.hidden = false;
-  } else if (turn && turn.status === 'FAILED') {
-    text.textContent = t('agent_failed', { message: String(turn.error ?? '') });
-    text.dataset.status = 'FAILED';
+  } else if (RT_END_ERRORS.has(status)) {
+    text.textContent = t(`agent_end_${status}`, { message: String(rt.error ?? '') });
+    text.dataset.status = status;
     text.className = 'agent-summary error-box';
+    box.dataset.status = status;
     box.hidden = false;
   } else {
     text.textContent = '';
+    text.dataset.status = '';
+    box.dataset.status = '';
     box.hidden = true;
   }
 }
@@ -2221,8 +2517,9 @@ function renderReview() {
   const box = $('agent-review');
   const details = clear($('agent-review-details'));
   const rv = agent.review;
-  const turn = agent.turn;
-  if (!rv || !turn || rv.id !== turn.research_request) {
+  const rt = agent.rt;
+  // A cancelled turn cannot resume: its request is not offered here.
+  if (!rv || !rt || rv.id !== String(rt.research_request ?? '') || rt.status === 'CANCELLED') {
     box.hidden = true;
     box.dataset.requestId = '';
     box.dataset.requestStatus = '';
@@ -2235,7 +2532,7 @@ function renderReview() {
   box.dataset.requestStatus = r ? String(r.status ?? '') : '';
   $('agent-grant-form').hidden = !pending;
   $('agent-refuse-form').hidden = !pending;
-  $('agent-resume').hidden = !(r && !pending && turn.status === 'AUTHORIZATION_REQUIRED');
+  $('agent-resume').hidden = !(r && !pending && rt.status === 'AUTHORIZATION_REQUIRED' && !rt.lost);
   noteEl($('agent-review-status'), rv.note ?? null);
   if (rv.loading && !r) {
     details.append(h('p', { class: 'muted', text: t('agent_review_loading') }));
@@ -2366,6 +2663,7 @@ function renderResult(entry) {
 }
 
 function eventDetail(ev) {
+  if (ev.source === 'runtime') return String(ev.detail ?? '');
   const p = ev.payload && typeof ev.payload === 'object' ? ev.payload : {};
   switch (ev.type) {
     case 'agent.turn.started':
@@ -2397,13 +2695,21 @@ function renderActivity() {
     return;
   }
   box.hidden = false;
-  // Newest first.
-  for (let i = agent.activity.length - 1; i >= 0; i--) {
-    const ev = agent.activity[i];
+  // The runtime's and the gateway's events, by time (a stable sort keeps
+  // each log's own order); newest first.
+  const when = (ev) => {
+    const ms = Date.parse(String(ev.timestamp ?? ''));
+    return Number.isNaN(ms) ? 0 : ms;
+  };
+  const items = agent.activity.slice().sort((a, b) => when(a) - when(b));
+  for (let i = items.length - 1; i >= 0; i--) {
+    const ev = items[i];
     const type = String(ev.type ?? '');
-    list.append(h('li', { class: 'agent-activity-item', testid: 'agent-activity-item', dataset: { type, sequence: String(ev.sequence ?? '') } },
+    const source = ev.source === 'runtime' ? 'runtime' : 'gateway';
+    const key = source === 'runtime' ? `evrt_${type}` : `ev_${type}`;
+    list.append(h('li', { class: `agent-activity-item source-${source}`, testid: 'agent-activity-item', dataset: { type, source, sequence: String(ev.sequence ?? '') } },
       clockTime(ev.timestamp),
-      h('span', { class: 'agent-activity-type', text: hasLabel(`ev_${type}`) ? t(`ev_${type}`) : type }),
+      h('span', { class: 'agent-activity-type', text: hasLabel(key) ? t(key) : type }),
       h('span', { class: 'agent-activity-detail', text: eventDetail(ev) })));
   }
   if (agent.missed) list.append(h('li', { class: 'muted small', testid: 'agent-missed', text: t('agent_missed') }));
@@ -2414,39 +2720,82 @@ function renderActivity() {
 function bindAgent() {
   $('agent-form').addEventListener('submit', agentStart);
   $('agent-question').addEventListener('input', renderAgentForm);
+  $('agent-cancel').addEventListener('click', agentCancel);
   $('agent-grant-form').addEventListener('submit', agentGrant);
   $('agent-refuse-form').addEventListener('submit', agentRefuse);
   $('agent-resume').addEventListener('click', agentResume);
 }
 
+// The runtime's status: the mode line. A local model that is not ready
+// (loading, down) is asked again now and then, so the line follows it.
+async function agentLoadStatus() {
+  if (agent.statusTimer) {
+    clearTimeout(agent.statusTimer);
+    agent.statusTimer = null;
+  }
+  try {
+    agent.status = await api('/api/v1/agent-runtime/status');
+    agent.statusError = null;
+  } catch (err) {
+    agent.statusError = err;
+  }
+  renderAgentMode();
+  const st = agent.status;
+  if (!agent.statusError && st && st.driver === 'local_model' && st.ready !== true && !st.closed) {
+    agent.statusTimer = setTimeout(agentLoadStatus, AGENT_STATUS_RETRY_MS);
+  }
+}
+
 async function agentBoot() {
   renderAgent();
+  agentLoadStatus();
   try {
     agent.catalog = await api('/api/v1/agent-tools/catalog');
     agent.catalogError = null;
   } catch (err) {
     agent.catalogError = err;
   }
-  // The latest turn of this workspace, from the event log, so that a reload
-  // finds a pending authorization again.
+  // The latest runtime turn of this workspace, from the runtime's event log
+  // (read to its end, bounded), so that a reload finds a pending
+  // authorization again.
   try {
-    const page = await api('/api/v1/agent-tools/events?cursor=0');
-    const events = Array.isArray(page.events) ? page.events : [];
-    const last = events.length ? String(events[events.length - 1].turn_id ?? '') : '';
-    if (last && !agent.turn) {
-      agentResetTurn({ turn_id: last, status: 'RUNNING' });
-      for (const ev of events) if (String(ev.turn_id ?? '') === last) agentIngest(ev);
-      if (page.missed) agent.missed = true;
-      await agentRefreshTurn();
+    const events = [];
+    let cursor = 0;
+    let missed = false;
+    for (let i = 0; i < RT_BOOT_PAGES; i++) {
+      const page = await api(`/api/v1/agent-runtime/events?cursor=${cursor}&limit=${RT_EVENTS_PAGE}`);
+      const got = Array.isArray(page.events) ? page.events : [];
+      events.push(...got);
+      missed = missed || Boolean(page.missed);
+      const next = Number(page.next_cursor);
+      if (!Number.isSafeInteger(next) || next < cursor) break;
+      cursor = next;
+      if (got.length < RT_EVENTS_PAGE) break;
     }
-    const next = Number(page.next_cursor);
-    if (Number.isSafeInteger(next) && next >= agent.cursor) agent.cursor = next;
+    const last = events.length ? String(events[events.length - 1].turn_id ?? '') : '';
+    if (last && !agent.rt && !agent.starting) {
+      let rt = null;
+      try {
+        rt = await api(`/api/v1/agent-runtime/turns/${seg(last)}`);
+      } catch (err) {
+        // Evicted since: nothing to show.
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+      }
+      if (rt && !agent.rt && !agent.starting) {
+        agentSetRuntimeTurn(rt, 0);
+        for (const ev of events) if (String(ev.turn_id ?? '') === last) rtIngest(ev);
+        if (missed) agent.missed = true;
+      }
+    }
+    if (cursor > agent.rtCursor) agent.rtCursor = cursor;
   } catch (err) {
     agent.pollError = err;
   }
   renderAgent();
-  if (agent.turn && agent.turn.research_request && agent.turn.status === 'AUTHORIZATION_REQUIRED') loadReview();
-  agentSchedule();
+  // One poll reads its gateway turn's plan and cards; it goes on while the
+  // turn is live.
+  if (agent.rt && !agent.pollError) agentPoll();
+  else agentSchedule();
 }
 
 // ---------------------------------------------------------------------------
@@ -3019,7 +3368,10 @@ async function boot() {
   renderWorkspace();
   document.body.dataset.ready = 'true';
   route();
-  if (state.bootError) agent.catalogError = state.bootError;
+  if (state.bootError) {
+    agent.catalogError = state.bootError;
+    agent.statusError = state.bootError;
+  }
   else {
     agentBoot();
     resBoot();

@@ -364,11 +364,7 @@ fn status_error(status: StatusCode, body: &[u8]) -> ClientError {
 /// an oversized head) is a protocol error; a broken connection is not.
 fn transport(error: hyper::Error) -> ClientError {
     let reason = wire::diagnostic(&error.to_string());
-    if error.is_parse() {
-        ClientError::Malformed { reason }
-    } else {
-        ClientError::Transport { reason }
-    }
+    if error.is_parse() { ClientError::Malformed { reason } } else { ClientError::Transport { reason } }
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ use labfy_gateway::{Catalog, Tool, ToolId};
 use serde_json::{Map, Value, json};
 
 pub use error::{MAX_ECHO_CHARS, MAX_REASON_CHARS, ProtocolError};
-pub use schema::{ACTION_SCHEMA_NAME, ActionSchema, action_schema, response_format};
+pub use schema::{ACTION_SCHEMA_NAME, ActionSchema, MAX_KNOWN_REFS_PER_FIELD, action_schema, response_format};
 
 use error::echo;
 

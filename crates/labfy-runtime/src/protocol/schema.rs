@@ -24,11 +24,16 @@
 //! `tool_id`, `arguments`), which a `serde_json::Value` (sorted keys) cannot
 //! keep; send that text when the order matters.
 
+use std::collections::HashSet;
+
 use labfy_gateway::catalog::{SCHEMA_DIALECT, fingerprint};
 use labfy_gateway::{Catalog, Tool};
 use serde_json::{Map, Value, json};
 
 use super::{CONTRACT, MAX_FINAL_TEXT_CHARS, TYPE_FINAL, TYPE_TOOL_CALL};
+
+/// Most known ids offered as the `enum` of one reference field.
+pub const MAX_KNOWN_REFS_PER_FIELD: usize = 64;
 
 /// `response_format.json_schema.name` (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`: no
 /// dots).
@@ -45,15 +50,48 @@ impl ActionSchema {
     /// The schema offering exactly `tools` (in the order given, each once):
     /// the runtime passes the tools available to the turn.
     pub fn new<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> Self {
+        Self::build(tools, None, true)
+    }
+
+    /// The schema offering `tools`, with every reference field limited to
+    /// the ids of its kinds in `known` — the ids the model was shown — as an
+    /// `enum` (at most [`MAX_KNOWN_REFS_PER_FIELD`], sorted): constrained
+    /// decoding then copies ids exactly (M9) instead of inventing
+    /// pattern-valid ones. A field with no known id of its kinds keeps the
+    /// pattern; the parser still checks every id against what was shown.
+    pub fn with_known_refs<'a>(tools: impl IntoIterator<Item = &'a Tool>, known: &HashSet<String>) -> Self {
+        Self::build(tools, Some(known), true)
+    }
+
+    /// Like [`Self::with_known_refs`], without the `final` branch: the
+    /// runtime's first round, where the model must read the investigation
+    /// through a tool before it may answer (an answer grounded in nothing is
+    /// not offered).
+    pub fn tools_only<'a>(tools: impl IntoIterator<Item = &'a Tool>, known: &HashSet<String>) -> Self {
+        Self::build(tools, Some(known), false)
+    }
+
+    fn build<'a>(
+        tools: impl IntoIterator<Item = &'a Tool>,
+        known: Option<&HashSet<String>>,
+        allow_final: bool,
+    ) -> Self {
         let mut branches = Vec::new();
         let mut seen = Vec::new();
         for tool in tools {
-            if !seen.contains(&tool.id) {
+            // With known ids, a tool whose required reference has no id of
+            // its kinds shown yet is not offered: it could only be called
+            // with an invented id (M9).
+            let callable =
+                known.is_none_or(|k| tool.contract.get("input_schema").is_none_or(|input| satisfiable(input, k)));
+            if callable && !seen.contains(&tool.id) {
                 seen.push(tool.id);
-                branches.push(tool_branch(tool));
+                branches.push(tool_branch(tool, known));
             }
         }
-        branches.push(final_branch());
+        if allow_final || branches.is_empty() {
+            branches.push(final_branch());
+        }
         let schema = json!({
             "$schema": SCHEMA_DIALECT,
             "title": CONTRACT,
@@ -114,8 +152,11 @@ pub fn response_format(catalog: &Catalog) -> Value {
     ActionSchema::for_catalog(catalog).response_format()
 }
 
-fn tool_branch(tool: &Tool) -> Value {
-    let arguments = tool.contract.get("input_schema").map_or_else(|| json!({"type": "object"}), decoding_schema);
+fn tool_branch(tool: &Tool, known: Option<&HashSet<String>>) -> Value {
+    let arguments = tool
+        .contract
+        .get("input_schema")
+        .map_or_else(|| json!({"type": "object"}), |input| decoding_schema_with(input, known));
     json!({
         "type": "object",
         "properties": {
@@ -145,23 +186,69 @@ fn final_branch() -> Value {
 /// A tool's published input schema as a subschema: its own `$schema` dropped
 /// (one dialect, declared at the root), every `x-labfy-ref` string given the
 /// `pattern` of its kinds.
+#[cfg(test)]
 pub(super) fn decoding_schema(input: &Value) -> Value {
+    decoding_schema_with(input, None)
+}
+
+fn decoding_schema_with(input: &Value, known: Option<&HashSet<String>>) -> Value {
     match input {
         Value::Object(map) => {
             let mut out: Map<String, Value> = map
                 .iter()
                 .filter(|(k, _)| k.as_str() != "$schema")
-                .map(|(k, v)| (k.clone(), decoding_schema(v)))
+                .map(|(k, v)| (k.clone(), decoding_schema_with(v, known)))
                 .collect();
             if let Some(kinds) = map.get("x-labfy-ref").and_then(Value::as_array) {
                 let kinds: Vec<&str> = kinds.iter().filter_map(Value::as_str).collect();
-                out.insert("pattern".into(), Value::from(ref_pattern(&kinds)));
+                let mut shown: Vec<&String> = known
+                    .map(|k| {
+                        k.iter()
+                            .filter(|id| id.split_once(':').is_some_and(|(kind, _)| kinds.contains(&kind)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                shown.sort();
+                shown.truncate(MAX_KNOWN_REFS_PER_FIELD);
+                if shown.is_empty() {
+                    out.insert("pattern".into(), Value::from(ref_pattern(&kinds)));
+                } else {
+                    out.insert(
+                        "enum".into(),
+                        Value::Array(shown.into_iter().map(|s| Value::from(s.as_str())).collect()),
+                    );
+                }
             }
             Value::Object(out)
         }
-        Value::Array(items) => Value::Array(items.iter().map(decoding_schema).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|i| decoding_schema_with(i, known)).collect()),
         other => other.clone(),
     }
+}
+
+/// Whether every *required* reference field of `schema` (at any depth, and
+/// in arrays that need at least one item) has an id of its kinds in `known`.
+fn satisfiable(schema: &Value, known: &HashSet<String>) -> bool {
+    let Some(obj) = schema.as_object() else { return true };
+    if let Some(kinds) = obj.get("x-labfy-ref").and_then(Value::as_array) {
+        let kinds: Vec<&str> = kinds.iter().filter_map(Value::as_str).collect();
+        return known.iter().any(|id| id.split_once(':').is_some_and(|(kind, _)| kinds.contains(&kind)));
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        let required = obj.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+        for name in required {
+            if props.get(name).is_some_and(|p| !satisfiable(p, known)) {
+                return false;
+            }
+        }
+    }
+    let needs_items = obj.get("minItems").and_then(Value::as_u64).is_some_and(|n| n > 0);
+    if needs_items {
+        if let Some(items) = obj.get("items") {
+            return satisfiable(items, known);
+        }
+    }
+    true
 }
 
 /// `^(evidence|entity):<canonical lower-case hyphenated uuid>$`: what
