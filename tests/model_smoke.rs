@@ -26,24 +26,6 @@ use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_labfy");
 
-fn post(port: u16, cookie: &str, csrf: &str, path: &str, body: &Value) -> (u16, Value) {
-    let origin = format!("http://127.0.0.1:{port}");
-    let a = http(
-        port,
-        "POST",
-        path,
-        &[("Cookie", cookie), ("Origin", &origin), ("X-CSRF-Token", csrf), ("Content-Type", "application/json")],
-        &body.to_string(),
-    )
-    .unwrap();
-    (a.status, serde_json::from_str(&a.body).unwrap_or(Value::Null))
-}
-
-fn get(port: u16, cookie: &str, path: &str) -> (u16, Value) {
-    let a = http(port, "GET", path, &[("Cookie", cookie)], "").unwrap();
-    (a.status, serde_json::from_str(&a.body).unwrap_or(Value::Null))
-}
-
 fn wait_turn(port: u16, cookie: &str, id: &str, limit: Duration) -> Value {
     let start = Instant::now();
     loop {

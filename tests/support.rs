@@ -127,6 +127,26 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     Ok(Answer { status, headers, body: body.to_owned() })
 }
 
+/// A JSON POST with the session's cookie, Origin and CSRF token: (status, body or `null`).
+pub fn post(port: u16, cookie: &str, csrf: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let origin = format!("http://127.0.0.1:{port}");
+    let a = http(
+        port,
+        "POST",
+        path,
+        &[("Cookie", cookie), ("Origin", &origin), ("X-CSRF-Token", csrf), ("Content-Type", "application/json")],
+        &body.to_string(),
+    )
+    .expect("POST");
+    (a.status, serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null))
+}
+
+/// A GET with the session's cookie: (status, body or `null`).
+pub fn get(port: u16, cookie: &str, path: &str) -> (u16, serde_json::Value) {
+    let a = http(port, "GET", path, &[("Cookie", cookie)], "").expect("GET");
+    (a.status, serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null))
+}
+
 /// Opens `/` and returns (cookie, csrf token).
 pub fn login(port: u16) -> (String, String) {
     let a = http(port, "GET", "/", &[], "").expect("GET /");
