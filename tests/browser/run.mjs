@@ -2,10 +2,13 @@
 //
 // Starts a real `labfy up` on a free loopback port with a throwaway data
 // directory, drives Debian's headless Chromium through playwright-core, and
-// prints one TAP-like line per scenario. Exit status is non-zero when any
+// prints one TAP-like line per scenario. The local-model scenarios run on a
+// second `labfy up` in local-model mode whose governor starts
+// fake-llama-server.py in place of llama-server (root only). Exit status is non-zero when any
 // scenario fails. See README.md beside this file.
 
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -37,7 +40,7 @@ const AGENT_TURN_TIMEOUT_MS = 30_000;
 
 const labfyBin = process.env.LABFY_BIN;
 if (!labfyBin) {
-  console.error('error: LABFY_BIN is not set. Build the binary first (cargo build -p labfy), then run:');
+  console.error('error: LABFY_BIN is not set. Build the binaries first (cargo build --workspace --bins), then run:');
   console.error('  LABFY_BIN=target/debug/labfy node tests/browser/run.mjs');
   process.exit(2);
 }
@@ -65,16 +68,16 @@ try {
 }
 
 // ---------------------------------------------------------------------------
-// Cleanup: the server (its whole process group) and the temp dir go away on
-// every path out of this script.
+// Cleanup: every `labfy up` this script started (its whole process group)
+// and every temp dir go away on every path out of this script.
 
-let child = null;
-let childExited = false;
-let dataDir = null;
+const servers = []; // { name, child, exited }
+const tempDirs = [];
 let browser = null;
 
-function killGroup(signal) {
-  if (!child || childExited || !child.pid) return;
+function killGroup(server, signal) {
+  const { child } = server;
+  if (!child || server.exited || !child.pid) return;
   try {
     process.kill(-child.pid, signal); // detached: the group id is the child's pid
   } catch {
@@ -86,31 +89,35 @@ function killGroup(signal) {
   }
 }
 
-function removeDataDir() {
-  if (!dataDir) return;
-  try {
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  } catch (err) {
-    console.error(`# warning: could not remove ${dataDir}: ${err.message}`);
+function removeTempDirs() {
+  while (tempDirs.length > 0) {
+    const dir = tempDirs.pop();
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch (err) {
+      console.error(`# warning: could not remove ${dir}: ${err.message}`);
+    }
   }
-  dataDir = null;
 }
 
-async function stopServer() {
-  if (child && !childExited) {
-    killGroup('SIGTERM');
-    const exited = await new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), KILL_GRACE_MS);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-      if (childExited) {
-        clearTimeout(timer);
-        resolve(true);
-      }
+// SIGTERM to the group, SIGKILL after KILL_GRACE_MS.
+async function stopServer(server) {
+  if (!server.child || server.exited) return;
+  killGroup(server, 'SIGTERM');
+  const exited = await new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), KILL_GRACE_MS);
+    server.child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
     });
-    if (!exited) killGroup('SIGKILL');
+    if (server.exited) {
+      clearTimeout(timer);
+      resolve(true);
+    }
+  });
+  if (!exited) {
+    console.log(`# ${server.name}: no exit ${KILL_GRACE_MS / 1000} s after SIGTERM; SIGKILL`);
+    killGroup(server, 'SIGKILL');
   }
 }
 
@@ -120,14 +127,14 @@ async function cleanup() {
     browser = null;
     await Promise.race([b.close().catch(() => {}), sleep(KILL_GRACE_MS)]);
   }
-  await stopServer();
-  removeDataDir();
+  await Promise.all(servers.map((s) => stopServer(s)));
+  removeTempDirs();
 }
 
 // Last resort for abrupt exits: synchronous kill and removal.
 process.on('exit', () => {
-  killGroup('SIGKILL');
-  removeDataDir();
+  for (const s of servers) killGroup(s, 'SIGKILL');
+  removeTempDirs();
 });
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(sig, () => {
@@ -171,10 +178,10 @@ function probe(url) {
   });
 }
 
-async function waitForServer(base, logFile) {
+async function waitForServer(server, base, logFile) {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (childExited) {
+    if (server.exited) {
       throw new Error(`labfy exited before answering (see ${logFile}):\n${tail(logFile)}`);
     }
     const status = await probe(`${base}/`);
@@ -988,6 +995,429 @@ async function scenarioResources({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// ---------------------------------------------------------------------------
+// Local-model mode (SPEC M; seed LOCAL_MODEL_AGENT_RUNTIME_V1, « le scénario
+// navigateur » with a fake provider): a second `labfy up` in local-model
+// mode, its own data dir, port and runtime dir. The governor starts
+// fake-llama-server.py (a copy, as LABFY_LLAMA_SERVER) in place of
+// llama-server, with a tiny but valid GGUF file, exactly as it starts the
+// real one. The fake answers from a script this harness writes before each
+// step, and logs every request it gets.
+
+const FAKE_SERVER = path.join(HERE, 'fake-llama-server.py');
+const FAKE_INTERPRETER = '/usr/bin/python3'; // the fake's shebang
+const LOCAL_MODEL_ID = 'fake-model';
+const LOCAL_LABEL = `Agent local · ${LOCAL_MODEL_ID}`;
+const CONTRACT = 'labfy.agent_model_action.v1';
+const MODEL_START_TIMEOUT_MS = 30_000;
+const FAKE_DELAY_MS = 5_000; // the cancelled turn's late answer
+const LOCAL_QUESTION = 'Que contient cette enquête ?';
+const HOSTILE_FINAL = 'Synthèse : <img src=x onerror=window.__labfyPwned=1><script>window.__labfyPwned=1</script> fin.';
+
+function toolCallAnswer(tool, args) {
+  return JSON.stringify({ contract: CONTRACT, type: 'tool_call', tool_id: tool, arguments: args });
+}
+
+function finalAnswer(text) {
+  return JSON.stringify({ contract: CONTRACT, type: 'final', text });
+}
+
+// A minimal valid GGUF v3 file (llama architecture, 1 block, F32 tensors
+// of zeros, default 32-byte alignment): what the governor checks and
+// sizes before it starts "llama-server" (governor/src/gguf/testing.rs,
+// `ModelShape::tiny` and `model()`, smaller). Returns its bytes and SHA-256.
+function tinyGguf() {
+  const A = 'llama';
+  const [blocks, embd, heads, headsKv, ff, vocab, ctxTrain] = [1, 32, 4, 2, 64, 32, 2048];
+  const ALIGN = 32;
+  const TYPE = { U32: 4, STRING: 8, ARRAY: 9 };
+  const F32 = 0; // ggml type
+  const parts = [];
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); parts.push(b); };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); parts.push(b); };
+  const str = (s) => { const b = Buffer.from(s, 'utf8'); u64(b.length); parts.push(b); };
+  const kvs = [
+    ['general.architecture', TYPE.STRING, A],
+    ['general.name', TYPE.STRING, 'labfy browser test tiny llama'],
+    [`${A}.block_count`, TYPE.U32, blocks],
+    [`${A}.context_length`, TYPE.U32, ctxTrain],
+    [`${A}.embedding_length`, TYPE.U32, embd],
+    [`${A}.feed_forward_length`, TYPE.U32, ff],
+    [`${A}.attention.head_count`, TYPE.U32, heads],
+    [`${A}.attention.head_count_kv`, TYPE.U32, headsKv],
+    ['tokenizer.ggml.model', TYPE.STRING, 'llama'],
+    ['tokenizer.ggml.tokens', TYPE.ARRAY, Array.from({ length: vocab }, (_, i) => `<tok${i}>`)],
+  ];
+  const hd = embd / heads;
+  const [q, kv] = [hd * heads, hd * headsKv];
+  const tensors = [['token_embd.weight', [embd, vocab]]];
+  for (let i = 0; i < blocks; i++) {
+    tensors.push([`blk.${i}.attn_norm.weight`, [embd]], [`blk.${i}.attn_q.weight`, [embd, q]],
+      [`blk.${i}.attn_k.weight`, [embd, kv]], [`blk.${i}.attn_v.weight`, [embd, kv]],
+      [`blk.${i}.attn_output.weight`, [q, embd]], [`blk.${i}.ffn_norm.weight`, [embd]],
+      [`blk.${i}.ffn_gate.weight`, [embd, ff]], [`blk.${i}.ffn_up.weight`, [embd, ff]],
+      [`blk.${i}.ffn_down.weight`, [ff, embd]]);
+  }
+  tensors.push(['output_norm.weight', [embd]], ['output.weight', [embd, vocab]]);
+  parts.push(Buffer.from('GGUF'));
+  u32(3); // version
+  u64(tensors.length);
+  u64(kvs.length);
+  for (const [key, type, value] of kvs) {
+    str(key);
+    u32(type);
+    if (type === TYPE.U32) u32(value);
+    else if (type === TYPE.STRING) str(value);
+    else {
+      u32(TYPE.STRING); // array of strings
+      u64(value.length);
+      for (const s of value) str(s);
+    }
+  }
+  const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
+  let offset = 0; // within the data section
+  for (const [name, dims] of tensors) {
+    str(name);
+    u32(dims.length);
+    for (const d of dims) u64(d);
+    u32(F32);
+    u64(offset);
+    offset = alignUp(offset + 4 * dims.reduce((a, b) => a * b, 1));
+  }
+  const header = Buffer.concat(parts);
+  const bytes = Buffer.alloc(alignUp(header.length) + offset); // the data section: zeros
+  header.copy(bytes);
+  return { bytes, sha256: crypto.createHash('sha256').update(bytes).digest('hex') };
+}
+
+// The fake's control files, beside its copy (it gets no environment).
+function fakeControl(dir) {
+  const readJsonl = (file) => {
+    let text = '';
+    try {
+      text = fs.readFileSync(path.join(dir, file), 'utf8');
+    } catch {
+      return [];
+    }
+    return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+  };
+  let n = 0;
+  return {
+    dir,
+    // Writes a new script (a new generation, consumed from its first answer);
+    // returns the generation.
+    script(name, answers) {
+      n += 1;
+      const generation = `${name}-${n}-${Date.now().toString(36)}`;
+      const tmp = path.join(dir, 'script.json.tmp');
+      fs.writeFileSync(tmp, JSON.stringify({ generation, answers }));
+      fs.renameSync(tmp, path.join(dir, 'script.json'));
+      return generation;
+    },
+    requests: (generation) => readJsonl('requests.jsonl').filter((r) => r.generation === generation),
+    answers: (generation) => readJsonl('answers.jsonl').filter((r) => r.generation === generation),
+  };
+}
+
+async function waitFor(what, fn, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
+    await sleep(100);
+  }
+}
+
+function runLabfy(args, timeoutMs) {
+  return new Promise((resolve) => {
+    execFile(binPath, args, { timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env } }, (err, stdout, stderr) => {
+      resolve({ code: err ? (err.code ?? err.signal ?? 'error') : 0, out: `${stdout}${stderr}`.trim() });
+    });
+  });
+}
+
+// `labfy model start`, retried while the workspace server is not yet known
+// to the governor (labfy up answers `/` a moment before).
+async function modelStart(server, gguf, sha256) {
+  const deadline = Date.now() + MODEL_START_TIMEOUT_MS;
+  const args = ['model', 'start', '--runtime-dir', server.runtimeDir, '--gguf', gguf, '--sha256', sha256, '--ctx', '512'];
+  for (;;) {
+    const left = deadline - Date.now();
+    const r = await runLabfy(args, Math.max(1000, left));
+    if (r.code === 0) return r.out;
+    if (left <= 0 || server.exited || !/no (workspace server|governor) is running/.test(r.out)) {
+      throw new Error(`labfy model start failed (${r.code}): ${r.out.split('\n').slice(-3).join(' | ')} (see ${server.logFile})`);
+    }
+    await sleep(250);
+  }
+}
+
+// The second `labfy up`, the fake model started by its governor, and a
+// browser page of its own (its own cookies). Needs root: the governor puts
+// the model in a cgroup and in the server's network namespace.
+async function setupLocal() {
+  if (typeof process.getuid === 'function' && process.getuid() !== 0) {
+    return { skip: 'not root: the governor needs root to confine the model (cgroup, network namespace); CI runs as root' };
+  }
+  if (!fs.existsSync(FAKE_INTERPRETER)) throw new Error(`no ${FAKE_INTERPRETER}, the fake llama-server's interpreter`);
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-fake-'));
+  tempDirs.push(work);
+  const fakeDir = path.join(work, 'fake');
+  fs.mkdirSync(fakeDir, { mode: 0o700 });
+  const program = path.join(fakeDir, 'llama-server');
+  fs.copyFileSync(FAKE_SERVER, program);
+  fs.chmodSync(program, 0o755);
+  const fake = fakeControl(fakeDir);
+  fake.script('idle', []);
+  const gguf = tinyGguf();
+  const ggufPath = path.join(work, 'tiny.gguf');
+  fs.writeFileSync(ggufPath, gguf.bytes);
+  // On the server's own loopback (its network namespace holds nothing
+  // else); never 8080.
+  const modelPort = 19000 + (process.pid % 1000);
+  const server = await startLabfy('local-model', 'server-local.log', {
+    LABFY_LLAMA_SERVER: program,
+    LABFY_GOVERNOR_MODEL_PORT: String(modelPort),
+    LABFY_AGENT_MODE: 'local-model',
+    LABFY_AGENT_MODEL_ENDPOINT: `http://127.0.0.1:${modelPort}`,
+    LABFY_AGENT_MODEL_ID: LOCAL_MODEL_ID,
+    LABFY_AGENT_MODEL_TIMEOUT_SECONDS: '30',
+  });
+  const started = await modelStart(server, ggufPath, gguf.sha256);
+  console.log(`# ${started.split('\n')[0]}`);
+  // The governor ran the fake as llama-server: its arguments, and the model
+  // file it checked handed over as fd 3.
+  const launched = JSON.parse(fs.readFileSync(path.join(fakeDir, 'started.json'), 'utf8'));
+  const argv = launched.argv.join(' ');
+  assert(argv.startsWith(`-m /proc/self/fd/3 --host 127.0.0.1 --port ${modelPort} -c 512 `) && launched.argv.includes('--no-webui'),
+    `the fake was started with: ${argv}`);
+  assert(launched.model_magic === 'GGUF', `fd 3 of the fake starts with ${JSON.stringify(launched.model_magic)}`);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
+  const page = await context.newPage();
+  await page.addInitScript(installActiveWatch);
+  watch(page);
+  return { server, context, page, fake, model: { port: modelPort, sha256: gguf.sha256 } };
+}
+
+// Starts a local-model turn from the form; returns its id once the panel
+// shows it.
+async function startLocalTurn(page, question) {
+  await page.waitForSelector(`${tid('agent-mode')}[data-mode="local_model"][data-ready="true"]`, { timeout: STEP_TIMEOUT_MS });
+  await waitAgentIdle(page);
+  const prev = (await panelData(page)).turnId ?? '';
+  await page.fill(tid('agent-question'), question, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('agent-exclusions'), '', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-run'), { timeout: STEP_TIMEOUT_MS });
+  const started = await page.waitForFunction((previous) => {
+    const panel = document.querySelector('[data-testid="agent-panel"]');
+    const note = document.querySelector('[data-testid="agent-form-status"]');
+    if (panel.dataset.turnId && panel.dataset.turnId !== previous) return { turnId: panel.dataset.turnId };
+    if (note && note.dataset.kind === 'error') return { error: note.textContent };
+    return false;
+  }, prev, { timeout: STEP_TIMEOUT_MS }).then((h) => h.jsonValue());
+  assert(!started.error, `starting the turn failed: ${started.error}`);
+  return started.turnId;
+}
+
+// Waits until the panel shows turn `turnId` ended (and, after a click on
+// « Annuler », the cancel's answer).
+async function waitTurnEnded(page, turnId) {
+  return page.waitForFunction(([id, busy]) => {
+    const panel = document.querySelector('[data-testid="agent-panel"]');
+    if (panel.dataset.turnId !== id || busy.includes(panel.dataset.turnStatus)) return false;
+    if (panel.dataset.cancel === 'pending') return false;
+    return { status: panel.dataset.turnStatus, cancel: panel.dataset.cancel };
+  }, [turnId, AGENT_BUSY], { timeout: AGENT_TURN_TIMEOUT_MS }).then((h) => h.jsonValue());
+}
+
+// The first investigation of the page's workspace, from the API.
+async function firstInvestigation(page) {
+  return page.evaluate(async () => {
+    const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
+    const invs = await (await fetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
+    return invs.investigations[0].id;
+  });
+}
+
+// Every request the runtime sent: the configured model, no streaming,
+// constrained decoding (response_format), the system prompt first.
+function assertModelRequest(req, where) {
+  const b = req.body;
+  assert(b.model === LOCAL_MODEL_ID && b.stream === false, `${where}: model ${JSON.stringify(b.model)}, stream ${b.stream}`);
+  assert(b.response_format && b.response_format.type === 'json_schema' && b.response_format.json_schema,
+    `${where}: no response_format json_schema: ${JSON.stringify(b.response_format)?.slice(0, 200)}`);
+  assert(Array.isArray(b.messages) && b.messages[0]?.role === 'system' && b.messages[1]?.role === 'user',
+    `${where}: messages start ${JSON.stringify((b.messages ?? []).slice(0, 2).map((m) => m.role))}`);
+}
+
+async function runtimeEventsOf(page, turnId) {
+  return (await runtimeEvents(page, 0)).events.filter((e) => e.turn_id === turnId);
+}
+
+// A tool call on the investigation the model was shown, its result sent
+// back as UNTRUSTED_DATA, then a final answer holding hostile HTML: the
+// panel shows the card, its result and the summary as text.
+async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  // The governor runs the model it admitted, beside the server (SPEC M11).
+  const res = await page.evaluate(async () => (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json());
+  const m = res.state?.model;
+  assert(res.available === true && m && m.state === 'ready' && m.endpoint === `http://127.0.0.1:${model.port}`
+    && m.spec?.sha256 === model.sha256 && m.estimate?.architecture === 'llama' && typeof m.reservation === 'string',
+  `the governor's model: ${JSON.stringify(m)?.slice(0, 300)}`);
+  const st = await page.evaluate(async () => (await fetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' })).json());
+  assert(st.driver === 'local_model' && st.ready === true && st.closed === false && st.detail === null && st.label === LOCAL_LABEL,
+    `runtime status: ${JSON.stringify(st)}`);
+  await page.waitForSelector(`${tid('agent-mode')}[data-mode="local_model"][data-ready="true"]`, { timeout: STEP_TIMEOUT_MS });
+  const mode = (await textOf(page, tid('agent-mode'))).trim();
+  assert(mode === LOCAL_LABEL, `the mode line is ${JSON.stringify(mode)}`);
+
+  const gen = fake.script('tool-final', [
+    { content: toolCallAnswer('investigation.get_overview', { investigation_id: '{{investigation}}' }) },
+    { content: finalAnswer(HOSTILE_FINAL) },
+  ]);
+  const turnId = await startLocalTurn(page, LOCAL_QUESTION);
+  const end = await waitTurnEnded(page, turnId);
+  const api = await runtimeTurn(page, turnId);
+  assert(end.status === 'COMPLETED', `the turn ended ${end.status}: ${api.body.error}`);
+  const t = api.body;
+  assert(t.status === 'COMPLETED' && t.driver === 'local_model' && t.model === LOCAL_MODEL_ID, `runtime turn: ${JSON.stringify(t)}`);
+  assert(t.rounds === 2 && t.tool_calls === 1 && t.repairs === 0, `rounds ${t.rounds}, tool calls ${t.tool_calls}, repairs ${t.repairs}`);
+  assert(t.summary === HOSTILE_FINAL, `runtime summary: ${JSON.stringify(t.summary)}`);
+
+  // What the fake was sent: the investigation it was shown, its own tool
+  // call replayed, the tool's result marked UNTRUSTED_DATA.
+  const inv = await firstInvestigation(page);
+  const reqs = fake.requests(gen);
+  assert(reqs.length === 2, `the fake got ${reqs.length} request(s)`);
+  reqs.forEach((r, i) => assertModelRequest(r, `request ${i + 1}`));
+  const first = reqs[0].body.messages[1].content;
+  assert(first.includes(LOCAL_QUESTION) && first.includes(`Enquête : ${inv}`), `first user message: ${JSON.stringify(first)}`);
+  const msgs = reqs[1].body.messages;
+  const replayed = JSON.parse(msgs[msgs.length - 2].content);
+  assert(msgs[msgs.length - 2].role === 'assistant' && replayed.tool_id === 'investigation.get_overview'
+    && replayed.arguments.investigation_id === inv, `the tool call replayed: ${msgs[msgs.length - 2].content}`);
+  const result = JSON.parse(msgs[msgs.length - 1].content);
+  assert(msgs[msgs.length - 1].role === 'user' && result.trust === 'UNTRUSTED_DATA'
+    && result.tool_id === 'investigation.get_overview' && result.status === 'COMPLETED',
+  `the tool result sent to the model: ${msgs[msgs.length - 1].content.slice(0, 300)}`);
+  assert(msgs[msgs.length - 1].content.includes('"trust":"UNTRUSTED_DATA"'), 'the tool result is not marked "trust":"UNTRUSTED_DATA"');
+
+  // The panel: status, counters, the card and its result, the summary as text.
+  assert((await textOf(page, tid('agent-turn-status'))).trim() === 'terminé', 'the status pill does not say « terminé »');
+  const counters = await page.$eval(tid('agent-turn-counters'), (el) => ({ ...el.dataset, text: el.textContent }));
+  assert(counters.driver === 'local_model' && counters.toolCalls === '1' && counters.repairs === '0' && counters.text.startsWith(`${LOCAL_LABEL} — `),
+    `counters: ${JSON.stringify(counters)}`);
+  const cards = await cardsOf(page);
+  assert(cards.length === 1 && cards[0].tool === 'investigation.get_overview' && cards[0].status === 'COMPLETED' && cards[0].resultId,
+    `cards: ${JSON.stringify(cards.map(({ tool, status }) => ({ tool, status })))}`);
+  const card = await openCard(page, 'investigation.get_overview');
+  const shown = await card.locator(tid('agent-result')).getAttribute('data-result-id');
+  assert(shown === cards[0].resultId, `the card's result box shows ${shown}, not ${cards[0].resultId}`);
+  const artifacts = (await card.locator(tid('agent-artifact-text')).allTextContents()).join('\n');
+  assert(artifacts.trim().length > 0, 'the result shows no artifact');
+  await page.waitForSelector(`${tid('agent-summary-box')}:not([hidden]) ${tid('agent-summary')}[data-status="COMPLETED"]`, { timeout: STEP_TIMEOUT_MS });
+  const summary = await textOf(page, tid('agent-summary'));
+  assert(summary === HOSTILE_FINAL, `the summary shows ${JSON.stringify(summary)}`);
+  const active = await page.$$eval(`${agentPanel} :is(img, script, iframe, object, embed, svg)`, (els) => els.map((e) => e.tagName));
+  assert(active.length === 0, `agent panel contains elements: ${active.join(', ')}`);
+  await sleep(300); // a would-be onerror handler's chance to fire
+  const rtKinds = (await runtimeEventsOf(page, turnId)).map((e) => e.kind);
+  for (const kind of ['turn.queued', 'turn.running', 'tool.call', 'tool.result', 'turn.completed']) {
+    assert(rtKinds.includes(kind), `runtime events lack ${kind}: ${rtKinds.join(', ')}`);
+  }
+  await waitAgentIdle(page);
+  const shot = path.join(outDir, 'agent-local.png');
+  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  await assertNothingActive(page, 'local model: hostile final answer');
+  assertNoNewEvents(before);
+}
+
+// Prose, then (after the one repair) a Markdown fence: MODEL_PROTOCOL_ERROR,
+// said in words, one repair, no tool run.
+async function scenarioLocalInvalidJson({ page, base, fake }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const gen = fake.script('invalid-json', [
+    { content: 'Voici ce que je propose : lire la vue d’ensemble, puis conclure.' },
+    { content: `\`\`\`json\n${finalAnswer('Réponse dans un bloc Markdown')}\n\`\`\`` },
+  ]);
+  const turnId = await startLocalTurn(page, LOCAL_QUESTION);
+  const end = await waitTurnEnded(page, turnId);
+  const t = (await runtimeTurn(page, turnId)).body;
+  assert(end.status === 'MODEL_PROTOCOL_ERROR' && t.status === 'MODEL_PROTOCOL_ERROR', `the turn ended ${end.status} (runtime ${t.status}: ${t.error})`);
+  assert(t.repairs === 1 && t.tool_calls === 0 && t.rounds === 2 && t.summary === null, `runtime turn: ${JSON.stringify(t)}`);
+  assert(typeof t.error === 'string' && t.error.length > 0, 'the runtime turn has no error text');
+  assert((await textOf(page, tid('agent-turn-status'))).trim() === 'erreur de protocole du modèle', 'the status pill does not say « erreur de protocole du modèle »');
+  await page.waitForSelector(`${tid('agent-summary-box')}:not([hidden]) ${tid('agent-summary')}[data-status="MODEL_PROTOCOL_ERROR"]`, { timeout: STEP_TIMEOUT_MS });
+  const sentence = (await textOf(page, tid('agent-summary'))).trim();
+  assert(sentence === `Le modèle n’a pas respecté le format de réponse : ${t.error}`, `the panel says ${JSON.stringify(sentence)}`);
+  const counters = await page.$eval(tid('agent-turn-counters'), (el) => ({ ...el.dataset }));
+  assert(counters.repairs === '1' && counters.toolCalls === '0', `counters: ${JSON.stringify(counters)}`);
+  assert((await cardsOf(page)).length === 0, 'a tool card is shown for a turn that ran no tool');
+  // The repair went back to the model: its bad answer, then the request to fix it.
+  const reqs = fake.requests(gen);
+  assert(reqs.length === 2, `the fake got ${reqs.length} request(s)`);
+  reqs.forEach((r, i) => assertModelRequest(r, `request ${i + 1}`));
+  const msgs = reqs[1].body.messages;
+  assert(msgs.length === 4 && msgs[2].role === 'assistant' && msgs[2].content.startsWith('Voici ce que je propose')
+    && msgs[3].role === 'user', `the repair request: ${JSON.stringify(msgs.slice(2).map((m) => [m.role, m.content.slice(0, 80)]))}`);
+  const rtKinds = (await runtimeEventsOf(page, turnId)).map((e) => e.kind);
+  assert(rtKinds.filter((k) => k === 'model.repair').length === 1 && !rtKinds.includes('tool.call'), `runtime events: ${rtKinds.join(', ')}`);
+  await waitAgentIdle(page);
+  await assertNothingActive(page, 'local model: invalid JSON');
+  assertNoNewEvents(before);
+}
+
+// The model takes its time; « Annuler » while its request is in flight:
+// CANCELLED, and its late answer changes nothing.
+async function scenarioLocalCancel({ page, base, fake }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const gen = fake.script('cancel', [{ content: finalAnswer('Réponse tardive du modèle'), delay_ms: FAKE_DELAY_MS }]);
+  const turnId = await startLocalTurn(page, LOCAL_QUESTION);
+  await waitFor('the fake receiving the request', () => fake.requests(gen).length >= 1, STEP_TIMEOUT_MS);
+  const running = (await runtimeTurn(page, turnId)).body;
+  assert(running.status === 'RUNNING', `while the model thinks the turn is ${running.status}`);
+  await page.waitForSelector(`${tid('agent-cancel')}:visible`, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-cancel'), { timeout: STEP_TIMEOUT_MS });
+  const end = await waitTurnEnded(page, turnId);
+  assert(end.status === 'CANCELLED' && end.cancel === 'done', `after « Annuler » the turn is ${end.status} (cancel ${end.cancel})`);
+  assert(fake.answers(gen).length === 0, 'the model had already answered: the cancel did not find its request in flight');
+  const t = (await runtimeTurn(page, turnId)).body;
+  assert(t.status === 'CANCELLED' && typeof t.error === 'string' && t.error.length > 0, `runtime turn: ${JSON.stringify(t)}`);
+  assert((await textOf(page, tid('agent-turn-status'))).trim() === 'annulé', 'the status pill does not say « annulé »');
+  const sentence = (await textOf(page, tid('agent-summary'))).trim();
+  assert(sentence === `Tour annulé : ${t.error}`, `the panel says ${JSON.stringify(sentence)}`);
+  assert((await textOf(page, tid('agent-form-status'))).trim() === 'Tour annulé.', 'the form does not say the turn was cancelled');
+  assert(!(await page.isVisible(tid('agent-cancel'))), 'Annuler is still offered on a cancelled turn');
+
+  // The late answer: written (or refused by a closed connection), ignored.
+  const late = await waitFor('the fake\'s late answer', () => fake.answers(gen)[0], FAKE_DELAY_MS + STEP_TIMEOUT_MS);
+  await sleep(1500); // a poll or two of the panel, and the runtime's chance to misuse it
+  console.log(`# cancel (local model): the late answer was ${late.delivered ? 'written to the dropped connection' : `refused (${late.error})`}; ignored`);
+  const after = (await runtimeTurn(page, turnId)).body;
+  assert(after.status === 'CANCELLED' && after.summary === null && after.tool_calls === 0 && after.rounds === t.rounds && after.error === t.error,
+    `after the late answer: ${JSON.stringify(after)}`);
+  const kinds = (await runtimeEventsOf(page, turnId)).map((e) => e.kind);
+  const cut = kinds.indexOf('turn.cancelled');
+  assert(cut >= 0 && kinds.slice(cut + 1).length === 0 && !kinds.includes('model.answer') && !kinds.includes('turn.completed'),
+    `runtime events: ${kinds.join(', ')}`);
+  assert((await panelData(page)).turnStatus === 'CANCELLED', 'the panel left CANCELLED');
+  assert((await textOf(page, tid('agent-summary'))).trim() === sentence, 'the panel\'s sentence changed after the late answer');
+  assert(!(await textOf(page, agentPanel)).includes('Réponse tardive'), 'the late answer shows in the panel');
+  assert((await cardsOf(page)).length === 0, 'a tool card is shown for a cancelled turn');
+  assert(fake.requests(gen).length === 1, `the runtime asked the model ${fake.requests(gen).length} times`);
+  await waitAgentIdle(page);
+  await assertNothingActive(page, 'local model: cancel');
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -1000,6 +1430,11 @@ const SCENARIOS = [
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
   ['a lost session is reported in words, and a reload recovers', scenarioSessionLost],
+  // On the second `labfy up`, in local-model mode with the fake provider.
+  ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
+    scenarioLocalToolAndHostileFinal, { local: true }],
+  ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true }],
+  ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true }],
 ];
 
 const screenshots = [];
@@ -1007,30 +1442,40 @@ const screenshots = [];
 // ---------------------------------------------------------------------------
 // Main
 
-async function main() {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-'));
+// Starts `labfy up` on a fresh data dir and a free port, in its own process
+// group, its output in `logName` under the output dir; resolves once it
+// answers `/`.
+async function startLabfy(name, logName, extraEnv = {}) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `labfy-browser-${name}-`));
+  tempDirs.push(dataDir);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const logFile = path.join(outDir, 'server.log');
+  const logFile = path.join(outDir, logName);
   const log = fs.openSync(logFile, 'w');
   const runtimeDir = path.join(dataDir, '.run');
-  console.log(`# labfy: ${binPath} up --data-dir ${dataDir} --port ${port} --runtime-dir ${runtimeDir}`);
-  child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port), '--runtime-dir', runtimeDir], {
+  const server = { name, child: null, exited: false, dataDir, runtimeDir, base, logFile };
+  servers.push(server);
+  console.log(`# ${name}: ${binPath} up --data-dir ${dataDir} --port ${port} --runtime-dir ${runtimeDir}`);
+  server.child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port), '--runtime-dir', runtimeDir], {
     detached: true, // own process group, so its supervised children go too
     stdio: ['ignore', log, log],
-    env: { ...process.env, RUST_BACKTRACE: '1' },
+    env: { ...process.env, RUST_BACKTRACE: '1', ...extraEnv },
   });
   fs.closeSync(log);
-  child.on('exit', () => {
-    childExited = true;
+  server.child.on('exit', () => {
+    server.exited = true;
   });
-  child.on('error', (err) => {
-    childExited = true;
-    console.error(`# cannot start labfy: ${err.message}`);
+  server.child.on('error', (err) => {
+    server.exited = true;
+    console.error(`# cannot start labfy (${name}): ${err.message}`);
   });
+  await waitForServer(server, base, logFile);
+  console.log(`# ${name}: server answers on ${base}`);
+  return server;
+}
 
-  await waitForServer(base, logFile);
-  console.log(`# server answers on ${base}`);
+async function main() {
+  const { base } = await startLabfy('demo', 'server.log');
 
   browser = await chromium.launch({
     executablePath: chromiumPath,
@@ -1049,9 +1494,31 @@ async function main() {
   console.log(`1..${SCENARIOS.length}`);
   let passed = 0;
   let failed = 0;
-  for (const [name, fn] of SCENARIOS) {
+  let skipped = 0;
+  let local = null; // the local-model setup, made once, before its first scenario
+  for (const [name, fn, opts = {}] of SCENARIOS) {
+    let ctx = { page, context, base };
+    if (opts.local) {
+      if (!local) {
+        const t0 = Date.now();
+        local = await setupLocal().catch((err) => ({ error: err }));
+        if (!local.skip && !local.error) console.log(`# local-model: ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      }
+      if (local.skip) {
+        console.log(`ok - ${name} # SKIP ${local.skip}`);
+        skipped += 1;
+        continue;
+      }
+      if (local.error) {
+        const reason = String(local.error && local.error.message ? local.error.message : local.error).split('\n')[0];
+        console.log(`not ok - ${name}: local-model setup failed: ${reason}`);
+        failed += 1;
+        continue;
+      }
+      ctx = { page: local.page, context: local.context, base: local.server.base, fake: local.fake, model: local.model };
+    }
     try {
-      await fn({ page, context, base });
+      await fn(ctx);
       console.log(`ok - ${name}`);
       passed += 1;
     } catch (err) {
@@ -1059,8 +1526,8 @@ async function main() {
       console.log(`not ok - ${name}: ${reason}`);
       failed += 1;
       try {
-        const shot = path.join(outDir, `failure-${passed + failed}.png`);
-        await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+        const shot = path.join(outDir, `failure-${passed + failed + skipped}.png`);
+        await ctx.page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
         console.log(`# failure screenshot: ${shot}`);
       } catch {
         // nothing more to show
@@ -1068,8 +1535,8 @@ async function main() {
     }
   }
   for (const shot of screenshots) console.log(`# screenshot: ${shot}`);
-  console.log(`# server log: ${logFile}`);
-  console.log(`browser: ${passed} passed, ${failed} failed`);
+  for (const s of servers) console.log(`# server log (${s.name}): ${s.logFile}`);
+  console.log(`browser: ${passed} passed, ${failed} failed, ${skipped} skipped`);
   return failed === 0;
 }
 

@@ -2171,7 +2171,11 @@ async function agentStart(ev) {
   if (turn) {
     agentSetRuntimeTurn(turn, gwFrom);
     const status = String(turn.status ?? '');
-    agent.formNote = { kind: 'ok', text: () => t('agent_started', { status: enumLabel('turn', status) }) };
+    // The note follows the turn: it reads its current status at each render.
+    agent.formNote = {
+      kind: 'ok',
+      text: () => t('agent_started', { status: enumLabel('turn', String(agent.rt?.status ?? status)) }),
+    };
   }
   renderAgent();
   agentKick();
