@@ -279,9 +279,26 @@ struct State {
     closed: bool,
 }
 
+/// How a runtime drives the local model ([`AgentRuntime::start_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Send the action schema as `response_format` with every model request
+    /// (constrained decoding). On by default; off only to measure what the
+    /// constraint buys (`labfy bench runtime`). Either way the protocol
+    /// parser checks every answer (M5).
+    pub constrained: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self { constrained: true }
+    }
+}
+
 struct Inner {
     gateway: Arc<AgentGateway>,
     model: Option<LocalModelClient>,
+    options: RuntimeOptions,
     state: Mutex<State>,
     /// Wakes the worker: a job was queued, the runtime closed, or it is gone.
     wake: Arc<Notify>,
@@ -342,11 +359,50 @@ impl AgentRuntime {
     /// (else the demo agent), and its worker spawned on the current tokio
     /// runtime (it panics outside one, like `tokio::spawn`).
     pub fn start(gateway: Arc<AgentGateway>, model: Option<LocalModelClient>) -> Self {
+        Self::start_with(gateway, model, RuntimeOptions::default())
+    }
+
+    /// [`start`](Self::start) with explicit [`RuntimeOptions`].
+    pub fn start_with(gateway: Arc<AgentGateway>, model: Option<LocalModelClient>, options: RuntimeOptions) -> Self {
         let wake = Arc::new(Notify::new());
-        let rt =
-            Self { inner: Arc::new(Inner { gateway, model, state: Mutex::new(State::default()), wake: wake.clone() }) };
+        let state = Mutex::new(State::default());
+        let rt = Self { inner: Arc::new(Inner { gateway, model, options, state, wake: wake.clone() }) };
         tokio::spawn(worker(Arc::downgrade(&rt.inner), wake));
         rt
+    }
+
+    /// The request of a local-model turn's first round on `question`, built
+    /// as the worker builds it (system prompt with the tools offered in
+    /// `scope` and `env`, the question, the first round's schema as
+    /// `response_format` unless the runtime is unconstrained), and the ids
+    /// shown to the model so far. For `labfy bench runtime`, which times this
+    /// round against the same request sent to the model server directly.
+    #[doc(hidden)]
+    pub fn first_round_request(
+        &self,
+        scope: Scope,
+        env: &Environment,
+        question: &str,
+        investigation: &str,
+        exclusions: &[String],
+    ) -> (ChatRequest, HashSet<String>) {
+        let offered = offered_tools(&self.inner.gateway, scope, env);
+        let known: HashSet<String> = HashSet::from([investigation.to_owned()]);
+        let messages = opening_messages(&offered, question, investigation, exclusions);
+        let schema = ActionSchema::tools_only(offered.iter().copied(), &known);
+        (self.round_request(messages, &schema), known)
+    }
+
+    /// One round's request: `messages`, the answer bounds, and `schema` as
+    /// `response_format` when the runtime is constrained.
+    fn round_request(&self, messages: Vec<ChatMessage>, schema: &ActionSchema) -> ChatRequest {
+        ChatRequest {
+            messages,
+            max_tokens: Some(MAX_ANSWER_TOKENS),
+            temperature: Some(0.0),
+            seed: Some(1),
+            response_format: self.inner.options.constrained.then(|| schema.response_format()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -793,13 +849,9 @@ impl AgentRuntime {
         let investigation = opened.investigation_id.to_string();
         self.update(id, |t| t.gateway_turn_id = Some(gw_turn));
         let catalog = self.inner.gateway.catalog();
-        let offered: Vec<_> =
-            catalog.tools().iter().filter(|tool| tool.availability(scope.class, &env).is_available()).collect();
+        let offered = offered_tools(&self.inner.gateway, scope, &env);
         let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
-        let mut messages = vec![
-            ChatMessage::system(system_prompt(&offered)),
-            ChatMessage::user(user_prompt(&t.question, &investigation, &t.exclusions)),
-        ];
+        let mut messages = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
         let mut repaired = false;
         let mut last_failure: Option<(String, String)> = None;
         loop {
@@ -828,13 +880,7 @@ impl AgentRuntime {
             } else {
                 ActionSchema::with_known_refs(offered.iter().copied(), &known)
             };
-            let request = ChatRequest {
-                messages: messages.clone(),
-                max_tokens: Some(MAX_ANSWER_TOKENS),
-                temperature: Some(0.0),
-                seed: Some(1),
-                response_format: Some(schema.response_format()),
-            };
+            let request = self.round_request(messages.clone(), &schema);
             let answer = match self.chat(id, &client, &request).await {
                 Ok(a) => a,
                 Err(o) => return o,
@@ -995,13 +1041,7 @@ impl AgentRuntime {
             )),
         ];
         self.update(id, |t| t.rounds += 1);
-        let request = ChatRequest {
-            messages,
-            max_tokens: Some(MAX_ANSWER_TOKENS),
-            temperature: Some(0.0),
-            seed: Some(1),
-            response_format: Some(schema.response_format()),
-        };
+        let request = self.round_request(messages, &schema);
         let catalog = self.inner.gateway.catalog();
         match self.chat(id, &client, &request).await {
             Ok(a) if !a.is_truncated() => match protocol::parse_action(&a.content, catalog) {
@@ -1116,6 +1156,24 @@ fn refs_in_text(text: &str, known: &HashSet<String>) -> Vec<ObjectRef> {
     out
 }
 
+/// The tools offered to the model in `scope` and `env`.
+fn offered_tools<'a>(gateway: &'a AgentGateway, scope: Scope, env: &Environment) -> Vec<&'a labfy_gateway::Tool> {
+    gateway.catalog().tools().iter().filter(|tool| tool.availability(scope.class, env).is_available()).collect()
+}
+
+/// A local-model turn's first two messages: the system prompt and the question.
+fn opening_messages(
+    offered: &[&labfy_gateway::Tool],
+    question: &str,
+    investigation: &str,
+    exclusions: &[String],
+) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system(system_prompt(offered)),
+        ChatMessage::user(user_prompt(question, investigation, exclusions)),
+    ]
+}
+
 fn context_bytes(messages: &[ChatMessage]) -> usize {
     messages.iter().map(|m| m.content.len()).sum()
 }
@@ -1146,4 +1204,50 @@ fn system_prompt(tools: &[&labfy_gateway::Tool]) -> String {
 fn user_prompt(question: &str, investigation: &str, exclusions: &[String]) -> String {
     let excl = if exclusions.is_empty() { "aucune".to_owned() } else { exclusions.join(" ; ") };
     format!("Question de l'analyste : {question}\nEnquête : {investigation}\nExclusions : {excl}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly by design
+
+    use labfy_gateway::DirectBackend;
+    use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
+    use labfy_store::{Store, WorkspaceClass};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_round_request_carries_the_schema_unless_unconstrained() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let SpecimenOutcome::Created { workspace, investigation, .. } =
+            specimen::generate(&mut store, SpecimenSpec { seed: 1, size: 50 }, &mut |_, _| {}).unwrap()
+        else {
+            panic!("no SPECIMEN")
+        };
+        let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(store))).unwrap());
+        let scope = Scope { workspace: workspace.id(), class: WorkspaceClass::Specimen };
+        let env = Environment::offline("test");
+        let inv = investigation.to_string();
+        let q = "Quels liens entre Tessera Logistique et Léa Martin ?";
+
+        let constrained = AgentRuntime::start(gw.clone(), None);
+        let (request, known) = constrained.first_round_request(scope, &env, q, &inv, &[]);
+        assert_eq!(known, HashSet::from([inv.clone()]));
+        assert_eq!(request.messages.len(), 2);
+        assert!(request.messages[0].content.starts_with("Tu es l'agent d'analyse de Labfy"));
+        assert!(request.messages[1].content.contains(q) && request.messages[1].content.contains(&inv));
+        assert_eq!(
+            (request.max_tokens, request.temperature, request.seed),
+            (Some(MAX_ANSWER_TOKENS), Some(0.0), Some(1))
+        );
+        let offered = offered_tools(&gw, scope, &env);
+        let schema = ActionSchema::tools_only(offered.iter().copied(), &known);
+        assert_eq!(request.response_format, Some(schema.response_format()));
+
+        let free = AgentRuntime::start_with(gw, None, RuntimeOptions { constrained: false });
+        let (unconstrained, _) = free.first_round_request(scope, &env, q, &inv, &[]);
+        assert_eq!(unconstrained.response_format, None);
+        assert_eq!(unconstrained.messages, request.messages);
+    }
 }

@@ -126,6 +126,10 @@ enum BenchWhat {
     Gateway(crate::bench_gateway::GatewayBenchArgs),
     /// The Resource Governor: sampling cost, admission, GGUF header parse.
     Governor(crate::bench_governor::GovernorBenchArgs),
+    /// The agent runtime against a real llama-server: one round's overhead
+    /// against the bare request, rounds and repairs per turn with and
+    /// without `response_format`.
+    Runtime(crate::bench_runtime::RuntimeBenchArgs),
 }
 
 /// A failure to report: a sentence and an exit code.
@@ -195,6 +199,7 @@ pub fn main() -> ExitCode {
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
         Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),
         Command::Bench { what: BenchWhat::Governor(args) } => crate::bench_governor::governor(args),
+        Command::Bench { what: BenchWhat::Runtime(args) } => crate::bench_runtime::runtime(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_gateway;
 mod bench_governor;
+mod bench_runtime;
 mod cli;
 mod governor_cli;
 mod jail;
