@@ -68,28 +68,29 @@ const MAX_BARE_RESPONSE_BYTES: usize = 1024 * 1024;
 /// The question of the overhead measurement (and the first of the set).
 const OVERHEAD_QUESTION: usize = 0;
 
-/// The fixed question set: companies, domains, people, links, and a few
-/// requests to prepare web research (names from SPECIMEN seed 1).
+/// The fixed question set: companies, domains, people, links, and a
+/// request to prepare web research every fifth question, so that
+/// `--questions 10` keeps two of them (names from SPECIMEN seed 1).
 const QUESTIONS: [&str; 20] = [
     "Quels liens entre Tessera Logistique SAS et Léa Martin ?",
     "Donne-moi une vue d'ensemble de l'enquête : entités principales et pièces récentes.",
     "Quelles pièces mentionnent Nordlys Logistique BV ?",
     "Qui est Camille Martin et à quelles sociétés est-elle liée ?",
+    "Prépare une recherche web sur Orphée Logistique SAS et son domaine orphee-logistique.example, sans réseaux sociaux.",
     "Quels domaines sont rattachés à Brisach Logistique LLC ?",
     "Que sait-on du domaine nordlys-logistique.example ?",
     "Quelles personnes apparaissent avec Dunmore Logistique SA dans les pièces ?",
     "D'où vient la pièce la plus récente de l'enquête ? Retrace sa provenance.",
+    "Prépare une recherche web pour vérifier l'immatriculation de Solvane Logistique GmbH.",
     "Quelles sociétés partagent un domaine ou une adresse e-mail avec Azurel Logistique OÜ ?",
     "Hugo Martin est-il lié à Esterel Logistique SA ? Cite les pièces.",
     "Quelles entités sont les plus citées dans l'enquête ?",
     "Résume ce que les pièces disent de Calypso Logistique SA.",
+    "Prépare une recherche sur le web au sujet de Lucas Martin et de Dunmore Logistique SA.",
     "Qui utilise l'adresse lea.martin@calypso-logistique.example ?",
     "Quels liens entre Kestrel Logistique SAS et Kestrel Trading SA ?",
     "Quelles pièces parlent d'une cession de parts sociales ?",
     "Quels sont les voisins de Valmont Logistique OÜ dans le graphe ?",
-    "Prépare une recherche web sur Orphée Logistique SAS et son domaine orphee-logistique.example, sans réseaux sociaux.",
-    "Prépare une recherche web pour vérifier l'immatriculation de Solvane Logistique GmbH.",
-    "Prépare une recherche sur le web au sujet de Lucas Martin et de Dunmore Logistique SA.",
     "Prépare une recherche web sur nordlys-logistique.example à partir de la pièce la plus récente.",
 ];
 
@@ -106,8 +107,11 @@ pub struct RuntimeBenchArgs {
     /// SPECIMEN size in evidence items (the questions name seed 1's entities).
     #[arg(long, default_value_t = 2_000)]
     size: u64,
-    /// Seconds one model request may take (the client's timeout).
-    #[arg(long, default_value_t = 300)]
+    /// Seconds one model request may take (the client's timeout). Generous:
+    /// a 768-token answer without the schema has taken over 300 s on a
+    /// shared 2-core machine, and a timeout measures the machine, not the
+    /// protocol.
+    #[arg(long, default_value_t = 600)]
     timeout: u64,
     /// The llama-server program.
     #[arg(long, env = "LABFY_LLAMA_SERVER")]
