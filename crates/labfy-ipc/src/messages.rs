@@ -462,7 +462,21 @@ pub mod governor {
 
 /// Workspace server ↔ egress. Grant-checked fetches join in their issue.
 pub mod egress {
+    //! Server ↔ egress (SPEC E1–E6, P4). Egress is the only process with a
+    //! network, and its only path out is Tor (arti). Every fetch names the
+    //! workspace, the campaign and the grant; egress re-checks the grant in
+    //! the store itself (read-only) before any stream opens.
     use super::*;
+
+    /// Longest URL a fetch may name, in bytes.
+    pub const MAX_URL_BYTES: usize = 2048;
+    /// Largest body egress returns, in bytes (base64 keeps the frame under
+    /// [`crate::frame::MAX_FRAME_BYTES`]).
+    pub const MAX_BODY_BYTES: u64 = 512 * 1024;
+    /// Most redirects one fetch follows (each hop re-checked against scope).
+    pub const MAX_REDIRECTS: u8 = 5;
+    /// Most response headers kept in provenance.
+    pub const MAX_KEPT_HEADERS: usize = 16;
 
     /// What the server asks egress.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -470,6 +484,125 @@ pub mod egress {
     pub enum EgressRequest {
         /// Is egress alive (and is Tor bootstrapped)?
         Health {},
+        /// Tor bootstrap state and activity, for the UI.
+        Status {},
+        /// One passive fetch under a grant, for a campaign.
+        Fetch(FetchRequest),
+        /// A grant was revoked: stop its in-flight and queued fetches now.
+        StopGrant {
+            /// The grant's workspace.
+            workspace_id: String,
+            /// `grant:<uuid>`.
+            grant_id: String,
+        },
+        /// A campaign ended: forget its isolation token.
+        EndCampaign {
+            /// The campaign's workspace.
+            workspace_id: String,
+            /// `campaign:<uuid>`.
+            campaign_id: String,
+        },
+    }
+
+    /// HTTP methods egress knows (SPEC E2: passive only).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "UPPERCASE")]
+    pub enum FetchMethod {
+        /// `GET`.
+        Get,
+        /// `HEAD`.
+        Head,
+    }
+
+    /// One fetch (SPEC E2, E3).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct FetchRequest {
+        /// The workspace the campaign belongs to (UUID).
+        pub workspace_id: String,
+        /// `campaign:<uuid>`: the isolation token is per campaign (E4).
+        pub campaign_id: String,
+        /// `grant:<uuid>`: re-checked by egress in the store (E3).
+        pub grant_id: String,
+        /// An absolute `http` or `https` URL.
+        pub url: String,
+        /// `GET` or `HEAD`.
+        pub method: FetchMethod,
+    }
+
+    /// How a fetch ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum FetchStatus {
+        /// A response was received within bounds (any HTTP status).
+        Fetched,
+        /// Refused before any stream opened (grant, scope, URL, budget).
+        Refused,
+        /// Tor is down, not bootstrapped, or the circuit failed (E6).
+        Unavailable,
+        /// The far side misbehaved (bounds, timeout, malformed HTTP, TLS).
+        Failed,
+        /// Stopped by a revocation while in flight or queued.
+        Stopped,
+    }
+
+    /// What one fetch produced: the provenance of the evidence it becomes
+    /// (SPEC E5) or the reason it produced nothing.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct FetchOutcome {
+        /// How it ended.
+        pub status: FetchStatus,
+        /// Why, when it is not `FETCHED` (one bounded line).
+        pub reason: Option<String>,
+        /// The URL asked.
+        pub url: String,
+        /// The URL of the response (after redirects).
+        pub final_url: Option<String>,
+        /// Every hop followed, in order (each checked against the scope).
+        pub redirects: Vec<String>,
+        /// The HTTP status of the final response.
+        pub http_status: Option<u16>,
+        /// Selected response headers (lower-case names), at most
+        /// [`MAX_KEPT_HEADERS`].
+        pub headers: Vec<(String, String)>,
+        /// The `content-type` header, as received.
+        pub content_type: Option<String>,
+        /// The body, base64 (standard alphabet); `None` for `HEAD` or no body.
+        pub body_base64: Option<String>,
+        /// Body length in bytes.
+        pub body_bytes: u64,
+        /// SHA-256 of the body, lower-case hex.
+        pub body_sha256: Option<String>,
+        /// RFC 3339: when the first stream was asked for.
+        pub started_at: String,
+        /// Milliseconds from the request to the end of the body.
+        pub elapsed_ms: u64,
+        /// The campaign's isolation label (its Tor circuits are its own).
+        pub isolation: String,
+    }
+
+    /// Tor bootstrap and activity (SPEC E1).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct EgressStatus {
+        /// True once arti is bootstrapped and can build circuits.
+        pub ready: bool,
+        /// Bootstrap progress, 0–100.
+        pub bootstrap_percent: u8,
+        /// arti's phase, one short line.
+        pub phase: String,
+        /// The last bootstrap or circuit error, bounded.
+        pub last_error: Option<String>,
+        /// Milliseconds bootstrap took, once done.
+        pub bootstrap_ms: Option<u64>,
+        /// True when an operator arti configuration file is in use.
+        pub custom_network: bool,
+        /// Fetches in flight now.
+        pub in_flight: u32,
+        /// Fetches answered since start, by outcome: fetched, refused,
+        /// unavailable, failed, stopped.
+        pub counts: [u64; 5],
     }
 
     /// What egress answers.
@@ -478,6 +611,15 @@ pub mod egress {
     pub enum EgressResponse {
         /// Health report.
         Health(Health),
+        /// Bootstrap state.
+        Status(EgressStatus),
+        /// A fetch's outcome (refusals included: they carry provenance too).
+        Fetched(Box<FetchOutcome>),
+        /// A stop or end was applied; how many fetches it stopped.
+        Stopped {
+            /// Fetches stopped in flight or in queue.
+            stopped: u32,
+        },
         /// Refused or failed.
         Failed(Failure),
     }
