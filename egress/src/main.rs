@@ -48,6 +48,10 @@ fn main() -> ExitCode {
                         ready: false,
                         detail: DETAIL.to_owned(),
                     }),
+                    _ => EgressResponse::Failed(labfy_ipc::messages::Failure {
+                        code: "UNAVAILABLE".into(),
+                        message: DETAIL.into(),
+                    }),
                 }
             },
         )

@@ -185,6 +185,7 @@ impl AppState {
         match tokio::time::timeout(EGRESS_PROBE_TIMEOUT, asked).await {
             Ok(Ok(EgressResponse::Health(h))) => Readiness { ready: h.ready, detail: h.detail },
             Ok(Ok(EgressResponse::Failed(f))) => Readiness::not_ready(format!("egress refused: {}", f.message)),
+            Ok(Ok(_)) => Readiness::not_ready("egress answered health with another message"),
             Ok(Err(e)) => Readiness::not_ready(format!("egress unreachable: {e}")),
             Err(_) => Readiness::not_ready("egress did not answer in time"),
         }
