@@ -853,6 +853,7 @@ impl AgentRuntime {
         let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
         let mut messages = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
         let mut repaired = false;
+        let mut told_to_conclude = false;
         let mut last_failure: Option<(String, String)> = None;
         loop {
             let turn = match self.get(id) {
@@ -874,8 +875,18 @@ impl AgentRuntime {
             // offered, steering it to ground its answer in the investigation.
             // This is steering, not protocol: a `final` is a valid action
             // (M5), and one sent by a server that ignores the schema stands.
+            // Once the tool calls are spent, or on the last round, only
+            // `final` is offered (and said once): the turn ends with an
+            // answer grounded in what was read, not in BUDGET_EXHAUSTED.
             let read_first = turn.tool_calls == 0;
-            let schema = if read_first {
+            let closing = turn.tool_calls >= MAX_TOOL_CALLS || turn.rounds + 1 >= MAX_ROUNDS;
+            if closing && !told_to_conclude {
+                told_to_conclude = true;
+                messages.push(ChatMessage::user(CONCLUDE_MESSAGE.to_owned()));
+            }
+            let schema = if closing {
+                ActionSchema::final_only()
+            } else if read_first {
                 ActionSchema::tools_only(offered.iter().copied(), &known)
             } else {
                 ActionSchema::with_known_refs(offered.iter().copied(), &known)
@@ -1173,6 +1184,10 @@ fn opening_messages(
         ChatMessage::user(user_prompt(question, investigation, exclusions)),
     ]
 }
+
+/// Said once when the turn's tool calls or rounds are spent.
+const CONCLUDE_MESSAGE: &str = "Le budget d'outils de ce tour est épuisé. Réponds maintenant par un objet final \
+                                 fondé sur ce que tu as lu, en recopiant les identifiants utiles.";
 
 fn context_bytes(messages: &[ChatMessage]) -> usize {
     messages.iter().map(|m| m.content.len()).sum()

@@ -346,6 +346,7 @@ impl Fx {
             contract_fingerprints: self.gw.catalog().fingerprints(),
             current_prepare_fingerprint: self.gw.catalog().tool(ToolId::ResearchPrepare).fingerprint.clone(),
             decided_by: "analyst".into(),
+            urls: vec![],
         };
         Store::open(self.dir.path()).unwrap().grant_research(self.spec.workspace, request, &decision).unwrap()
     }
@@ -814,6 +815,32 @@ async fn tool_call_and_round_budgets_end_the_turn() {
     assert_eq!(done.rounds, MAX_TOOL_CALLS + 1);
     let gw = fx.gateway_turn(fx.spec, &done);
     assert_eq!((gw.calls, gw.status), (MAX_TOOL_CALLS, TurnStatus::Failed));
+    // The last request offered `final` alone and said why, once: a server
+    // that ignores the schema still meets the budget above.
+    let offered_types = |body: &Value| -> Vec<String> {
+        body["response_format"]["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["properties"]["type"]["const"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    };
+    let closing = provider.log().requests.last().cloned().unwrap();
+    assert_eq!(offered_types(&closing), ["final"], "{closing:#}");
+    let said = closing["messages"].as_array().unwrap();
+    assert!(said.last().unwrap()["content"].as_str().unwrap().contains("budget d'outils"), "{said:#?}");
+    let before_last = &provider.log().requests[provider.log().requests.len() - 2].clone();
+    assert!(offered_types(before_last).iter().any(|t| t == "tool_call"), "{before_last:#}");
+
+    // A model that follows the schema concludes: the turn completes.
+    let t = start(&rt, &fx, fx.spec, "calls-then-final", QUESTION);
+    for _ in 0..MAX_TOOL_CALLS {
+        provider.answer(call.clone());
+    }
+    provider.answer(final_answer("Synthèse après lecture."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!((done.tool_calls, done.rounds), (MAX_TOOL_CALLS, MAX_TOOL_CALLS + 1));
 
     // MAX_ROUNDS rounds (repairs included), then no further request.
     let before = provider.count();

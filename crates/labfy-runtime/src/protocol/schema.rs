@@ -71,6 +71,13 @@ impl ActionSchema {
         Self::build(tools, Some(known), false)
     }
 
+    /// The schema offering `final` alone: the runtime's last round, once the
+    /// turn's tool calls or rounds are spent — the model concludes from what
+    /// it has read instead of asking for a call the budget would refuse.
+    pub fn final_only() -> Self {
+        Self::build(std::iter::empty(), None, true)
+    }
+
     fn build<'a>(
         tools: impl IntoIterator<Item = &'a Tool>,
         known: Option<&HashSet<String>>,
