@@ -99,7 +99,10 @@ pub(crate) fn index_evidence(conn: &Connection, from: i64, to: i64) -> Result<()
     Ok(())
 }
 
-/// A text document to store as evidence (media type `text/plain`).
+/// Media type of evidence written as plain text (notes, synthetic pages).
+pub(crate) const TEXT_PLAIN: &str = "text/plain";
+
+/// A text document to store as evidence.
 pub(crate) struct TextEvidence<'a> {
     /// The investigation it joins.
     pub(crate) investigation: Uuid,
@@ -109,28 +112,40 @@ pub(crate) struct TextEvidence<'a> {
     pub(crate) content: &'a str,
     /// Where it comes from (a person, a URL).
     pub(crate) source: &'a str,
+    /// Media type, already bounded and sanitised by the caller.
+    pub(crate) mime: &'a str,
     /// Collection time, RFC 3339.
     pub(crate) at: &'a str,
 }
 
+/// What [`insert_text_evidence`] wrote.
+pub(crate) struct Inserted {
+    /// The new evidence item.
+    pub(crate) evidence: ObjectRef,
+    /// Its `seq`, for [`index_evidence`].
+    pub(crate) seq: i64,
+    /// Id of its provenance record.
+    pub(crate) provenance: String,
+}
+
 /// Inserts one text evidence item and its provenance record (`producer`,
 /// `activity`, `inputs` in order), in the caller's transaction. Returns the
-/// new reference and its `seq`: the caller indexes the range it inserted
-/// ([`index_evidence`]) and moves the investigation's counters, once per
-/// command rather than once per row.
+/// new reference, its `seq` and its provenance record: the caller indexes the
+/// range it inserted ([`index_evidence`]) and moves the investigation's
+/// counters, once per command rather than once per row.
 pub(crate) fn insert_text_evidence(
     conn: &Connection,
     doc: &TextEvidence<'_>,
     producer: &str,
     activity: &str,
     inputs: &[ObjectRef],
-) -> Result<(ObjectRef, i64)> {
+) -> Result<Inserted> {
     let ev = ObjectRef::new(RefKind::Evidence, Uuid::now_v7());
     let inv = doc.investigation.to_string();
     conn.prepare_cached(
         "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
                                collected_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'text/plain', ?7, ?8, ?9, ?9)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
     )?
     .execute(params![
         ev.id().to_string(),
@@ -139,6 +154,7 @@ pub(crate) fn insert_text_evidence(
         doc.content,
         sha256_hex(doc.content.as_bytes()),
         doc.source,
+        doc.mime,
         doc.content.len() as i64,
         doc.content.chars().count() as i64,
         doc.at
@@ -154,7 +170,7 @@ pub(crate) fn insert_text_evidence(
         conn.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)")?
             .execute(params![prov, pos as i64, input.to_string()])?;
     }
-    Ok((ev, seq))
+    Ok(Inserted { evidence: ev, seq, provenance: prov })
 }
 
 /// Recomputes the derived figures of an investigation from their source rows:
@@ -235,9 +251,10 @@ pub(crate) fn add_note(
         title: &note.title,
         content: &note.content,
         source: &source,
+        mime: TEXT_PLAIN,
         at: &now_rfc3339(),
     };
-    let (ev, seq) = insert_text_evidence(&tx, &text, actor, "note", &[])?;
+    let Inserted { evidence: ev, seq, .. } = insert_text_evidence(&tx, &text, actor, "note", &[])?;
     index_evidence(&tx, seq, seq)?;
     // Exactly one evidence row and one provenance row were added above.
     tx.execute(
@@ -287,9 +304,14 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
     Ok(r)
 }
 
-/// Revokes a grant. Revoking twice is a conflict, not a silent no-op.
+/// Revokes a grant and, in the same transaction, stops its unfinished
+/// campaigns (their planned items with them). Revoking twice is a conflict,
+/// not a silent no-op.
 pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
     check_text("revoked_by", by, 200)?;
+    if grant.kind() != RefKind::Grant {
+        return Err(StoreError::Invalid(format!("expected a `grant:` reference, got `{grant}`")));
+    }
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, grant)?;
     let changed = tx.execute(
@@ -300,6 +322,7 @@ pub(crate) fn revoke_grant(conn: &mut Connection, ws: Uuid, grant: &ObjectRef, b
         return Err(StoreError::Conflict(format!("{grant} is already revoked")));
     }
     audit(&tx, by, "grant.revoke", Some(ws), Some(grant), &serde_json::json!({}))?;
+    crate::campaign::stop_campaigns_of_revoked_grant(&tx, ws, grant, by)?;
     tx.commit()?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod campaign;
 mod commands;
 mod db;
 mod error;
@@ -15,6 +16,12 @@ use labfy_core::ObjectRef;
 use rusqlite::Connection;
 use uuid::Uuid;
 
+pub use campaign::{
+    CampaignItem, CampaignStatus, FALLBACK_MIME, FetchRecorded, FetchedPage, GrantUsage, ItemStatus,
+    MAX_CAMPAIGN_DETAIL_CHARS, MAX_CAMPAIGN_URLS, MAX_FETCH_BODY_BYTES, MAX_FETCH_HEADERS, MAX_FETCH_REDIRECTS,
+    MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
+    MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
+};
 pub use commands::{
     MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
     sha256_hex,
@@ -86,7 +93,8 @@ impl Store {
         commands::record_grant(&mut self.conn, ws, grant)
     }
 
-    /// Revokes a grant.
+    /// Revokes a grant and, in the same transaction, stops its unfinished
+    /// campaigns (`STOPPED`, planned items `STOPPED`).
     pub fn revoke_grant(&mut self, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
         commands::revoke_grant(&mut self.conn, ws, grant, by)
     }
@@ -97,8 +105,8 @@ impl Store {
         research::prepare(&mut self.conn, ws, req)
     }
 
-    /// Grants a pending research request: grant, campaign and (SPECIMEN) its
-    /// synthetic run, in one transaction.
+    /// Grants a pending research request: grant, campaign and its items —
+    /// planned (REAL) or run synthetically (SPECIMEN) — in one transaction.
     pub fn grant_research(&mut self, ws: Uuid, request: &ObjectRef, d: &GrantDecision) -> Result<GrantOutcome> {
         research::grant(&mut self.conn, ws, request, d)
     }
@@ -106,6 +114,62 @@ impl Store {
     /// Refuses a pending research request.
     pub fn refuse_research(&mut self, ws: Uuid, request: &ObjectRef, reason: &str, by: &str) -> Result<()> {
         research::refuse(&mut self.conn, ws, request, reason, by)
+    }
+
+    /// `PENDING → ADMITTED`: the governor admitted the campaign (`detail`: one
+    /// line, e.g. what it reserved). Conflict unless PENDING with an active grant.
+    pub fn campaign_admitted(&mut self, ws: Uuid, campaign: &ObjectRef, detail: &str) -> Result<()> {
+        campaign::admitted(&mut self.conn, ws, campaign, detail)
+    }
+
+    /// `ADMITTED → RUNNING`, setting `started_at`. Conflict unless ADMITTED
+    /// with an active grant.
+    pub fn campaign_started(&mut self, ws: Uuid, campaign: &ObjectRef) -> Result<()> {
+        campaign::started(&mut self.conn, ws, campaign)
+    }
+
+    /// Records the page egress fetched for item `position` (0 first) of a
+    /// RUNNING campaign: evidence with provenance and fetch metadata, or — a
+    /// body that is not UTF-8 — the item `FAILED`. Invalid (nothing stored)
+    /// when the SHA-256 does not match the body, a URL is outside the grant's
+    /// scope, or a bound is exceeded; Conflict when the item already ended or
+    /// its URL is not `page.url`.
+    pub fn record_fetch(
+        &mut self,
+        ws: Uuid,
+        campaign: &ObjectRef,
+        position: u32,
+        page: &FetchedPage,
+    ) -> Result<FetchRecorded> {
+        campaign::record_fetch(&mut self.conn, ws, campaign, position, page)
+    }
+
+    /// Records how item `position` of a RUNNING campaign ended without a page:
+    /// `FAILED`, `REFUSED`, `UNAVAILABLE` or `STOPPED`, with a reason (cut to
+    /// [`MAX_ITEM_REASON_CHARS`]) and the body bytes received, if any.
+    pub fn record_item_outcome(
+        &mut self,
+        ws: Uuid,
+        campaign: &ObjectRef,
+        position: u32,
+        status: ItemStatus,
+        reason: &str,
+        bytes: u64,
+    ) -> Result<()> {
+        campaign::record_item_outcome(&mut self.conn, ws, campaign, position, status, reason, bytes)
+    }
+
+    /// Ends a campaign, setting `finished_at`: `COMPLETED` from RUNNING once
+    /// no item is planned; `FAILED` or `STOPPED` from any unfinished status,
+    /// its planned items becoming `STOPPED`.
+    pub fn campaign_finished(
+        &mut self,
+        ws: Uuid,
+        campaign: &ObjectRef,
+        status: CampaignStatus,
+        detail: &str,
+    ) -> Result<()> {
+        campaign::finished(&mut self.conn, ws, campaign, status, detail)
     }
 
     pub(crate) fn conn_mut(&mut self) -> &mut Connection {
@@ -144,6 +208,8 @@ impl ReadOnlyStore {
     }
 }
 
+#[cfg(test)]
+mod campaign_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

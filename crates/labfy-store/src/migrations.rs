@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -254,4 +254,78 @@ CREATE INDEX campaigns_request ON campaigns(research_request_id);
 
 -- What a campaign produced is found through its provenance records.
 CREATE INDEX provenance_producer ON provenance(producer);
+"#;
+
+/// Version 3: what a REAL campaign fetches and what each fetch produced
+/// (SPEC E3, E5, W4). The URLs are the human's decision: planned once in the
+/// grant's transaction, each item ends once. A fetched page is evidence whose
+/// provenance record carries the fetch's metadata in `fetch_provenance`.
+const V3: &str = r#"
+ALTER TABLE campaigns ADD COLUMN started_at TEXT;
+ALTER TABLE campaigns ADD COLUMN finished_at TEXT;
+-- Campaigns of version 2 that already ended (synthetic ones end in the grant's
+-- transaction) get the times they ran.
+UPDATE campaigns SET started_at = created_at WHERE status IN ('RUNNING', 'COMPLETED', 'FAILED', 'STOPPED');
+UPDATE campaigns SET finished_at = updated_at WHERE status IN ('COMPLETED', 'FAILED', 'STOPPED');
+CREATE INDEX campaigns_status ON campaigns(status, created_at);
+-- A finished campaign never changes again; its identity never changes at all.
+CREATE TRIGGER campaigns_finished_once BEFORE UPDATE ON campaigns
+WHEN old.status IN ('COMPLETED', 'FAILED', 'STOPPED')
+  OR new.id IS NOT old.id OR new.workspace_id IS NOT old.workspace_id
+  OR new.investigation_id IS NOT old.investigation_id OR new.grant_id IS NOT old.grant_id
+  OR new.research_request_id IS NOT old.research_request_id OR new.synthetic IS NOT old.synthetic
+  OR new.created_at IS NOT old.created_at
+BEGIN
+    SELECT RAISE(ABORT, 'a finished campaign never changes; a campaign''s identity never changes');
+END;
+
+-- One row per URL a campaign fetches (position 0 first).
+CREATE TABLE campaign_items (
+    campaign_id  TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    position     INTEGER NOT NULL CHECK (position BETWEEN 0 AND 1023),
+    url          TEXT NOT NULL CHECK (length(CAST(url AS BLOB)) BETWEEN 1 AND 2048),
+    status       TEXT NOT NULL CHECK (status IN ('PLANNED', 'FETCHED', 'FAILED', 'REFUSED', 'UNAVAILABLE', 'STOPPED')),
+    reason       TEXT,
+    http_status  INTEGER CHECK (http_status BETWEEN 100 AND 999),
+    bytes        INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0),
+    evidence_id  TEXT REFERENCES evidence(id),
+    started_at   TEXT,
+    finished_at  TEXT,
+    PRIMARY KEY (campaign_id, position),
+    CHECK ((status = 'FETCHED') = (evidence_id IS NOT NULL)),
+    CHECK ((status = 'PLANNED') = (finished_at IS NULL)),
+    CHECK (status IN ('PLANNED', 'FETCHED') OR reason IS NOT NULL)
+) WITHOUT ROWID;
+-- An item is planned once and ends once: only a PLANNED row changes, and
+-- never its campaign, position or URL.
+CREATE TRIGGER campaign_items_end_once BEFORE UPDATE ON campaign_items
+WHEN old.status <> 'PLANNED' OR new.campaign_id IS NOT old.campaign_id
+  OR new.position IS NOT old.position OR new.url IS NOT old.url
+BEGIN
+    SELECT RAISE(ABORT, 'a campaign item ends once; its URL never changes');
+END;
+
+-- The fetch behind a `tor_fetch` provenance record (SPEC E5): URL asked and
+-- reached, redirects, status, selected headers, body digest and size, timing,
+-- the Tor isolation label, grant and campaign. Immutable like the evidence.
+CREATE TABLE fetch_provenance (
+    provenance_id TEXT PRIMARY KEY REFERENCES provenance(id) ON DELETE CASCADE,
+    campaign_id   TEXT NOT NULL,
+    position      INTEGER NOT NULL,
+    grant_id      TEXT NOT NULL,
+    url           TEXT NOT NULL,
+    final_url     TEXT NOT NULL,
+    redirects     TEXT NOT NULL CHECK (json_valid(redirects)),
+    http_status   INTEGER NOT NULL CHECK (http_status BETWEEN 100 AND 999),
+    headers       TEXT NOT NULL CHECK (json_valid(headers)),
+    content_type  TEXT,
+    body_sha256   TEXT NOT NULL CHECK (length(body_sha256) = 64),
+    body_bytes    INTEGER NOT NULL CHECK (body_bytes >= 0),
+    started_at    TEXT NOT NULL,
+    elapsed_ms    INTEGER NOT NULL CHECK (elapsed_ms >= 0),
+    isolation     TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER fetch_provenance_immutable BEFORE UPDATE ON fetch_provenance BEGIN
+    SELECT RAISE(ABORT, 'fetch provenance is immutable');
+END;
 "#;

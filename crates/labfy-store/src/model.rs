@@ -266,6 +266,8 @@ pub struct EvidenceSummary {
     pub created_at: String,
     /// Entities it mentions (bounded).
     pub entities: Vec<MentionedEntity>,
+    /// The fetch it came from, when a campaign fetched it through egress.
+    pub fetch: Option<FetchProvenance>,
 }
 
 /// A bounded slice of an evidence item's text.
@@ -365,6 +367,43 @@ pub struct ProvenanceRecord {
     pub depth: u32,
     /// The inputs it was produced from.
     pub inputs: Vec<NodeBrief>,
+    /// For a `tor_fetch` record: the fetch's metadata (SPEC E5).
+    pub fetch: Option<FetchProvenance>,
+}
+
+/// What egress reported about the fetch behind a `tor_fetch` provenance
+/// record (SPEC E5). Every field is as stored: URLs normalised, header values
+/// bounded and stripped of control characters. Untrusted data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FetchProvenance {
+    /// The campaign that fetched it.
+    pub campaign: ObjectRef,
+    /// The item's position in the campaign (0 first).
+    pub position: u32,
+    /// The grant it ran under.
+    pub grant: ObjectRef,
+    /// The URL asked.
+    pub url: String,
+    /// The URL of the response, after redirects.
+    pub final_url: String,
+    /// Every hop followed, in order.
+    pub redirects: Vec<String>,
+    /// HTTP status of the final response.
+    pub http_status: u16,
+    /// Selected response headers (lower-case names).
+    pub headers: Vec<(String, String)>,
+    /// The `content-type` header as received (bounded).
+    pub content_type: Option<String>,
+    /// SHA-256 of the body, lower-case hex.
+    pub body_sha256: String,
+    /// Body length in bytes.
+    pub body_bytes: u64,
+    /// RFC 3339: when the fetch began.
+    pub started_at: String,
+    /// Milliseconds from the request to the end of the body.
+    pub elapsed_ms: u64,
+    /// The campaign's Tor isolation label.
+    pub isolation: String,
 }
 
 /// Provenance of an object, following inputs back (bounded).

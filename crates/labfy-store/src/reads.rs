@@ -427,6 +427,7 @@ impl<'c> Reads<'c> {
             collected_at,
             created_at,
             entities,
+            fetch: self.fetch_of_evidence(ev)?,
         })
     }
 
@@ -595,6 +596,7 @@ impl<'c> Reads<'c> {
                     }
                 }
                 records.push(ProvenanceRecord {
+                    fetch: self.fetch_of_provenance(&id)?,
                     id: parse_ref(RefKind::Provenance, &id)?,
                     object: self.brief(object)?,
                     producer,

@@ -2,10 +2,12 @@
 //!
 //! An agent *prepares* a research request (`research.prepare`); nothing else
 //! happens until a human grants or refuses it through a secured route. A grant
-//! creates a campaign. In a `SPECIMEN` workspace the campaign is synthetic: it
-//! writes deterministic evidence with provenance in the same transaction and
-//! touches no network (W1). In a `REAL` workspace it waits for the egress
-//! daemon. Every step writes its audit row in the same transaction.
+//! names the exact URLs the campaign fetches and creates the campaign. In a
+//! `SPECIMEN` workspace the campaign is synthetic: it writes deterministic
+//! evidence with provenance in the same transaction and touches no network
+//! (W1). In a `REAL` workspace its URLs are planned as items and it waits for
+//! the server's campaign runner and the egress daemon (see `campaign.rs`).
+//! Every step writes its audit row in the same transaction.
 
 use chrono::{DateTime, Duration as ChronoDuration, SecondsFormat, Utc};
 use labfy_core::{ObjectRef, RefKind};
@@ -14,7 +16,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::commands::{TextEvidence, audit, check_text, index_evidence, insert_text_evidence};
+use crate::campaign::{
+    CampaignItem, EndedItem, ItemStatus, PageOrigin, bump_investigation, check_campaign_urls, insert_campaign_page,
+    insert_ended_item, plan_items,
+};
+use crate::commands::{TEXT_PLAIN, TextEvidence, audit, check_text, index_evidence};
 use crate::error::{Result, StoreError};
 use crate::model::{Grant, WorkspaceClass};
 use crate::now_rfc3339;
@@ -112,6 +118,11 @@ pub struct GrantDecision {
     pub current_prepare_fingerprint: String,
     /// Who decides.
     pub decided_by: String,
+    /// The exact URLs the campaign fetches, in order: absolute http(s), inside
+    /// the scope, no credentials or fragment, at most 2048 bytes each, no
+    /// duplicate. REAL: 1 to [`crate::MAX_CAMPAIGN_URLS`], required. SPECIMEN:
+    /// optional; when given they are the synthetic pages' simulated addresses.
+    pub urls: Vec<String>,
 }
 
 /// What a grant decision produced.
@@ -130,7 +141,8 @@ pub struct Campaign {
     pub id: ObjectRef,
     /// The grant it runs under.
     pub grant_id: ObjectRef,
-    /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED.
+    /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED
+    /// ([`crate::CampaignStatus`] spells them).
     pub status: String,
     /// One short line.
     pub detail: String,
@@ -140,16 +152,23 @@ pub struct Campaign {
     pub items_total: i64,
     /// Items fetched and stored.
     pub items_done: i64,
-    /// Items that failed.
+    /// Items that ended otherwise (failed, refused, unavailable, stopped).
     pub items_failed: i64,
-    /// Bytes stored.
+    /// Body bytes received by its items.
     pub bytes: i64,
     /// Evidence it produced (first 64).
     pub evidence: Vec<ObjectRef>,
+    /// Its URLs and how each ended, by position (at most
+    /// [`crate::MAX_CAMPAIGN_URLS`]).
+    pub items: Vec<CampaignItem>,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// When it started running (RFC 3339).
+    pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
+    pub finished_at: Option<String>,
 }
 
 /// A prepared research request with its decision, grant and campaign.
@@ -413,8 +432,16 @@ fn require_pending(tx: &Transaction<'_>, ws: Uuid, request: &ObjectRef) -> Resul
 /// contract is made void instead (R5) and the grant is refused.
 pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &GrantDecision) -> Result<GrantOutcome> {
     validate_decision(d)?;
+    let urls = check_campaign_urls(&d.urls, &d.scope.hosts, d.budget.max_requests)?;
     let tx = conn.transaction()?;
     let (fingerprint, inv) = require_pending(&tx, ws, request)?;
+    let class = Reads { conn: &tx }.workspace(ws)?.class;
+    if class == WorkspaceClass::Real && urls.is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "a REAL campaign fetches the URLs the analyst lists: name 1 to {} URLs",
+            crate::MAX_CAMPAIGN_URLS
+        )));
+    }
     let now = now_rfc3339();
     if fingerprint != d.current_prepare_fingerprint {
         let note = "prepared under another contract of research.prepare; prepare it again";
@@ -468,9 +495,8 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
         Some(ws),
         Some(&grant),
         &serde_json::json!({"research_request": request, "scope": scope, "budget": budget, "expires_at": expires,
-                            "contract_fingerprints": d.contract_fingerprints}),
+                            "contract_fingerprints": d.contract_fingerprints, "urls": urls}),
     )?;
-    let class = Reads { conn: &tx }.workspace(ws)?.class;
     let campaign_id = Uuid::now_v7();
     let campaign = ObjectRef::new(RefKind::Campaign, campaign_id);
     let (status, detail) = match class {
@@ -493,9 +519,19 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
             class == WorkspaceClass::Specimen
         ],
     )?;
-    audit(&tx, "labfy", "campaign.create", Some(ws), Some(&campaign), &serde_json::json!({"status": status}))?;
-    if class == WorkspaceClass::Specimen {
-        run_synthetic(&tx, ws, &inv, request, &grant, &campaign, &d.scope, d.budget)?;
+    audit(
+        &tx,
+        "labfy",
+        "campaign.create",
+        Some(ws),
+        Some(&campaign),
+        &serde_json::json!({"status": status, "urls": urls.len()}),
+    )?;
+    match class {
+        WorkspaceClass::Specimen => {
+            run_synthetic(&tx, ws, &inv, request, &grant, &campaign, &d.scope, d.budget, &urls)?
+        }
+        WorkspaceClass::Real => plan_items(&tx, &campaign, &urls)?,
     }
     tx.commit()?;
     Ok(GrantOutcome { grant, campaign })
@@ -540,12 +576,15 @@ fn synthetic_seed(question: &str, selection: &[ObjectRef], exclusions: &[String]
     h.finalize().into()
 }
 
-/// The synthetic campaign of a SPECIMEN workspace: up to
-/// [`SYNTHETIC_PAGES`] deterministic pages inside the granted scope and
-/// budget, each stored as evidence with its provenance (producer: the
-/// campaign; inputs: grant, request, selection) and `derived_from` relations
-/// to the selected evidence and entities. Runs inside the grant's
-/// transaction: either the whole campaign is stored or none of it.
+/// The synthetic campaign of a SPECIMEN workspace: one deterministic page
+/// per granted URL (its simulated address), or without URLs up to
+/// [`SYNTHETIC_PAGES`] pages on the scope's hosts — never more than the
+/// budget's requests, and a page over the byte budget is not written (its
+/// item ends `REFUSED`). Each page is stored like a fetched one
+/// ([`insert_campaign_page`]: provenance producer the campaign, inputs grant,
+/// request and selection, `derived_from` the selected evidence and entities),
+/// with activity `synthetic_fetch`. Runs inside the grant's transaction:
+/// either the whole campaign is stored or none of it.
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic(
     tx: &Transaction<'_>,
@@ -556,6 +595,7 @@ fn run_synthetic(
     campaign: &ObjectRef,
     scope: &ResearchScope,
     budget: ResearchBudget,
+    urls: &[String],
 ) -> Result<()> {
     let inv_id = Uuid::try_parse(inv).map_err(|_| StoreError::Internal(format!("stored investigation id `{inv}`")))?;
     let (question, selection, exclusions): (String, String, String) = tx
@@ -567,24 +607,42 @@ fn run_synthetic(
         .map_err(|e| StoreError::Internal(format!("stored exclusions are invalid: {e}")))?;
     let seed = synthetic_seed(&question, &selection, &exclusions);
     let tag = hex::encode(&seed[..6]);
-    let planned = SYNTHETIC_PAGES.min(budget.max_requests);
+    // (host, simulated address) of each page.
+    let pages: Vec<(String, String)> = if urls.is_empty() {
+        (0..SYNTHETIC_PAGES.min(budget.max_requests) as usize)
+            .map(|i| {
+                let host = &scope.hosts[i % scope.hosts.len()];
+                let host = host.strip_prefix("*.").map_or_else(|| host.clone(), |h| format!("www.{h}"));
+                let url = format!("https://{host}/labfy-synthetic/{tag}/{}", i + 1);
+                (host, url)
+            })
+            .collect()
+    } else {
+        urls.iter()
+            .map(|u| {
+                let host = url::Url::parse(u).ok().and_then(|p| p.host_str().map(str::to_owned)).unwrap_or_default();
+                (host, u.clone())
+            })
+            .collect()
+    };
+    let planned = pages.len();
     let now = now_rfc3339();
     tx.execute(
-        "UPDATE campaigns SET status = 'RUNNING', items_total = ?2, updated_at = ?3 WHERE id = ?1",
-        params![campaign.id().to_string(), planned, now],
+        "UPDATE campaigns SET status = 'RUNNING', items_total = ?2, updated_at = ?3, started_at = ?3 WHERE id = ?1",
+        params![campaign.id().to_string(), planned as i64, now],
     )?;
     let reads = Reads { conn: tx };
     let labels: Vec<String> = selection
         .iter()
         .map(|r| reads.node(ws, r).map(|n| format!("{} ({})", n.label, r.kind())))
         .collect::<Result<_>>()?;
+    let origin = PageOrigin { investigation: inv_id, campaign, grant, request: Some(request), selection: &selection };
     let (mut done, mut failed, mut bytes, mut relations) = (0i64, 0i64, 0u64, 0i64);
     let (mut first_seq, mut last_seq) = (None, 0);
-    for i in 0..planned {
-        let host = &scope.hosts[i as usize % scope.hosts.len()];
-        let host = host.strip_prefix("*.").map_or_else(|| host.clone(), |h| format!("www.{h}"));
-        let url = format!("https://{host}/labfy-synthetic/{tag}/{}", i + 1);
-        let figure = u32::from_be_bytes([seed[8 + i as usize], seed[9 + i as usize], 0, 0]) >> 16;
+    for (i, (host, url)) in pages.iter().enumerate() {
+        // Two seed bytes per page; the first three pages read bytes 8–11 as
+        // they always did, later ones wrap around the seed.
+        let figure = u32::from_be_bytes([seed[(8 + i) % seed.len()], seed[(9 + i) % seed.len()], 0, 0]) >> 16;
         let content = format!(
             "Page synthétique {n}/{planned} d'une campagne SPECIMEN : aucun réseau n'a été contacté.\n\
              Adresse simulée : {url}\n\
@@ -598,42 +656,52 @@ fn run_synthetic(
             excl = if exclusions.is_empty() { "aucune".to_owned() } else { exclusions.join(" ; ") },
         );
         let len = content.len() as u64;
+        let mut item = EndedItem {
+            position: i as u32,
+            url,
+            status: ItemStatus::Refused,
+            reason: Some("synthetic page over the grant's byte budget; not written"),
+            bytes: 0,
+            evidence: None,
+            at: &now,
+        };
         if bytes + len > budget.max_bytes {
             failed += 1;
+            insert_ended_item(tx, campaign, &item)?;
             continue;
         }
         bytes += len;
         let title = format!("Résultat synthétique {}/{planned} — {host}", i + 1);
-        let page = TextEvidence { investigation: inv_id, title: &title, content: &content, source: &url, at: &now };
-        let inputs: Vec<ObjectRef> = [*grant, *request].into_iter().chain(selection.iter().copied()).collect();
-        let (ev, seq) = insert_text_evidence(tx, &page, &campaign.to_string(), "synthetic_fetch", &inputs)?;
-        first_seq.get_or_insert(seq);
-        last_seq = seq;
-        for target in selection.iter().filter(|r| matches!(r.kind(), RefKind::Evidence | RefKind::Entity)) {
-            tx.execute(
-                "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at)
-                 VALUES (?1, ?2, 'derived_from', ?3, ?4, 1.0, ?5)",
-                params![Uuid::now_v7().to_string(), inv, ev.to_string(), target.to_string(), now],
-            )?;
-            relations += 1;
-        }
+        let page = TextEvidence {
+            investigation: inv_id,
+            title: &title,
+            content: &content,
+            source: url,
+            mime: TEXT_PLAIN,
+            at: &now,
+        };
+        let (inserted, added) = insert_campaign_page(tx, &origin, &page, "synthetic_fetch")?;
+        first_seq.get_or_insert(inserted.seq);
+        last_seq = inserted.seq;
+        relations += added;
         done += 1;
+        item.status = ItemStatus::Fetched;
+        item.reason = None;
+        item.bytes = len;
+        item.evidence = Some(&inserted.evidence);
+        insert_ended_item(tx, campaign, &item)?;
     }
     if let Some(first) = first_seq {
         index_evidence(tx, first, last_seq)?;
     }
-    tx.execute(
-        "UPDATE investigations SET evidence_count = evidence_count + ?2, provenance_count = provenance_count + ?2,
-                                   relation_count = relation_count + ?3
-         WHERE id = ?1",
-        params![inv, done, relations],
-    )?;
+    bump_investigation(tx, inv, done, relations)?;
     let detail = format!("synthetic campaign (SPECIMEN): {done} pages written, {failed} over budget, no network");
+    let finished = now_rfc3339();
     tx.execute(
         "UPDATE campaigns SET status = 'COMPLETED', items_done = ?2, items_failed = ?3, bytes = ?4, detail = ?5,
-                              updated_at = ?6
+                              updated_at = ?6, finished_at = ?6
          WHERE id = ?1",
-        params![campaign.id().to_string(), done, failed, bytes as i64, detail, now_rfc3339()],
+        params![campaign.id().to_string(), done, failed, bytes as i64, detail, finished],
     )?;
     audit(
         tx,
@@ -789,7 +857,7 @@ impl Reads<'_> {
             .conn
             .prepare_cached(
                 "SELECT grant_id, status, detail, synthetic, items_total, items_done, items_failed, bytes, created_at,
-                        updated_at FROM campaigns WHERE id = ?1",
+                        updated_at, started_at, finished_at FROM campaigns WHERE id = ?1",
             )?
             .query_row([campaign.id().to_string()], |r| {
                 Ok(Campaign {
@@ -803,8 +871,11 @@ impl Reads<'_> {
                     items_failed: r.get(6)?,
                     bytes: r.get(7)?,
                     evidence: Vec::new(),
+                    items: Vec::new(),
                     created_at: r.get(8)?,
                     updated_at: r.get(9)?,
+                    started_at: r.get(10)?,
+                    finished_at: r.get(11)?,
                 })
             })?;
         // The campaign's evidence is what its provenance records name.
@@ -819,6 +890,7 @@ impl Reads<'_> {
             .iter()
             .map(|e| e.parse().map_err(|e| StoreError::Internal(format!("stored evidence ref: {e}"))))
             .collect::<Result<_>>()?;
+        found.items = self.campaign_items(campaign)?;
         Ok(found)
     }
 }

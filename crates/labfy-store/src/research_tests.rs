@@ -13,19 +13,19 @@ use crate::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use crate::*;
 
 /// Contract fingerprint of `research.prepare` most tests prepare under.
-fn fp_a() -> String {
+pub(crate) fn fp_a() -> String {
     "a".repeat(64)
 }
 
 /// Another contract fingerprint (a changed contract).
-fn fp_b() -> String {
+pub(crate) fn fp_b() -> String {
     "b".repeat(64)
 }
 
-const TURN: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0001);
-const CALL: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0002);
+pub(crate) const TURN: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0001);
+pub(crate) const CALL: Uuid = Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0002);
 
-fn specimen_store(dir: &TempDir, seed: u64, size: u64) -> (Store, Uuid, ObjectRef) {
+pub(crate) fn specimen_store(dir: &TempDir, seed: u64, size: u64) -> (Store, Uuid, ObjectRef) {
     let mut store = Store::open(dir.path()).unwrap();
     let outcome = specimen::generate(&mut store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
     let SpecimenOutcome::Created { workspace, investigation, .. } = outcome else { panic!("not created: {outcome:?}") };
@@ -33,14 +33,14 @@ fn specimen_store(dir: &TempDir, seed: u64, size: u64) -> (Store, Uuid, ObjectRe
 }
 
 /// Adds another SPECIMEN workspace to an open store.
-fn another_specimen(store: &mut Store, seed: u64, size: u64) -> (Uuid, ObjectRef) {
+pub(crate) fn another_specimen(store: &mut Store, seed: u64, size: u64) -> (Uuid, ObjectRef) {
     let outcome = specimen::generate(store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
     let SpecimenOutcome::Created { workspace, investigation, .. } = outcome else { panic!("not created: {outcome:?}") };
     (workspace.id(), investigation)
 }
 
 /// The first `n` ids of `table` in investigation `inv`, as refs of `kind`.
-fn refs(conn: &Connection, kind: RefKind, inv: &ObjectRef, n: usize) -> Vec<ObjectRef> {
+pub(crate) fn refs(conn: &Connection, kind: RefKind, inv: &ObjectRef, n: usize) -> Vec<ObjectRef> {
     let (table, order) = match kind {
         RefKind::Evidence => ("evidence", "seq"),
         RefKind::Entity => ("entities", "id"),
@@ -58,19 +58,19 @@ fn refs(conn: &Connection, kind: RefKind, inv: &ObjectRef, n: usize) -> Vec<Obje
     out
 }
 
-fn ev(conn: &Connection, inv: &ObjectRef, n: usize) -> Vec<ObjectRef> {
+pub(crate) fn ev(conn: &Connection, inv: &ObjectRef, n: usize) -> Vec<ObjectRef> {
     refs(conn, RefKind::Evidence, inv, n)
 }
 
-fn count(conn: &Connection, sql: &str) -> i64 {
+pub(crate) fn count(conn: &Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
-fn count_with(conn: &Connection, sql: &str, arg: &str) -> i64 {
+pub(crate) fn count_with(conn: &Connection, sql: &str, arg: &str) -> i64 {
     conn.query_row(sql, [arg], |r| r.get(0)).unwrap()
 }
 
-fn request(selection: Vec<ObjectRef>, key: &str) -> NewResearchRequest {
+pub(crate) fn request(selection: Vec<ObjectRef>, key: &str) -> NewResearchRequest {
     NewResearchRequest {
         selection,
         question: "Qui finance le réseau Zorglubinette depuis 2019 ?".into(),
@@ -84,7 +84,7 @@ fn request(selection: Vec<ObjectRef>, key: &str) -> NewResearchRequest {
     }
 }
 
-fn decision() -> GrantDecision {
+pub(crate) fn decision() -> GrantDecision {
     GrantDecision {
         scope: ResearchScope { hosts: vec!["news.example.org".into()] },
         budget: ResearchBudget { max_requests: 10, max_bytes: 1_000_000 },
@@ -92,24 +92,25 @@ fn decision() -> GrantDecision {
         contract_fingerprints: serde_json::json!({"research.prepare": fp_a(), "web.fetch": "d".repeat(64)}),
         current_prepare_fingerprint: fp_a(),
         decided_by: "analyst".into(),
+        urls: Vec::new(),
     }
 }
 
-fn assert_invalid<T: std::fmt::Debug>(r: Result<T>, what: &str) {
+pub(crate) fn assert_invalid<T: std::fmt::Debug>(r: Result<T>, what: &str) {
     match r {
         Err(StoreError::Invalid(_)) => {}
         other => panic!("{what}: expected Invalid, got {other:?}"),
     }
 }
 
-fn assert_conflict<T: std::fmt::Debug>(r: Result<T>, what: &str) {
+pub(crate) fn assert_conflict<T: std::fmt::Debug>(r: Result<T>, what: &str) {
     match r {
         Err(StoreError::Conflict(_)) => {}
         other => panic!("{what}: expected Conflict, got {other:?}"),
     }
 }
 
-fn assert_not_found<T: std::fmt::Debug>(r: Result<T>, what: &str) {
+pub(crate) fn assert_not_found<T: std::fmt::Debug>(r: Result<T>, what: &str) {
     match r {
         Err(StoreError::NotFound(_)) => {}
         other => panic!("{what}: expected NotFound, got {other:?}"),
@@ -117,7 +118,7 @@ fn assert_not_found<T: std::fmt::Debug>(r: Result<T>, what: &str) {
 }
 
 /// The counters kept on `investigations` equal fresh counts of their rows.
-fn assert_counters_consistent(conn: &Connection) {
+pub(crate) fn assert_counters_consistent(conn: &Connection) {
     let wrong = count(
         conn,
         "SELECT count(*) FROM investigations i WHERE
@@ -135,7 +136,7 @@ fn assert_counters_consistent(conn: &Connection) {
 }
 
 /// (evidence_count, relation_count, provenance_count) as stored on the investigation.
-fn counters(conn: &Connection, inv: &ObjectRef) -> (i64, i64, i64) {
+pub(crate) fn counters(conn: &Connection, inv: &ObjectRef) -> (i64, i64, i64) {
     conn.query_row(
         "SELECT evidence_count, relation_count, provenance_count FROM investigations WHERE id = ?1",
         [inv.id().to_string()],
@@ -145,7 +146,7 @@ fn counters(conn: &Connection, inv: &ObjectRef) -> (i64, i64, i64) {
 }
 
 /// (title, content, sha256, source, byte_len) of an evidence item.
-fn evidence_row(conn: &Connection, e: &ObjectRef) -> (String, String, String, String, i64) {
+pub(crate) fn evidence_row(conn: &Connection, e: &ObjectRef) -> (String, String, String, String, i64) {
     conn.query_row(
         "SELECT title, content, sha256, source, byte_len FROM evidence WHERE id = ?1",
         [e.id().to_string()],
@@ -154,7 +155,7 @@ fn evidence_row(conn: &Connection, e: &ObjectRef) -> (String, String, String, St
     .unwrap()
 }
 
-fn audit_actions(store: &Store, ws: Uuid, n: u32) -> Vec<String> {
+pub(crate) fn audit_actions(store: &Store, ws: Uuid, n: u32) -> Vec<String> {
     store.reads().audit(ws, n).unwrap().into_iter().map(|a| a.action).collect()
 }
 
@@ -642,11 +643,15 @@ fn a_grant_in_a_real_workspace_leaves_its_campaign_pending() {
     let e = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let (r, _) = store.prepare_research(ws, &request(vec![e], "real")).unwrap();
     let before = counters(store.conn(), &inv);
-    let out = store.grant_research(ws, &r, &decision()).unwrap();
+    let d = GrantDecision { urls: vec!["https://news.example.org/fil-8812".into()], ..decision() };
+    let out = store.grant_research(ws, &r, &d).unwrap();
     let camp = store.reads().campaign(ws, &out.campaign).unwrap();
     assert_eq!(camp.status, "PENDING");
     assert!(!camp.synthetic);
-    assert_eq!((camp.items_total, camp.items_done, camp.items_failed, camp.bytes), (0, 0, 0, 0));
+    assert_eq!((camp.items_total, camp.items_done, camp.items_failed, camp.bytes), (1, 0, 0, 0));
+    assert_eq!(camp.items.len(), 1);
+    assert_eq!(camp.items[0].status, ItemStatus::Planned);
+    assert!(camp.started_at.is_none() && camp.finished_at.is_none());
     assert!(camp.evidence.is_empty());
     assert_eq!(camp.grant_id, out.grant);
     let got = store.reads().research_request(ws, &r).unwrap();
