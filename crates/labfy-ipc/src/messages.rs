@@ -460,12 +460,11 @@ pub mod governor {
     }
 }
 
-/// Workspace server ↔ egress. Grant-checked fetches join in their issue.
+/// Server ↔ egress (SPEC E1–E6, P4). Egress is the only process with a
+/// network, and its only path out is Tor (arti). Every fetch names the
+/// workspace, the campaign and the grant; egress re-checks the grant in the
+/// store itself (read-only) before any stream opens.
 pub mod egress {
-    //! Server ↔ egress (SPEC E1–E6, P4). Egress is the only process with a
-    //! network, and its only path out is Tor (arti). Every fetch names the
-    //! workspace, the campaign and the grant; egress re-checks the grant in
-    //! the store itself (read-only) before any stream opens.
     use super::*;
 
     /// Longest URL a fetch may name, in bytes.

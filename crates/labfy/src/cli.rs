@@ -46,6 +46,11 @@ enum Command {
         /// model (`labfy model start`); without it, model starts are refused.
         #[arg(long, env = "LABFY_LLAMA_SERVER")]
         llama_server: Option<PathBuf>,
+        /// An arti configuration file (arti's TOML format: bridges, or a
+        /// private Tor network) for the egress daemon; without it, egress
+        /// uses the real Tor network.
+        #[arg(long, env = "LABFY_ARTI_CONFIG")]
+        arti_config: Option<PathBuf>,
     },
     /// Show the governor's samples, reservations and admission log.
     Resources {
@@ -185,8 +190,8 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Up { data_dir, port, workspace, runtime_dir, llama_server } => {
-            up(data_dir, port, workspace, runtime_dir, llama_server)
+        Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config } => {
+            up(data_dir, port, workspace, runtime_dir, llama_server, arti_config)
         }
         Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),
         Command::Model { what } => crate::governor_cli::model(what),
@@ -315,11 +320,21 @@ fn up(
     workspace: Option<String>,
     runtime_dir: Option<PathBuf>,
     llama_server: Option<PathBuf>,
+    arti_config: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let data_dir = match data_dir {
         Some(d) => d,
         None => default_data_dir()?,
     };
+    // Egress reads and validates the file itself (only it links arti); here
+    // it must at least be a file, named absolutely for the child.
+    let arti_config = arti_config
+        .map(|p| {
+            std::fs::canonicalize(&p).ok().filter(|c| c.is_file()).ok_or_else(|| {
+                Failure::new(ErrorKind::InvalidInput, format!("--arti-config {}: no such file", p.display()))
+            })
+        })
+        .transpose()?;
     let wanted = workspace
         .map(|w| ObjectRef::parse_kind(&w, RefKind::Workspace))
         .transpose()
@@ -370,6 +385,7 @@ fn up(
         runtime_dir: runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir),
         programs,
         llama_server,
+        arti_config,
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.

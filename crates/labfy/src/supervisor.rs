@@ -94,6 +94,9 @@ pub struct Plan {
     pub programs: Programs,
     /// The llama-server the governor may start (SPEC M11).
     pub llama_server: Option<PathBuf>,
+    /// An arti configuration file for egress (bridges, or a private test
+    /// network); without it, egress uses the real Tor network.
+    pub arti_config: Option<PathBuf>,
 }
 
 /// The default runtime directory: `/run/labfy` for root, else
@@ -347,10 +350,17 @@ async fn supervise(
         governor_args.push(OsString::from("--llama-server"));
         governor_args.push(p.clone().into_os_string());
     }
+    // Egress re-checks grants in the store (read-only) and keeps arti's
+    // state and cache under the data directory.
+    let mut egress_args = vec![OsString::from("--data-dir"), plan.data_dir.clone().into_os_string()];
+    if let Some(p) = &plan.arti_config {
+        egress_args.push(OsString::from("--arti-config"));
+        egress_args.push(p.clone().into_os_string());
+    }
     // Governor and egress first: the server's peers must exist before it.
     let mut slots = vec![
         slot(Role::Governor, &plan.programs.governor, governor_args),
-        slot(Role::Egress, &plan.programs.egress, Vec::new()),
+        slot(Role::Egress, &plan.programs.egress, egress_args),
         slot(Role::Server, &plan.programs.server, server_args),
     ];
     // `labfy status` asks here: same uid, the secret, any pid.

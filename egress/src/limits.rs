@@ -1,0 +1,57 @@
+//! The bounds of a fetch (SPEC E5), named once.
+
+use std::time::Duration;
+
+use labfy_ipc::messages::egress::{MAX_BODY_BYTES, MAX_REDIRECTS};
+
+/// Longest wait for a Tor stream to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a whole fetch may take, redirects included.
+pub const FETCH_DEADLINE: Duration = Duration::from_secs(120);
+/// Longest silence while a byte is awaited (slow loris).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Most fetches in flight at once; more wait their turn.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// Most response headers hyper parses (more is a malformed response).
+pub const MAX_RESPONSE_HEADERS: usize = 64;
+/// Largest response head (status line and headers), in bytes.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Longest header value kept in provenance, in characters.
+pub const MAX_HEADER_VALUE_CHARS: usize = 512;
+
+/// The bounds one [`crate::Egress`] applies. [`Limits::default`] is the
+/// production set; tests shorten the timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// [`CONNECT_TIMEOUT`].
+    pub connect: Duration,
+    /// [`FETCH_DEADLINE`].
+    pub deadline: Duration,
+    /// [`IDLE_TIMEOUT`].
+    pub idle: Duration,
+    /// [`MAX_BODY_BYTES`].
+    pub max_body: u64,
+    /// [`MAX_REDIRECTS`].
+    pub max_redirects: u8,
+    /// [`MAX_IN_FLIGHT`].
+    pub max_in_flight: usize,
+    /// [`MAX_RESPONSE_HEADERS`].
+    pub max_headers: usize,
+    /// [`MAX_HEADER_BYTES`] (hyper needs at least 8192).
+    pub max_header_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            connect: CONNECT_TIMEOUT,
+            deadline: FETCH_DEADLINE,
+            idle: IDLE_TIMEOUT,
+            max_body: MAX_BODY_BYTES,
+            max_redirects: MAX_REDIRECTS,
+            max_in_flight: MAX_IN_FLIGHT,
+            max_headers: MAX_RESPONSE_HEADERS,
+            max_header_bytes: MAX_HEADER_BYTES,
+        }
+    }
+}

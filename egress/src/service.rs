@@ -1,0 +1,592 @@
+//! The egress service: what `egress.sock` answers (SPEC E1–E6).
+//!
+//! A fetch goes, in this order: ids → Tor bootstrapped? → URL rules →
+//! registration (so a stop finds it) → a place among the
+//! [`crate::limits::MAX_IN_FLIGHT`] → for each hop: the grant afresh from the store
+//! (workspace, active, scope, budget) → a Tor stream on the campaign's
+//! isolation token → one bounded HTTP exchange → the next hop re-checked
+//! before its stream opens. A refusal happens before any stream of its hop
+//! opens; a stop (revocation, end of campaign) wins at every await.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use arti_client::IsolationToken;
+use base64::Engine as _;
+use hyper::header::{CONTENT_TYPE, HeaderMap, LOCATION};
+use labfy_core::bounded::truncate_chars;
+use labfy_core::{ObjectRef, RefKind};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus,
+    MAX_KEPT_HEADERS, MAX_URL_BYTES,
+};
+use labfy_ipc::messages::{Failure, Health, Role};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::connector::{Bootstrap, Connector};
+use crate::grants::{self, FetchIds, GrantTerms, Usage};
+use crate::http::{self, ExchangeError, Response};
+use crate::limits::{Limits, MAX_HEADER_VALUE_CHARS};
+use crate::target::{Target, check_url, shown};
+use crate::tor::Tor;
+
+/// Response headers kept in provenance, in this order (lower case).
+pub const KEPT_HEADERS: [&str; 14] = [
+    "content-type",
+    "content-length",
+    "content-language",
+    "content-encoding",
+    "content-disposition",
+    "last-modified",
+    "etag",
+    "date",
+    "expires",
+    "cache-control",
+    "server",
+    "location",
+    "x-robots-tag",
+    "link",
+];
+
+/// Longest refusal or failure reason, in characters.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// The egress service. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct Egress {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    data_dir: PathBuf,
+    connector: Arc<dyn Connector>,
+    limits: Limits,
+    custom_network: bool,
+    permits: Semaphore,
+    state: Mutex<State>,
+    /// fetched, refused, unavailable, failed, stopped.
+    counts: [AtomicU64; 5],
+    in_flight: AtomicU32,
+    started: Instant,
+}
+
+/// Live fetches of one grant, or of one campaign, and how to stop them.
+struct Live {
+    generation: u64,
+    cancel: CancellationToken,
+    count: u32,
+}
+
+/// A campaign's isolation (E4): its own token, created on first use,
+/// forgotten at its end.
+struct CampaignSlot {
+    live: Live,
+    token: IsolationToken,
+    label: String,
+}
+
+#[derive(Default)]
+struct State {
+    generation: u64,
+    /// Per (workspace, grant).
+    grants: HashMap<(Uuid, Uuid), Live>,
+    /// Per (workspace, campaign): one entry per campaign used since start
+    /// and not ended (campaigns come from human grants, so few).
+    campaigns: HashMap<(Uuid, Uuid), CampaignSlot>,
+    /// Per grant: what this process started and received under it.
+    usage: HashMap<Uuid, Usage>,
+}
+
+/// Why a stop happened.
+#[derive(Debug, Clone, Copy)]
+enum StopReason {
+    Revoked,
+    CampaignEnded,
+}
+
+/// How a fetch ended without a response.
+struct End(FetchStatus, String);
+
+fn refused(why: impl Into<String>) -> End {
+    End(FetchStatus::Refused, why.into())
+}
+fn unavailable(why: impl Into<String>) -> End {
+    End(FetchStatus::Unavailable, why.into())
+}
+fn failed(why: impl Into<String>) -> End {
+    End(FetchStatus::Failed, why.into())
+}
+
+impl Egress {
+    /// The service over arti: the only constructor outside this crate, so
+    /// every `Egress` a program can build goes out through Tor (P4).
+    pub fn new(data_dir: PathBuf, tor: Tor, limits: Limits, custom_network: bool) -> Self {
+        Self::with_connector(data_dir, Arc::new(tor), limits, custom_network)
+    }
+
+    pub(crate) fn with_connector(
+        data_dir: PathBuf,
+        connector: Arc<dyn Connector>,
+        limits: Limits,
+        custom_network: bool,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                data_dir,
+                connector,
+                permits: Semaphore::new(limits.max_in_flight.max(1)),
+                limits,
+                custom_network,
+                state: Mutex::new(State::default()),
+                counts: Default::default(),
+                in_flight: AtomicU32::new(0),
+                started: Instant::now(),
+            }),
+        }
+    }
+
+    /// Takes one place among the fetches in flight (tests: a full house).
+    #[cfg(test)]
+    pub(crate) async fn hold_a_place(&self) -> tokio::sync::SemaphorePermit<'_> {
+        #[allow(clippy::expect_used)]
+        self.inner.permits.acquire().await.expect("the semaphore is never closed")
+    }
+
+    /// Answers one request of the server.
+    pub async fn handle(&self, req: EgressRequest) -> EgressResponse {
+        match req {
+            EgressRequest::Health {} => EgressResponse::Health(self.health_report()),
+            EgressRequest::Status {} => EgressResponse::Status(self.status()),
+            EgressRequest::Fetch(f) => EgressResponse::Fetched(Box::new(self.fetch(f).await)),
+            EgressRequest::StopGrant { workspace_id, grant_id } => {
+                match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
+                    Ok((ws, g)) => EgressResponse::Stopped { stopped: self.stop_grant(ws, g) },
+                    Err(e) => invalid(e),
+                }
+            }
+            EgressRequest::EndCampaign { workspace_id, campaign_id } => {
+                match parse_pair(&workspace_id, &campaign_id, RefKind::Campaign) {
+                    Ok((ws, c)) => EgressResponse::Stopped { stopped: self.end_campaign(ws, c) },
+                    Err(e) => invalid(e),
+                }
+            }
+        }
+    }
+
+    /// `(ready, detail)` for health checks: ready once Tor is bootstrapped.
+    pub fn health(&self) -> (bool, String) {
+        let b = self.inner.connector.bootstrap();
+        let detail = if b.ready {
+            format!(
+                "Tor bootstrapped{}; {} fetch(es) in flight",
+                b.bootstrap_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default(),
+                self.inner.in_flight.load(Ordering::Relaxed)
+            )
+        } else {
+            let mut d = format!("Tor not bootstrapped ({}%: {}): every fetch is unavailable", b.percent, b.phase);
+            if let Some(e) = &b.last_error {
+                d.push_str("; last error: ");
+                d.push_str(e);
+            }
+            truncate_chars(&d, MAX_REASON_CHARS)
+        };
+        (b.ready, detail)
+    }
+
+    fn health_report(&self) -> Health {
+        let (ready, detail) = self.health();
+        Health {
+            role: Role::Egress,
+            pid: std::process::id(),
+            uptime_ms: self.inner.started.elapsed().as_millis() as u64,
+            ready,
+            detail,
+        }
+    }
+
+    /// Bootstrap state and activity (E1).
+    pub fn status(&self) -> EgressStatus {
+        let Bootstrap { ready, percent, phase, last_error, bootstrap_ms } = self.inner.connector.bootstrap();
+        EgressStatus {
+            ready,
+            bootstrap_percent: percent.min(100),
+            phase,
+            last_error,
+            bootstrap_ms,
+            custom_network: self.inner.custom_network,
+            in_flight: self.inner.in_flight.load(Ordering::Relaxed),
+            counts: std::array::from_fn(|i| self.inner.counts[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Stops every fetch of a grant, in flight or queued; returns how many.
+    pub fn stop_grant(&self, ws: Uuid, grant: Uuid) -> u32 {
+        let live = self.inner.lock().grants.remove(&(ws, grant));
+        let n = live.map_or(0, |l| {
+            l.cancel.cancel();
+            l.count
+        });
+        tracing::info!(grant = %ObjectRef::new(RefKind::Grant, grant), stopped = n, "grant stopped");
+        n
+    }
+
+    /// Ends a campaign: stops its fetches still running and forgets its
+    /// isolation token (a later fetch of it would get a new one).
+    pub fn end_campaign(&self, ws: Uuid, campaign: Uuid) -> u32 {
+        let slot = self.inner.lock().campaigns.remove(&(ws, campaign));
+        let n = slot.map_or(0, |s| {
+            s.live.cancel.cancel();
+            s.live.count
+        });
+        tracing::info!(campaign = %ObjectRef::new(RefKind::Campaign, campaign), stopped = n, "campaign ended");
+        n
+    }
+
+    /// One fetch (E2–E5). Never fails: every end is an outcome with its
+    /// reason.
+    pub async fn fetch(&self, req: FetchRequest) -> FetchOutcome {
+        let t0 = Instant::now();
+        let mut out = FetchOutcome {
+            status: FetchStatus::Refused,
+            reason: None,
+            url: truncate_bytes(&req.url, MAX_URL_BYTES),
+            final_url: None,
+            redirects: Vec::new(),
+            http_status: None,
+            headers: Vec::new(),
+            content_type: None,
+            body_base64: None,
+            body_bytes: 0,
+            body_sha256: None,
+            started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            elapsed_ms: 0,
+            isolation: String::new(),
+        };
+        let mut trail = Vec::new();
+        let result = self.run(&req, &mut out.isolation, &mut trail).await;
+        out.redirects = trail;
+        match result {
+            Ok((target, resp)) => fill(&mut out, &target, req.method, resp),
+            Err(End(status, why)) => {
+                out.status = status;
+                out.reason = Some(truncate_chars(&why, MAX_REASON_CHARS));
+            }
+        }
+        out.elapsed_ms = t0.elapsed().as_millis() as u64;
+        let slot = match out.status {
+            FetchStatus::Fetched => 0,
+            FetchStatus::Refused => 1,
+            FetchStatus::Unavailable => 2,
+            FetchStatus::Failed => 3,
+            FetchStatus::Stopped => 4,
+        };
+        self.inner.counts[slot].fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            status = ?out.status,
+            grant = %truncate_chars(&req.grant_id, 48),
+            http_status = out.http_status,
+            bytes = out.body_bytes,
+            hops = out.redirects.len(),
+            elapsed_ms = out.elapsed_ms,
+            "fetch done"
+        );
+        tracing::debug!(reason = out.reason.as_deref().unwrap_or(""), "fetch detail");
+        out
+    }
+
+    async fn run(
+        &self,
+        req: &FetchRequest,
+        isolation: &mut String,
+        trail: &mut Vec<String>,
+    ) -> Result<(Target, Response), End> {
+        let ids = FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id).map_err(refused)?;
+        let boot = self.inner.connector.bootstrap();
+        if !boot.ready {
+            return Err(unavailable(format!(
+                "Tor is not bootstrapped ({}%: {}); there is no clear-net fallback",
+                boot.percent, boot.phase
+            )));
+        }
+        let first = check_url(&req.url).map_err(refused)?;
+        let reg = self.inner.register(&ids);
+        isolation.clone_from(&reg.label);
+        let stop = reg.stopped();
+        // The deadline covers the whole fetch, the wait for a place included,
+        // so the server (which waits a little longer) always gets an answer.
+        let deadline = self.inner.limits.deadline;
+        let queued = AtomicBool::new(true);
+        let work = async {
+            let _permit = self.inner.permits.acquire().await.map_err(|_| failed("egress is shutting down"))?;
+            queued.store(false, Ordering::Relaxed);
+            let _flight = InFlight::enter(&self.inner.in_flight);
+            self.hops(&ids, first, req.method, reg.token, trail).await
+        };
+        tokio::select! {
+            biased;
+            why = stop => Err(End(FetchStatus::Stopped, match why {
+                StopReason::Revoked => format!("stopped: {} was revoked", ids.grant),
+                StopReason::CampaignEnded => format!("stopped: {} ended", ids.campaign),
+            })),
+            r = tokio::time::timeout(deadline, work) => r.unwrap_or_else(|_| Err(if queued.load(Ordering::Relaxed) {
+                unavailable(format!(
+                    "egress is busy: no place among the {} fetches in flight within {} s",
+                    self.inner.limits.max_in_flight,
+                    deadline.as_secs_f64()
+                ))
+            } else {
+                failed(format!("the fetch took longer than {} s", deadline.as_secs_f64()))
+            })),
+        }
+    }
+
+    async fn hops(
+        &self,
+        ids: &FetchIds,
+        mut target: Target,
+        method: FetchMethod,
+        isolation: IsolationToken,
+        trail: &mut Vec<String>,
+    ) -> Result<(Target, Response), End> {
+        let limits = &self.inner.limits;
+        loop {
+            let hop = |why: String| match trail.len() {
+                0 => why,
+                n => format!("redirect hop {n} to `{}` refused: {why}", shown(target.url.as_str())),
+            };
+            let terms = self.read_terms(ids).await.map_err(|w| refused(hop(w)))?;
+            self.inner.start_request(ids, &terms, &target).map_err(|w| refused(hop(w)))?;
+            let io = match tokio::time::timeout(
+                limits.connect,
+                self.inner.connector.connect(&target.host, target.port, isolation),
+            )
+            .await
+            {
+                Ok(Ok(io)) => io,
+                Ok(Err(why)) => return Err(unavailable(why)),
+                Err(_) => {
+                    return Err(unavailable(format!("no Tor stream within {} s", limits.connect.as_secs_f64())));
+                }
+            };
+            let grant = ids.grant;
+            let mut this_fetch = 0u64;
+            let take = |n: u64| {
+                this_fetch += n;
+                self.inner.take_bytes(&grant, terms.max_bytes, terms.recorded.bytes.saturating_add(this_fetch), n)
+            };
+            let resp = http::exchange(io, &target, method, limits, take).await.map_err(|e| match e {
+                ExchangeError::Failed(m) | ExchangeError::Budget(m) => failed(m),
+            })?;
+            let location = http::is_redirect(resp.status).then(|| location(&resp.headers)).flatten();
+            let Some(location) = location else { return Ok((target, resp)) };
+            if trail.len() >= usize::from(limits.max_redirects) {
+                return Err(failed(format!("more than {} redirects", limits.max_redirects)));
+            }
+            let next = target
+                .url
+                .join(&location)
+                .map_err(|e| failed(format!("redirect to an invalid Location `{}`: {e}", shown(&location))))?;
+            let n = trail.len() + 1;
+            let next = check_url(next.as_str())
+                .map_err(|why| refused(format!("redirect hop {n} to `{}` refused: {why}", shown(next.as_str()))))?;
+            trail.push(next.url.to_string());
+            target = next;
+        }
+    }
+
+    /// The grant afresh from the store, off the async thread.
+    async fn read_terms(&self, ids: &FetchIds) -> Result<GrantTerms, String> {
+        let (dir, ids) = (self.inner.data_dir.clone(), *ids);
+        tokio::task::spawn_blocking(move || grants::read_terms(&dir, &ids, chrono::Utc::now()))
+            .await
+            .unwrap_or_else(|_| Err("the grant check failed".into()))
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a fetch under its grant and campaign (creating the
+    /// campaign's isolation token on first use).
+    fn register(self: &Arc<Self>, ids: &FetchIds) -> Registration {
+        let mut s = self.lock();
+        s.generation += 1;
+        let generation = s.generation;
+        let (ws, grant, campaign) = (ids.workspace, ids.grant.id(), ids.campaign.id());
+        let g = s.grants.entry((ws, grant)).or_insert_with(|| Live {
+            generation,
+            cancel: CancellationToken::new(),
+            count: 0,
+        });
+        g.count += 1;
+        let (grant_gen, grant_cancel) = (g.generation, g.cancel.clone());
+        let c = s.campaigns.entry((ws, campaign)).or_insert_with(|| CampaignSlot {
+            live: Live { generation, cancel: CancellationToken::new(), count: 0 },
+            token: IsolationToken::new(),
+            label: format!("workspace:{ws}/campaign:{campaign}#{generation}"),
+        });
+        c.live.count += 1;
+        Registration {
+            inner: self.clone(),
+            ws,
+            grant: (grant, grant_gen, grant_cancel),
+            campaign: (campaign, c.live.generation, c.live.cancel.clone()),
+            token: c.token,
+            label: c.label.clone(),
+        }
+    }
+
+    /// Checks scope and budget under the lock and counts one request.
+    fn start_request(&self, ids: &FetchIds, terms: &GrantTerms, target: &Target) -> Result<(), String> {
+        let mut s = self.lock();
+        let used = s.usage.entry(ids.grant.id()).or_default();
+        if let Some(why) = grants::refusal(terms, &ids.grant, target, *used) {
+            return Err(why);
+        }
+        used.requests += 1;
+        Ok(())
+    }
+
+    /// Counts body bytes received under a grant; refuses past its budget
+    /// (`recorded` is what the store recorded plus this fetch's bytes).
+    fn take_bytes(&self, grant: &ObjectRef, max_bytes: u64, recorded: u64, n: u64) -> Result<(), String> {
+        let mut s = self.lock();
+        let used = s.usage.entry(grant.id()).or_default();
+        used.bytes = used.bytes.saturating_add(n);
+        if used.bytes.max(recorded) > max_bytes {
+            return Err(format!(
+                "the byte budget of {grant} ran out during the body ({max_bytes} bytes); nothing kept"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A fetch known to the stop map; unregisters itself when dropped.
+struct Registration {
+    inner: Arc<Inner>,
+    ws: Uuid,
+    grant: (Uuid, u64, CancellationToken),
+    campaign: (Uuid, u64, CancellationToken),
+    token: IsolationToken,
+    label: String,
+}
+
+impl Registration {
+    /// Resolves when the fetch must stop.
+    fn stopped(&self) -> impl std::future::Future<Output = StopReason> + Send + 'static {
+        let (g, c) = (self.grant.2.clone(), self.campaign.2.clone());
+        async move {
+            tokio::select! {
+                _ = g.cancelled() => StopReason::Revoked,
+                _ = c.cancelled() => StopReason::CampaignEnded,
+            }
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut s = self.inner.lock();
+        let key = (self.ws, self.grant.0);
+        if let Some(l) = s.grants.get_mut(&key).filter(|l| l.generation == self.grant.1) {
+            l.count = l.count.saturating_sub(1);
+            if l.count == 0 {
+                s.grants.remove(&key);
+            }
+        }
+        if let Some(c) =
+            s.campaigns.get_mut(&(self.ws, self.campaign.0)).filter(|c| c.live.generation == self.campaign.1)
+        {
+            c.live.count = c.live.count.saturating_sub(1);
+        }
+    }
+}
+
+/// Counts a fetch holding a place among the in-flight ones.
+struct InFlight<'a>(&'a AtomicU32);
+
+impl<'a> InFlight<'a> {
+    fn enter(n: &'a AtomicU32) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn location(headers: &HeaderMap) -> Option<String> {
+    headers.get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// Writes a response into the outcome (E5: provenance).
+fn fill(out: &mut FetchOutcome, target: &Target, method: FetchMethod, resp: Response) {
+    out.status = FetchStatus::Fetched;
+    out.final_url = Some(target.url.to_string());
+    out.http_status = Some(resp.status);
+    out.headers = kept_headers(&resp.headers);
+    out.content_type = resp
+        .headers
+        .get(CONTENT_TYPE)
+        .map(|v| truncate_chars(&String::from_utf8_lossy(v.as_bytes()), MAX_HEADER_VALUE_CHARS));
+    if method == FetchMethod::Get {
+        out.body_bytes = resp.body.len() as u64;
+        out.body_sha256 = Some(hex::encode(Sha256::digest(&resp.body)));
+        if !resp.body.is_empty() {
+            out.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(&resp.body));
+        }
+    }
+}
+
+/// The kept headers, lower-case names, bounded values, at most
+/// [`MAX_KEPT_HEADERS`].
+pub fn kept_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    KEPT_HEADERS
+        .iter()
+        .flat_map(|name| {
+            headers.get_all(*name).iter().map(move |v| {
+                ((*name).to_owned(), truncate_chars(&String::from_utf8_lossy(v.as_bytes()), MAX_HEADER_VALUE_CHARS))
+            })
+        })
+        .take(MAX_KEPT_HEADERS)
+        .collect()
+}
+
+fn truncate_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+fn parse_pair(ws: &str, id: &str, kind: RefKind) -> Result<(Uuid, Uuid), String> {
+    let ws = match Uuid::try_parse(ws) {
+        Ok(u) => u,
+        Err(_) => ObjectRef::parse_kind(ws, RefKind::Workspace).map_err(|e| format!("workspace: {e}"))?.id(),
+    };
+    let r = ObjectRef::parse_kind(id, kind).map_err(|e| format!("{}: {e}", kind.as_str()))?;
+    Ok((ws, r.id()))
+}
+
+fn invalid(message: String) -> EgressResponse {
+    EgressResponse::Failed(Failure {
+        code: "INVALID_INPUT".into(),
+        message: truncate_chars(&message, MAX_REASON_CHARS),
+    })
+}

@@ -1,0 +1,864 @@
+//! The fetch logic end to end, without Tor: real HTTP servers on 127.0.0.1
+//! with scripted raw responses, a real store in a temporary directory, and
+//! the test-only loopback connector (it exists only under `#[cfg(test)]`;
+//! the binary has no direct connect path).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arti_client::IsolationToken;
+use base64::Engine as _;
+use labfy_core::{ObjectRef, RefKind};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, MAX_BODY_BYTES,
+};
+use labfy_store::{GrantDecision, NewGrant, NewNote, NewResearchRequest, ResearchBudget, ResearchScope, Store};
+use sha2::{Digest, Sha256};
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use uuid::Uuid;
+
+use crate::connector::{Bootstrap, BoxFuture, BoxIo, Connector};
+use crate::{Egress, Limits};
+
+// ---------------------------------------------------------------------------
+// the loopback connector (tests only)
+// ---------------------------------------------------------------------------
+
+/// Dials 127.0.0.1 at the asked port whatever the host (as if every name
+/// resolved there), and records every dial.
+#[derive(Default)]
+struct Loopback {
+    not_ready: AtomicBool,
+    dials: Mutex<Vec<(String, u16, IsolationToken)>>,
+}
+
+impl Loopback {
+    fn dials(&self) -> Vec<(String, u16, IsolationToken)> {
+        self.dials.lock().unwrap().clone()
+    }
+}
+
+impl Connector for Loopback {
+    fn bootstrap(&self) -> Bootstrap {
+        if self.not_ready.load(Ordering::SeqCst) {
+            Bootstrap { ready: false, percent: 40, phase: "fetching a consensus".into(), ..Bootstrap::default() }
+        } else {
+            Bootstrap { ready: true, percent: 100, phase: "done".into(), bootstrap_ms: Some(1), last_error: None }
+        }
+    }
+
+    fn connect<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+        isolation: IsolationToken,
+    ) -> BoxFuture<'a, Result<BoxIo, String>> {
+        self.dials.lock().unwrap().push((host.to_owned(), port, isolation));
+        Box::pin(async move {
+            match TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(s) => Ok(Box::new(s) as BoxIo),
+                Err(e) => Err(format!("loopback: {e}")),
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// scripted HTTP servers
+// ---------------------------------------------------------------------------
+
+#[derive(Clone)]
+enum Step {
+    Send(Vec<u8>),
+    Wait(Duration),
+    Hold,
+}
+
+struct Server {
+    port: u16,
+    conns: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Serves each connection: reads the request head, then plays the
+    /// script for connection number `n` (0-based).
+    async fn start(script: impl Fn(usize) -> Vec<Step> + Send + Sync + 'static) -> Self {
+        Self::serve(true, script).await
+    }
+
+    /// Plays the script as soon as a connection is accepted, reading nothing.
+    async fn eager(bytes: Vec<u8>) -> Self {
+        Self::serve(false, move |_| vec![Step::Send(bytes.clone())]).await
+    }
+
+    async fn serve(read_head: bool, script: impl Fn(usize) -> Vec<Step> + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let conns = Arc::new(AtomicUsize::new(0));
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let (c, h) = (conns.clone(), heads.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else { return };
+                let n = c.fetch_add(1, Ordering::SeqCst);
+                let (h, script) = (h.clone(), script.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while read_head && !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(k) => head.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    h.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                    for step in script(n) {
+                        match step {
+                            Step::Send(b) => {
+                                if sock.write_all(&b).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Step::Wait(d) => tokio::time::sleep(d).await,
+                            Step::Hold => tokio::time::sleep(Duration::from_secs(3600)).await,
+                        }
+                    }
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        Self { port, conns, heads }
+    }
+
+    /// Answers every connection with the same bytes.
+    async fn always(bytes: Vec<u8>) -> Self {
+        Self::start(move |_| vec![Step::Send(bytes.clone())]).await
+    }
+
+    fn conns(&self) -> usize {
+        self.conns.load(Ordering::SeqCst)
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn ok(body: &[u8], ctype: &str) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nServer: scripted\r\nETag: \"v1\"\r\nSet-Cookie: s=1\r\nX-Secret: no\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn redirect(status: u16, location: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .into_bytes()
+}
+
+fn chunked(body: &[u8]) -> Vec<u8> {
+    let mut r =
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for c in body.chunks(16 * 1024) {
+        r.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        r.extend_from_slice(c);
+        r.extend_from_slice(b"\r\n");
+    }
+    r.extend_from_slice(b"0\r\n\r\n");
+    r
+}
+
+// ---------------------------------------------------------------------------
+// a real store with real grants
+// ---------------------------------------------------------------------------
+
+const FP: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+struct World {
+    dir: TempDir,
+    store: Store,
+    ws: Uuid,
+    inv: ObjectRef,
+    evidence: ObjectRef,
+    grants: usize,
+}
+
+#[derive(Clone, Copy)]
+struct G {
+    ws: Uuid,
+    grant: ObjectRef,
+    campaign: ObjectRef,
+}
+
+impl World {
+    fn new() -> Self {
+        let dir = TempDir::new().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (ws, inv) = store.create_real_workspace("Dossier Est", "analyst").unwrap();
+        let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None };
+        let evidence = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
+        Self { dir, store, ws: ws.id(), inv, evidence, grants: 0 }
+    }
+
+    /// Prepares and grants a research request: a grant and its campaign.
+    fn grant(&mut self, hosts: &[&str], max_requests: u32, max_bytes: u64) -> G {
+        let (ws, evidence) = (self.ws, self.evidence);
+        self.grant_in(ws, evidence, hosts, max_requests, max_bytes)
+    }
+
+    /// Another REAL workspace in the same store, with one evidence item.
+    fn another_workspace(&mut self) -> (Uuid, ObjectRef) {
+        let (ws, inv) = self.store.create_real_workspace("Dossier Ouest", "analyst").unwrap();
+        let note = NewNote { title: "T".into(), content: "c".into(), source: None };
+        (ws.id(), self.store.add_note(ws.id(), &inv, &note, "analyst").unwrap())
+    }
+
+    fn grant_in(&mut self, ws: Uuid, evidence: ObjectRef, hosts: &[&str], max_requests: u32, max_bytes: u64) -> G {
+        self.grants += 1;
+        let req = NewResearchRequest {
+            selection: vec![evidence],
+            question: "Qui finance le réseau ?".into(),
+            exclusions: vec![],
+            turn_id: Uuid::now_v7(),
+            call_id: Uuid::now_v7(),
+            idempotency_key: format!("k{}", self.grants),
+            requested_by: "agent:demo".into(),
+            contract_fingerprint: FP.into(),
+            catalog_fingerprint: "c".repeat(64),
+        };
+        let (r, _) = self.store.prepare_research(ws, &req).unwrap();
+        let decision = GrantDecision {
+            scope: ResearchScope { hosts: hosts.iter().map(|h| (*h).to_owned()).collect() },
+            budget: ResearchBudget { max_requests, max_bytes },
+            expires_in_minutes: 60,
+            contract_fingerprints: serde_json::json!({"research.prepare": FP}),
+            current_prepare_fingerprint: FP.into(),
+            decided_by: "analyst".into(),
+            // The campaign's planned URLs (the server's runner asks for
+            // them); egress itself checks each fetch against the scope.
+            urls: vec![match hosts[0].strip_prefix("*.") {
+                Some(base) => format!("https://www.{base}/"),
+                None => format!("https://{}/", hosts[0]),
+            }],
+        };
+        let out = self.store.grant_research(ws, &r, &decision).unwrap();
+        G { ws, grant: out.grant, campaign: out.campaign }
+    }
+
+    fn egress(&self, limits: Limits) -> (Egress, Arc<Loopback>) {
+        let tor = Arc::new(Loopback::default());
+        (Egress::with_connector(self.dir.path().to_owned(), tor.clone(), limits, false), tor)
+    }
+}
+
+fn req(g: &G, url: &str, method: FetchMethod) -> FetchRequest {
+    FetchRequest {
+        workspace_id: g.ws.to_string(),
+        campaign_id: g.campaign.to_string(),
+        grant_id: g.grant.to_string(),
+        url: url.into(),
+        method,
+    }
+}
+
+fn get(g: &G, url: &str) -> FetchRequest {
+    req(g, url, FetchMethod::Get)
+}
+
+#[track_caller]
+fn assert_status(o: &FetchOutcome, status: FetchStatus, reason: &str) {
+    assert_eq!(o.status, status, "{o:#?}");
+    if status == FetchStatus::Fetched {
+        assert!(o.reason.is_none(), "{o:#?}");
+    } else {
+        let r = o.reason.as_deref().unwrap_or_default();
+        assert!(r.contains(reason), "reason `{r}` lacks `{reason}`");
+    }
+}
+
+fn quick() -> Limits {
+    Limits {
+        connect: Duration::from_secs(5),
+        deadline: Duration::from_secs(10),
+        idle: Duration::from_secs(5),
+        ..Limits::default()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// refusals: before any stream
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn refusals_come_before_any_stream() {
+    let mut w = World::new();
+    let g = w.grant(&["*.example.org", "10.0.0.5"], 10, 1_000_000);
+    let server = Server::always(ok(b"never", "text/plain")).await;
+    let p = server.port;
+    // A second REAL workspace with its own grant.
+    let (ws2, ev2) = w.another_workspace();
+    let g_other = w.grant_in(ws2, ev2, &["*.example.org"], 10, 1_000_000);
+    // A revoked grant and an expired one (recorded directly, already past).
+    let g_revoked = w.grant(&["*.example.org"], 10, 1_000_000);
+    w.store.revoke_grant(w.ws, &g_revoked.grant, "analyst").unwrap();
+    let expired = w
+        .store
+        .record_grant(
+            w.ws,
+            &NewGrant {
+                investigation: w.inv,
+                scope: serde_json::json!({"hosts": ["*.example.org"]}),
+                budget: serde_json::json!({"max_requests": 10, "max_bytes": 1000}),
+                expires_at: (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339(),
+                contract_fingerprints: serde_json::json!({}),
+                decided_by: "analyst".into(),
+            },
+        )
+        .unwrap();
+    let g_expired = G { grant: expired, ..g };
+    let g_unknown = G { grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()), ..g };
+    let g_cross = G { grant: g_other.grant, ..g };
+    let g_wrong_campaign = G { campaign: g_revoked.campaign, ..g };
+    let long = format!("http://a.example.org:{p}/{}", "x".repeat(2048));
+    let cases: Vec<(FetchRequest, &str)> = vec![
+        (get(&g, &format!("http://user:pw@a.example.org:{p}/")), "credentials"),
+        (get(&g, &format!("ftp://a.example.org:{p}/")), "scheme `ftp`"),
+        (get(&g, &long), "at most 2048"),
+        (get(&g, &format!("http://[::1]:{p}/")), "IPv6"),
+        (get(&g, &format!("http://127.0.0.1:{p}/")), "loopback address"),
+        (get(&g, &format!("http://10.0.0.6:{p}/")), "private address"),
+        (get(&g, &format!("http://169.254.169.254:{p}/")), "link-local"),
+        (get(&g, &format!("http://100.64.1.1:{p}/")), "carrier-grade NAT"),
+        (get(&g, &format!("http://example.org:{p}/")), "outside the scope"),
+        (get(&g, &format!("http://a.example.net:{p}/")), "outside the scope"),
+        (get(&g_unknown, &format!("http://a.example.org:{p}/")), "does not exist in this workspace"),
+        (get(&g_cross, &format!("http://a.example.org:{p}/")), "does not exist in this workspace"),
+        (get(&g_revoked, &format!("http://a.example.org:{p}/")), "is revoked"),
+        (get(&g_expired, &format!("http://a.example.org:{p}/")), "has expired"),
+        (get(&g_wrong_campaign, &format!("http://a.example.org:{p}/")), "does not run under"),
+        (
+            FetchRequest { grant_id: g.grant.id().to_string(), ..get(&g, &format!("http://a.example.org:{p}/")) },
+            "grant",
+        ),
+    ];
+    let (egress, tor) = w.egress(quick());
+    for (r, why) in cases {
+        let o = egress.fetch(r).await;
+        assert_status(&o, FetchStatus::Refused, why);
+        assert!(o.final_url.is_none() && o.http_status.is_none() && o.body_base64.is_none());
+    }
+    assert!(tor.dials().is_empty(), "a refusal opened a stream: {:?}", tor.dials());
+    assert_eq!(server.conns(), 0);
+    assert_eq!(egress.status().counts, [0, 16, 0, 0, 0]);
+    // The scope that names a private address exactly lets it through.
+    let o = egress.fetch(get(&g, &format!("http://10.0.0.5:{p}/"))).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+}
+
+#[tokio::test]
+async fn a_specimen_workspace_never_reaches_the_network() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let outcome = labfy_store::specimen::generate(
+        &mut store,
+        labfy_store::specimen::SpecimenSpec { seed: 1, size: 20 },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let labfy_store::specimen::SpecimenOutcome::Created { workspace, .. } = outcome else { panic!("{outcome:?}") };
+    let g = G {
+        ws: workspace.id(),
+        grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()),
+        campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()),
+    };
+    let tor = Arc::new(Loopback::default());
+    let egress = Egress::with_connector(dir.path().to_owned(), tor.clone(), quick(), false);
+    let o = egress.fetch(get(&g, "http://a.example.org/")).await;
+    assert_status(&o, FetchStatus::Refused, "SPECIMEN");
+    assert!(tor.dials().is_empty());
+}
+
+#[tokio::test]
+async fn budgets_are_spent_exactly() {
+    let mut w = World::new();
+    let server = Server::always(ok(b"12345678", "text/plain")).await;
+    let url = format!("http://a.example.org:{}/", server.port);
+    let (egress, _tor) = w.egress(quick());
+    // Requests: 2 allowed.
+    let g = w.grant(&["a.example.org"], 2, 1_000_000);
+    for _ in 0..2 {
+        assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
+    }
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "request budget");
+    assert_eq!(server.conns(), 2);
+    // Bytes: 12 allowed; 8 fit, the next 8 run out during the body, then nothing starts.
+    let g = w.grant(&["a.example.org"], 10, 12);
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
+    let o = egress.fetch(get(&g, &url)).await;
+    assert_status(&o, FetchStatus::Failed, "byte budget");
+    assert!(o.body_base64.is_none());
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
+    assert_eq!(server.conns(), 4);
+}
+
+// ---------------------------------------------------------------------------
+// fetched: the outcome is the provenance
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_get_returns_the_body_with_its_provenance() {
+    let mut w = World::new();
+    let g = w.grant(&["*.example.org"], 10, 1_000_000);
+    let body = "<html>Le fil 8812</html>".as_bytes();
+    let server = Server::always(ok(body, "text/html; charset=utf-8")).await;
+    let (egress, tor) = w.egress(quick());
+    let url = format!("http://News.Example.org:{}/a/b?q=1#frag", server.port);
+    let o = egress.fetch(get(&g, &url)).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.url, url);
+    assert_eq!(o.final_url.as_deref(), Some(format!("http://news.example.org:{}/a/b?q=1", server.port).as_str()));
+    assert!(o.redirects.is_empty());
+    assert_eq!(o.http_status, Some(200));
+    assert_eq!(o.content_type.as_deref(), Some("text/html; charset=utf-8"));
+    assert_eq!(o.body_bytes, body.len() as u64);
+    assert_eq!(o.body_sha256.as_deref(), Some(hex::encode(Sha256::digest(body)).as_str()));
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(o.body_base64.unwrap()).unwrap(), body);
+    let names: Vec<&str> = o.headers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["content-type", "content-length", "etag", "server"], "no cookie, no unknown header");
+    assert!(chrono::DateTime::parse_from_rfc3339(&o.started_at).is_ok());
+    assert!(o.isolation.contains(&g.campaign.to_string()), "{}", o.isolation);
+    // What went out: origin form, no fragment, the fixed headers, nothing else.
+    let head = &server.heads()[0];
+    let lines: Vec<&str> = head.lines().collect();
+    assert_eq!(lines[0], "GET /a/b?q=1 HTTP/1.1");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains(&format!("host: news.example.org:{}\r\n", server.port)), "{head}");
+    assert!(lower.contains("accept-encoding: identity\r\n"), "{head}");
+    assert!(head.contains(&format!("{}\r\n", crate::USER_AGENT_VALUE)), "{head}");
+    for absent in ["cookie", "authorization", "frag", "proxy"] {
+        assert!(!lower.contains(absent), "{absent} sent: {head}");
+    }
+    // The name went to the connector as a name (the exit resolves it).
+    assert_eq!(tor.dials()[0].0, "news.example.org");
+    let st = egress.status();
+    assert_eq!((st.counts, st.in_flight, st.ready), ([1, 0, 0, 0, 0], 0, true));
+}
+
+#[tokio::test]
+async fn a_head_has_no_body() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let server =
+        Server::always(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n".to_vec()).await;
+    let (egress, _) = w.egress(quick());
+    let o = egress.fetch(req(&g, &format!("http://a.example.org:{}/", server.port), FetchMethod::Head)).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!((o.http_status, o.body_bytes), (Some(200), 0));
+    assert!(o.body_base64.is_none() && o.body_sha256.is_none());
+    assert!(server.heads()[0].starts_with("HEAD / HTTP/1.1\r\n"));
+}
+
+// ---------------------------------------------------------------------------
+// redirects: each hop re-checked before its stream
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_redirect_in_scope_is_followed() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org", "*.example.net"], 10, 1_000_000);
+    let last = Server::always(ok(b"final", "text/plain")).await;
+    let to = format!("http://www.example.net:{}/final", last.port);
+    let first = Server::always(redirect(302, &to)).await;
+    let (egress, tor) = w.egress(quick());
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/start", first.port))).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.redirects, [to.as_str()]);
+    assert_eq!(o.final_url.as_deref(), Some(to.as_str()));
+    assert_eq!(o.body_bytes, 5);
+    assert_eq!((first.conns(), last.conns()), (1, 1));
+    let dials = tor.dials();
+    assert_eq!(dials.len(), 2);
+    assert_eq!(dials[0].2, dials[1].2, "one campaign, one isolation token");
+    // A relative Location resolves against the hop.
+    let rel =
+        Server::start(|n| vec![Step::Send(if n == 0 { redirect(301, "/there") } else { ok(b"x", "text/plain") })])
+            .await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/here", rel.port))).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.redirects, [format!("http://a.example.org:{}/there", rel.port)]);
+}
+
+#[tokio::test]
+async fn a_redirect_out_of_scope_is_refused_before_its_stream() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let elsewhere = Server::always(ok(b"leak", "text/plain")).await;
+    let (egress, tor) = w.egress(quick());
+    for to in [
+        format!("http://evil.example.net:{}/x", elsewhere.port),
+        format!("http://127.0.0.1:{}/x", elsewhere.port),
+        format!("ftp://a.example.org:{}/x", elsewhere.port),
+        format!("http://[::1]:{}/x", elsewhere.port),
+    ] {
+        let first = Server::always(redirect(307, &to)).await;
+        let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", first.port))).await;
+        assert_status(&o, FetchStatus::Refused, "redirect hop 1");
+        assert_eq!(first.conns(), 1);
+    }
+    assert_eq!(elsewhere.conns(), 0, "the out-of-scope server saw a connection");
+    assert!(tor.dials().iter().all(|d| d.0 == "a.example.org"));
+}
+
+#[tokio::test]
+async fn redirects_are_bounded_and_rechecked_against_revocation() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 100, 1_000_000);
+    let (egress, _) = w.egress(quick());
+    // Five hops are followed; a sixth is one too many.
+    let five = Server::start(|n| {
+        vec![Step::Send(if n < 5 { redirect(302, &format!("/{}", n + 1)) } else { ok(b"end", "text/plain") })]
+    })
+    .await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/0", five.port))).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.redirects.len(), 5);
+    let loop_ = Server::always(redirect(302, "/again")).await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", loop_.port))).await;
+    assert_status(&o, FetchStatus::Failed, "more than 5 redirects");
+    assert_eq!(loop_.conns(), 6);
+    // A grant revoked between two hops: the next hop is refused before its stream.
+    let dir = w.dir.path().to_owned();
+    let (ws, grant) = (w.ws, g.grant);
+    let revoking = Server::start(move |n| {
+        if n == 0 {
+            let mut s = Store::open(&dir).unwrap();
+            s.revoke_grant(ws, &grant, "analyst").unwrap();
+            vec![Step::Send(redirect(302, "/next"))]
+        } else {
+            vec![Step::Send(ok(b"no", "text/plain"))]
+        }
+    })
+    .await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", revoking.port))).await;
+    assert_status(&o, FetchStatus::Refused, "is revoked");
+    assert!(o.reason.unwrap().contains("redirect hop 1"));
+    assert_eq!(revoking.conns(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// bounds and misbehaving servers
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_body_bound_is_exact() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1 << 30);
+    let (egress, _) = w.egress(quick());
+    let max = MAX_BODY_BYTES as usize;
+    for (resp, status) in [
+        (ok(&vec![b'a'; max], "text/plain"), FetchStatus::Fetched),
+        (ok(&vec![b'a'; max + 1], "text/plain"), FetchStatus::Failed),
+        (chunked(&vec![b'b'; max]), FetchStatus::Fetched),
+        (chunked(&vec![b'b'; max + 1]), FetchStatus::Failed),
+    ] {
+        let s = Server::always(resp).await;
+        let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", s.port))).await;
+        assert_status(&o, status, "body larger than 524288 bytes");
+        if status == FetchStatus::Fetched {
+            assert_eq!(o.body_bytes, MAX_BODY_BYTES);
+        } else {
+            assert!(o.body_base64.is_none() && o.body_sha256.is_none() && o.body_bytes == 0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_silent_or_trickling_server_is_cut_off() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let limits = Limits { idle: Duration::from_millis(300), deadline: Duration::from_secs(2), ..quick() };
+    let (egress, _) = w.egress(limits);
+    // Headers, then silence in the body (slow loris).
+    let silent =
+        Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_vec()), Step::Hold])
+            .await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", silent.port))).await;
+    assert_status(&o, FetchStatus::Failed, "no data for 0.3 s");
+    // Silence before the status line.
+    let mute = Server::start(|_| vec![Step::Hold]).await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", mute.port))).await;
+    assert_status(&o, FetchStatus::Failed, "no data");
+    // One byte every 100 ms never trips the idle bound; the deadline does.
+    let trickle = Server::start(|_| {
+        let mut steps = vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_vec())];
+        for _ in 0..100 {
+            steps.push(Step::Send(b"x".to_vec()));
+            steps.push(Step::Wait(Duration::from_millis(100)));
+        }
+        steps
+    })
+    .await;
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", trickle.port))).await;
+    assert_status(&o, FetchStatus::Failed, "the fetch took longer than 2 s");
+    assert!(o.elapsed_ms >= 2000 && o.elapsed_ms < 4000, "{}", o.elapsed_ms);
+}
+
+#[tokio::test]
+async fn malformed_http_and_tls_fail() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 20, 1_000_000);
+    let (egress, _) = w.egress(quick());
+    let many_headers = {
+        let mut r = "HTTP/1.1 200 OK\r\n".to_owned();
+        for i in 0..100 {
+            r.push_str(&format!("X-H{i}: v\r\n"));
+        }
+        r.push_str("Content-Length: 0\r\n\r\n");
+        r.into_bytes()
+    };
+    for bytes in [
+        b"garbage that is not HTTP\r\n\r\n".to_vec(),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nabcde".to_vec(),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort".to_vec(),
+        many_headers,
+        Vec::new(),
+    ] {
+        let s = Server::always(bytes).await;
+        let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", s.port))).await;
+        assert_status(&o, FetchStatus::Failed, "");
+    }
+    // https to a server that answers in clear text.
+    let plain = Server::eager(ok(b"plain", "text/plain")).await;
+    let o = egress.fetch(get(&g, &format!("https://a.example.org:{}/", plain.port))).await;
+    assert_status(&o, FetchStatus::Failed, "TLS handshake failed");
+    assert!(!o.reason.unwrap().contains("no data"), "a protocol error, not a timeout");
+    assert_eq!(egress.status().counts[3], 6);
+}
+
+#[tokio::test]
+async fn a_path_that_fails_is_unavailable() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let (egress, tor) = w.egress(quick());
+    // Nothing listens there: the stream cannot open.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{port}/"))).await;
+    assert_status(&o, FetchStatus::Unavailable, "loopback");
+    // Not bootstrapped: every fetch is unavailable, nothing is dialled.
+    tor.not_ready.store(true, Ordering::SeqCst);
+    let before = tor.dials().len();
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{port}/"))).await;
+    assert_status(&o, FetchStatus::Unavailable, "not bootstrapped (40%: fetching a consensus)");
+    assert!(o.reason.unwrap().contains("no clear-net fallback"));
+    assert_eq!(tor.dials().len(), before);
+    let (ready, detail) = egress.health();
+    assert!(!ready && detail.contains("40%"), "{detail}");
+}
+
+// ---------------------------------------------------------------------------
+// stops, isolation, the service surface
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn stop_grant_stops_fetches_in_flight_and_queued() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let other = w.grant(&["a.example.org"], 10, 1_000_000);
+    let limits =
+        Limits { max_in_flight: 1, idle: Duration::from_secs(60), deadline: Duration::from_secs(60), ..quick() };
+    let (egress, _) = w.egress(limits);
+    let slow =
+        Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec()), Step::Hold])
+            .await;
+    let url = format!("http://a.example.org:{}/", slow.port);
+    let a = tokio::spawn({
+        let (e, r) = (egress.clone(), get(&g, &url));
+        async move { e.fetch(r).await }
+    });
+    while slow.conns() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Queued behind the first (one place in flight), and one of another grant.
+    let b = tokio::spawn({
+        let (e, r) = (egress.clone(), get(&g, &url));
+        async move { e.fetch(r).await }
+    });
+    let c = tokio::spawn({
+        let (e, r) = (egress.clone(), get(&other, &url));
+        async move { e.fetch(r).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(egress.status().in_flight, 1);
+    let t = std::time::Instant::now();
+    let resp =
+        egress.handle(EgressRequest::StopGrant { workspace_id: g.ws.to_string(), grant_id: g.grant.to_string() }).await;
+    assert_eq!(resp, EgressResponse::Stopped { stopped: 2 });
+    for h in [a, b] {
+        let o = tokio::time::timeout(Duration::from_secs(2), h).await.unwrap().unwrap();
+        assert_status(&o, FetchStatus::Stopped, "was revoked");
+    }
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The other grant's fetch was not stopped: it now holds the place.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!c.is_finished());
+    assert_eq!(egress.stop_grant(other.ws, other.grant.id()), 1);
+    assert_status(&c.await.unwrap(), FetchStatus::Stopped, "was revoked");
+    assert_eq!(egress.stop_grant(g.ws, g.grant.id()), 0, "nothing left");
+    assert_eq!(egress.status().counts[4], 3);
+}
+
+#[tokio::test]
+async fn the_deadline_counts_the_wait_for_a_place() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let limits = Limits { max_in_flight: 1, deadline: Duration::from_millis(500), ..quick() };
+    let (egress, tor) = w.egress(limits);
+    let server = Server::always(ok(b"x", "text/plain")).await;
+    let url = format!("http://a.example.org:{}/", server.port);
+    // The only place is taken for longer than the deadline.
+    let held = egress.hold_a_place().await;
+    let o = egress.fetch(get(&g, &url)).await;
+    assert_status(&o, FetchStatus::Unavailable, "egress is busy: no place among the 1 fetches in flight within 0.5 s");
+    assert!(tor.dials().is_empty() && server.conns() == 0, "the queued fetch never connected");
+    drop(held);
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
+}
+
+#[tokio::test]
+async fn each_campaign_has_its_own_isolation_until_it_ends() {
+    let mut w = World::new();
+    let g1 = w.grant(&["a.example.org"], 10, 1_000_000);
+    let g2 = w.grant(&["a.example.org"], 10, 1_000_000);
+    let server = Server::always(ok(b"x", "text/plain")).await;
+    let url = format!("http://a.example.org:{}/", server.port);
+    let (egress, tor) = w.egress(quick());
+    let o1 = egress.fetch(get(&g1, &url)).await;
+    let o1b = egress.fetch(get(&g1, &url)).await;
+    let o2 = egress.fetch(get(&g2, &url)).await;
+    assert_eq!(o1.isolation, o1b.isolation);
+    assert_ne!(o1.isolation, o2.isolation);
+    let resp = egress
+        .handle(EgressRequest::EndCampaign {
+            workspace_id: format!("workspace:{}", g1.ws),
+            campaign_id: g1.campaign.to_string(),
+        })
+        .await;
+    assert_eq!(resp, EgressResponse::Stopped { stopped: 0 });
+    let o1c = egress.fetch(get(&g1, &url)).await;
+    assert_ne!(o1c.isolation, o1.isolation, "a new token after the end");
+    let tokens: Vec<IsolationToken> = tor.dials().iter().map(|d| d.2).collect();
+    assert_eq!(tokens[0], tokens[1]);
+    let distinct: HashSet<String> = tokens.iter().map(|t| format!("{t:?}")).collect();
+    assert_eq!(distinct.len(), 3, "{tokens:?}");
+}
+
+#[tokio::test]
+async fn the_service_answers_every_request() {
+    let w = World::new();
+    let (egress, _) = w.egress(quick());
+    let EgressResponse::Health(h) = egress.handle(EgressRequest::Health {}).await else { panic!() };
+    assert!(h.ready && h.detail.contains("bootstrapped"), "{h:?}");
+    let EgressResponse::Status(s) = egress.handle(EgressRequest::Status {}).await else { panic!() };
+    assert_eq!((s.ready, s.bootstrap_percent, s.custom_network), (true, 100, false));
+    for bad in [
+        EgressRequest::StopGrant { workspace_id: "nope".into(), grant_id: "grant:x".into() },
+        EgressRequest::StopGrant { workspace_id: w.ws.to_string(), grant_id: Uuid::now_v7().to_string() },
+        EgressRequest::EndCampaign { workspace_id: w.ws.to_string(), campaign_id: "grant:x".into() },
+    ] {
+        let EgressResponse::Failed(f) = egress.handle(bad).await else { panic!() };
+        assert_eq!(f.code, "INVALID_INPUT");
+    }
+    let EgressResponse::Fetched(o) =
+        egress.handle(EgressRequest::Fetch(get(&G { ws: w.ws, grant: w.inv, campaign: w.inv }, "http://a/"))).await
+    else {
+        panic!()
+    };
+    assert_eq!(o.status, FetchStatus::Refused);
+}
+
+/// The real connector, never bootstrapped (no network here): every fetch is
+/// unavailable and says why.
+#[tokio::test]
+async fn an_unbootstrapped_tor_client_answers_unavailable() {
+    crate::install_crypto_provider();
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let (state, cache) = crate::arti_dirs(w.dir.path());
+    let mut b = arti_client::config::TorClientConfigBuilder::default();
+    b.storage().permissions().dangerously_trust_everyone();
+    let cfg = crate::build(b, &state, &cache, None).unwrap();
+    // Created but never bootstrapped: no test reaches the real Tor network.
+    let tor = crate::Tor::create(cfg).await;
+    let egress = Egress::new(w.dir.path().to_owned(), tor, quick(), false);
+    let o = egress.fetch(get(&g, "http://a.example.org/")).await;
+    assert_status(&o, FetchStatus::Unavailable, "not bootstrapped");
+    assert!(!egress.health().0);
+    assert!(!egress.status().ready);
+}
+
+/// The whole path through a real Tor network: run by the private-network
+/// harness with `LABFY_EGRESS_TEST_ARTI_CONFIG` naming its arti file
+/// (`cargo test -p labfy-egress -- --ignored through_tor`). Targets are on
+/// 127.0.0.1, so the grant names that address exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a private Tor network (LABFY_EGRESS_TEST_ARTI_CONFIG)"]
+async fn through_tor_a_private_network() {
+    let Some(file) = std::env::var_os("LABFY_EGRESS_TEST_ARTI_CONFIG") else {
+        panic!("set LABFY_EGRESS_TEST_ARTI_CONFIG to a private network's arti file");
+    };
+    crate::install_crypto_provider();
+    let mut w = World::new();
+    let g = w.grant(&["127.0.0.1"], 10, 10_000_000);
+    let g2 = w.grant(&["127.0.0.1"], 10, 10_000_000);
+    let cfg = crate::Config::load(w.dir.path(), Some(std::path::Path::new(&file))).unwrap();
+    let tor = crate::Tor::start(cfg.tor).await;
+    let egress = Egress::new(w.dir.path().to_owned(), tor, Limits::default(), true);
+    let t = std::time::Instant::now();
+    while !egress.health().0 {
+        assert!(t.elapsed() < Duration::from_secs(120), "no bootstrap: {:?}", egress.status());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = egress.status();
+    assert!(st.ready && st.bootstrap_percent == 100 && st.bootstrap_ms.is_some() && st.custom_network, "{st:?}");
+    let body = vec![b'z'; 100_000];
+    let server = Server::always(ok(&body, "application/octet-stream")).await;
+    let url = format!("http://127.0.0.1:{}/page", server.port);
+    let o = egress.fetch(get(&g, &url)).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.body_bytes, body.len() as u64);
+    assert_eq!(o.body_sha256.as_deref(), Some(hex::encode(Sha256::digest(&body)).as_str()));
+    let o2 = egress.fetch(get(&g2, &url)).await;
+    assert_status(&o2, FetchStatus::Fetched, "");
+    assert_ne!(o.isolation, o2.isolation);
+    // A redirect out of scope is refused before its stream.
+    let elsewhere = Server::always(ok(b"leak", "text/plain")).await;
+    let first = Server::always(redirect(302, &format!("http://127.0.0.2:{}/", elsewhere.port))).await;
+    let o = egress.fetch(get(&g, &format!("http://127.0.0.1:{}/", first.port))).await;
+    assert_status(&o, FetchStatus::Refused, "redirect hop 1");
+    assert_eq!(elsewhere.conns(), 0);
+    // Revocation stops a fetch in flight through Tor.
+    let slow =
+        Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec()), Step::Hold])
+            .await;
+    let h = tokio::spawn({
+        let (e, r) = (egress.clone(), get(&g, &format!("http://127.0.0.1:{}/", slow.port)));
+        async move { e.fetch(r).await }
+    });
+    while slow.conns() == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(egress.stop_grant(g.ws, g.grant.id()), 1);
+    assert_status(&tokio::time::timeout(Duration::from_secs(5), h).await.unwrap().unwrap(), FetchStatus::Stopped, "");
+}
