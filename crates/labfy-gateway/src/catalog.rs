@@ -322,11 +322,18 @@ impl Tool {
                 Availability::unavailable(format!("no sandbox: {}", env.sandbox.detail))
             }
             ToolId::SandboxExec => Availability::unavailable("this build has no sandbox runner"),
+            // Availability is real (G3): the agent's own fetch has no runner
+            // yet; pages reach an investigation through a granted campaign.
+            ToolId::WebFetch => Availability::unavailable(
+                "this build has no web.fetch runner: web pages are fetched by the campaign of a granted \
+                 research.prepare request",
+            ),
             ToolId::ResearchPrepare => Availability::available(Some(match class {
                 WorkspaceClass::Specimen => "a granted campaign runs synthetically (SPECIMEN: no network)".to_owned(),
                 WorkspaceClass::Real if env.egress.ready => "a granted campaign runs through egress (Tor)".to_owned(),
                 WorkspaceClass::Real => format!(
-                    "preparing works; a granted campaign waits: campaigns UNAVAILABLE (egress not ready: {})",
+                    "preparing works; a campaign granted while egress is not ready ends UNAVAILABLE \
+                     (egress not ready: {})",
                     env.egress.detail
                 ),
             })),

@@ -544,7 +544,7 @@ impl AgentGateway {
     }
 
     /// Why a grant does not cover a network call, or `None` when it does.
-    fn grant_refusal(&self, ws: Uuid, grant: Option<ObjectRef>, url: &str) -> Option<String> {
+    pub(crate) fn grant_refusal(&self, ws: Uuid, grant: Option<ObjectRef>, url: &str) -> Option<String> {
         let Some(grant) = grant else {
             return Some("an active human grant is required; prepare the research with research.prepare".into());
         };

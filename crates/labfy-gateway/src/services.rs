@@ -239,9 +239,10 @@ pub(crate) fn run(
             Outcome::completed("tool_contract", trust::LABFY, gw.catalog().published(t, scope.class, env))
         }
         ToolId::SandboxExec | ToolId::WebFetch => {
-            // Policy lets these through only when their dependency reports
-            // ready; this build has neither a sandbox runner nor the egress
-            // fetch protocol, so availability stops them first.
+            // Availability refuses both in this build (no sandbox runner; no
+            // runner for the agent's own fetch — campaigns fetch through
+            // egress), so policy stops them first; this arm answers the same
+            // should a call ever get here.
             Ok(Outcome {
                 status: ResultStatus::Unavailable,
                 diagnostic: Some(format!("{} has no runner in this build", tool.id.as_str())),

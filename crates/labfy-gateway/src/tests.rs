@@ -191,6 +191,7 @@ impl Fx {
             contract_fingerprints: self.gw.catalog().fingerprints(),
             current_prepare_fingerprint: self.gw.catalog().tool(ToolId::ResearchPrepare).fingerprint.clone(),
             decided_by: "analyst".into(),
+            urls: Vec::new(),
         }
     }
 }
@@ -1093,24 +1094,31 @@ fn policy_and_real_availability() {
         "grant_id",
     );
 
-    // With egress ready, the grant's scope decides; this build has no fetch runner.
+    // With egress ready, web.fetch is still unavailable (G3: this build has
+    // no runner for it; campaigns fetch), before any grant is looked at.
     let ready =
         Environment { egress: Readiness { ready: true, detail: "tor ready".into() }, ..Environment::offline("x") };
     let call = |url: &str| fx.gw.call(fx.real, &ready, req(rt, "web.fetch", fetch(url, real_grant))).unwrap();
-    let r = call("https://evil.example.com/x");
-    assert_refused(&r, ResultStatus::AuthorizationRequired, Stage::Policy, "outside the scope");
-    let r = call("https://archive.example.org/x");
-    assert_refused(&r, ResultStatus::AuthorizationRequired, Stage::Policy, "outside the scope");
+    let r = call("https://www.archive.example.org/x");
+    assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "no web.fetch runner");
+    let published = fx.gw.catalog().published(fx.gw.catalog().tool(ToolId::WebFetch), WorkspaceClass::Real, &ready);
+    assert_eq!(published["availability"]["status"], "UNAVAILABLE", "{published}");
+    assert_eq!(fx.gw.turn(fx.real, rt).unwrap().status, TurnStatus::Running, "a fetch refusal does not pause the turn");
+    // The grant check every network tool meets (E3), kept for that runner:
+    // the grant's scope decides.
+    let refusal = |url: &str| fx.gw.grant_refusal(fx.real.workspace, Some(real_grant), url);
+    for url in ["https://evil.example.com/x", "https://archive.example.org/x"] {
+        assert!(refusal(url).is_some_and(|r| r.contains("outside the scope")), "{url}: {:?}", refusal(url));
+    }
     // A URL with no checkable host is outside every scope (it used to pass).
     for url in ["https://user@news.example.org/x", "ftp://news.example.org/x", "https:///x", "news.example.org"] {
-        assert_refused(&call(url), ResultStatus::AuthorizationRequired, Stage::Policy, "no http(s) host");
+        assert!(refusal(url).is_some_and(|r| r.contains("no http(s) host")), "{url}: {:?}", refusal(url));
     }
-    let r = call("https://www.archive.example.org/x");
-    assert_refused(&r, ResultStatus::Unavailable, Stage::Service, "no runner");
-    assert_eq!(fx.gw.turn(fx.real, rt).unwrap().status, TurnStatus::Running, "a fetch refusal does not pause the turn");
+    assert_eq!(refusal("https://www.archive.example.org/x"), None);
+    assert!(fx.gw.grant_refusal(fx.real.workspace, None, "https://news.example.org/x").is_some());
     fx.writer().revoke_grant(fx.real.workspace, &real_grant, "analyst").unwrap();
-    let r = call("https://news.example.org/x");
-    assert_refused(&r, ResultStatus::AuthorizationRequired, Stage::Policy, "revoked or expired");
+    let r = refusal("https://news.example.org/x");
+    assert!(r.as_deref().is_some_and(|r| r.contains("revoked or expired")), "{r:?}");
     // Even with egress ready, a SPECIMEN never fetches.
     let r = fx.gw.call(fx.spec, &ready, req(st, "web.fetch", fetch("https://news.example.org/a", spec_grant))).unwrap();
     assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "SPECIMEN");
@@ -1137,7 +1145,8 @@ fn policy_and_real_availability() {
     let r = fx.gw.call(fx.real, &ready, req(rt, "tool.catalog", json!({}))).unwrap();
     let web =
         r.artifacts[0].data["tools"].as_array().unwrap().iter().find(|t| t["tool_id"] == "web.fetch").unwrap().clone();
-    assert_eq!(web["availability"]["status"], "AVAILABLE");
+    assert_eq!(web["availability"]["status"], "UNAVAILABLE", "no runner for web.fetch, even with egress ready");
+    assert!(web["availability"]["reason"].as_str().unwrap().contains("no web.fetch runner"), "{web}");
     let r = fx.call(fx.spec, req(st, "tool.docs.read", json!({"tool_id": "research.prepare"})));
     assert_eq!(r.status, ResultStatus::Completed);
     let doc = &r.artifacts[0].data;

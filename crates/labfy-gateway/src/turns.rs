@@ -387,15 +387,29 @@ fn summarize(data: &Value, class: WorkspaceClass, request: ObjectRef) -> (String
             truncate_chars(question, 200)
         ),
         (_, "COMPLETED") => format!(
-            "Recherche accordée ({grant}). La campagne est terminée : {} élément(s) enregistré(s), {} en échec, {} octets.",
+            "Recherche accordée ({grant}). La campagne via Tor est terminée : {} page(s) récupérée(s) et \
+             enregistrée(s) comme pièces avec leur provenance, {} en échec, {} octets reçus. Question : « {} ». \
+             Les nouvelles pièces viennent du web : données non fiables, à vérifier par l'analyste.",
             n("items_done"),
             n("items_failed"),
-            n("bytes")
+            n("bytes"),
+            truncate_chars(question, 200)
         ),
-        (_, other) => format!(
-            "Recherche accordée ({grant}). La campagne est {other} : {}. Rien d'autre n'a été fait.",
-            c.get("detail").and_then(Value::as_str).unwrap_or_default()
+        (_, "PENDING" | "ADMITTED" | "RUNNING") => format!(
+            "Recherche accordée ({grant}). La campagne est en cours ({status}) : {} page(s) enregistrée(s) sur {}, \
+             {} en échec. Reprenez ce tour quand elle sera terminée.",
+            n("items_done"),
+            n("items_total"),
+            n("items_failed"),
         ),
+        (_, other) => {
+            let detail = c.get("detail").and_then(Value::as_str).unwrap_or_default();
+            let kept = match n("items_done") {
+                0 => "Rien n'a été récupéré.".to_owned(),
+                done => format!("{done} page(s) enregistrée(s) avant l'arrêt, {} en échec.", n("items_failed")),
+            };
+            format!("Recherche accordée ({grant}). La campagne s'est arrêtée ({other}) : {detail}. {kept}")
+        }
     };
     (text, refs)
 }

@@ -825,11 +825,12 @@ async fn tool_call_and_round_budgets_end_the_turn() {
             .map(|b| b["properties"]["type"]["const"].as_str().unwrap_or("?").to_owned())
             .collect()
     };
-    let closing = provider.log().requests.last().cloned().unwrap();
-    assert_eq!(offered_types(&closing), ["final"], "{closing:#}");
+    let requests = provider.log().requests.clone();
+    let closing = &requests[requests.len() - 1];
+    assert_eq!(offered_types(closing), ["final"], "{closing:#}");
     let said = closing["messages"].as_array().unwrap();
     assert!(said.last().unwrap()["content"].as_str().unwrap().contains("budget d'outils"), "{said:#?}");
-    let before_last = &provider.log().requests[provider.log().requests.len() - 2].clone();
+    let before_last = &requests[requests.len() - 2];
     assert!(offered_types(before_last).iter().any(|t| t == "tool_call"), "{before_last:#}");
 
     // A model that follows the schema concludes: the turn completes.

@@ -217,9 +217,59 @@ const I18N = {
     agent_review_requested_by: 'Demandée par',
     agent_review_created: 'Préparée le',
     agent_review_campaign: 'Campagne',
-    agent_review_campaign_value: '{status} · {done} élément(s), {failed} en échec, {bytes} octets',
     agent_review_synthetic: 'synthétique, aucun réseau',
     agent_review_note: 'Motif',
+    agent_grant_urls: 'Adresses à récupérer (une par ligne, 32 au plus)',
+    agent_grant_urls_help: 'Espace RÉEL : seules ces adresses seront demandées, via Tor, chacune dans le périmètre des hôtes autorisés.',
+    agent_grant_urls_missing: 'Indiquez au moins une adresse à récupérer.',
+    agent_grant_urls_too_many: 'Au plus {n} adresses.',
+    agent_resume_after_campaign: 'La campagne n’est pas terminée : la reprise du tour sera proposée à sa fin.',
+    agent_revoke: 'Révoquer l’autorisation',
+    agent_revoking: 'Révocation de l’autorisation…',
+    agent_revoked: 'Autorisation révoquée : sa campagne est arrêtée, rien de plus ne sera récupéré.',
+    fetch_heading: 'Récupération via Tor',
+    fetch_url: 'Adresse demandée',
+    fetch_final_url: 'Adresse finale',
+    fetch_redirects: 'Redirections',
+    fetch_http: 'Statut HTTP',
+    fetch_content_type: 'Content-Type reçu',
+    fetch_started: 'Début',
+    fetch_elapsed: 'Durée',
+    fetch_elapsed_value: '{ms} ms',
+    fetch_isolation: 'Isolation Tor',
+    fetch_campaign: 'Campagne',
+    fetch_grant: 'Autorisation',
+    fetch_headers: 'En-têtes conservés',
+    camp_PENDING: 'en attente d’admission',
+    camp_ADMITTED: 'admise',
+    camp_RUNNING: 'en cours',
+    camp_COMPLETED: 'terminée',
+    camp_FAILED: 'en échec',
+    camp_STOPPED: 'arrêtée',
+    camp_progress: '{done} récupérée(s), {failed} en échec, {rest} restante(s) sur {total} · {bytes} · {elapsed}',
+    camp_progress_label: 'Avancement de la campagne : {done} récupérée(s), {failed} en échec, {rest} restante(s)',
+    camp_elapsed: 'durée {s} s',
+    camp_not_started: 'pas encore démarrée',
+    camp_col_pos: 'N°',
+    camp_col_url: 'Adresse (motif)',
+    camp_col_status: 'Statut',
+    camp_open_evidence: 'ouvrir',
+    camp_col_http: 'HTTP',
+    camp_col_bytes: 'Octets',
+    camp_col_evidence: 'Pièce',
+    item_PLANNED: 'prévue',
+    item_FETCHED: 'récupérée',
+    item_FAILED: 'en échec',
+    item_REFUSED: 'refusée',
+    item_UNAVAILABLE: 'indisponible',
+    item_STOPPED: 'arrêtée',
+    egress_loading: 'Tor : interrogation…',
+    egress_ready: 'Tor : prêt',
+    egress_bootstrap: 'Tor : amorçage {p} % — {phase}',
+    egress_last_error: 'dernière erreur : {error}',
+    egress_unavailable: 'Tor : indisponible — {reason}',
+    egress_poll_error: 'Tor : état inconnu — {message}',
+    egress_title: 'Le seul réseau du poste passe par Tor (processus egress). En cours : {n} · récupérées {fetched}, refusées {refused}, indisponibles {unavailable}, en échec {failed}, arrêtées {stopped}.',
     agent_grant_hosts_missing: 'Indiquez au moins un hôte.',
     agent_grant_hosts_too_many: 'Au plus {n} hôtes.',
     agent_grant_number: '« {field} » doit être un nombre entier positif.',
@@ -550,9 +600,59 @@ const I18N = {
     agent_review_requested_by: 'Requested by',
     agent_review_created: 'Prepared',
     agent_review_campaign: 'Campaign',
-    agent_review_campaign_value: '{status} · {done} item(s), {failed} failed, {bytes} bytes',
     agent_review_synthetic: 'synthetic, no network',
     agent_review_note: 'Reason',
+    agent_grant_urls: 'Addresses to fetch (one per line, at most 32)',
+    agent_grant_urls_help: 'REAL workspace: only these addresses are requested, over Tor, each inside the allowed hosts.',
+    agent_grant_urls_missing: 'List at least one address to fetch.',
+    agent_grant_urls_too_many: 'At most {n} addresses.',
+    agent_resume_after_campaign: 'The campaign has not ended: resuming the turn is offered when it does.',
+    agent_revoke: 'Revoke the grant',
+    agent_revoking: 'Revoking the grant…',
+    agent_revoked: 'Grant revoked: its campaign is stopped, nothing more will be fetched.',
+    fetch_heading: 'Fetched over Tor',
+    fetch_url: 'Address asked',
+    fetch_final_url: 'Final address',
+    fetch_redirects: 'Redirects',
+    fetch_http: 'HTTP status',
+    fetch_content_type: 'Content-Type received',
+    fetch_started: 'Started',
+    fetch_elapsed: 'Duration',
+    fetch_elapsed_value: '{ms} ms',
+    fetch_isolation: 'Tor isolation',
+    fetch_campaign: 'Campaign',
+    fetch_grant: 'Grant',
+    fetch_headers: 'Headers kept',
+    camp_PENDING: 'waiting for admission',
+    camp_ADMITTED: 'admitted',
+    camp_RUNNING: 'running',
+    camp_COMPLETED: 'completed',
+    camp_FAILED: 'failed',
+    camp_STOPPED: 'stopped',
+    camp_progress: '{done} fetched, {failed} failed, {rest} left of {total} · {bytes} · {elapsed}',
+    camp_progress_label: 'Campaign progress: {done} fetched, {failed} failed, {rest} left',
+    camp_elapsed: '{s} s elapsed',
+    camp_not_started: 'not started yet',
+    camp_col_pos: '#',
+    camp_col_url: 'Address (reason)',
+    camp_col_status: 'Status',
+    camp_open_evidence: 'open',
+    camp_col_http: 'HTTP',
+    camp_col_bytes: 'Bytes',
+    camp_col_evidence: 'Evidence',
+    item_PLANNED: 'planned',
+    item_FETCHED: 'fetched',
+    item_FAILED: 'failed',
+    item_REFUSED: 'refused',
+    item_UNAVAILABLE: 'unavailable',
+    item_STOPPED: 'stopped',
+    egress_loading: 'Tor: asking…',
+    egress_ready: 'Tor: ready',
+    egress_bootstrap: 'Tor: bootstrapping {p} % — {phase}',
+    egress_last_error: 'last error: {error}',
+    egress_unavailable: 'Tor: unavailable — {reason}',
+    egress_poll_error: 'Tor: state unknown — {message}',
+    egress_title: 'This workstation’s only network goes through Tor (the egress process). In flight: {n} · fetched {fetched}, refused {refused}, unavailable {unavailable}, failed {failed}, stopped {stopped}.',
     agent_grant_hosts: 'Allowed hosts (one per line)',
     agent_grant_requests: 'Max. requests',
     agent_grant_bytes: 'Max. bytes',
@@ -776,6 +876,7 @@ function setLang(next) {
   renderSearchResults();
   renderAgent();
   renderResources();
+  renderEgress();
   route();
 }
 
@@ -1480,6 +1581,28 @@ function flushPendingStatus() {
 // ---------------------------------------------------------------------------
 // Evidence reader
 
+// How egress fetched an evidence item (SPEC E5): every value is the fetch's
+// provenance as stored — untrusted text.
+function renderFetch(f) {
+  const list = (xs) => (Array.isArray(xs) && xs.length
+    ? h('ol', { class: 'agent-exclusion-list' }, xs.map((x) => h('li', null, h('code', { class: 'camp-url', text: Array.isArray(x) ? `${x[0]}: ${x[1]}` : String(x) }))))
+    : t('res_none'));
+  return section('fetch_heading', 'evidence-fetch', dl([
+    [t('fetch_url'), h('code', { class: 'camp-url', text: String(f.url ?? '') }), 'evidence-fetch-url'],
+    [t('fetch_final_url'), h('code', { class: 'camp-url', text: String(f.final_url ?? '') }), 'evidence-fetch-final-url'],
+    [t('fetch_redirects'), list(f.redirects), 'evidence-fetch-redirects'],
+    [t('fetch_http'), String(f.http_status ?? '—'), 'evidence-fetch-http'],
+    [t('fetch_content_type'), String(f.content_type ?? '—'), 'evidence-fetch-content-type'],
+    [t('fetch_started'), timeEl(f.started_at), 'evidence-fetch-started'],
+    [t('fetch_elapsed'), t('fetch_elapsed_value', { ms: fmtNumber(countOf(f.elapsed_ms)) }), 'evidence-fetch-elapsed'],
+    [t('meta_sha256'), h('code', { class: 'hash', text: String(f.body_sha256 ?? '') }), 'evidence-fetch-sha256'],
+    [t('fetch_isolation'), h('code', { class: 'hash', text: String(f.isolation ?? '') }), 'evidence-fetch-isolation'],
+    [t('fetch_campaign'), refLink(f.campaign, 'evidence-fetch-campaign'), 'evidence-fetch-campaign-row'],
+    [t('fetch_grant'), refLink(f.grant, 'evidence-fetch-grant'), 'evidence-fetch-grant-row'],
+    [t('fetch_headers'), list(f.headers), 'evidence-fetch-headers'],
+  ], 'evidence-fetch-meta'));
+}
+
 async function renderEvidence(ref) {
   const ctx = beginView('view-evidence', 'evidence');
   flushPendingStatus();
@@ -1519,6 +1642,7 @@ async function renderEvidence(ref) {
         [t('meta_sha256'), h('code', { class: 'hash', text: ev.sha256 ?? '—' }), 'evidence-sha256'],
         [t('meta_id'), h('code', { class: 'hash', text: ev.id ?? ref }), 'evidence-id'],
       ], 'evidence-meta'),
+      ev.fetch && typeof ev.fetch === 'object' ? renderFetch(ev.fetch) : null,
       h('div', { class: 'reader' },
         h('section', { class: 'panel reader-main', testid: 'evidence-reader' },
           h('h3', { text: t('reader_text') }), pre, readerError,
@@ -1747,7 +1871,10 @@ const AGENT_EXCLUSIONS_MAX = 8;
 const AGENT_ACTIVITY_MAX = 200;
 const AGENT_ARTIFACT_PREVIEW = 4000;
 const GRANT_HOSTS_MAX = 16;
+const GRANT_URLS_MAX = 32; // the store's MAX_CAMPAIGN_URLS
 const FINGERPRINT_PREFIX = 16;
+const CAMPAIGN_POLL_MS = 2000; // a campaign that has not ended is read again this often
+const CAMPAIGN_LIVE = new Set(['PENDING', 'ADMITTED', 'RUNNING']);
 
 const agent = {
   status: null, // the runtime's status: { driver, label, ready, detail, queued, closed }
@@ -1780,6 +1907,7 @@ const agent = {
   activity: [], // gateway and runtime events of the current turn
   results: new Map(), // result_id → { open, loading, data, error }
   review: null, // { id, loading, request, fingerprint, risk, error, note }
+  campaignTimer: null, // the next read of a campaign that has not ended
   riskHint: null,
   formNote: null, // { kind, text: () => string }
 };
@@ -2224,26 +2352,68 @@ async function loadReview(force = false) {
   if (!fresh && agent.review.loading) return;
   if (!fresh && !force) return;
   if (fresh) resetGrantForm();
+  campaignStop();
+  const before = fresh ? '' : campaignStatus(agent.review.request);
+  const decided = !fresh && agent.review.request && agent.review.request.status !== 'PENDING';
   agent.review = { ...(fresh ? {} : agent.review), id, loading: true, error: null };
   renderReview();
   const gen = agent.gen;
   try {
-    const list = await api('/api/v1/research/requests');
-    let request = (Array.isArray(list.requests) ? list.requests : []).find((r) => r && r.id === id) ?? null;
-    let fingerprint = list.current_contract_fingerprint ?? null;
+    let request = null;
+    let fingerprint = agent.review.fingerprint ?? null;
+    let risk = agent.review.risk ?? agent.riskHint;
+    if (!decided) {
+      const list = await api('/api/v1/research/requests');
+      request = (Array.isArray(list.requests) ? list.requests : []).find((r) => r && r.id === id) ?? null;
+      fingerprint = list.current_contract_fingerprint ?? null;
+      risk = list.risk_level ?? risk;
+    }
     if (!request) {
-      // No longer pending: read it on its own (granted, refused or void).
+      // No longer pending: read it on its own (granted, refused or void),
+      // with its campaign's progress.
       const one = await api(`/api/v1/research/requests/${seg(id)}`);
       request = one.request ?? null;
       fingerprint = one.current_contract_fingerprint ?? fingerprint;
     }
     if (gen !== agent.gen) return;
-    Object.assign(agent.review, { loading: false, request, fingerprint, risk: list.risk_level ?? agent.riskHint });
+    Object.assign(agent.review, { loading: false, request, fingerprint, risk });
   } catch (err) {
     if (gen !== agent.gen) return;
     Object.assign(agent.review, { loading: false, error: err });
   }
   renderReview();
+  const after = campaignStatus(agent.review.request);
+  if (CAMPAIGN_LIVE.has(before) && after && !CAMPAIGN_LIVE.has(after)) {
+    // The campaign ended: its pages are evidence now.
+    const { name } = parseHash();
+    if (name === '' || name === 'overview') route();
+  }
+  campaignSchedule();
+}
+
+// The status of a request's campaign, or ''.
+function campaignStatus(request) {
+  const c = request && typeof request === 'object' ? request.campaign : null;
+  return c && typeof c === 'object' ? String(c.status ?? '') : '';
+}
+
+// A campaign that has not ended is read again (while the page is visible
+// and the last read succeeded): its progress bar and items follow it.
+function campaignSchedule() {
+  const rv = agent.review;
+  if (agent.campaignTimer || !rv || rv.error || rv.loading || document.hidden) return;
+  if (!CAMPAIGN_LIVE.has(campaignStatus(rv.request))) return;
+  agent.campaignTimer = setTimeout(() => {
+    agent.campaignTimer = null;
+    loadReview(true);
+  }, CAMPAIGN_POLL_MS);
+}
+
+function campaignStop() {
+  if (agent.campaignTimer) {
+    clearTimeout(agent.campaignTimer);
+    agent.campaignTimer = null;
+  }
 }
 
 function reviewNote(kind, text) {
@@ -2274,6 +2444,14 @@ async function agentGrant(ev) {
   const minutes = positiveInt($('agent-grant-minutes'), 'agent_grant_minutes');
   if (minutes === null) return undefined;
   const body = { scope: { hosts }, budget: { max_requests: maxRequests, max_bytes: maxBytes }, expires_in_minutes: minutes };
+  if (isRealWorkspace()) {
+    // REAL: the exact addresses the campaign fetches (the server checks
+    // each against the scope; nothing else is ever fetched).
+    const urls = lines($('agent-grant-urls').value, GRANT_URLS_MAX + 1);
+    if (urls.length === 0) return reviewNote('error', () => t('agent_grant_urls_missing'));
+    if (urls.length > GRANT_URLS_MAX) return reviewNote('error', () => t('agent_grant_urls_too_many', { n: GRANT_URLS_MAX }));
+    body.urls = urls;
+  }
   setReviewBusy(true);
   reviewNote('info', () => t('agent_granting'));
   try {
@@ -2340,8 +2518,27 @@ async function agentResume() {
   }
 }
 
+// Revokes the request's grant: the store stops its campaign, the server
+// tells egress; the review is read again.
+async function agentRevoke() {
+  const r = agent.review && agent.review.request;
+  const grant = r && r.grant ? String(r.grant.id ?? '') : '';
+  if (!grant) return;
+  setReviewBusy(true);
+  reviewNote('info', () => t('agent_revoking'));
+  try {
+    await api(`/api/v1/grants/${seg(grant)}/revoke`, { method: 'POST', body: {} });
+    reviewNote('ok', () => t('agent_revoked'));
+    await loadReview(true);
+  } catch (err) {
+    reviewNote('error', () => errorText(err));
+  } finally {
+    setReviewBusy(false);
+  }
+}
+
 function setReviewBusy(busy) {
-  for (const id of ['agent-grant', 'agent-refuse', 'agent-resume']) $(id).disabled = busy;
+  for (const id of ['agent-grant', 'agent-refuse', 'agent-resume', 'agent-revoke']) $(id).disabled = busy;
   $('agent-review').dataset.busy = String(busy);
 }
 
@@ -2535,8 +2732,19 @@ function renderReview() {
   const pending = Boolean(r) && r.status === 'PENDING';
   box.dataset.requestStatus = r ? String(r.status ?? '') : '';
   $('agent-grant-form').hidden = !pending;
+  $('agent-grant-urls-box').hidden = !(pending && isRealWorkspace());
   $('agent-refuse-form').hidden = !pending;
-  $('agent-resume').hidden = !(r && !pending && rt.status === 'AUTHORIZATION_REQUIRED' && !rt.lost);
+  // A campaign that has not ended is waited for: the resumed turn reads its
+  // outcome (the pages fetched), not a campaign half done.
+  const waiting = Boolean(r) && CAMPAIGN_LIVE.has(campaignStatus(r));
+  // A revoked or expired grant cannot resume the turn (M8): cancel it instead.
+  const lapsed = Boolean(r) && r.status === 'GRANTED' && r.grant_active === false;
+  const resumable = r && !pending && !lapsed && rt.status === 'AUTHORIZATION_REQUIRED' && !rt.lost;
+  $('agent-resume').hidden = !(resumable && !waiting);
+  // An active grant can be revoked at any time (SPEC E3, W4): its campaign
+  // stops at once.
+  $('agent-revoke').hidden = !(r && r.status === 'GRANTED' && r.grant_active === true && r.grant && r.grant.id);
+  box.dataset.campaignStatus = r ? campaignStatus(r) : '';
   noteEl($('agent-review-status'), rv.note ?? null);
   if (rv.loading && !r) {
     details.append(h('p', { class: 'muted', text: t('agent_review_loading') }));
@@ -2564,13 +2772,95 @@ function renderReview() {
     [t('agent_review_created'), timeEl(r.created_at), 'agent-review-created'],
   ];
   if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
-  if (c) {
-    rows.push([t('agent_review_campaign'), h('span', { testid: 'agent-review-campaign', dataset: { status: String(c.status ?? '') } },
-      refLink(c.id), ' ',
-      t('agent_review_campaign_value', { status: String(c.status ?? ''), done: fmtNumber(c.items_done ?? 0), failed: fmtNumber(c.items_failed ?? 0), bytes: fmtNumber(c.bytes ?? 0) }),
-      c.synthetic ? ` (${t('agent_review_synthetic')})` : ''), 'agent-review-campaign-row']);
-  }
+  if (c) rows.push([t('agent_review_campaign'), renderCampaign(c), 'agent-review-campaign-row']);
   details.append(dl(rows, 'agent-review-meta'));
+  if (resumable && waiting) details.append(h('p', { class: 'muted small', testid: 'agent-resume-wait', text: t('agent_resume_after_campaign') }));
+}
+
+function isRealWorkspace() {
+  return Boolean(state.workspace) && String(state.workspace.class ?? '') === 'REAL';
+}
+
+function countOf(v) {
+  const n = Number(v);
+  return Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
+}
+
+// "durée 12 s": from the campaign's start to its end, or to now while it runs.
+function campaignElapsed(c) {
+  const start = Date.parse(String(c.started_at ?? ''));
+  if (!Number.isFinite(start)) return t('camp_not_started');
+  const endAt = c.finished_at ? Date.parse(String(c.finished_at)) : Date.now();
+  const end = Number.isFinite(endAt) ? endAt : Date.now();
+  return t('camp_elapsed', { s: fmtNumber(Math.max(0, Math.round((end - start) / 1000))) });
+}
+
+// The progress bar: fetched, failed, remaining, as shares of the items —
+// an SVG built element by element (no inline style).
+function campaignBar(done, failed, rest) {
+  const total = done + failed + rest;
+  const label = t('camp_progress_label', { done: fmtNumber(done), failed: fmtNumber(failed), rest: fmtNumber(rest) });
+  const bar = svgEl('svg', {
+    class: 'camp-bar', viewBox: '0 0 100 6', preserveAspectRatio: 'none', role: 'img', 'aria-label': label,
+    testid: 'campaign-bar', 'data-done': done, 'data-failed': failed, 'data-remaining': rest, 'data-total': total,
+  }, svgEl('title', { text: label }));
+  let x = 0;
+  for (const [n, cls] of [[done, 'camp-bar-done'], [failed, 'camp-bar-failed'], [rest, 'camp-bar-rest']]) {
+    if (n === 0) continue;
+    const width = (100 * n) / total;
+    bar.append(svgEl('rect', { x, y: 0, width, height: 6, class: cls }));
+    x += width;
+  }
+  if (total === 0) bar.append(svgEl('rect', { x: 0, y: 0, width: 100, height: 6, class: 'camp-bar-rest' }));
+  return bar;
+}
+
+// A campaign: its status, progress (bar, counts, bytes, time) and detail,
+// then each address with its outcome and the evidence it became. URLs,
+// reasons and details are text.
+function renderCampaign(c) {
+  const status = String(c.status ?? '');
+  const total = countOf(c.items_total);
+  const done = countOf(c.items_done);
+  const failed = countOf(c.items_failed);
+  const rest = Math.max(0, total - done - failed);
+  const items = Array.isArray(c.items) ? c.items : [];
+  const head = h('span', {
+    class: 'camp-head', testid: 'agent-review-campaign',
+    dataset: { status, done: String(done), failed: String(failed), total: String(total), synthetic: String(Boolean(c.synthetic)) },
+  }, refLink(c.id), ' ', statusPill('camp', status, 'campaign-status'),
+  c.synthetic ? h('span', { class: 'muted small', text: ` (${t('agent_review_synthetic')})` }) : null);
+  const progress = h('p', {
+    class: 'small camp-progress', testid: 'campaign-progress',
+    text: t('camp_progress', {
+      done: fmtNumber(done), failed: fmtNumber(failed), rest: fmtNumber(rest), total: fmtNumber(total),
+      bytes: fmtBytes(countOf(c.bytes)), elapsed: campaignElapsed(c),
+    }),
+  });
+  const detail = c.detail ? h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', text: String(c.detail) }) : null;
+  const rows = items.map((it) => {
+    const st = String(it.status ?? '');
+    const ev = it.evidence ? String(it.evidence) : '';
+    // The address, with the outcome's reason under it (both text).
+    const where = h('td', null, h('code', { class: 'camp-url', testid: 'campaign-item-url', text: String(it.url ?? '') }),
+      it.reason ? h('span', { class: 'camp-reason small', testid: 'campaign-item-reason', text: String(it.reason) }) : null);
+    // The evidence it became: a link that selects it in the reader.
+    const link = ev
+      ? h('a', { href: hrefFor(ev, 'evidence'), class: 'agent-ref', testid: 'campaign-item-evidence', title: ev, dataset: { ref: ev, kind: 'evidence' }, text: t('camp_open_evidence') })
+      : t('res_none');
+    return h('tr', { testid: 'campaign-item', dataset: { position: String(it.position ?? ''), status: st } },
+      h('td', { class: 'num', text: fmtNumber(countOf(it.position) + 1) }),
+      where,
+      h('td', null, statusPill('item', st, 'campaign-item-status')),
+      h('td', { class: 'num', testid: 'campaign-item-http', text: it.http_status ? String(it.http_status) : t('res_none') }),
+      h('td', { class: 'num', text: fmtNumber(countOf(it.bytes)) }),
+      h('td', null, link));
+  });
+  const table = rows.length ? resTable('campaign-items',
+    ['camp_col_pos', 'camp_col_url', 'camp_col_status', 'camp_col_http', 'camp_col_bytes', 'camp_col_evidence'],
+    rows, [0, 3, 4]) : null;
+  return h('div', { class: 'camp', testid: 'campaign', dataset: { status, live: String(CAMPAIGN_LIVE.has(status)) } },
+    head, campaignBar(done, failed, rest), progress, detail, table);
 }
 
 function renderPlan() {
@@ -2728,6 +3018,7 @@ function bindAgent() {
   $('agent-grant-form').addEventListener('submit', agentGrant);
   $('agent-refuse-form').addEventListener('submit', agentRefuse);
   $('agent-resume').addEventListener('click', agentResume);
+  $('agent-revoke').addEventListener('click', agentRevoke);
 }
 
 // The runtime's status: the mode line. A local model that is not ready
@@ -3344,12 +3635,119 @@ function resBoot() {
 }
 
 // ---------------------------------------------------------------------------
+// Tor status line (SPEC E1): egress's bootstrap progress and phase, in the
+// header, from GET /api/v1/egress — polled while the page is visible, more
+// often while Tor is not ready. Egress's phase, errors and reasons are text.
+
+const EGRESS_POLL_MS = 3000;
+const EGRESS_POLL_READY_MS = 15000;
+
+const eg = {
+  booted: false,
+  timer: null,
+  polling: false,
+  last: null, // { available: true, ready, bootstrap_percent, phase, … } | { available: false, detail }
+  error: null, // a failed poll: polling stops until the page is shown again
+};
+
+function egressSchedule() {
+  if (eg.timer || eg.polling || eg.error || !eg.booted || document.hidden) return;
+  const ready = Boolean(eg.last && eg.last.available && eg.last.ready === true);
+  eg.timer = setTimeout(egressPoll, ready ? EGRESS_POLL_READY_MS : EGRESS_POLL_MS);
+}
+
+function egressStop() {
+  if (eg.timer) {
+    clearTimeout(eg.timer);
+    eg.timer = null;
+  }
+}
+
+async function egressPoll() {
+  eg.timer = null;
+  if (eg.polling) return;
+  eg.polling = true;
+  try {
+    eg.last = await api('/api/v1/egress');
+    eg.error = null;
+  } catch (err) {
+    // A lost session or a stopped server: say so and stop (no retry loop
+    // behind the analyst's back); showing the page again asks once more.
+    eg.error = err;
+  }
+  eg.polling = false;
+  renderEgress();
+  egressSchedule();
+}
+
+function renderEgress() {
+  const el = $('egress-status');
+  if (!eg.booted) {
+    el.hidden = true;
+    return;
+  }
+  const e = eg.last;
+  let st;
+  let text;
+  let title = '';
+  if (eg.error) {
+    st = 'error';
+    text = t('egress_poll_error', { message: errorText(eg.error) });
+  } else if (!e) {
+    st = 'loading';
+    text = t('egress_loading');
+  } else if (e.available !== true) {
+    st = 'unavailable';
+    text = t('egress_unavailable', { reason: String(e.detail ?? '') });
+  } else {
+    const c = e.counts && typeof e.counts === 'object' ? e.counts : {};
+    title = t('egress_title', {
+      n: fmtNumber(countOf(e.in_flight)), fetched: fmtNumber(countOf(c.fetched)), refused: fmtNumber(countOf(c.refused)),
+      unavailable: fmtNumber(countOf(c.unavailable)), failed: fmtNumber(countOf(c.failed)), stopped: fmtNumber(countOf(c.stopped)),
+    });
+    if (e.ready === true) {
+      st = 'ready';
+      text = t('egress_ready');
+    } else {
+      st = 'bootstrapping';
+      text = t('egress_bootstrap', { p: fmtNumber(Math.min(100, countOf(e.bootstrap_percent))), phase: String(e.phase ?? '') });
+      if (e.last_error) text = `${text} · ${t('egress_last_error', { error: String(e.last_error) })}`;
+    }
+  }
+  el.textContent = text;
+  el.title = title;
+  el.className = `badge egress-badge egress-${st}`;
+  el.dataset.state = st;
+  el.dataset.percent = e && e.available === true ? String(Math.min(100, countOf(e.bootstrap_percent))) : '';
+  el.hidden = false;
+}
+
+function bindEgress() {
+  document.addEventListener('visibilitychange', () => {
+    if (document.hidden) {
+      egressStop();
+    } else if (eg.booted && !eg.timer && !eg.polling) {
+      eg.error = null;
+      egressPoll();
+    }
+    if (!document.hidden) campaignSchedule();
+  });
+}
+
+function egressBoot() {
+  eg.booted = true;
+  renderEgress();
+  egressPoll();
+}
+
+// ---------------------------------------------------------------------------
 // Start
 
 async function boot() {
   bindChrome();
   bindAgent();
   bindResources();
+  bindEgress();
   applyChrome();
   try {
     const session = await api('/api/v1/session');
@@ -3379,6 +3777,7 @@ async function boot() {
   else {
     agentBoot();
     resBoot();
+    egressBoot();
   }
   renderAgent();
 }

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+pub mod campaigns;
 pub mod db;
+pub mod egress;
 pub mod error;
 pub mod extract;
 pub mod isolation;
@@ -27,6 +29,9 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most requests served at once.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+/// Longest a shutdown waits for the campaign runner's tasks to leave (they
+/// release their governor reservations on the way out).
+pub const CAMPAIGN_SHUTDOWN_GRACE: Duration = Duration::from_secs(6);
 
 /// The whole application with its security layers, ready to serve or to be
 /// called with `oneshot` in tests.
@@ -40,6 +45,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::agent::router())
         .merge(routes::runtime::router())
         .merge(routes::resources::router())
+        .merge(routes::egress::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
         .with_state(state.clone());
@@ -68,18 +74,23 @@ pub fn app(state: AppState) -> Router {
 /// Server shutdown closes the agent runtime (SPEC M8): as soon as `shutdown`
 /// resolves — before the connections in flight are drained — no turn starts
 /// or resumes any more and the running ones are cancelled; and again when
-/// serving ends for any other reason (closing twice is harmless).
+/// serving ends for any other reason (closing twice is harmless). The
+/// campaign runner closes at the same moment: its campaigns stop where they
+/// are, recording nothing (the next start resumes them), and serving returns
+/// once their tasks have left — at most [`CAMPAIGN_SHUTDOWN_GRACE`] later.
 pub async fn serve(
     listener: std::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let agent = state.agent_runtime().clone();
-    let closing = agent.clone();
+    let campaigns = state.campaigns().clone();
+    let (closing, stopping) = (agent.clone(), campaigns.clone());
     let shutdown = async move {
         shutdown.await;
         closing.close();
-        tracing::info!("agent runtime closed");
+        stopping.close();
+        tracing::info!("agent runtime and campaign runner closed");
     };
     let served = async {
         listener.set_nonblocking(true)?;
@@ -88,5 +99,9 @@ pub async fn serve(
     }
     .await;
     agent.close();
+    campaigns.close();
+    if !campaigns.idle(CAMPAIGN_SHUTDOWN_GRACE).await {
+        tracing::warn!(campaigns = campaigns.live(), "campaign tasks still running at shutdown");
+    }
     served
 }

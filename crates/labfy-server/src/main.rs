@@ -103,6 +103,12 @@ fn main() -> anyhow::Result<()> {
         if let Some(dir) = &args.runtime_dir {
             state = state.with_runtime_dir(dir.clone());
         }
+        // REAL campaigns a previous run left unfinished go on (E3–E6).
+        match state.campaigns().resume_unfinished().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(campaigns = n, "unfinished campaigns resumed"),
+            Err(e) => tracing::error!(error = %e, "cannot read the unfinished campaigns; none resumed"),
+        }
         let asked = match &args.runtime_dir {
             Some(dir) => {
                 let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, || {

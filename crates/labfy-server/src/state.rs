@@ -10,7 +10,9 @@ use labfy_runtime::runtime::AgentRuntime;
 use labfy_store::WorkspaceClass;
 use uuid::Uuid;
 
+use crate::campaigns::CampaignRunner;
 use crate::db::Db;
+use crate::egress::{EgressClient, EgressError};
 use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
 
@@ -31,7 +33,10 @@ struct Inner {
     gateway: Arc<AgentGateway>,
     agent: AgentRuntime,
     egress: Mutex<Option<(Instant, Readiness)>>,
+    egress_client: EgressClient,
+    egress_status: tokio::sync::Mutex<Option<(Instant, EgressView)>>,
     governor: tokio::sync::Mutex<Option<(Instant, GovernorView)>>,
+    campaigns: CampaignRunner,
 }
 
 /// How long an observed egress readiness is reused before asking again.
@@ -76,6 +81,7 @@ impl AppState {
         let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?);
         let model = agent.model_config().map(|config| LocalModelClient::new(config.clone()));
         let agent = AgentRuntime::start(gateway.clone(), model);
+        let campaigns = CampaignRunner::new(db.clone(), workspace, None);
         Ok(Self {
             inner: Arc::new(Inner {
                 isolation: Isolation::detect(),
@@ -88,15 +94,22 @@ impl AppState {
                 gateway,
                 agent,
                 egress: Mutex::new(None),
+                egress_client: EgressClient::new(None),
+                egress_status: tokio::sync::Mutex::new(None),
                 governor: tokio::sync::Mutex::new(None),
+                campaigns,
             }),
         })
     }
 
-    /// Records the supervisor's runtime directory (for `/api/v1/status`).
-    /// Call before the state is cloned; later calls change nothing.
+    /// Records the supervisor's runtime directory, where the supervisor,
+    /// the governor and egress are reached (`/api/v1/status`, resources,
+    /// egress, the campaign runner). Call before the state is cloned and
+    /// before any campaign is submitted; later calls change nothing.
     pub fn with_runtime_dir(mut self, dir: PathBuf) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.egress_client = EgressClient::new(Some(dir.clone()));
+            inner.campaigns = CampaignRunner::new(inner.db.clone(), inner.workspace, Some(dir.clone()));
             inner.runtime_dir = Some(dir);
         }
         self
@@ -143,6 +156,21 @@ impl AppState {
         &self.inner.agent
     }
 
+    /// The class of the workspace this server browses.
+    pub fn class(&self) -> WorkspaceClass {
+        self.inner.class
+    }
+
+    /// The egress client (one connection per call).
+    pub fn egress(&self) -> &EgressClient {
+        &self.inner.egress_client
+    }
+
+    /// The campaign runner of this workspace (REAL campaigns only).
+    pub fn campaigns(&self) -> &CampaignRunner {
+        &self.inner.campaigns
+    }
+
     /// The workspace and class gateway calls act in.
     pub fn scope(&self) -> Scope {
         Scope { workspace: self.inner.workspace, class: self.inner.class }
@@ -169,26 +197,48 @@ impl AppState {
     }
 
     async fn probe_egress(&self) -> Readiness {
-        use labfy_ipc::client::Client;
-        use labfy_ipc::messages::Boundary;
-        use labfy_ipc::messages::egress::{EgressRequest, EgressResponse};
-        let Some(dir) = self.runtime_dir() else {
-            return Readiness::not_ready("no egress daemon: this server was not started by `labfy up`");
-        };
-        let asked = async {
-            let secret = labfy_ipc::secret::read_secret(dir)?;
-            let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Egress);
-            let mut c: Client<EgressRequest, EgressResponse> =
-                Client::connect(&socket, Boundary::Egress, &secret).await?;
-            c.call(EgressRequest::Health {}).await
-        };
-        match tokio::time::timeout(EGRESS_PROBE_TIMEOUT, asked).await {
-            Ok(Ok(EgressResponse::Health(h))) => Readiness { ready: h.ready, detail: h.detail },
-            Ok(Ok(EgressResponse::Failed(f))) => Readiness::not_ready(format!("egress refused: {}", f.message)),
-            Ok(Ok(_)) => Readiness::not_ready("egress answered health with another message"),
-            Ok(Err(e)) => Readiness::not_ready(format!("egress unreachable: {e}")),
-            Err(_) => Readiness::not_ready("egress did not answer in time"),
+        match self.inner.egress_client.health(EGRESS_PROBE_TIMEOUT).await {
+            Ok(h) => Readiness { ready: h.ready, detail: h.detail },
+            Err(EgressError::Absent) => {
+                Readiness::not_ready("no egress daemon: this server was not started by `labfy up`")
+            }
+            Err(EgressError::Failed { message, .. }) => Readiness::not_ready(format!("egress refused: {message}")),
+            Err(EgressError::Unexpected(_)) => Readiness::not_ready("egress answered health with another message"),
+            Err(EgressError::Timeout(_)) => Readiness::not_ready("egress did not answer in time"),
+            Err(e @ EgressError::Unreachable(_)) => Readiness::not_ready(e.to_string()),
         }
+    }
+}
+
+/// How long an egress status is reused before asking again (the UI polls
+/// every few seconds; several tabs cost egress one call).
+pub const EGRESS_STATUS_TTL: Duration = Duration::from_secs(1);
+
+/// What egress said of Tor when last asked (SPEC E1).
+#[derive(Debug, Clone)]
+pub enum EgressView {
+    /// Its bootstrap state and activity.
+    Available(labfy_ipc::messages::egress::EgressStatus),
+    /// No status to show, and why, in one line.
+    Unavailable(String),
+}
+
+impl AppState {
+    /// Egress's status, asked over its service socket and reused for at most
+    /// [`EGRESS_STATUS_TTL`]; concurrent callers share one call. An absent,
+    /// silent or failing egress gives [`EgressView::Unavailable`]: an
+    /// earlier status never stands in for a missing answer.
+    pub async fn egress_status(&self) -> EgressView {
+        let mut slot = self.inner.egress_status.lock().await;
+        if let Some((_, view)) = slot.as_ref().filter(|(at, _)| at.elapsed() < EGRESS_STATUS_TTL) {
+            return view.clone();
+        }
+        let view = match self.inner.egress_client.status().await {
+            Ok(s) => EgressView::Available(s),
+            Err(e) => EgressView::Unavailable(e.to_string()),
+        };
+        *slot = Some((Instant::now(), view.clone()));
+        view
     }
 }
 

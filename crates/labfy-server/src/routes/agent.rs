@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_gateway::protocol::{CallRequest, EventPage, NewTurn, Turn, TurnMode};
 use labfy_gateway::{DEMO_AGENT_LABEL, GatewayError};
-use labfy_store::{GrantDecision, ResearchBudget, ResearchScope};
+use labfy_store::{GrantDecision, ResearchBudget, ResearchScope, WorkspaceClass};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -167,13 +167,18 @@ async fn research_request(State(st): State<AppState>, Path(id): Path<String>) ->
     Ok(Json(json!({"request": stored, "current_contract_fingerprint": prepare_fingerprint(&st)})))
 }
 
-/// The human decision to grant (closed: nothing else is accepted).
+/// The human decision to grant (closed: nothing else is accepted). `urls`
+/// are the exact pages the campaign may fetch: required in a REAL workspace
+/// (1–32, each inside the scope; the store checks them), optional in a
+/// SPECIMEN one (the synthetic pages' simulated addresses).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrantBody {
     scope: ResearchScope,
     budget: ResearchBudget,
     expires_in_minutes: u32,
+    #[serde(default)]
+    urls: Vec<String>,
 }
 
 async fn grant(
@@ -191,9 +196,15 @@ async fn grant(
         contract_fingerprints: catalog.fingerprints(),
         current_prepare_fingerprint: prepare_fingerprint(&st),
         decided_by: ANALYST.to_owned(),
+        urls: body.urls,
     };
     let outcome = st.db().write(move |s| s.grant_research(ws, &r, &decision)).await?;
     tracing::info!(grant = %outcome.grant, campaign = %outcome.campaign, "research granted");
+    // A REAL campaign runs through the governor and egress (E3–E6); a
+    // SPECIMEN one already ran, synthetically, in the grant's transaction.
+    if st.class() == WorkspaceClass::Real && !st.campaigns().submit(outcome.campaign, outcome.grant) {
+        tracing::warn!(campaign = %outcome.campaign, "the campaign waits for the next start of the server");
+    }
     Ok((StatusCode::CREATED, Json(json!(outcome))))
 }
 
@@ -233,6 +244,21 @@ async fn revoke(
 ) -> ApiResult<Json<Value>> {
     let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
     let ws = st.workspace();
+    // The store first: the revocation and the stop of the grant's campaigns
+    // are one transaction, and egress re-checks the grant there (E3). Then
+    // the runner records nothing more for them, and egress drops their
+    // fetches in flight and in queue.
     st.db().write(move |s| s.revoke_grant(ws, &g, ANALYST)).await?;
-    Ok(Json(json!({"revoked": g})))
+    let cancelled = st.campaigns().stop_grant(&g);
+    let egress = match st.egress().stop_grant(ws, &g).await {
+        Ok(stopped) => json!({"told": true, "stopped": stopped}),
+        Err(e) => {
+            // Not an error of the revocation: egress refuses every fetch of a
+            // revoked grant anyway, from the store.
+            tracing::info!(grant = %g, error = %e, "egress not told of the revocation");
+            json!({"told": false, "detail": e.to_string()})
+        }
+    };
+    tracing::info!(grant = %g, campaigns = cancelled, "grant revoked");
+    Ok(Json(json!({"revoked": g, "campaigns_stopped": cancelled, "egress": egress})))
 }

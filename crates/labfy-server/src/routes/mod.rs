@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod egress;
 pub mod resources;
 pub mod runtime;
 pub mod ui;

@@ -1,0 +1,600 @@
+//! The campaign runner (SPEC E3–E6, Q2, W4; DESIGN "A research, end to
+//! end", steps 5–6): it runs the campaigns of a REAL workspace that a human
+//! granted, through the governor's admission and egress's fetches, and
+//! records every outcome in the store.
+//!
+//! One task per campaign, at most [`MAX_RUNNING_CAMPAIGNS`] running at once
+//! (the others wait their turn, first come first served). A campaign's life,
+//! top to bottom:
+//!
+//! 1. **Admission** (Q2): the governor is asked to admit it (scratch: the
+//!    largest body egress returns, per item; a modest RAM bound; one fetch at
+//!    a time). Refused — or a governor that does not answer — ends it
+//!    `FAILED` with the reason, once: no retry loop. Without a supervisor
+//!    there is no governor to ask: it is admitted with [`NO_GOVERNOR`].
+//! 2. **Items**, in the order the analyst listed them: egress fetches each
+//!    over Tor under the grant (E3) and answers an outcome. A page becomes
+//!    evidence with provenance (E5); a refusal, a failure or a stop becomes
+//!    the item's reason. Tor down, not bootstrapped, or egress unreachable
+//!    (E6) ends the campaign `FAILED` at once — the item `UNAVAILABLE`, the
+//!    rest `STOPPED`: no retry, no other path, nothing fetched in clear.
+//! 3. **End**: `COMPLETED` (or `FAILED` when no item was fetched), egress
+//!    forgets the campaign's isolation token, the governor's reservation is
+//!    released — always, whichever way the campaign ended.
+//!
+//! A revocation stops the grant's campaigns in the store first (one
+//! transaction), then [`CampaignRunner::stop_grant`] cancels their tasks: a
+//! stopped task records nothing more, and an answer arriving after the stop
+//! is dropped. A server shutdown ([`CampaignRunner::close`]) leaves the
+//! campaigns as they stand — a `RUNNING` one keeps its `PLANNED` items —
+//! and [`CampaignRunner::resume_unfinished`] picks them up at the next start.
+//!
+//! Every store error is logged and ends the campaign `FAILED` with the
+//! reason (unless a revocation already ended it): no result is lost
+//! silently. Logs name campaigns, positions and statuses, never a target's
+//! URL (STYLE 13).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use base64::Engine as _;
+use labfy_core::ObjectRef;
+use labfy_core::bounded::truncate_chars;
+use labfy_ipc::client::Client;
+use labfy_ipc::messages::Boundary;
+use labfy_ipc::messages::egress::{FetchMethod, FetchOutcome, FetchRequest, FetchStatus, MAX_BODY_BYTES};
+use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse};
+use labfy_store::{
+    Campaign, CampaignStatus, FetchRecorded, FetchedPage, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store, StoreError,
+};
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::egress::{EgressClient, one_line};
+
+/// Campaigns running at once; the others wait for a slot.
+pub const MAX_RUNNING_CAMPAIGNS: usize = 2;
+/// RAM a campaign asks the governor for: one body in flight, decoded and
+/// stored, with room to spare.
+pub const CAMPAIGN_RAM_BYTES: u64 = 64 * 1024 * 1024;
+/// Fetches a campaign has in flight at once.
+pub const CAMPAIGN_CONCURRENCY: u32 = 1;
+/// A campaign's priority in the governor's ledger (a model run has 100).
+pub const CAMPAIGN_PRIORITY: u8 = 50;
+/// Deadline of one governor call (admission, release), connection included.
+pub const GOVERNOR_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// The admission detail when this run has no governor (no supervisor).
+pub const NO_GOVERNOR: &str = "no governor in this run";
+
+/// Runs the REAL campaigns of one workspace. Cheap to clone; one per server.
+#[derive(Clone)]
+pub struct CampaignRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    workspace: Uuid,
+    egress: EgressClient,
+    /// The supervisor's runtime directory: where the governor is.
+    runtime_dir: Option<PathBuf>,
+    slots: Arc<Semaphore>,
+    /// Campaigns with a task (queued or running), by campaign id.
+    live: Mutex<HashMap<Uuid, Live>>,
+    /// How many tasks are alive (for [`CampaignRunner::idle`]).
+    tasks: watch::Sender<usize>,
+    /// Server shutdown: every task leaves, recording nothing.
+    closing: CancellationToken,
+}
+
+struct Live {
+    grant: ObjectRef,
+    stop: CancellationToken,
+}
+
+impl CampaignRunner {
+    /// A runner for `workspace`, asking the governor and egress of the
+    /// supervisor's `runtime_dir` (none: no governor, and no egress — every
+    /// fetch is unavailable).
+    pub fn new(db: Db, workspace: Uuid, runtime_dir: Option<PathBuf>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                db,
+                workspace,
+                egress: EgressClient::new(runtime_dir.clone()),
+                runtime_dir,
+                slots: Arc::new(Semaphore::new(MAX_RUNNING_CAMPAIGNS)),
+                live: Mutex::new(HashMap::new()),
+                tasks: watch::Sender::new(0),
+                closing: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Runs `campaign` (of `grant`, in this runner's workspace) on a task of
+    /// its own, once a slot is free; true when it did. A campaign that
+    /// already has a task, or a runner that is closed, changes nothing. Call
+    /// inside a tokio runtime.
+    pub fn submit(&self, campaign: ObjectRef, grant: ObjectRef) -> bool {
+        if self.inner.closing.is_cancelled() {
+            tracing::warn!(%campaign, "the server is stopping: the campaign is left for the next start");
+            return false;
+        }
+        let stop = CancellationToken::new();
+        {
+            let mut live = self.inner.live.lock().unwrap_or_else(PoisonError::into_inner);
+            if live.contains_key(&campaign.id()) {
+                return false;
+            }
+            live.insert(campaign.id(), Live { grant, stop: stop.clone() });
+        }
+        self.inner.tasks.send_modify(|n| *n += 1);
+        tokio::spawn(task(self.inner.clone(), campaign, grant, stop));
+        true
+    }
+
+    /// Cancels the tasks of `grant`'s campaigns (after its revocation was
+    /// stored): they record nothing more. Returns how many it cancelled.
+    pub fn stop_grant(&self, grant: &ObjectRef) -> usize {
+        let live = self.inner.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut n = 0;
+        for l in live.values().filter(|l| l.grant == *grant) {
+            l.stop.cancel();
+            n += 1;
+        }
+        n
+    }
+
+    /// Submits the unfinished REAL campaigns of this runner's workspace (at
+    /// server start): `PENDING` and `ADMITTED` ones start from admission, a
+    /// `RUNNING` one interrupted by a restart is admitted again and goes on
+    /// with its `PLANNED` items. Returns how many got a task.
+    pub async fn resume_unfinished(&self) -> Result<usize, StoreError> {
+        let db = self.inner.db.clone();
+        let all = tokio::task::spawn_blocking(move || db.read_blocking(|r| r.unfinished_real_campaigns()))
+            .await
+            .map_err(|e| StoreError::Internal(format!("the store task failed: {e}")))??;
+        let ws = self.inner.workspace;
+        let (ours, others): (Vec<_>, Vec<_>) = all.into_iter().partition(|(w, _)| *w == ws);
+        if !others.is_empty() {
+            tracing::info!(campaigns = others.len(), "unfinished campaigns of other workspaces wait for their server");
+        }
+        let mut resumed = 0;
+        for (_, c) in &ours {
+            if self.submit(c.id, c.grant_id) {
+                tracing::info!(campaign = %c.id, status = %c.status, "resuming an unfinished campaign");
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Campaigns with a task now (queued or running).
+    pub fn live(&self) -> usize {
+        *self.inner.tasks.borrow()
+    }
+
+    /// Server shutdown: no campaign starts any more, and running ones stop
+    /// where they are without recording anything (the next start resumes
+    /// them); their reservations are released.
+    pub fn close(&self) {
+        self.inner.closing.cancel();
+    }
+
+    /// Waits until no campaign has a task, at most `deadline`; true when idle.
+    pub async fn idle(&self, deadline: Duration) -> bool {
+        let mut rx = self.inner.tasks.subscribe();
+        tokio::time::timeout(deadline, rx.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
+    }
+}
+
+/// The life of one campaign's task: a slot, the run, the cleanup.
+async fn task(inner: Arc<Inner>, campaign: ObjectRef, grant: ObjectRef, stop: CancellationToken) {
+    let permit = tokio::select! {
+        biased;
+        _ = stop.cancelled() => None,
+        _ = inner.closing.cancelled() => None,
+        p = inner.slots.clone().acquire_owned() => p.ok(),
+    };
+    if let Some(_slot) = permit {
+        let mut run = Run { inner: &inner, campaign, grant, stop: &stop, reservation: None, asked_egress: false };
+        let _ = run.drive().await;
+        run.cleanup().await;
+    }
+    inner.live.lock().unwrap_or_else(PoisonError::into_inner).remove(&campaign.id());
+    inner.tasks.send_modify(|n| *n = n.saturating_sub(1));
+}
+
+/// The run stopped driving: what had to be recorded is recorded (or the
+/// campaign was stopped, or the server is stopping).
+struct Halt;
+
+/// One campaign being driven.
+struct Run<'a> {
+    inner: &'a Inner,
+    campaign: ObjectRef,
+    grant: ObjectRef,
+    stop: &'a CancellationToken,
+    /// The governor's reservation, released at the end.
+    reservation: Option<String>,
+    /// Whether egress was asked anything for this campaign.
+    asked_egress: bool,
+}
+
+impl Run<'_> {
+    async fn drive(&mut self) -> Result<(), Halt> {
+        let c = self.read().await?;
+        let status = campaign_status(&c);
+        if c.synthetic || status.is_finished() {
+            return Ok(());
+        }
+        self.check_stop()?;
+        // A grant that expired meanwhile (a campaign resumed after a long
+        // stop): nothing is asked of the governor or egress. (A revoked one
+        // ended its campaigns in the revocation's transaction.)
+        if !self.grant_active().await? {
+            let why = format!("{} expired before the campaign could run its planned items", self.grant);
+            tracing::warn!(campaign = %self.campaign, grant = %self.grant, "grant expired: the campaign fails");
+            self.fail(&why).await;
+            return Err(Halt);
+        }
+        let admission = self.admit(&c).await?;
+        self.check_stop()?;
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        if status == CampaignStatus::Pending {
+            let detail = truncate_chars(&admission, MAX_CAMPAIGN_DETAIL_CHARS);
+            self.write("recording the admission", move |s| s.campaign_admitted(ws, &id, &detail)).await?;
+        }
+        if status != CampaignStatus::Running {
+            self.write("starting the campaign", move |s| s.campaign_started(ws, &id)).await?;
+        }
+        tracing::info!(campaign = %self.campaign, items = c.items_total, %admission, "campaign running");
+        let planned: Vec<(u32, String)> = self
+            .read()
+            .await?
+            .items
+            .into_iter()
+            .filter(|i| i.status == ItemStatus::Planned)
+            .map(|i| (i.position, i.url))
+            .collect();
+        for (position, url) in planned {
+            self.check_stop()?;
+            self.fetch_item(position, url).await?;
+        }
+        self.check_stop()?;
+        self.finish().await
+    }
+
+    /// A revocation or a shutdown: stop here, recording nothing.
+    fn check_stop(&self) -> Result<(), Halt> {
+        if self.stop.is_cancelled() || self.inner.closing.is_cancelled() { Err(Halt) } else { Ok(()) }
+    }
+
+    /// Asks the governor to admit the campaign; a refusal ends it `FAILED`.
+    /// Returns the admission's detail.
+    async fn admit(&mut self, c: &Campaign) -> Result<String, Halt> {
+        let Some(dir) = self.inner.runtime_dir.clone() else {
+            return Ok(NO_GOVERNOR.to_owned());
+        };
+        let items = u64::try_from(c.items_total).unwrap_or(0).max(1);
+        let ask = CampaignAsk {
+            campaign: self.campaign.to_string(),
+            scratch_bytes: items.saturating_mul(MAX_BODY_BYTES),
+            ram_bytes: CAMPAIGN_RAM_BYTES,
+            concurrency: CAMPAIGN_CONCURRENCY,
+            priority: CAMPAIGN_PRIORITY,
+        };
+        // Not raced against a stop: an admission in flight is waited for
+        // (bounded), so that its reservation is known and released.
+        let why = match governor_call(&dir, GovernorRequest::AdmitCampaign(ask)).await {
+            Ok(GovernorResponse::Admitted { reservation }) => {
+                let detail = format!("admitted by the governor (reservation {})", one_line(&reservation));
+                self.reservation = Some(reservation);
+                return Ok(detail);
+            }
+            Ok(GovernorResponse::Refused(r)) => {
+                let blocked = if r.blocked_by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (held by {})", r.blocked_by.join(", "))
+                };
+                format!("refused by the governor: {}{blocked}", r.reason)
+            }
+            Ok(GovernorResponse::Failed(f)) => format!("the governor could not admit it: {}: {}", f.code, f.message),
+            Ok(_) => "the governor answered the admission with another message".to_owned(),
+            Err(e) => e,
+        };
+        tracing::warn!(campaign = %self.campaign, reason = %why, "campaign not admitted");
+        self.fail(&why).await;
+        Err(Halt)
+    }
+
+    /// Fetches item `position` through egress and records its outcome.
+    async fn fetch_item(&mut self, position: u32, url: String) -> Result<(), Halt> {
+        let request = FetchRequest {
+            workspace_id: self.inner.workspace.to_string(),
+            campaign_id: self.campaign.to_string(),
+            grant_id: self.grant.to_string(),
+            url: url.clone(),
+            method: FetchMethod::Get,
+        };
+        self.asked_egress = true;
+        let answer = tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => return Err(Halt),
+            _ = self.inner.closing.cancelled() => return Err(Halt),
+            a = self.inner.egress.fetch(request) => a,
+        };
+        // A stop that came with the answer wins: nothing more is recorded.
+        self.check_stop()?;
+        let outcome = match answer {
+            Ok(o) => o,
+            Err(e) if e.is_unavailable() => return self.unavailable(position, &e.to_string()).await,
+            Err(e) => {
+                let why = format!("egress refused the request: {e}");
+                return self.item(position, ItemStatus::Refused, &why, 0).await;
+            }
+        };
+        if outcome.url != url {
+            let why = "egress answered for another URL than the one asked; nothing stored";
+            return self.item(position, ItemStatus::Failed, why, 0).await;
+        }
+        let reason = |default: &str| outcome.reason.clone().unwrap_or_else(|| default.to_owned());
+        match outcome.status {
+            FetchStatus::Fetched => self.record_page(position, outcome).await,
+            FetchStatus::Refused => {
+                self.item(position, ItemStatus::Refused, &reason("refused by egress"), outcome.body_bytes).await
+            }
+            FetchStatus::Failed => {
+                self.item(position, ItemStatus::Failed, &reason("the fetch failed"), outcome.body_bytes).await
+            }
+            FetchStatus::Stopped => {
+                self.item(position, ItemStatus::Stopped, &reason("stopped by egress"), outcome.body_bytes).await
+            }
+            FetchStatus::Unavailable => self.unavailable(position, &reason("Tor is unavailable")).await,
+        }
+    }
+
+    /// A page egress fetched: decoded, then evidence with provenance — or,
+    /// when the page cannot be stored as it came, the item `FAILED` with why.
+    async fn record_page(&mut self, position: u32, o: FetchOutcome) -> Result<(), Halt> {
+        let body = match &o.body_base64 {
+            Some(b) => match base64::engine::general_purpose::STANDARD.decode(b) {
+                Ok(body) => body,
+                Err(e) => {
+                    let why = format!("egress sent a body that is not base64 ({e}); nothing stored");
+                    return self.item(position, ItemStatus::Failed, &why, o.body_bytes).await;
+                }
+            },
+            None => Vec::new(),
+        };
+        let malformed = if body.len() as u64 != o.body_bytes {
+            Some(format!("egress announced {} bytes and sent {}; nothing stored", o.body_bytes, body.len()))
+        } else if body.len() as u64 > MAX_BODY_BYTES {
+            Some(format!("egress sent {} bytes, more than its bound of {MAX_BODY_BYTES}; nothing stored", body.len()))
+        } else if o.http_status.is_none() {
+            Some("egress reported a page without an HTTP status; nothing stored".to_owned())
+        } else if o.body_sha256.is_none() && !body.is_empty() {
+            Some("egress reported a body without its SHA-256; nothing stored".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = malformed {
+            return self.item(position, ItemStatus::Failed, &why, body.len() as u64).await;
+        }
+        let bytes = body.len() as u64;
+        let page = FetchedPage {
+            final_url: o.final_url.clone().unwrap_or_else(|| o.url.clone()),
+            url: o.url,
+            redirects: o.redirects,
+            http_status: o.http_status.unwrap_or_default(),
+            headers: o.headers,
+            content_type: o.content_type,
+            body_sha256: o.body_sha256.unwrap_or_else(|| labfy_store::sha256_hex(&[])),
+            body,
+            started_at: o.started_at,
+            elapsed_ms: o.elapsed_ms,
+            isolation: o.isolation,
+        };
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        match self.store(move |s| s.record_fetch(ws, &id, position, &page)).await {
+            Ok(FetchRecorded::Evidence { evidence }) => {
+                tracing::info!(campaign = %self.campaign, position, %evidence, bytes, "page stored as evidence");
+                Ok(())
+            }
+            Ok(FetchRecorded::NotText { .. }) => {
+                tracing::warn!(campaign = %self.campaign, position, bytes, "page is not text: item failed");
+                Ok(())
+            }
+            // The store refused the page itself (SHA-256, scope, bounds):
+            // the item says why, and the campaign goes on.
+            Err(StoreError::Invalid(why)) => {
+                tracing::warn!(campaign = %self.campaign, position, reason = %why, "page refused by the store");
+                let why = format!("the page was not stored: {why}");
+                self.item(position, ItemStatus::Failed, &why, bytes).await
+            }
+            Err(e) => Err(self.store_failed(&format!("storing the page of item {position}"), e).await),
+        }
+    }
+
+    /// Records how item `position` ended without a page.
+    async fn item(&mut self, position: u32, status: ItemStatus, reason: &str, bytes: u64) -> Result<(), Halt> {
+        tracing::info!(campaign = %self.campaign, position, status = status.as_str(), "item ended without a page");
+        let (ws, id, reason) = (self.inner.workspace, self.campaign, one_line(reason));
+        self.write(&format!("recording the outcome of item {position}"), move |s| {
+            s.record_item_outcome(ws, &id, position, status, &reason, bytes)
+        })
+        .await
+    }
+
+    /// Tor (or egress) is unavailable (E6): the item `UNAVAILABLE`, the
+    /// campaign `FAILED` and its other items `STOPPED`. Never a retry.
+    async fn unavailable(&mut self, position: u32, reason: &str) -> Result<(), Halt> {
+        tracing::warn!(campaign = %self.campaign, position, %reason, "Tor unavailable: the campaign ends");
+        self.item(position, ItemStatus::Unavailable, reason, 0).await?;
+        const HEAD: &str = "Tor unavailable: ";
+        const TAIL: &str = "; nothing was fetched in clear";
+        let room = MAX_CAMPAIGN_DETAIL_CHARS - HEAD.len() - TAIL.len();
+        let detail = format!("{HEAD}{}{TAIL}", truncate_chars(&one_line(reason), room));
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        self.write("ending the campaign", move |s| s.campaign_finished(ws, &id, CampaignStatus::Failed, &detail))
+            .await?;
+        Err(Halt)
+    }
+
+    /// Every item ended: `COMPLETED`, or `FAILED` when none was fetched.
+    async fn finish(&mut self) -> Result<(), Halt> {
+        let c = self.read().await?;
+        if campaign_status(&c).is_finished() {
+            return Ok(());
+        }
+        let (status, detail) = if c.items_total > 0 && c.items_done == 0 {
+            (
+                CampaignStatus::Failed,
+                format!("no page fetched: every one of its {} items failed or was refused", c.items_total),
+            )
+        } else {
+            (
+                CampaignStatus::Completed,
+                format!(
+                    "{} of {} pages fetched over Tor and stored as evidence, {} not, {} bytes",
+                    c.items_done, c.items_total, c.items_failed, c.bytes
+                ),
+            )
+        };
+        tracing::info!(campaign = %self.campaign, status = status.as_str(), done = c.items_done,
+                       failed = c.items_failed, bytes = c.bytes, "campaign ended");
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        self.write("ending the campaign", move |s| s.campaign_finished(ws, &id, status, &detail)).await
+    }
+
+    /// After the run, whichever way it ended: egress forgets the campaign
+    /// (unless the server is stopping: the campaign resumes at the next
+    /// start), and the governor's reservation is released.
+    async fn cleanup(&mut self) {
+        if self.asked_egress && !self.inner.closing.is_cancelled() {
+            if let Err(e) = self.inner.egress.end_campaign(self.inner.workspace, &self.campaign).await {
+                tracing::warn!(campaign = %self.campaign, error = %e, "egress did not end the campaign");
+            }
+        }
+        if let (Some(reservation), Some(dir)) = (self.reservation.take(), self.inner.runtime_dir.as_ref()) {
+            match governor_call(dir, GovernorRequest::Release { reservation: reservation.clone() }).await {
+                Ok(GovernorResponse::Released {}) => {
+                    tracing::info!(campaign = %self.campaign, %reservation, "reservation released");
+                }
+                Ok(other) => tracing::warn!(campaign = %self.campaign, %reservation, answer = ?other,
+                                            "the governor did not release the reservation"),
+                Err(e) => tracing::warn!(campaign = %self.campaign, %reservation, error = %e,
+                                         "the governor did not release the reservation"),
+            }
+        }
+    }
+
+    /// The campaign as stored now.
+    async fn read(&self) -> Result<Campaign, Halt> {
+        match self.read_campaign().await {
+            Ok(c) => Ok(c),
+            Err(e) => Err(self.store_failed("reading the campaign", e).await),
+        }
+    }
+
+    /// Whether the campaign's grant is unrevoked and unexpired now.
+    async fn grant_active(&self) -> Result<bool, Halt> {
+        let (db, ws, g) = (self.inner.db.clone(), self.inner.workspace, self.grant);
+        let read = tokio::task::spawn_blocking(move || db.read_blocking(|r| r.grant(ws, &g)))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Internal(format!("the store task failed: {e}"))));
+        match read {
+            Ok(grant) => Ok(labfy_store::grant_is_active(&grant, chrono::Utc::now())),
+            Err(e) => Err(self.store_failed("reading the grant", e).await),
+        }
+    }
+
+    async fn read_campaign(&self) -> Result<Campaign, StoreError> {
+        let (db, ws, id) = (self.inner.db.clone(), self.inner.workspace, self.campaign);
+        tokio::task::spawn_blocking(move || db.read_blocking(|r| r.campaign(ws, &id)))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Internal(format!("the store task failed: {e}"))))
+    }
+
+    /// One write; a store error ends the campaign (see [`Run::store_failed`]).
+    async fn write<T: Send + 'static>(
+        &self,
+        doing: &str,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Halt> {
+        match self.store(f).await {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.store_failed(doing, e).await),
+        }
+    }
+
+    async fn store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.inner.db.clone();
+        tokio::task::spawn_blocking(move || db.write_blocking(f))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Internal(format!("the store task failed: {e}"))))
+    }
+
+    /// A store error while `doing`: logged, and the campaign ends `FAILED`
+    /// with the reason — unless it was stopped meanwhile (a revocation ended
+    /// it in the store, or the server is stopping), when nothing more is
+    /// recorded.
+    async fn store_failed(&self, doing: &str, e: StoreError) -> Halt {
+        if self.check_stop().is_err() {
+            tracing::info!(campaign = %self.campaign, doing, error = %e, "campaign stopped meanwhile");
+            return Halt;
+        }
+        if let Ok(c) = self.read_campaign().await {
+            if campaign_status(&c).is_finished() {
+                tracing::info!(campaign = %self.campaign, status = %c.status, doing, error = %e,
+                               "campaign already ended; nothing more recorded");
+                return Halt;
+            }
+        }
+        tracing::error!(campaign = %self.campaign, doing, error = %e, "store error: the campaign fails");
+        self.fail(&format!("store error while {doing}: {e}")).await;
+        Halt
+    }
+
+    /// Ends the campaign `FAILED` with `why` (one line, bounded); a failure
+    /// to record even that is logged.
+    async fn fail(&self, why: &str) {
+        let detail = truncate_chars(&one_line(why), MAX_CAMPAIGN_DETAIL_CHARS);
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        let ended = self.store(move |s| s.campaign_finished(ws, &id, CampaignStatus::Failed, &detail)).await;
+        if let Err(e) = ended {
+            tracing::error!(campaign = %self.campaign, error = %e, reason = %why,
+                            "could not record the campaign's failure");
+        }
+    }
+}
+
+fn campaign_status(c: &Campaign) -> CampaignStatus {
+    // An unknown status is treated as ended: nothing is done to it.
+    CampaignStatus::parse(&c.status).unwrap_or(CampaignStatus::Failed)
+}
+
+/// One governor call over its service socket, within [`GOVERNOR_CALL_TIMEOUT`];
+/// the error is one line saying why there is no answer.
+async fn governor_call(dir: &std::path::Path, request: GovernorRequest) -> Result<GovernorResponse, String> {
+    let asked = async {
+        let secret = labfy_ipc::secret::read_secret(dir)?;
+        let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
+        let mut c: Client<GovernorRequest, GovernorResponse> =
+            Client::connect(&socket, Boundary::Governor, &secret).await?.with_timeout(GOVERNOR_CALL_TIMEOUT);
+        c.call(request).await
+    };
+    match tokio::time::timeout(GOVERNOR_CALL_TIMEOUT, asked).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(one_line(&format!("governor unreachable: {e}"))),
+        Err(_) => Err(format!("the governor did not answer within {} s", GOVERNOR_CALL_TIMEOUT.as_secs())),
+    }
+}

@@ -1,0 +1,185 @@
+//! The server's side of the egress boundary (SPEC E, P3, P4): every question
+//! the server asks `labfy-egress` — health, Tor bootstrap status, one fetch
+//! under a grant, stop a grant, end a campaign — over `egress.sock` in the
+//! supervisor's runtime directory. Each call connects, authenticates (the
+//! per-boot secret) and asks once, under one deadline: a connection is never
+//! kept between calls, so an egress restart costs nothing but the call in
+//! flight.
+//!
+//! The server has no network of its own (P2): this client is its only way to
+//! anything outside, and it never falls back to anything else. An absent,
+//! silent or failing egress is an [`EgressError`], never a retry.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use labfy_core::ObjectRef;
+use labfy_ipc::client::Client;
+use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, EgressStatus, FetchOutcome, FetchRequest};
+use labfy_ipc::messages::{Boundary, Health};
+use uuid::Uuid;
+
+/// Deadline of one fetch, connection included: egress bounds a fetch at
+/// 120 s itself, and this leaves it time to say so.
+pub const EGRESS_FETCH_TIMEOUT: Duration = Duration::from_secs(150);
+/// Deadline of a stop or an end (connection included).
+pub const EGRESS_CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Deadline of a status question for the UI (connection included).
+pub const EGRESS_STATUS_TIMEOUT: Duration = Duration::from_millis(800);
+/// Longest reason an [`EgressError`] carries.
+pub const EGRESS_DETAIL_MAX_CHARS: usize = 300;
+
+/// Why egress gave no answer of the kind asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EgressError {
+    /// This server was not started by `labfy up`: there is no egress to ask.
+    #[error("no egress daemon: this server was not started by `labfy up`")]
+    Absent,
+    /// The socket could not be reached or the connection broke.
+    #[error("egress unreachable: {0}")]
+    Unreachable(String),
+    /// No answer within the deadline.
+    #[error("egress did not answer within {0} ms")]
+    Timeout(u128),
+    /// Egress answered `Failed` (its code and message).
+    #[error("egress answered {code}: {message}")]
+    Failed {
+        /// Egress's stable code (`UNAVAILABLE`, `INVALID_INPUT`, …).
+        code: String,
+        /// Its message, one bounded line.
+        message: String,
+    },
+    /// Egress answered another message than the one asked for.
+    #[error("egress gave an unexpected answer: {0}")]
+    Unexpected(String),
+}
+
+impl EgressError {
+    /// True when the fault is egress's reachability or its Tor client, not
+    /// the request: no answer at all, or `Failed` with code `UNAVAILABLE`.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Absent | Self::Unreachable(_) | Self::Timeout(_) | Self::Unexpected(_) => true,
+            Self::Failed { code, .. } => code == "UNAVAILABLE",
+        }
+    }
+}
+
+/// One line, bounded: what an error or a peer's text may become in an answer.
+pub fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    labfy_core::bounded::truncate_chars(&line, EGRESS_DETAIL_MAX_CHARS)
+}
+
+/// Asks egress, one connection per call. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct EgressClient {
+    runtime_dir: Option<PathBuf>,
+}
+
+impl EgressClient {
+    /// A client for the egress of the supervisor's `runtime_dir`; `None`:
+    /// no supervisor, so every call is [`EgressError::Absent`].
+    pub fn new(runtime_dir: Option<PathBuf>) -> Self {
+        Self { runtime_dir }
+    }
+
+    /// Sends `request` and waits for its answer, all within `deadline`.
+    async fn call(&self, request: EgressRequest, deadline: Duration) -> Result<EgressResponse, EgressError> {
+        let Some(dir) = &self.runtime_dir else {
+            return Err(EgressError::Absent);
+        };
+        let asked = async {
+            let secret = labfy_ipc::secret::read_secret(dir)?;
+            let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Egress);
+            let mut c: Client<EgressRequest, EgressResponse> =
+                Client::connect(&socket, Boundary::Egress, &secret).await?.with_timeout(deadline);
+            c.call(request).await
+        };
+        match tokio::time::timeout(deadline, asked).await {
+            Ok(Ok(EgressResponse::Failed(f))) => {
+                Err(EgressError::Failed { code: one_line(&f.code), message: one_line(&f.message) })
+            }
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(EgressError::Unreachable(one_line(&e.to_string()))),
+            Err(_) => Err(EgressError::Timeout(deadline.as_millis())),
+        }
+    }
+
+    /// Egress's health (its readiness for the gateway's tool availability).
+    pub async fn health(&self, deadline: Duration) -> Result<Health, EgressError> {
+        match self.call(EgressRequest::Health {}, deadline).await? {
+            EgressResponse::Health(h) => Ok(h),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Tor's bootstrap and egress's activity (SPEC E1), within
+    /// [`EGRESS_STATUS_TIMEOUT`].
+    pub async fn status(&self) -> Result<EgressStatus, EgressError> {
+        match self.call(EgressRequest::Status {}, EGRESS_STATUS_TIMEOUT).await? {
+            EgressResponse::Status(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// One passive fetch under a grant (E2, E3), within
+    /// [`EGRESS_FETCH_TIMEOUT`]. Refusals are outcomes too (`REFUSED`,
+    /// `UNAVAILABLE`, …); an error means egress gave no outcome at all.
+    pub async fn fetch(&self, request: FetchRequest) -> Result<FetchOutcome, EgressError> {
+        match self.call(EgressRequest::Fetch(request), EGRESS_FETCH_TIMEOUT).await? {
+            EgressResponse::Fetched(outcome) => Ok(*outcome),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// A grant was revoked: egress stops its fetches in flight and in queue
+    /// now (E3). Returns how many it stopped.
+    pub async fn stop_grant(&self, workspace: Uuid, grant: &ObjectRef) -> Result<u32, EgressError> {
+        let request = EgressRequest::StopGrant { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+        match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::Stopped { stopped } => Ok(stopped),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// A campaign ended: egress forgets its isolation token (E4).
+    pub async fn end_campaign(&self, workspace: Uuid, campaign: &ObjectRef) -> Result<u32, EgressError> {
+        let request =
+            EgressRequest::EndCampaign { workspace_id: workspace.to_string(), campaign_id: campaign.to_string() };
+        match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::Stopped { stopped } => Ok(stopped),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// The `type` tag of an answer, for a message (never its content).
+fn unexpected(r: &EgressResponse) -> EgressError {
+    let tag = serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned());
+    EgressError::Unexpected(tag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_runtime_dir_every_call_is_absent() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let c = EgressClient::new(None);
+        assert_eq!(rt.block_on(c.status()), Err(EgressError::Absent));
+        assert!(EgressError::Absent.is_unavailable());
+        assert!(EgressError::Failed { code: "UNAVAILABLE".into(), message: String::new() }.is_unavailable());
+        assert!(!EgressError::Failed { code: "INVALID_INPUT".into(), message: String::new() }.is_unavailable());
+    }
+
+    #[test]
+    fn one_line_folds_and_bounds() {
+        assert_eq!(one_line("a\n  b\tc"), "a b c");
+        assert_eq!(one_line(&"x".repeat(1000)).chars().count(), EGRESS_DETAIL_MAX_CHARS);
+    }
+}

@@ -1,0 +1,987 @@
+//! The campaign runner and the egress routes (SPEC E1–E6, Q2, W4) through
+//! the whole guarded application: a REAL workspace, a fake governor and a
+//! fake egress served on their real sockets (labfy-ipc, per-boot secret,
+//! peer check) in a private runtime directory, answering scripted outcomes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine as _;
+use http_body_util::BodyExt;
+use labfy_core::{ObjectRef, RefKind};
+use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus,
+};
+use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
+use labfy_ipc::messages::{Boundary, Failure};
+use labfy_ipc::secret::Secret;
+use labfy_ipc::server::{self, Stats};
+use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS, NO_GOVERNOR};
+use labfy_server::session::RateLimit;
+use labfy_server::{AppState, app, db::Db};
+use labfy_store::{NewNote, NewResearchRequest, Store};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+const PORT: u16 = 7345;
+const HOST: &str = "127.0.0.1:7345";
+const ORIGIN: &str = "http://127.0.0.1:7345";
+/// Longest a test waits for a campaign to end.
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------
+// A private runtime directory with this boot's secret, and the fakes on it.
+
+struct Run {
+    _base: TempDir,
+    dir: PathBuf,
+    secret: Secret,
+}
+
+fn runtime_dir() -> Run {
+    let base = TempDir::new().unwrap();
+    let dir = base.path().join("run");
+    labfy_ipc::secret::create_private_dir(&dir).unwrap();
+    let secret = labfy_ipc::secret::create_secret(&dir).unwrap();
+    Run { _base: base, dir, secret }
+}
+
+fn policy(run: &Run, boundary: Boundary) -> PeerPolicy {
+    let me = AllowedPids::default();
+    me.insert(std::process::id() as i32);
+    PeerPolicy {
+        boundary,
+        uid: labfy_ipc::daemon::euid(),
+        pids: Some(me),
+        secret: run.secret.clone(),
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    }
+}
+
+/// What the fake egress does with one fetch.
+#[derive(Clone)]
+enum Step {
+    /// Answers this outcome at once.
+    Answer(FetchOutcome),
+    /// Answers after a delay.
+    Slow(Duration, FetchOutcome),
+    /// Waits until its grant is stopped, then answers `STOPPED`.
+    UntilStopped,
+    /// Answers `Failed` (no outcome).
+    Fail(&'static str, &'static str),
+}
+
+#[derive(Default)]
+struct EgressLog {
+    fetches: Vec<FetchRequest>,
+    stops: Vec<(String, String)>,
+    ends: Vec<(String, String)>,
+    in_flight: usize,
+    max_in_flight: usize,
+}
+
+#[derive(Clone)]
+struct FakeEgress {
+    log: Arc<Mutex<EgressLog>>,
+    stopped: CancellationToken,
+}
+
+type Script = Arc<dyn Fn(&FetchRequest) -> Step + Send + Sync>;
+
+/// Serves `egress.sock`: fetches follow `script`, `Status` answers `status`
+/// (or `Failed` when `None`), stops and ends are logged.
+fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeEgress {
+    let fake = FakeEgress { log: Arc::default(), stopped: CancellationToken::new() };
+    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, Boundary::Egress)).unwrap();
+    let f = fake.clone();
+    tokio::spawn(server::serve(
+        listener,
+        policy(run, Boundary::Egress),
+        Arc::new(Stats::default()),
+        move |req: EgressRequest, _peer| {
+            let (f, script, status) = (f.clone(), script.clone(), status.clone());
+            async move {
+                match req {
+                    EgressRequest::Fetch(r) => {
+                        let step = script(&r);
+                        {
+                            let mut log = f.log.lock().unwrap();
+                            log.fetches.push(r.clone());
+                            log.in_flight += 1;
+                            log.max_in_flight = log.max_in_flight.max(log.in_flight);
+                        }
+                        let answer = match step {
+                            Step::Answer(o) => EgressResponse::Fetched(Box::new(o)),
+                            Step::Slow(d, o) => {
+                                tokio::time::sleep(d).await;
+                                EgressResponse::Fetched(Box::new(o))
+                            }
+                            Step::UntilStopped => {
+                                f.stopped.cancelled().await;
+                                EgressResponse::Fetched(Box::new(outcome(
+                                    &r.url,
+                                    FetchStatus::Stopped,
+                                    "grant revoked",
+                                )))
+                            }
+                            Step::Fail(code, message) => {
+                                EgressResponse::Failed(Failure { code: code.into(), message: message.into() })
+                            }
+                        };
+                        f.log.lock().unwrap().in_flight -= 1;
+                        answer
+                    }
+                    EgressRequest::StopGrant { workspace_id, grant_id } => {
+                        f.log.lock().unwrap().stops.push((workspace_id, grant_id));
+                        f.stopped.cancel();
+                        EgressResponse::Stopped { stopped: 1 }
+                    }
+                    EgressRequest::EndCampaign { workspace_id, campaign_id } => {
+                        f.log.lock().unwrap().ends.push((workspace_id, campaign_id));
+                        EgressResponse::Stopped { stopped: 0 }
+                    }
+                    EgressRequest::Status {} => match status {
+                        Some(s) => EgressResponse::Status(s),
+                        None => EgressResponse::Failed(Failure {
+                            code: "UNAVAILABLE".into(),
+                            message: "arti is\nnot configured".into(),
+                        }),
+                    },
+                    EgressRequest::Health {} => EgressResponse::Failed(Failure {
+                        code: "INVALID_INPUT".into(),
+                        message: "the test egress does not answer health".into(),
+                    }),
+                }
+            }
+        },
+    ));
+    fake
+}
+
+impl FakeEgress {
+    fn fetched_urls(&self) -> Vec<String> {
+        self.log.lock().unwrap().fetches.iter().map(|f| f.url.clone()).collect()
+    }
+}
+
+/// An outcome of `status` with `reason`, no page.
+fn outcome(url: &str, status: FetchStatus, reason: &str) -> FetchOutcome {
+    FetchOutcome {
+        status,
+        reason: Some(reason.into()),
+        url: url.into(),
+        final_url: None,
+        redirects: vec![],
+        http_status: None,
+        headers: vec![],
+        content_type: None,
+        body_base64: None,
+        body_bytes: 0,
+        body_sha256: None,
+        started_at: chrono::Utc::now().to_rfc3339(),
+        elapsed_ms: 3,
+        isolation: "test-isolation".into(),
+    }
+}
+
+/// A `FETCHED` outcome: `body` with HTTP `http_status`.
+fn page(url: &str, body: &str, http_status: u16) -> FetchOutcome {
+    FetchOutcome {
+        status: FetchStatus::Fetched,
+        reason: None,
+        url: url.into(),
+        final_url: Some(url.into()),
+        redirects: vec![],
+        http_status: Some(http_status),
+        headers: vec![("content-type".into(), "text/html; charset=utf-8".into()), ("server".into(), "test".into())],
+        content_type: Some("text/html; charset=utf-8".into()),
+        body_base64: Some(base64::engine::general_purpose::STANDARD.encode(body)),
+        body_bytes: body.len() as u64,
+        body_sha256: Some(labfy_store::sha256_hex(body.as_bytes())),
+        started_at: chrono::Utc::now().to_rfc3339(),
+        elapsed_ms: 42,
+        isolation: "test-isolation".into(),
+    }
+}
+
+#[derive(Default)]
+struct GovernorLog {
+    asks: Vec<CampaignAsk>,
+    released: Vec<String>,
+}
+
+/// Serves `governor.sock`: admits every campaign (`refuse: None`) or refuses
+/// it with that reason; logs asks and releases.
+fn fake_governor(run: &Run, refuse: Option<&'static str>) -> Arc<Mutex<GovernorLog>> {
+    let log: Arc<Mutex<GovernorLog>> = Arc::default();
+    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, Boundary::Governor)).unwrap();
+    let l = log.clone();
+    tokio::spawn(server::serve(
+        listener,
+        policy(run, Boundary::Governor),
+        Arc::new(Stats::default()),
+        move |req: GovernorRequest, _peer| {
+            let l = l.clone();
+            async move {
+                match req {
+                    GovernorRequest::AdmitCampaign(ask) => {
+                        let n = {
+                            let mut log = l.lock().unwrap();
+                            log.asks.push(ask);
+                            log.asks.len()
+                        };
+                        match refuse {
+                            None => GovernorResponse::Admitted { reservation: format!("res-{n}") },
+                            Some(reason) => GovernorResponse::Refused(Refusal {
+                                reason: reason.into(),
+                                blocked_by: vec!["model:qwen.gguf".into()],
+                            }),
+                        }
+                    }
+                    GovernorRequest::Release { reservation } => {
+                        l.lock().unwrap().released.push(reservation);
+                        GovernorResponse::Released {}
+                    }
+                    other => GovernorResponse::Failed(Failure {
+                        code: "INVALID_INPUT".into(),
+                        message: format!("the test governor does not answer {other:?}"),
+                    }),
+                }
+            }
+        },
+    ));
+    log
+}
+
+// ---------------------------------------------------------------------------
+// A server over a REAL workspace, with research requests ready to grant.
+
+struct Fixture {
+    dir: TempDir,
+    db: Db,
+    state: AppState,
+    app: Router,
+    workspace: Uuid,
+    evidence: ObjectRef,
+    cookie: String,
+    csrf: String,
+}
+
+async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(uri).header(header::HOST, HOST);
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+/// A REAL workspace with one note, served with the runtime directory `run`
+/// (none: no supervisor, so no governor and no egress).
+async fn fixture(run: Option<&Path>) -> Fixture {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Enquête réelle", "analyst").unwrap();
+    let note = NewNote {
+        title: "Société Durand".into(),
+        content: "La société Durand possède le domaine durand.example.".into(),
+        source: None,
+    };
+    let evidence = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
+    let db = Db::new(store, dir.path().to_path_buf());
+    let limit = RateLimit { burst: 1000, per_second: 1000.0 };
+    let mut state = AppState::new(db.clone(), PORT, ws.id(), limit).unwrap();
+    if let Some(run) = run {
+        state = state.with_runtime_dir(run.to_path_buf());
+    }
+    let app = app(state.clone());
+    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
+    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
+    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    Fixture { dir, db, state, app, workspace: ws.id(), evidence, cookie, csrf }
+}
+
+impl Fixture {
+    async fn get(&self, uri: &str) -> (StatusCode, Value) {
+        send(&self.app, get_req(uri, Some(&self.cookie))).await
+    }
+
+    async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {
+        let req = Request::post(uri)
+            .header(header::HOST, HOST)
+            .header(header::COOKIE, &self.cookie)
+            .header(header::ORIGIN, ORIGIN)
+            .header("X-CSRF-Token", &self.csrf)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        send(&self.app, req).await
+    }
+
+    /// A research request prepared (as `research.prepare` would) under the
+    /// catalog in force, waiting for a decision.
+    fn prepare(&self, question: &str) -> String {
+        let catalog = self.state.gateway().catalog();
+        let req = NewResearchRequest {
+            selection: vec![self.evidence],
+            question: question.into(),
+            exclusions: vec![],
+            turn_id: Uuid::new_v4(),
+            call_id: Uuid::new_v4(),
+            idempotency_key: Uuid::new_v4().to_string(),
+            requested_by: "agent:demo".into(),
+            contract_fingerprint: catalog.tool(labfy_gateway::ToolId::ResearchPrepare).fingerprint.clone(),
+            catalog_fingerprint: catalog.fingerprint().to_owned(),
+        };
+        let ws = self.workspace;
+        let (r, created) = self.db.write_blocking(|s| s.prepare_research(ws, &req)).unwrap();
+        assert!(created);
+        r.to_string()
+    }
+
+    async fn grant(&self, request: &str, urls: &[&str]) -> (StatusCode, Value) {
+        let body = json!({"scope": {"hosts": ["example.org", "*.example.org"]},
+                          "budget": {"max_requests": 32, "max_bytes": 1_048_576},
+                          "expires_in_minutes": 60, "urls": urls});
+        self.post(&format!("/api/v1/research/requests/{request}/grant"), body).await
+    }
+
+    /// Grants `request` with `urls`; returns (grant, campaign).
+    async fn granted(&self, request: &str, urls: &[&str]) -> (String, String) {
+        let (s, g) = self.grant(request, urls).await;
+        assert_eq!(s, StatusCode::CREATED, "{g}");
+        (g["grant"].as_str().unwrap().to_owned(), g["campaign"].as_str().unwrap().to_owned())
+    }
+
+    /// The request as the API shows it, campaign included.
+    async fn request(&self, request: &str) -> Value {
+        let (s, r) = self.get(&format!("/api/v1/research/requests/{request}")).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        r["request"].clone()
+    }
+
+    /// Waits until the campaign of `request` has ended and its task has
+    /// left (egress told, reservation released); returns the campaign.
+    async fn ended(&self, request: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let c = self.request(request).await["campaign"].clone();
+            if ["COMPLETED", "FAILED", "STOPPED"].contains(&c["status"].as_str().unwrap_or("")) {
+                assert!(self.state.campaigns().idle(WAIT).await, "the campaign's task did not leave");
+                return c;
+            }
+            assert!(started.elapsed() < WAIT, "the campaign did not end: {c}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        let conn = rusqlite::Connection::open(self.dir.path().join(labfy_store::DB_FILE)).unwrap();
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
+
+fn statuses(c: &Value) -> Vec<String> {
+    c["items"].as_array().unwrap().iter().map(|i| i["status"].as_str().unwrap().to_owned()).collect()
+}
+
+const A: &str = "https://example.org/a";
+const B: &str = "https://www.example.org/b?x=1";
+const C: &str = "https://example.org/c";
+
+/// Pages for A and B, a refusal for C.
+fn two_pages_and_a_refusal() -> Script {
+    Arc::new(|r: &FetchRequest| match r.url.as_str() {
+        A => Step::Answer(page(A, "<html><body>Durand <b>page A</b></body></html>", 200)),
+        B => Step::Answer(page(B, "Durand, page B (404 is still a page)", 404)),
+        _ => Step::Answer(outcome(&r.url, FetchStatus::Refused, "over the grant's byte budget")),
+    })
+}
+
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_provenance() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let (grant, campaign) = f.granted(&request, &[A, B, C]).await;
+
+    let c = f.ended(&request).await;
+    assert_eq!(c["id"], campaign.as_str());
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(c["synthetic"], false);
+    assert_eq!(
+        (c["items_total"].as_i64(), c["items_done"].as_i64(), c["items_failed"].as_i64()),
+        (Some(3), Some(2), Some(1))
+    );
+    assert_eq!(statuses(&c), ["FETCHED", "FETCHED", "REFUSED"]);
+    assert!(c["started_at"].is_string() && c["finished_at"].is_string(), "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("2 of 3"), "{c}");
+    let items = c["items"].as_array().unwrap();
+    assert_eq!(items[1]["http_status"], 404);
+    assert_eq!(items[2]["reason"], "over the grant's byte budget");
+    assert!(items[2].get("evidence").is_none());
+
+    // Each page is evidence whose provenance names the fetch (E5).
+    for (i, url) in [(0, A), (1, B)] {
+        let ev = items[i]["evidence"].as_str().unwrap();
+        assert!(c["evidence"].as_array().unwrap().iter().any(|e| e == ev));
+        let (s, e) = f.get(&format!("/api/v1/evidence/{ev}")).await;
+        assert_eq!(s, StatusCode::OK, "{e}");
+        assert_eq!(e["source"], url);
+        let fetch = &e["fetch"];
+        assert_eq!(fetch["campaign"], campaign.as_str());
+        assert_eq!(fetch["grant"], grant.as_str());
+        assert_eq!(fetch["position"], i);
+        assert_eq!(fetch["url"], url);
+        assert_eq!(fetch["isolation"], "test-isolation");
+        assert_eq!(fetch["body_sha256"].as_str().unwrap().len(), 64);
+        let (s, p) = f.get(&format!("/api/v1/provenance/{ev}")).await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        assert!(p.to_string().contains(&campaign), "{p}");
+    }
+    let (_, ex) = f.get(&format!("/api/v1/evidence/{}/excerpt", items[0]["evidence"].as_str().unwrap())).await;
+    assert!(ex["text"].as_str().unwrap().contains("<b>page A</b>"), "stored as text, as received: {ex}");
+
+    // Egress was asked once per URL, in order, under the grant, GET only.
+    let log = egress.log.lock().unwrap();
+    assert_eq!(log.fetches.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), [A, B, C]);
+    for r in &log.fetches {
+        assert_eq!(r.workspace_id, f.workspace.to_string());
+        assert_eq!(r.campaign_id, campaign);
+        assert_eq!(r.grant_id, grant);
+        assert_eq!(r.method, FetchMethod::Get);
+    }
+    assert_eq!(log.ends, [(f.workspace.to_string(), campaign.clone())], "egress forgets the campaign once");
+    assert!(log.stops.is_empty());
+    drop(log);
+    // The governor admitted it (scratch for every item, one at a time) and
+    // got its reservation back.
+    let gov = gov.lock().unwrap();
+    assert_eq!(gov.asks.len(), 1);
+    assert_eq!(gov.asks[0].campaign, campaign);
+    assert_eq!(gov.asks[0].scratch_bytes, 3 * labfy_ipc::messages::egress::MAX_BODY_BYTES);
+    assert_eq!(gov.asks[0].concurrency, CAMPAIGN_CONCURRENCY);
+    assert_eq!(gov.released, ["res-1"]);
+    assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action = 'campaign.admit'"), 1);
+}
+
+#[tokio::test]
+async fn tor_unavailable_fails_the_campaign_and_stops_the_rest_without_retry() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let script: Script = Arc::new(|r: &FetchRequest| match r.url.as_str() {
+        A => Step::Answer(page(A, "page A", 200)),
+        _ => Step::Answer(outcome(&r.url, FetchStatus::Unavailable, "Tor is not bootstrapped (45 %)")),
+    });
+    let egress = fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let (_, campaign) = f.granted(&request, &[A, B, C]).await;
+
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.starts_with("Tor unavailable: Tor is not bootstrapped (45 %)"), "{detail}");
+    assert!(detail.ends_with("nothing was fetched in clear"), "{detail}");
+    assert_eq!(statuses(&c), ["FETCHED", "UNAVAILABLE", "STOPPED"]);
+    assert_eq!(c["items"][1]["reason"], "Tor is not bootstrapped (45 %)");
+    // Two fetches asked, no third, no second try.
+    assert_eq!(egress.fetched_urls(), [A, B]);
+    assert_eq!(egress.log.lock().unwrap().ends.len(), 1);
+    assert_eq!(gov.lock().unwrap().released, ["res-1"]);
+    assert_eq!(c["id"], campaign.as_str());
+}
+
+#[tokio::test]
+async fn an_unreachable_egress_is_unavailable_too() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    // No egress socket at all.
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    assert!(c["detail"].as_str().unwrap().starts_with("Tor unavailable: egress unreachable"), "{c}");
+    assert_eq!(statuses(&c), ["UNAVAILABLE", "STOPPED"]);
+    assert_eq!(gov.lock().unwrap().released, ["res-1"]);
+    assert_eq!(f.count("SELECT count(*) FROM evidence WHERE source LIKE 'https://%'"), 0);
+}
+
+#[tokio::test]
+async fn without_a_supervisor_there_is_no_governor_and_no_egress() {
+    let f = fixture(None).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("no egress daemon"), "{c}");
+    assert!(c["detail"].as_str().unwrap().ends_with("nothing was fetched in clear"), "{c}");
+    assert_eq!(statuses(&c), ["UNAVAILABLE"]);
+    // Admitted without a governor, and said so in the audit log.
+    let conn = rusqlite::Connection::open(f.dir.path().join(labfy_store::DB_FILE)).unwrap();
+    let detail: String =
+        conn.query_row("SELECT detail FROM audit_log WHERE action = 'campaign.admit'", [], |r| r.get(0)).unwrap();
+    assert!(detail.contains(NO_GOVERNOR), "{detail}");
+}
+
+#[tokio::test]
+async fn revoking_during_a_slow_fetch_stops_the_campaign_and_tells_egress() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let script: Script = Arc::new(|_: &FetchRequest| Step::UntilStopped);
+    let egress = fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let (grant, campaign) = f.granted(&request, &[A, B]).await;
+    // Wait for the first fetch to be in flight.
+    let started = Instant::now();
+    while egress.log.lock().unwrap().in_flight == 0 {
+        assert!(started.elapsed() < WAIT, "no fetch in flight");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (s, r) = f.post(&format!("/api/v1/grants/{grant}/revoke"), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["campaigns_stopped"], 1);
+    assert_eq!(r["egress"]["told"], true, "{r}");
+
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "STOPPED", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("revoked"), "{c}");
+    assert_eq!(statuses(&c), ["STOPPED", "STOPPED"]);
+    assert_eq!(c["items_done"], 0);
+    assert!(c["evidence"].as_array().unwrap().is_empty());
+    let log = egress.log.lock().unwrap();
+    assert_eq!(log.stops, [(f.workspace.to_string(), grant.clone())]);
+    assert_eq!(log.fetches.len(), 1, "nothing was asked after the stop");
+    drop(log);
+    assert_eq!(gov.lock().unwrap().released, ["res-1"]);
+    // Nothing was recorded after the stop: no item outcome, no fetch.
+    assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action IN ('campaign.item', 'campaign.fetch')"), 0);
+    assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action = 'campaign.finish'"), 0);
+    assert_eq!(c["id"], campaign.as_str());
+}
+
+#[tokio::test]
+async fn a_governor_refusal_fails_the_campaign_with_its_reason() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, Some("not enough scratch space after headroom"));
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.contains("refused by the governor: not enough scratch space after headroom"), "{detail}");
+    assert!(detail.contains("model:qwen.gguf"), "{detail}");
+    assert_eq!(statuses(&c), ["STOPPED", "STOPPED"]);
+    assert!(egress.fetched_urls().is_empty(), "nothing is fetched without admission");
+    assert!(egress.log.lock().unwrap().ends.is_empty());
+    let gov = gov.lock().unwrap();
+    assert_eq!(gov.asks.len(), 1, "no retry loop");
+    assert!(gov.released.is_empty(), "nothing was reserved");
+}
+
+#[tokio::test]
+async fn at_most_two_campaigns_run_at_once_and_the_others_wait() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let script: Script = Arc::new(|r: &FetchRequest| Step::Slow(Duration::from_secs(1), page(&r.url, "lent", 200)));
+    let egress = fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let requests: Vec<String> = (0..3).map(|i| f.prepare(&format!("Question {i} sur Durand"))).collect();
+    for r in &requests {
+        f.granted(r, &[A]).await;
+    }
+    for r in &requests {
+        assert_eq!(f.ended(r).await["status"], "COMPLETED");
+    }
+    let log = egress.log.lock().unwrap();
+    assert_eq!(log.fetches.len(), 3);
+    assert_eq!(log.max_in_flight, MAX_RUNNING_CAMPAIGNS);
+    assert_eq!(gov.lock().unwrap().released.len(), 3);
+}
+
+#[tokio::test]
+async fn a_page_the_store_refuses_fails_its_item_and_the_campaign_goes_on() {
+    let run = runtime_dir();
+    fake_governor(&run, None);
+    let script: Script = Arc::new(|r: &FetchRequest| match r.url.as_str() {
+        A => {
+            let mut o = page(A, "page A", 200);
+            o.body_sha256 = Some("0".repeat(64));
+            Step::Answer(o)
+        }
+        B => {
+            let mut o = page(B, "page B", 200);
+            o.body_base64 = Some("not base64!".into());
+            Step::Answer(o)
+        }
+        _ => Step::Fail("INVALID_INPUT", "method not allowed"),
+    });
+    fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B, C]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "no page fetched: {c}");
+    assert_eq!(statuses(&c), ["FAILED", "FAILED", "REFUSED"]);
+    assert!(c["items"][0]["reason"].as_str().unwrap().contains("SHA-256"), "{c}");
+    assert!(c["items"][1]["reason"].as_str().unwrap().contains("base64"), "{c}");
+    assert!(c["items"][2]["reason"].as_str().unwrap().contains("INVALID_INPUT"), "{c}");
+    assert_eq!(f.count("SELECT count(*) FROM evidence WHERE source LIKE 'https://%'"), 0);
+}
+
+#[tokio::test]
+async fn unfinished_campaigns_resume_at_start_and_planned_items_continue() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    // Two campaigns granted by a previous run (straight in the store): one
+    // still PENDING, one RUNNING with its first item done.
+    let ws = f.workspace;
+    let decision = |urls: &[&str]| labfy_store::GrantDecision {
+        scope: labfy_store::ResearchScope { hosts: vec!["example.org".into(), "*.example.org".into()] },
+        budget: labfy_store::ResearchBudget { max_requests: 10, max_bytes: 1_048_576 },
+        expires_in_minutes: 60,
+        contract_fingerprints: f.state.gateway().catalog().fingerprints(),
+        current_prepare_fingerprint: f
+            .state
+            .gateway()
+            .catalog()
+            .tool(labfy_gateway::ToolId::ResearchPrepare)
+            .fingerprint
+            .clone(),
+        decided_by: "analyst".into(),
+        urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+    };
+    let pending = f.prepare("Première question");
+    let running = f.prepare("Seconde question");
+    let p: ObjectRef = pending.parse().unwrap();
+    let r: ObjectRef = running.parse().unwrap();
+    let d1 = decision(&[A]);
+    f.db.write_blocking(|s| s.grant_research(ws, &p, &d1)).unwrap();
+    let d2 = decision(&[C, A]);
+    let out = f.db.write_blocking(|s| s.grant_research(ws, &r, &d2)).unwrap();
+    f.db.write_blocking(|s| {
+        s.campaign_admitted(ws, &out.campaign, "admitted before the restart")?;
+        s.campaign_started(ws, &out.campaign)?;
+        s.record_item_outcome(ws, &out.campaign, 0, labfy_store::ItemStatus::Refused, "refused before", 0)
+    })
+    .unwrap();
+    assert_eq!(out.campaign.kind(), RefKind::Campaign);
+
+    assert_eq!(f.state.campaigns().resume_unfinished().await.unwrap(), 2);
+    let c1 = f.ended(&pending).await;
+    assert_eq!(c1["status"], "COMPLETED", "{c1}");
+    assert_eq!(statuses(&c1), ["FETCHED"]);
+    let c2 = f.ended(&running).await;
+    assert_eq!(c2["status"], "COMPLETED", "{c2}");
+    assert_eq!(statuses(&c2), ["REFUSED", "FETCHED"]);
+    assert_eq!(c2["items"][0]["reason"], "refused before", "an ended item is not fetched again");
+    let mut urls = egress.fetched_urls();
+    urls.sort();
+    assert_eq!(urls, [A, A], "only the planned items were fetched");
+    assert_eq!(gov.lock().unwrap().released.len(), 2);
+    // Nothing unfinished is left to resume.
+    assert_eq!(f.state.campaigns().resume_unfinished().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_real_grant_with_bad_urls_is_refused_and_stores_nothing() {
+    let run = runtime_dir();
+    fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let too_many: Vec<String> = (0..33).map(|i| format!("https://example.org/{i}")).collect();
+    let too_many: Vec<&str> = too_many.iter().map(String::as_str).collect();
+    for (urls, needle) in [
+        (vec![], "URLs"),
+        (vec!["https://elsewhere.test/x"], "outside the grant's scope"),
+        (vec!["ftp://example.org/x"], "scheme"),
+        (vec!["https://user:pw@example.org/x"], "credentials"),
+        (vec![A, A], "repeats"),
+        (too_many, "at most 32"),
+    ] {
+        let (s, e) = f.grant(&request, &urls).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{urls:?}: {e}");
+        assert_eq!(e["error"]["code"], "INVALID_INPUT");
+        assert!(e["error"]["message"].as_str().unwrap().contains(needle), "{urls:?}: {e}");
+    }
+    // Not an array of strings: the closed body refuses it.
+    let body = json!({"scope": {"hosts": ["example.org"]}, "budget": {"max_requests": 3, "max_bytes": 1000},
+                      "expires_in_minutes": 60, "urls": "https://example.org/a"});
+    let (s, _) = f.post(&format!("/api/v1/research/requests/{request}/grant"), body).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(f.count("SELECT count(*) FROM grants"), 0);
+    assert_eq!(f.count("SELECT count(*) FROM campaigns"), 0);
+    assert_eq!(f.request(&request).await["status"], "PENDING");
+    assert!(egress.fetched_urls().is_empty());
+    assert_eq!(f.state.campaigns().live(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// GET /api/v1/egress
+
+fn bootstrapping() -> EgressStatus {
+    EgressStatus {
+        ready: false,
+        bootstrap_percent: 45,
+        phase: "loading\ndirectory".into(),
+        last_error: Some("connection to guard refused".into()),
+        bootstrap_ms: None,
+        custom_network: true,
+        in_flight: 2,
+        counts: [5, 4, 3, 2, 1],
+    }
+}
+
+#[tokio::test]
+async fn the_egress_route_shows_tor_bootstrap_as_egress_reports_it() {
+    let run = runtime_dir();
+    fake_egress(&run, two_pages_and_a_refusal(), Some(bootstrapping()));
+    let f = fixture(Some(&run.dir)).await;
+    let (s, e) = f.get("/api/v1/egress").await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    assert_eq!(e["available"], true);
+    assert_eq!(e["ready"], false);
+    assert_eq!(e["bootstrap_percent"], 45);
+    assert_eq!(e["phase"], "loading directory", "one line");
+    assert_eq!(e["last_error"], "connection to guard refused");
+    assert_eq!(e["custom_network"], true);
+    assert_eq!(e["in_flight"], 2);
+    assert_eq!(e["counts"], json!({"fetched": 5, "refused": 4, "unavailable": 3, "failed": 2, "stopped": 1}));
+    assert!(e.get("detail").is_none());
+}
+
+#[tokio::test]
+async fn an_absent_or_failing_egress_is_unavailable_with_a_reason() {
+    // No supervisor.
+    let f = fixture(None).await;
+    let (s, e) = f.get("/api/v1/egress").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(e, json!({"available": false, "detail": "no egress daemon: this server was not started by `labfy up`"}));
+    // A runtime directory without egress.
+    let run = runtime_dir();
+    let f = fixture(Some(&run.dir)).await;
+    let (_, e) = f.get("/api/v1/egress").await;
+    assert_eq!(e["available"], false);
+    assert!(e["detail"].as_str().unwrap().starts_with("egress unreachable"), "{e}");
+    // An egress that answers Failed.
+    let run = runtime_dir();
+    fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let (_, e) = f.get("/api/v1/egress").await;
+    assert_eq!(e["available"], false);
+    assert_eq!(e["detail"], "egress answered UNAVAILABLE: arti is not configured");
+}
+
+#[tokio::test]
+async fn the_egress_route_is_guarded_like_every_api_get() {
+    let run = runtime_dir();
+    fake_egress(&run, two_pages_and_a_refusal(), Some(bootstrapping()));
+    let f = fixture(Some(&run.dir)).await;
+    let (s, e) = send(&f.app, get_req("/api/v1/egress", None)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(e["error"]["code"], "NO_SESSION");
+    let req = Request::get("/api/v1/egress")
+        .header(header::HOST, "evil.example:7345")
+        .header(header::COOKIE, &f.cookie)
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&f.app, req).await.0, StatusCode::MISDIRECTED_REQUEST);
+}
+
+#[tokio::test]
+async fn specimen_grants_stay_synthetic_with_or_without_urls() {
+    use labfy_store::specimen::{self, SpecimenSpec};
+    let run = runtime_dir();
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let out = specimen::generate(&mut store, SpecimenSpec { seed: 4, size: 120 }, &mut |_, _| {}).unwrap();
+    let specimen::SpecimenOutcome::Created { workspace, .. } = out else { panic!() };
+    let limit = RateLimit { burst: 1000, per_second: 1000.0 };
+    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit)
+        .unwrap()
+        .with_runtime_dir(run.dir.clone());
+    let app = app(state.clone());
+    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
+    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
+    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let post = |uri: String, body: Value| {
+        Request::post(uri)
+            .header(header::HOST, HOST)
+            .header(header::COOKIE, &cookie)
+            .header(header::ORIGIN, ORIGIN)
+            .header("X-CSRF-Token", &csrf)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let mut by_urls: HashMap<bool, Value> = HashMap::new();
+    for with_urls in [false, true] {
+        let (s, turn) = send(
+            &app,
+            post(
+                "/api/v1/agent-tools/turns".into(),
+                json!({"question": "Quels liens entre les sociétés et les domaines ?"}),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{turn}");
+        let request = turn["research_request"].as_str().unwrap().to_owned();
+        let mut body = json!({"scope": {"hosts": ["example.org"]}, "budget": {"max_requests": 3, "max_bytes": 1_048_576},
+                              "expires_in_minutes": 60});
+        if with_urls {
+            body["urls"] = json!([A, C]);
+        }
+        let (s, g) = send(&app, post(format!("/api/v1/research/requests/{request}/grant"), body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{g}");
+        let (_, r) = send(&app, get_req(&format!("/api/v1/research/requests/{request}"), Some(&cookie))).await;
+        by_urls.insert(with_urls, r["request"]["campaign"].clone());
+    }
+    let plain = &by_urls[&false];
+    assert_eq!(plain["status"], "COMPLETED", "{plain}");
+    assert_eq!(plain["synthetic"], true);
+    assert_eq!(plain["items_done"], 3);
+    let listed = &by_urls[&true];
+    assert_eq!(listed["status"], "COMPLETED", "{listed}");
+    assert_eq!(listed["items"][0]["url"], A);
+    assert_eq!(listed["items"][1]["url"], C);
+    // Synthetic: the runner and egress were never involved.
+    assert!(egress.fetched_urls().is_empty());
+    assert_eq!(state.campaigns().live(), 0);
+}
+
+#[tokio::test]
+async fn a_demo_turn_resumed_after_a_real_campaign_summarises_the_fetched_evidence() {
+    let run = runtime_dir();
+    fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let (s, turn) = f.post("/api/v1/agent-tools/turns", json!({"question": "Que possède la société Durand ?"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{turn}");
+    assert_eq!(turn["status"], "AUTHORIZATION_REQUIRED", "{turn}");
+    let request = turn["research_request"].as_str().unwrap().to_owned();
+    assert!(egress.fetched_urls().is_empty(), "research.prepare contacts nothing");
+    f.granted(&request, &[A, B, C]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+
+    let (s, done) =
+        f.post(&format!("/api/v1/agent-tools/turns/{}/resume", turn["turn_id"].as_str().unwrap()), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    let summary = done["summary"].as_str().unwrap();
+    assert!(summary.contains("via Tor est terminée : 2 page(s) récupérée(s)"), "{summary}");
+    // The fetched pages are among the objects the summary is about.
+    let refs: Vec<&str> = done["summary_refs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for item in c["items"].as_array().unwrap().iter().take(2) {
+        assert!(refs.contains(&item["evidence"].as_str().unwrap()), "{refs:?}");
+    }
+    // research.get_state reads the campaign with its items (what the summary is made from).
+    let (_, page) = f.get("/api/v1/agent-tools/events?cursor=0").await;
+    let state_result = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|e| e["type"] == "agent.tool.completed" && e["payload"]["tool_id"] == "research.get_state")
+        .find_map(|e| e["payload"]["result_id"].as_str())
+        .unwrap()
+        .to_owned();
+    let (_, r) = f.get(&format!("/api/v1/agent-tools/results/{state_result}")).await;
+    let text = r.to_string();
+    assert!(text.contains("\"items\"") && text.contains("FETCHED") && text.contains("REFUSED"), "{text}");
+}
+
+#[tokio::test]
+async fn a_campaign_whose_grant_expired_meanwhile_fails_without_asking_anyone() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let ws = f.workspace;
+    let catalog = f.state.gateway().catalog();
+    let d = labfy_store::GrantDecision {
+        scope: labfy_store::ResearchScope { hosts: vec!["example.org".into()] },
+        budget: labfy_store::ResearchBudget { max_requests: 10, max_bytes: 1_048_576 },
+        expires_in_minutes: 1,
+        contract_fingerprints: catalog.fingerprints(),
+        current_prepare_fingerprint: catalog.tool(labfy_gateway::ToolId::ResearchPrepare).fingerprint.clone(),
+        decided_by: "analyst".into(),
+        urls: vec![A.into()],
+    };
+    let r: ObjectRef = request.parse().unwrap();
+    f.db.write_blocking(|s| s.grant_research(ws, &r, &d)).unwrap();
+    // The server was down while the grant expired (the test ages it by hand).
+    let conn = rusqlite::Connection::open(f.dir.path().join(labfy_store::DB_FILE)).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER grants_decision_immutable;
+         UPDATE grants SET expires_at = '2000-01-01T00:00:00.000Z';",
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(f.state.campaigns().resume_unfinished().await.unwrap(), 1);
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("expired"), "{c}");
+    assert_eq!(statuses(&c), ["STOPPED"]);
+    assert!(gov.lock().unwrap().asks.is_empty());
+    assert!(egress.fetched_urls().is_empty());
+}
+
+#[tokio::test]
+async fn a_shutdown_leaves_a_running_campaign_as_it_stands_for_the_next_start() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let script: Script = Arc::new(|_: &FetchRequest| Step::UntilStopped);
+    let egress = fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B]).await;
+    let started = Instant::now();
+    while egress.log.lock().unwrap().in_flight == 0 {
+        assert!(started.elapsed() < WAIT, "no fetch in flight");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f.state.campaigns().close();
+    assert!(f.state.campaigns().idle(WAIT).await);
+    let c = f.request(&request).await["campaign"].clone();
+    assert_eq!(c["status"], "RUNNING", "{c}");
+    assert_eq!(statuses(&c), ["PLANNED", "PLANNED"], "nothing recorded: the next start fetches both");
+    assert!(c["finished_at"].is_null());
+    assert_eq!(gov.lock().unwrap().released, ["res-1"], "the reservation is released on the way out");
+    assert!(egress.log.lock().unwrap().ends.is_empty(), "egress keeps the campaign's isolation for its resumption");
+    // A closed runner starts nothing.
+    assert_eq!(f.state.campaigns().resume_unfinished().await.unwrap(), 0);
+    assert_eq!(f.state.campaigns().live(), 0);
+}
