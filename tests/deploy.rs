@@ -49,11 +49,15 @@ fn the_unit_carries_the_hardening_of_the_design() {
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
         "RestrictNamespaces=user net mnt",
         "CapabilityBoundingSet=",
-        "IPAddressDeny=any",
-        "IPAddressAllow=localhost",
         "KillMode=mixed",
     ] {
         assert!(directives.contains(&wanted), "missing `{wanted}` in deploy/labfy.service");
     }
     assert!(!directives.iter().any(|d| d.starts_with("User=root")), "the unit must not run as root");
+    // A unit-wide address filter would cut egress off from Tor (SPEC P4);
+    // the server's lack of network comes from its namespaces (SPEC P2).
+    assert!(
+        !directives.iter().any(|d| d.starts_with("IPAddressDeny=") || d.starts_with("IPAddressAllow=")),
+        "an IP address filter in deploy/labfy.service would stop egress from reaching Tor"
+    );
 }

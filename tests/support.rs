@@ -10,6 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// An arti configuration for a Tor network that does not exist (every
+/// address is 127.0.0.1:1): tests that are not about Tor give it to egress so
+/// that it never reaches for the public Tor network (tests/run-all also
+/// exports it for every `labfy up` a test starts).
+pub const OFFLINE_ARTI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/arti-offline.toml");
+
 /// Longest any helper waits.
 pub const WAIT: Duration = Duration::from_secs(120);
 
@@ -57,6 +63,7 @@ pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
         .arg(data_dir)
         .arg("--runtime-dir")
         .arg(runtime_dir(data_dir))
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
