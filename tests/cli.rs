@@ -72,6 +72,7 @@ fn a_port_in_use_is_a_clear_error_and_writes_nothing() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let o = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", &port, "--data-dir"])
         .arg(&data)
         .env("LABFY_RUNTIME_DIR", runtime_dir(&data))
@@ -107,6 +108,7 @@ fn a_bad_agent_configuration_is_refused_before_anything_starts() {
         ),
     ] {
         let o = Command::new(BIN)
+            .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
             .args(["up", "--port", "0", "--data-dir"])
             .arg(&data)
             .env("LABFY_RUNTIME_DIR", runtime_dir(&data))
@@ -323,6 +325,7 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     assert!(list.contains(&format!("{real}\tREAL\tREADY\tDossier Nord")), "{list}");
     // Without --workspace, `up` adds and serves the SPECIMEN beside it.
     let child = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(dir.path())
         .env("LABFY_RUNTIME_DIR", runtime_dir(dir.path()))

@@ -162,6 +162,7 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
     assert!(err.contains("not isolated") && err.contains("SPEC P2"), "{err}");
     // Under the supervisor, isolated: served.
     let child = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--workspace", &real, "--data-dir"])
         .arg(dir.path())
         .arg("--runtime-dir")
@@ -199,6 +200,10 @@ fn an_ordinary_user_gets_the_same_isolation() {
     for p in ["labfy", "labfy-server", "labfy-governor", "labfy-egress"] {
         std::fs::copy(std::path::Path::new(BIN).parent().unwrap().join(p), bin_dir.join(p)).unwrap();
     }
+    // The offline arti configuration, where uid 65534 can read it.
+    let arti = base.join("arti-offline.toml");
+    std::fs::copy(OFFLINE_ARTI, &arti).unwrap();
+    std::fs::set_permissions(&arti, std::fs::Permissions::from_mode(0o644)).unwrap();
     let home = base.join("home");
     std::fs::create_dir(&home).unwrap();
     std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
@@ -207,6 +212,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
     let child = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(bin_dir.join("labfy"))
+        .env("LABFY_ARTI_CONFIG", &arti)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(&data)
         .arg("--runtime-dir")

@@ -56,6 +56,7 @@ fn a_real_local_model_turn_through_the_runtime_the_protocol_and_the_gateway() {
     let dir = TempDir::new().unwrap();
     let data = dir.path();
     let mut child = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(data)
         .arg("--runtime-dir")

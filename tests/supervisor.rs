@@ -145,6 +145,7 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
     let child = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(&data)
         .arg("--runtime-dir")
@@ -210,6 +211,7 @@ fn only_processes_the_supervisor_started_get_in_and_a_second_up_is_refused() {
         }
     });
     let second = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(&data)
         .arg("--runtime-dir")
