@@ -355,6 +355,10 @@ impl Egress {
         trail: &mut Vec<String>,
     ) -> Result<(Target, Response), End> {
         let limits = &self.inner.limits;
+        // The port the analyst granted: a redirect may go to it or to its
+        // scheme's default port, never elsewhere (E2: no port probing by a
+        // hostile in-scope page), and never from https down to http.
+        let granted_port = target.port;
         loop {
             let hop = |why: String| match trail.len() {
                 0 => why,
@@ -395,6 +399,9 @@ impl Egress {
             let n = trail.len() + 1;
             let next = check_url(next.as_str())
                 .map_err(|why| refused(format!("redirect hop {n} to `{}` refused: {why}", shown(next.as_str()))))?;
+            if let Some(why) = redirect_refusal(&target, &next, granted_port) {
+                return Err(refused(format!("redirect hop {n} to `{}` refused: {why}", shown(next.url.as_str()))));
+            }
             trail.push(next.url.to_string());
             target = next;
         }
@@ -588,5 +595,19 @@ fn invalid(message: String) -> EgressResponse {
     EgressResponse::Failed(Failure {
         code: "INVALID_INPUT".into(),
         message: truncate_chars(&message, MAX_REASON_CHARS),
+    })
+}
+
+/// Why a redirect from `from` to `to` is refused whatever the scope says:
+/// a downgrade from https to http, or a port other than the granted one or
+/// the scheme's default (a hostile page must not steer egress to other
+/// services of an in-scope host, SPEC E2).
+pub(crate) fn redirect_refusal(from: &Target, to: &Target, granted_port: u16) -> Option<String> {
+    if from.tls && !to.tls {
+        return Some("a redirect from https to http is not followed".into());
+    }
+    let default = if to.tls { 443 } else { 80 };
+    (to.port != granted_port && to.port != default).then(|| {
+        format!("port {} is neither the granted port {granted_port} nor the scheme's default {default}", to.port)
     })
 }

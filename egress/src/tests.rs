@@ -22,7 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
 use crate::connector::{Bootstrap, BoxFuture, BoxIo, Connector};
-use crate::{Egress, Limits};
+use crate::service::redirect_refusal;
+use crate::{Egress, Limits, Target, check_url};
 
 // ---------------------------------------------------------------------------
 // the loopback connector (tests only)
@@ -475,16 +476,21 @@ async fn a_head_has_no_body() {
 async fn a_redirect_in_scope_is_followed() {
     let mut w = World::new();
     let g = w.grant(&["a.example.org", "*.example.net"], 10, 1_000_000);
-    let last = Server::always(ok(b"final", "text/plain")).await;
-    let to = format!("http://www.example.net:{}/final", last.port);
-    let first = Server::always(redirect(302, &to)).await;
+    // Another in-scope host on the granted port (one scripted server here).
+    let to = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let at = to.clone();
+    let first = Server::start(move |n| {
+        vec![Step::Send(if n == 0 { redirect(302, at.get().unwrap()) } else { ok(b"final", "text/plain") })]
+    })
+    .await;
+    let to = to.get_or_init(|| format!("http://www.example.net:{}/final", first.port)).clone();
     let (egress, tor) = w.egress(quick());
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/start", first.port))).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.redirects, [to.as_str()]);
     assert_eq!(o.final_url.as_deref(), Some(to.as_str()));
     assert_eq!(o.body_bytes, 5);
-    assert_eq!((first.conns(), last.conns()), (1, 1));
+    assert_eq!(first.conns(), 2);
     let dials = tor.dials();
     assert_eq!(dials.len(), 2);
     assert_eq!(dials[0].2, dials[1].2, "one campaign, one isolation token");
@@ -495,6 +501,25 @@ async fn a_redirect_in_scope_is_followed() {
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/here", rel.port))).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.redirects, [format!("http://a.example.org:{}/there", rel.port)]);
+}
+
+/// A hostile in-scope page cannot steer egress to another port of an
+/// in-scope host, nor down from https to http (SPEC E2).
+#[tokio::test]
+async fn a_redirect_to_another_port_or_down_to_http_is_refused_before_its_stream() {
+    let mut w = World::new();
+    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let other = Server::always(ok(b"smtp?", "text/plain")).await;
+    let first = Server::always(redirect(302, &format!("http://a.example.org:{}/x", other.port))).await;
+    let (egress, _tor) = w.egress(quick());
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/start", first.port))).await;
+    assert_status(&o, FetchStatus::Refused, "neither the granted port");
+    assert_eq!(other.conns(), 0, "the other port saw no connection");
+    let from = Target { tls: true, ..check_url("https://a.example.org/").unwrap() };
+    let down = check_url("http://a.example.org/").unwrap();
+    assert!(redirect_refusal(&from, &down, 443).is_some_and(|w| w.contains("https to http")));
+    let up = check_url("https://a.example.org/").unwrap();
+    assert_eq!(redirect_refusal(&down, &up, 80), None, "http up to https on its default port is followed");
 }
 
 #[tokio::test]
