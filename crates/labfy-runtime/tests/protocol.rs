@@ -94,6 +94,14 @@ fn valid_tool_calls_and_finals_are_accepted_with_their_references() {
     for (value, refs) in valid_actions() {
         let action = parse(&value).unwrap_or_else(|e| panic!("{value}: {e}"));
         assert_eq!(action.to_value(), value, "the action round-trips");
+        // As text, in the contract's key order, and it parses back to itself.
+        let text = action.to_text();
+        let order = if matches!(action, Action::Final(_)) { "\"type\":\"final\",\"text\":" } else { "\",\"tool_id\":" };
+        assert!(
+            text.starts_with(r#"{"contract":"labfy.agent_model_action.v1","type":""#) && text.contains(order),
+            "{text}"
+        );
+        assert_eq!(parse_action(&text, &catalog()).unwrap(), action, "{text}");
         match &action {
             Action::ToolCall(call) => {
                 assert_eq!(call.tool_id().as_str(), value["tool_id"]);
@@ -535,8 +543,14 @@ fn check_refs_refuses_ids_never_shown() {
         );
     }
 
-    // A final and a call without references have nothing to check; ids in free text are data.
-    assert_eq!(check_refs(&parse(&final_(&format!("See {EV2}."))).unwrap(), &known), Ok(()));
+    // A final may cite only ids the turn has shown: the analyst follows them (M9, M10).
+    assert_eq!(check_refs(&parse(&final_(&format!("See {EV1} and ({ENT})."))).unwrap(), &known), Ok(()));
+    let e = check_refs(&parse(&final_(&format!("See {EV1}, then {EV2}."))).unwrap(), &known).unwrap_err();
+    assert_eq!(e, ProtocolError::UnknownReference { field: "text".into(), value: format!("`{EV2}`") });
+    // Words that are not a canonical `kind:uuid` are prose.
+    let prose = format!("Note: {}, entity:x, {}", EV2.to_uppercase(), "evidence:0a000000");
+    assert_eq!(check_refs(&parse(&final_(&prose)).unwrap(), &known), Ok(()));
+    // A call without references has nothing to check.
     assert_eq!(check_refs(&parse(&call("tool.catalog", json!({}))).unwrap(), &HashSet::new()), Ok(()));
 }
 

@@ -58,6 +58,8 @@ enum Reply {
     Busy,
     /// Close the connection without a word.
     Close,
+    /// This status line and JSON body.
+    Status(&'static str, &'static str),
 }
 
 #[derive(Default)]
@@ -172,6 +174,7 @@ async fn serve(mut stream: TcpStream, log: Arc<Mutex<Log>>) {
                 .await;
         }
         Some(Reply::Close) => drop(stream),
+        Some(Reply::Status(status, body)) => respond(&mut stream, status, body).await,
     }
 }
 
@@ -856,6 +859,97 @@ async fn tool_call_and_round_budgets_end_the_turn() {
     assert_eq!((done.tool_calls, done.repairs), (MAX_ROUNDS / 2, MAX_ROUNDS / 2));
     assert_eq!(provider.count(), before + MAX_ROUNDS as usize);
     provider.log().script.clear();
+}
+
+/// llama-server's answer when a prompt outgrows its context (build 11434).
+const CONTEXT_FULL: Reply = Reply::Status(
+    "400 Bad Request",
+    r#"{"error":{"code":400,"message":"request (10229 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":10229,"n_ctx":8192}}"#,
+);
+
+/// The `tool_id`s a request's schema offers (`final` for the final branch).
+fn offered(body: &Value) -> Vec<String> {
+    body["response_format"]["json_schema"]["schema"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["properties"]["tool_id"]["const"].as_str().unwrap_or("final").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_context_window_drops_the_last_result_and_the_model_concludes() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let inv = fx.inv.to_string();
+
+    // The second request outgrows the model's context: the result it
+    // carried is replaced by a note, and only `final` is offered.
+    let t = start(&rt, &fx, fx.spec, "full", QUESTION);
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
+    provider.push(CONTEXT_FULL);
+    provider.answer(final_answer("Synthèse de ce qui a été lu."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!((done.rounds, done.tool_calls, done.repairs), (3, 1, 0));
+    let third = provider.request(2);
+    assert_eq!(offered(&third), ["final"], "{third:#}");
+    let ms = messages(&third);
+    assert!(ms[ms.len() - 2]["content"].as_str().unwrap().starts_with("Résultat omis"), "{ms:#?}");
+    assert!(ms[ms.len() - 1]["content"].as_str().unwrap().contains("budget d'outils"), "{ms:#?}");
+    assert!(!ms[1..].iter().any(|m| m["content"].as_str().unwrap().contains("UNTRUSTED_DATA")), "{ms:#?}");
+    assert!(event_kinds(&rt, fx.spec, t.turn_id).contains(&"model.context"));
+
+    // Still too long once concluding: the turn ends, named, not MODEL_UNAVAILABLE.
+    let t = start(&rt, &fx, fx.spec, "full-twice", QUESTION);
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
+    provider.push(CONTEXT_FULL);
+    provider.push(CONTEXT_FULL);
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::BudgetExhausted, "{done:#?}");
+    assert!(done.error.as_deref().unwrap().contains("context"), "{:?}", done.error);
+
+    // On the first request (nothing to drop), the turn ends at once.
+    let before = provider.count();
+    let t = start(&rt, &fx, fx.spec, "full-first", QUESTION);
+    provider.push(CONTEXT_FULL);
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::BudgetExhausted, "{done:#?}");
+    assert_eq!(provider.count(), before + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_reference_tool_is_not_offered_again_with_an_id_it_answered() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let inv = fx.inv.to_string();
+    let t = start(&rt, &fx, fx.spec, "once", QUESTION);
+    let first = provider.nth(1).await;
+    assert!(offered(&first).contains(&"investigation.get_overview".to_owned()));
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
+    // Its only known investigation is answered: the tool is gone; a tool
+    // with other arguments (a search) is still offered.
+    let second = provider.nth(2).await;
+    let tools = offered(&second);
+    assert!(!tools.contains(&"investigation.get_overview".to_owned()), "{tools:?}");
+    assert!(tools.contains(&"investigation.search".to_owned()), "{tools:?}");
+    // A node it was shown is offered to graph.get_node, and once read, not again.
+    let node = result_refs(&tool_result(&second)).into_iter().find(|r| r.starts_with("entity:")).unwrap();
+    provider.answer(tool_call("graph.get_node", json!({"node_id": node})));
+    let third = provider.nth(3).await;
+    let node_branch = third["response_format"]["json_schema"]["schema"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["properties"]["tool_id"]["const"] == "graph.get_node")
+        .cloned()
+        .unwrap();
+    let ids = node_branch["properties"]["arguments"]["properties"]["node_id"]["enum"].as_array().unwrap();
+    assert!(!ids.is_empty() && !ids.contains(&Value::from(node.as_str())), "{ids:?}");
+    provider.answer(final_answer("Fin."));
+    assert_eq!(settled(&rt, fx.spec, t.turn_id).await.status, RuntimeStatus::Completed);
 }
 
 // ---------------------------------------------------------------------------

@@ -100,8 +100,12 @@ pub struct RuntimeBenchArgs {
     /// Questions run as real turns in each mode (the first N of the fixed 20).
     #[arg(long, default_value_t = 20)]
     questions: usize,
+    /// Which modes part 2 runs: with `response_format`, without, or both.
+    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    modes: Modes,
     /// Timed pairs of the overhead measurement (one runtime round and one
-    /// bare request each, interleaved), after one untimed pair.
+    /// bare request each, interleaved), after one untimed pair; 0 skips
+    /// part 1.
     #[arg(long, default_value_t = 20)]
     rounds: usize,
     /// SPECIMEN size in evidence items (the questions name seed 1's entities).
@@ -121,13 +125,31 @@ pub struct RuntimeBenchArgs {
     model: PathBuf,
 }
 
+/// The modes of part 2.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Modes {
+    /// With `response_format` (the runtime's default), then without.
+    Both,
+    /// With `response_format` only.
+    Constrained,
+    /// Without `response_format` only.
+    Unconstrained,
+}
+
+impl Modes {
+    fn constrained(self) -> &'static [bool] {
+        match self {
+            Self::Both => &[true, false],
+            Self::Constrained => &[true],
+            Self::Unconstrained => &[false],
+        }
+    }
+}
+
 /// Runs the benchmark.
 pub fn runtime(args: RuntimeBenchArgs) -> Result<(), Failure> {
     if args.questions == 0 || args.questions > QUESTIONS.len() {
         return Err(fail(format!("--questions must be 1 to {}", QUESTIONS.len())));
-    }
-    if args.rounds == 0 {
-        return Err(fail("--rounds must be at least 1"));
     }
     println!("# labfy bench runtime — {}", machine());
     let tmp = tempfile::TempDir::new()?;
@@ -147,8 +169,10 @@ pub fn runtime(args: RuntimeBenchArgs) -> Result<(), Failure> {
         let config = ModelConfig::new(endpoint, MODEL_ID, Duration::from_secs(args.timeout)).map_err(fail)?;
         let client = LocalModelClient::new(config);
         server.wait_ready(&client).await?;
-        overhead(&args, &client, addr, tmp.path()).await?;
-        for constrained in [true, false] {
+        if args.rounds > 0 {
+            overhead(&args, &client, addr, tmp.path()).await?;
+        }
+        for &constrained in args.modes.constrained() {
             turns(&args, &client, constrained, tmp.path()).await?;
         }
         Ok::<(), Failure>(())
@@ -389,12 +413,7 @@ async fn overhead(
     let (request, known) = runtime.first_round_request(fx.scope, &fx.env, question, &inv, &[]);
     runtime.close();
     // The very body the client sends: the request, the model id, no stream.
-    let mut body = serde_json::to_value(&request).map_err(fail)?;
-    if let Value::Object(map) = &mut body {
-        map.insert("model".into(), Value::from(client.config().model()));
-        map.insert("stream".into(), Value::Bool(false));
-    }
-    let body = body.to_string();
+    let body = String::from_utf8(request.wire_body(client.config().model()).map_err(fail)?).map_err(fail)?;
     println!();
     println!("## 1. One runtime round against the same request sent bare ({} timed pairs, interleaved)", args.rounds);
     println!(
@@ -403,7 +422,7 @@ async fn overhead(
         request.messages.len(),
         request.messages.iter().map(|m| m.content.len()).sum::<usize>(),
         body.len(),
-        request.response_format.as_ref().map_or(0, |f| f.to_string().len()),
+        request.response_format.as_ref().map_or(0, |f| f.text().len()),
         request.max_tokens.unwrap_or(0),
     );
 

@@ -16,8 +16,9 @@ pub enum FailureClass {
     /// The request was cancelled by the caller; its answer, if any, is
     /// ignored (M8).
     Cancelled,
-    /// The request could not be sent as built (too large): a budget or a
-    /// bug on Labfy's side. No connection was made.
+    /// The request could not be sent as built (too large), or the server
+    /// said it does not fit the model's context: a budget (or a bug) on
+    /// Labfy's side, not the server's fault.
     InvalidRequest,
 }
 
@@ -79,6 +80,15 @@ pub enum ClientError {
         /// The server's `error.message`, bounded, if it gave one.
         message: Option<String>,
     },
+    /// A `400` saying the request does not fit the model's context window
+    /// (llama-server's `exceed_context_size_error`, OpenAI's
+    /// `context_length_exceeded`): the conversation has grown too long. The
+    /// runtime concludes the turn from what it has rather than failing it.
+    #[error("the request does not fit the model's context{}", opt_message(message))]
+    ContextExceeded {
+        /// The server's `error.message`, bounded, if it gave one.
+        message: Option<String>,
+    },
     /// A status the client does not handle (`1xx` other than the protocol's,
     /// `2xx` other than 200).
     #[error("the model server answered an unexpected status ({status})")]
@@ -132,7 +142,9 @@ impl ClientError {
             | Self::UnexpectedStatus { .. }
             | Self::ResponseTooLarge { .. }
             | Self::Malformed { .. } => FailureClass::Protocol,
-            Self::RequestTooLarge { .. } | Self::Encode { .. } => FailureClass::InvalidRequest,
+            Self::RequestTooLarge { .. } | Self::Encode { .. } | Self::ContextExceeded { .. } => {
+                FailureClass::InvalidRequest
+            }
             Self::Cancelled => FailureClass::Cancelled,
         }
     }

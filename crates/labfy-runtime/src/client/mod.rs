@@ -41,7 +41,9 @@ pub use config::{
 };
 pub use endpoint::{Endpoint, EndpointError, FORBIDDEN_PORT, MAX_ENDPOINT_LEN};
 pub use error::{ClientError, FailureClass};
-pub use wire::{ChatMessage, ChatRequest, ChatResponse, FinishReason, MAX_DIAGNOSTIC_CHARS, Role, Usage};
+pub use wire::{
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, MAX_DIAGNOSTIC_CHARS, ResponseFormat, Role, Usage,
+};
 
 /// The chat path, fixed by the client (M3).
 pub const CHAT_PATH: &str = "/v1/chat/completions";
@@ -163,9 +165,9 @@ impl LocalModelClient {
     /// [`chat_cancellable`](Self::chat_cancellable) to tie it to a
     /// [`CancelToken`].
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ClientError> {
-        let wire = wire::WireRequest { model: self.config.model(), request, stream: false };
-        let body =
-            serde_json::to_vec(&wire).map_err(|e| ClientError::Encode { reason: wire::diagnostic(&e.to_string()) })?;
+        let body = request
+            .wire_body(self.config.model())
+            .map_err(|e| ClientError::Encode { reason: wire::diagnostic(&e.to_string()) })?;
         if body.len() > MAX_REQUEST_BODY_BYTES {
             return Err(ClientError::RequestTooLarge { size: body.len(), max: MAX_REQUEST_BODY_BYTES });
         }
@@ -353,6 +355,8 @@ fn status_error(status: StatusCode, body: &[u8]) -> ClientError {
         ClientError::NotReady { message: wire::error_message(body) }
     } else if status.is_server_error() {
         ClientError::ServerError { status: code, message: wire::error_message(body) }
+    } else if status == StatusCode::BAD_REQUEST && wire::is_context_exceeded(body) {
+        ClientError::ContextExceeded { message: wire::error_message(body) }
     } else if status.is_client_error() {
         ClientError::Rejected { status: code, message: wire::error_message(body) }
     } else {
@@ -384,6 +388,22 @@ mod tests {
         assert_eq!(class(404), FailureClass::Protocol);
         assert_eq!(class(204), FailureClass::Protocol);
         assert_eq!(status_error(StatusCode::FOUND, b"{}"), ClientError::Redirect { status: 302 });
+    }
+
+    #[test]
+    fn a_full_context_is_told_apart_from_other_refusals() {
+        // llama-server's body (build 11434), and OpenAI's code.
+        let llama = br#"{"error":{"code":400,"message":"request (10229 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":10229,"n_ctx":8192}}"#;
+        let openai = br#"{"error":{"message":"maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        for body in [&llama[..], &openai[..]] {
+            let e = status_error(StatusCode::BAD_REQUEST, body);
+            assert!(matches!(e, ClientError::ContextExceeded { message: Some(_) }), "{e:?}");
+            assert_eq!(e.class(), FailureClass::InvalidRequest);
+        }
+        // Another 400, and the same words under another status, are refusals.
+        let grammar = br#"{"error":{"code":400,"message":"invalid grammar","type":"invalid_request_error"}}"#;
+        assert!(matches!(status_error(StatusCode::BAD_REQUEST, grammar), ClientError::Rejected { status: 400, .. }));
+        assert!(matches!(status_error(StatusCode::NOT_FOUND, llama), ClientError::Rejected { status: 404, .. }));
     }
 
     #[test]

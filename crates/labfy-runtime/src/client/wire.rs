@@ -33,7 +33,70 @@ pub struct ChatRequest {
     /// (the form llama-server enforces; see notes/llama-server.md). The
     /// answer is still checked by the protocol parser (M5).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_format: Option<serde_json::Value>,
+    pub response_format: Option<ResponseFormat>,
+}
+
+impl ChatRequest {
+    /// The JSON body the client POSTs: this request, `model` and
+    /// `"stream": false`, with `response_format` written verbatim.
+    pub fn wire_body(&self, model: &str) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&WireRequest { model, request: self, stream: false })
+    }
+}
+
+/// A `response_format` as JSON text, sent exactly as written.
+///
+/// Key order is part of its meaning for llama-server: the grammar it builds
+/// from a JSON schema makes the model write an object's properties in the
+/// order of the schema text. A `serde_json::Value` sorts keys, which would
+/// put an action's `arguments` before its `tool_id` — the model would choose
+/// the arguments first and the tool after (measured: it then picks whichever
+/// tool those arguments fit first). So the text is kept as given
+/// ([`crate::protocol::ActionSchema::response_format_text`] writes
+/// `contract`, `type`, `tool_id`, `arguments`).
+#[derive(Debug, Clone)]
+pub struct ResponseFormat(Box<serde_json::value::RawValue>);
+
+impl ResponseFormat {
+    /// `text`, which must be one JSON object.
+    pub fn from_text(text: String) -> Result<Self, serde_json::Error> {
+        let raw = serde_json::value::RawValue::from_string(text)?;
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(serde::de::Error::custom("a response_format must be a JSON object"));
+        }
+        Ok(Self(raw))
+    }
+
+    /// The text as sent.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The text parsed (keys sorted): for comparisons and inspection.
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl From<&serde_json::Value> for ResponseFormat {
+    /// `value` in its own (sorted) key order.
+    fn from(value: &serde_json::Value) -> Self {
+        // A `Value` always serialises (its keys are strings).
+        Self(serde_json::value::to_raw_value(value).unwrap_or_default())
+    }
+}
+
+impl PartialEq for ResponseFormat {
+    /// Same text, byte for byte (order included).
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Serialize for ResponseFormat {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
 }
 
 /// One message of a chat.
@@ -76,11 +139,11 @@ impl ChatMessage {
 
 /// The request as it goes on the wire.
 #[derive(Serialize)]
-pub(crate) struct WireRequest<'a> {
-    pub(crate) model: &'a str,
+struct WireRequest<'a> {
+    model: &'a str,
     #[serde(flatten)]
-    pub(crate) request: &'a ChatRequest,
-    pub(crate) stream: bool,
+    request: &'a ChatRequest,
+    stream: bool,
 }
 
 /// The useful part of a chat completion.
@@ -182,6 +245,15 @@ pub(crate) fn error_message(body: &[u8]) -> Option<String> {
         .or_else(|| value.get("message"))?
         .as_str()?;
     Some(diagnostic(message))
+}
+
+/// Whether an error body says the prompt does not fit the context window:
+/// llama-server's `error.type` `exceed_context_size_error`, or OpenAI's
+/// `error.code` `context_length_exceeded`.
+pub(crate) fn is_context_exceeded(body: &[u8]) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
+    value.pointer("/error/type").and_then(serde_json::Value::as_str) == Some("exceed_context_size_error")
+        || value.pointer("/error/code").and_then(serde_json::Value::as_str) == Some("context_length_exceeded")
 }
 
 /// Text from the server made fit for an error or a log line: control

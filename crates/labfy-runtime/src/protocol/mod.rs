@@ -45,7 +45,10 @@ use labfy_gateway::{Catalog, Tool, ToolId};
 use serde_json::{Map, Value, json};
 
 pub use error::{MAX_ECHO_CHARS, MAX_REASON_CHARS, ProtocolError};
-pub use schema::{ACTION_SCHEMA_NAME, ActionSchema, MAX_KNOWN_REFS_PER_FIELD, action_schema, response_format};
+pub use schema::{
+    ACTION_SCHEMA_NAME, ActionSchema, Answered, MAX_KNOWN_REFS_PER_FIELD, action_schema, response_format,
+    single_ref_field,
+};
 
 use error::echo;
 
@@ -112,6 +115,26 @@ impl Action {
                 "arguments": call.arguments,
             }),
             Self::Final(answer) => json!({"contract": CONTRACT, "type": TYPE_FINAL, "text": answer.text}),
+        }
+    }
+
+    /// [`Self::to_value`] as compact JSON text in the contract's key order —
+    /// `contract`, `type`, then `tool_id` and `arguments` (the arguments'
+    /// own keys sorted), or `text` — the order constrained decoding writes
+    /// (see [`ActionSchema::response_format_text`]). The runtime replays
+    /// this, so the model's history reads as it was written.
+    pub fn to_text(&self) -> String {
+        let head = format!("{{\"contract\":{},", Value::from(CONTRACT));
+        match self {
+            Self::ToolCall(call) => format!(
+                "{head}\"type\":{},\"tool_id\":{},\"arguments\":{}}}",
+                Value::from(TYPE_TOOL_CALL),
+                Value::from(call.tool.as_str()),
+                Value::Object(call.arguments.clone()),
+            ),
+            Self::Final(answer) => {
+                format!("{head}\"type\":{},\"text\":{}}}", Value::from(TYPE_FINAL), Value::from(answer.text.as_str()))
+            }
         }
     }
 }
@@ -233,13 +256,21 @@ pub fn parse_action(raw: &str, catalog: &Catalog) -> Result<Action, ProtocolErro
 /// Refuses any reference of `action` that is not in `known`, the exact
 /// `kind:uuid` strings the runtime has shown the model (the turn's context
 /// and the `object_refs` of earlier results). An invented or altered id is
-/// refused naming its field (M9); a `final` carries no reference.
+/// refused naming its field (M9). A `final` text may cite ids too (the UI
+/// links them, M10): every `kind:uuid` in it must have been shown as well,
+/// so an answer cannot point the analyst at an object the turn never read.
 ///
 /// Passing this check grants nothing: the gateway still resolves every
 /// reference in the workspace and applies policy (G5, G13).
 pub fn check_refs(action: &Action, known: &HashSet<String>) -> Result<(), ProtocolError> {
-    let Action::ToolCall(call) = action else {
-        return Ok(());
+    let call = match action {
+        Action::ToolCall(call) => call,
+        Action::Final(f) => {
+            return match cited_refs(f.text()).find(|r| !known.contains(&r.to_string())) {
+                Some(r) => Err(ProtocolError::UnknownReference { field: "text".into(), value: format!("`{r}`") }),
+                None => Ok(()),
+            };
+        }
     };
     for r in &call.refs {
         let text = r.value.to_string();
@@ -248,6 +279,14 @@ pub fn check_refs(action: &Action, known: &HashSet<String>) -> Result<(), Protoc
         }
     }
     Ok(())
+}
+
+/// The object ids `text` cites: each word (ASCII letters, digits, `:`, `-`,
+/// `_`) that parses as a canonical `kind:uuid`.
+pub fn cited_refs(text: &str) -> impl Iterator<Item = ObjectRef> + '_ {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == ':' || c == '-' || c == '_'))
+        .filter(|w| w.contains(':'))
+        .filter_map(|w| w.parse::<ObjectRef>().ok().filter(|r| r.to_string() == w))
 }
 
 /// The one format repair request sent back after a refused answer (M5):

@@ -22,15 +22,18 @@
 //! the order of the schema text. [`ActionSchema::response_format_text`]
 //! writes every `properties` in `required` order (`contract`, `type`,
 //! `tool_id`, `arguments`), which a `serde_json::Value` (sorted keys) cannot
-//! keep; send that text when the order matters.
+//! keep. The runtime sends that text ([`ActionSchema::wire_response_format`]):
+//! with sorted keys the model would write `arguments` before `tool_id`,
+//! choose its arguments first, and then the first tool they fit.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use labfy_gateway::catalog::{SCHEMA_DIALECT, fingerprint};
-use labfy_gateway::{Catalog, Tool};
+use labfy_gateway::{Catalog, Tool, ToolId};
 use serde_json::{Map, Value, json};
 
 use super::{CONTRACT, MAX_FINAL_TEXT_CHARS, TYPE_FINAL, TYPE_TOOL_CALL};
+use crate::client::ResponseFormat;
 
 /// Most known ids offered as the `enum` of one reference field.
 pub const MAX_KNOWN_REFS_PER_FIELD: usize = 64;
@@ -50,7 +53,7 @@ impl ActionSchema {
     /// The schema offering exactly `tools` (in the order given, each once):
     /// the runtime passes the tools available to the turn.
     pub fn new<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> Self {
-        Self::build(tools, None, true)
+        Self::build(tools, None, &Answered::new(), true)
     }
 
     /// The schema offering `tools`, with every reference field limited to
@@ -60,7 +63,23 @@ impl ActionSchema {
     /// pattern-valid ones. A field with no known id of its kinds keeps the
     /// pattern; the parser still checks every id against what was shown.
     pub fn with_known_refs<'a>(tools: impl IntoIterator<Item = &'a Tool>, known: &HashSet<String>) -> Self {
-        Self::build(tools, Some(known), true)
+        Self::build(tools, Some(known), &Answered::new(), true)
+    }
+
+    /// A round of a turn: like [`Self::with_known_refs`] (or
+    /// [`Self::tools_only`] when `allow_final` is false), and a tool whose
+    /// only argument is one reference ([`single_ref_field`]) is not offered
+    /// again with an id it has already answered in `answered` — the same
+    /// call would return the same result, already in the conversation.
+    /// When every known id of such a tool is answered, the tool is not
+    /// offered at all.
+    pub fn for_round<'a>(
+        tools: impl IntoIterator<Item = &'a Tool>,
+        known: &HashSet<String>,
+        answered: &Answered,
+        allow_final: bool,
+    ) -> Self {
+        Self::build(tools, Some(known), answered, allow_final)
     }
 
     /// Like [`Self::with_known_refs`], without the `final` branch: the
@@ -68,29 +87,38 @@ impl ActionSchema {
     /// through a tool before it may answer (an answer grounded in nothing is
     /// not offered).
     pub fn tools_only<'a>(tools: impl IntoIterator<Item = &'a Tool>, known: &HashSet<String>) -> Self {
-        Self::build(tools, Some(known), false)
+        Self::build(tools, Some(known), &Answered::new(), false)
     }
 
     /// The schema offering `final` alone: the runtime's last round, once the
     /// turn's tool calls or rounds are spent — the model concludes from what
     /// it has read instead of asking for a call the budget would refuse.
     pub fn final_only() -> Self {
-        Self::build(std::iter::empty(), None, true)
+        Self::build(std::iter::empty(), None, &Answered::new(), true)
     }
 
     fn build<'a>(
         tools: impl IntoIterator<Item = &'a Tool>,
         known: Option<&HashSet<String>>,
+        answered: &Answered,
         allow_final: bool,
     ) -> Self {
         let mut branches = Vec::new();
         let mut seen = Vec::new();
         for tool in tools {
+            let input = tool.contract.get("input_schema");
+            // A single-reference tool offers only the ids it has not answered.
+            let narrowed: Option<HashSet<String>> = match (known, answered.get(&tool.id)) {
+                (Some(k), Some(done)) if input.and_then(single_ref_field).is_some() => {
+                    Some(k.difference(done).cloned().collect())
+                }
+                _ => None,
+            };
+            let known = narrowed.as_ref().or(known);
             // With known ids, a tool whose required reference has no id of
             // its kinds shown yet is not offered: it could only be called
             // with an invented id (M9).
-            let callable =
-                known.is_none_or(|k| tool.contract.get("input_schema").is_none_or(|input| satisfiable(input, k)));
+            let callable = known.is_none_or(|k| input.is_none_or(|input| satisfiable(input, k)));
             if callable && !seen.contains(&tool.id) {
                 seen.push(tool.id);
                 branches.push(tool_branch(tool, known));
@@ -132,6 +160,13 @@ impl ActionSchema {
             "type": "json_schema",
             "json_schema": {"name": ACTION_SCHEMA_NAME, "strict": true, "schema": self.schema},
         })
+    }
+
+    /// [`Self::response_format_text`] as the client sends it: what the
+    /// runtime puts in every constrained request.
+    pub fn wire_response_format(&self) -> ResponseFormat {
+        ResponseFormat::from_text(self.response_format_text())
+            .unwrap_or_else(|_| ResponseFormat::from(&self.response_format()))
     }
 
     /// [`Self::response_format`] as JSON text whose `properties` follow each
@@ -231,6 +266,21 @@ fn decoding_schema_with(input: &Value, known: Option<&HashSet<String>>) -> Value
         Value::Array(items) => Value::Array(items.iter().map(|i| decoding_schema_with(i, known)).collect()),
         other => other.clone(),
     }
+}
+
+/// The ids each single-reference tool has answered in a turn.
+pub type Answered = HashMap<ToolId, HashSet<String>>;
+
+/// The field of a tool input schema whose only property is one required,
+/// scalar reference (`investigation.get_overview`'s `investigation_id`,
+/// `graph.get_node`'s `node_id`, …): such a call is determined by that id.
+pub fn single_ref_field(input: &Value) -> Option<&str> {
+    let props = input.get("properties")?.as_object()?;
+    let (name, prop) = props.iter().next().filter(|_| props.len() == 1)?;
+    let required = input.get("required")?.as_array()?;
+    let is_required = required.len() == 1 && required[0].as_str() == Some(name.as_str());
+    (is_required && prop.get("type").and_then(Value::as_str) == Some("string") && prop.get("x-labfy-ref").is_some())
+        .then_some(name.as_str())
 }
 
 /// Whether every *required* reference field of `schema` (at any depth, and
