@@ -144,6 +144,10 @@ pub struct RuntimeTurn {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// The tools the analyst allowed this turn, when narrowed (published
+    /// names); absent, every available tool may be offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<&'static str>>,
     #[serde(skip)]
     workspace: Uuid,
     #[serde(skip)]
@@ -196,7 +200,17 @@ pub struct StartTurn {
     pub exclusions: Vec<String>,
     /// Same key, same question: the same turn (M6: starting is idempotent).
     pub idempotency_key: String,
+    /// Narrows the tools the model may be offered in this turn to these
+    /// (`tool_id`s of the catalog, 1 to [`MAX_TURN_TOOLS`], no repeat): the
+    /// analyst keeps a turn to reading, or to reading then preparing
+    /// research. Availability and policy still apply to each. Local model
+    /// only: the demo agent follows its own fixed steps. Absent: all.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
 }
+
+/// Most tools a turn's `tools` may name (the catalog's size).
+pub const MAX_TURN_TOOLS: usize = 16;
 
 /// The runtime's status (`GET /api/v1/agent-runtime/status`).
 #[derive(Debug, Clone, Serialize)]
@@ -500,12 +514,25 @@ impl AgentRuntime {
         if question.chars().any(|c| c.is_control() && c != '\n') {
             return Err(RuntimeError::Invalid("question contains control characters".into()));
         }
+        let tools = match &req.tools {
+            None => None,
+            Some(_) if self.inner.model.is_none() => {
+                return Err(RuntimeError::Invalid(
+                    "`tools` narrows a local model's turn; the demo agent follows its own fixed steps".into(),
+                ));
+            }
+            Some(names) => Some(turn_tools(names)?),
+        };
         let mut g = self.lock();
         if g.closed {
             return Err(RuntimeError::Unavailable("the agent runtime is closed".into()));
         }
         if let Some(t) = g.turns.iter().find(|t| t.workspace == scope.workspace && t.idempotency_key == key) {
-            if t.question != question || t.investigation_id != req.investigation_id || t.exclusions != req.exclusions {
+            if t.question != question
+                || t.investigation_id != req.investigation_id
+                || t.exclusions != req.exclusions
+                || t.tools != tools
+            {
                 return Err(RuntimeError::Conflict("this idempotency key started a different turn (M6)".into()));
             }
             return Ok(t.clone());
@@ -541,6 +568,7 @@ impl AgentRuntime {
             error: None,
             created_at: now(),
             updated_at: now(),
+            tools,
             workspace: scope.workspace,
             idempotency_key: key,
             investigation_id: req.investigation_id,
@@ -853,7 +881,10 @@ impl AgentRuntime {
         let investigation = opened.investigation_id.to_string();
         self.update(id, |t| t.gateway_turn_id = Some(gw_turn));
         let catalog = self.inner.gateway.catalog();
-        let offered = offered_tools(&self.inner.gateway, scope, &env);
+        let mut offered = offered_tools(&self.inner.gateway, scope, &env);
+        if let Some(allowed) = &t.tools {
+            offered.retain(|tool| allowed.contains(&tool.id.as_str()));
+        }
         let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
         let mut messages = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
         let mut repaired = false;
@@ -923,11 +954,28 @@ impl AgentRuntime {
             } else {
                 protocol::parse_action(&answer.content, catalog)
                     .and_then(|a| protocol::check_refs(&a, &known).map(|()| a))
+                    .and_then(|a| match &a {
+                        // A tool this turn does not offer (narrowed by the
+                        // analyst): refused here even if the server let it
+                        // through the schema.
+                        Action::ToolCall(call)
+                            if t.tools.as_ref().is_some_and(|allowed| !allowed.contains(&call.tool_id().as_str())) =>
+                        {
+                            Err(ProtocolError::UnknownTool { tool_id: format!("`{}`", call.tool_id().as_str()) })
+                        }
+                        _ => Ok(a),
+                    })
             };
             let action = match parsed {
                 Ok(a) => a,
                 Err(e) => {
-                    self.emit(id, "model.answer", format!("refused: {}", e.code()));
+                    // The code and Labfy's own reason (bounded; model text
+                    // in it is escaped): what the analyst's activity shows.
+                    self.emit(
+                        id,
+                        "model.answer",
+                        truncate_chars(&format!("refused: {} — {}", e.code(), e.reason()), MAX_DETAIL_CHARS),
+                    );
                     if repaired {
                         return Outcome::Ended(
                             RuntimeStatus::ModelProtocolError,
@@ -1188,6 +1236,26 @@ fn refs_in_text(text: &str, known: &HashSet<String>) -> Vec<ObjectRef> {
     }
     out.truncate(16);
     out
+}
+
+/// A turn's `tools`, checked: known `tool_id`s, 1 to [`MAX_TURN_TOOLS`],
+/// no repeat; in catalog order.
+fn turn_tools(names: &[String]) -> Result<Vec<&'static str>, RuntimeError> {
+    if names.is_empty() || names.len() > MAX_TURN_TOOLS {
+        return Err(RuntimeError::Invalid(format!("`tools` must name 1 to {MAX_TURN_TOOLS} tools")));
+    }
+    let mut ids = Vec::with_capacity(names.len());
+    for name in names {
+        let id = ToolId::from_name(name).ok_or_else(|| {
+            RuntimeError::Invalid(format!("`tools` names `{}`, which is not in the catalog", truncate_chars(name, 64)))
+        })?;
+        if ids.contains(&id) {
+            return Err(RuntimeError::Invalid(format!("`tools` names `{name}` twice")));
+        }
+        ids.push(id);
+    }
+    ids.sort();
+    Ok(ids.into_iter().map(ToolId::as_str).collect())
 }
 
 /// The tools offered to the model in `scope` and `env`.

@@ -408,10 +408,6 @@ fn arguments_must_pass_the_tools_own_schema() {
         (call("research.prepare", json!({"selection_ids": nine, "question": "q", "exclusions": []})), "selection_ids"),
         (call("research.prepare", json!({"selection_ids": [], "question": "q", "exclusions": []})), "selection_ids"),
         (
-            call("research.prepare", json!({"selection_ids": [EV1, EV1], "question": "q", "exclusions": []})),
-            "selection_ids",
-        ),
-        (
             call("research.prepare", json!({"selection_ids": [EV1], "question": "q".repeat(513), "exclusions": []})),
             "question",
         ),
@@ -503,6 +499,22 @@ fn malformed_references_are_refused_naming_the_field() {
             other => panic!("{value}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn an_object_selected_twice_is_selected_once_and_nothing_else_is_changed() {
+    let prepare =
+        |ids: Value| call("research.prepare", json!({"selection_ids": ids, "question": "q", "exclusions": []}));
+    let Action::ToolCall(c) = parse(&prepare(json!([EV1, ENT, EV1, EV1]))).unwrap() else { panic!("a call") };
+    assert_eq!(c.arguments()["selection_ids"], json!([EV1, ENT]));
+    assert_eq!(c.refs().len(), 2);
+    // A repeated malformed item is still refused; a field that is not a set
+    // of references is left as written.
+    assert_eq!(parse(&prepare(json!([EV1, 7, 7]))).unwrap_err().code(), "INVALID_ARGUMENTS");
+    let exclusions =
+        call("research.prepare", json!({"selection_ids": [EV1], "question": "q", "exclusions": ["a", "a"]}));
+    let Action::ToolCall(c) = parse(&exclusions).unwrap() else { panic!("a call") };
+    assert_eq!(c.arguments()["exclusions"], json!(["a", "a"]));
 }
 
 #[test]

@@ -369,6 +369,7 @@ fn start(rt: &AgentRuntime, fx: &Fx, scope: Scope, key: &str, question: &str) ->
             investigation_id: None,
             exclusions: vec![],
             idempotency_key: key.into(),
+            tools: None,
         },
     )
     .unwrap()
@@ -754,7 +755,10 @@ async fn invented_or_altered_ids_are_refused_before_the_gateway() {
         .filter(|e| e.turn_id == t.turn_id && e.kind == "model.answer")
         .map(|e| e.detail.clone())
         .collect();
-    assert_eq!(refused, ["refused: UNKNOWN_REFERENCE", "refused: UNKNOWN_REFERENCE"]);
+    assert_eq!(refused.len(), 2);
+    for r in &refused {
+        assert!(r.starts_with("refused: UNKNOWN_REFERENCE — ") && r.contains("copy object ids exactly"), "{r}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -952,6 +956,53 @@ async fn a_single_reference_tool_is_not_offered_again_with_an_id_it_answered() {
     assert_eq!(settled(&rt, fx.spec, t.turn_id).await.status, RuntimeStatus::Completed);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_analyst_can_narrow_a_turns_tools_and_bad_lists_are_refused() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let narrowed = |key: &str, tools: &[&str]| StartTurn {
+        question: QUESTION.into(),
+        investigation_id: None,
+        exclusions: vec![],
+        idempotency_key: key.into(),
+        tools: Some(tools.iter().map(|t| (*t).to_owned()).collect()),
+    };
+    let t = rt
+        .start_turn(fx.spec, fx.env.clone(), narrowed("narrow", &["research.prepare", "investigation.get_overview"]))
+        .unwrap();
+    assert_eq!(t.tools.as_deref(), Some(&["investigation.get_overview", "research.prepare"][..]));
+    // Only those are offered and listed; research.prepare once ids are known.
+    let first = provider.nth(1).await;
+    assert_eq!(offered(&first), ["investigation.get_overview"]);
+    let system = messages(&first)[0]["content"].as_str().unwrap();
+    assert!(system.contains("- investigation.get_overview :") && !system.contains("- investigation.search :"));
+    provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": fx.inv.to_string()})));
+    let second = provider.nth(2).await;
+    assert_eq!(offered(&second), ["research.prepare", "final"], "{second:#}");
+    // A tool outside the list is refused by the parser, never run.
+    provider.answer(tool_call("investigation.search", json!({"investigation_id": fx.inv.to_string(), "query": "x"})));
+    provider.answer(final_answer("Fin."));
+    let done = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!((done.status, done.tool_calls, done.repairs), (RuntimeStatus::Completed, 1, 1), "{done:#?}");
+
+    // Same key, other tools: a different turn (M6).
+    let e = rt.start_turn(fx.spec, fx.env.clone(), narrowed("narrow", &["investigation.get_overview"])).unwrap_err();
+    assert!(matches!(e, RuntimeError::Conflict(_)), "{e:?}");
+    for (tools, why) in [
+        (&[][..], "1 to 16"),
+        (&["investigation.lookup"][..], "not in the catalog"),
+        (&["tool.catalog", "tool.catalog"][..], "twice"),
+    ] {
+        let e = rt.start_turn(fx.spec, fx.env.clone(), narrowed("bad", tools)).unwrap_err();
+        assert!(matches!(&e, RuntimeError::Invalid(m) if m.contains(why)), "{tools:?}: {e:?}");
+    }
+    // The demo agent has no tools to narrow.
+    let demo = fx.demo();
+    let e = demo.start_turn(fx.spec, fx.env.clone(), narrowed("demo", &["tool.catalog"])).unwrap_err();
+    assert!(matches!(&e, RuntimeError::Invalid(m) if m.contains("demo agent")), "{e:?}");
+}
+
 // ---------------------------------------------------------------------------
 // 7. Cancel.
 
@@ -1097,6 +1148,7 @@ async fn starting_is_idempotent_per_workspace() {
             investigation_id: None,
             exclusions: vec![],
             idempotency_key: "same-key".into(),
+            tools: None,
         },
     );
     assert!(matches!(other, Err(RuntimeError::Conflict(_))), "{other:?}");
@@ -1121,6 +1173,7 @@ async fn starting_is_idempotent_per_workspace() {
                 investigation_id: None,
                 exclusions: vec![],
                 idempotency_key: key.into(),
+                tools: None,
             },
         );
         assert!(matches!(r, Err(RuntimeError::Invalid(_))), "{question:?} {key:?}: {r:?}");
@@ -1148,6 +1201,7 @@ async fn the_queue_is_bounded_at_the_edge() {
             investigation_id: None,
             exclusions: vec![],
             idempotency_key: "over".into(),
+            tools: None,
         },
     );
     assert!(matches!(full, Err(RuntimeError::Conflict(_))), "{full:?}");
@@ -1183,6 +1237,7 @@ async fn the_turn_table_is_bounded_at_the_edge_and_evicts_finished_turns_only() 
             investigation_id: None,
             exclusions: vec![],
             idempotency_key: "over".into(),
+            tools: None,
         },
     );
     assert!(matches!(over, Err(RuntimeError::Conflict(_))), "{over:?}");
@@ -1352,6 +1407,7 @@ async fn close_cancels_what_is_live_and_refuses_new_turns() {
             investigation_id: None,
             exclusions: vec![],
             idempotency_key: "late".into(),
+            tools: None,
         },
     );
     assert!(matches!(refused, Err(RuntimeError::Unavailable(_))), "{refused:?}");

@@ -634,6 +634,7 @@ async fn turns(
                     investigation_id: None,
                     exclusions: vec![],
                     idempotency_key: format!("bench-{constrained}-{i}"),
+                    tools: None,
                 },
             )
             .map_err(fail)?;
@@ -658,8 +659,8 @@ async fn turns(
             for e in page.events.iter().filter(|e| e.turn_id == t.turn_id) {
                 match e.kind {
                     "model.answer" => {
-                        if let Some(code) = e.detail.strip_prefix("refused: ") {
-                            refused.push(code.to_owned());
+                        if let Some(what) = e.detail.strip_prefix("refused: ") {
+                            refused.push(what.split_whitespace().next().unwrap_or_default().to_owned());
                         }
                     }
                     "tool.result" => tools.push(e.detail.clone()),

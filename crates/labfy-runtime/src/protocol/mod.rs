@@ -363,7 +363,8 @@ fn lookup_tool<'c>(catalog: &'c Catalog, tool_id: &str) -> Result<&'c Tool, Prot
 
 /// Checks a tool call's arguments: size, undeclared claims of authority, the
 /// tool's published schema, then the references it marks.
-fn tool_call(tool: &Tool, arguments: Map<String, Value>) -> Result<ToolCall, ProtocolError> {
+fn tool_call(tool: &Tool, mut arguments: Map<String, Value>) -> Result<ToolCall, ProtocolError> {
+    drop_repeated_refs(input_schema(tool), &mut arguments);
     let arguments = Value::Object(arguments);
     let bytes = arguments.to_string().len();
     if bytes > MAX_ARGUMENTS_BYTES {
@@ -384,6 +385,31 @@ fn tool_call(tool: &Tool, arguments: Map<String, Value>) -> Result<ToolCall, Pro
         return Err(ProtocolError::WrongType { field: "arguments", expected: "an object", found: "another value" });
     };
     Ok(ToolCall { tool: tool.id, arguments, refs })
+}
+
+/// In a set of references (an argument whose schema is a `uniqueItems`
+/// array of `x-labfy-ref` strings, such as `research.prepare`'s
+/// `selection_ids`), an id named again is dropped, the first kept: naming
+/// an object twice selects it once, and decoding grammars cannot forbid the
+/// repeat (llama-server ignores `uniqueItems`; a small model repeats).
+/// Nothing else is changed: every item is still checked by the schema and
+/// as a reference, and any other repeat is refused by the schema.
+fn drop_repeated_refs(schema: &Value, arguments: &mut Map<String, Value>) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+    for (name, prop) in props {
+        let set_of_refs = prop.get("uniqueItems") == Some(&Value::Bool(true))
+            && prop.get("items").and_then(|i| i.get("x-labfy-ref")).is_some();
+        if let (true, Some(Value::Array(items))) = (set_of_refs, arguments.get_mut(name)) {
+            let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+            items.retain(|item| {
+                let again = item.is_string() && seen.contains(item);
+                if !again {
+                    seen.push(item.clone());
+                }
+                !again
+            });
+        }
+    }
 }
 
 /// The tool's published input schema (G4).
