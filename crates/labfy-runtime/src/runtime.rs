@@ -1129,9 +1129,17 @@ impl AgentRuntime {
         self.update(id, |t| t.rounds += 1);
         let request = self.round_request(messages, &schema);
         let catalog = self.inner.gateway.catalog();
+        // The summary may cite only what the resume showed (M9, M10).
+        let shown: HashSet<String> = protocol::cited_refs(&state)
+            .chain(protocol::cited_refs(&fallback))
+            .chain(refs.iter().copied())
+            .map(|r| r.to_string())
+            .collect();
         match self.chat(id, &client, &request).await {
             Ok(a) if !a.is_truncated() => match protocol::parse_action(&a.content, catalog) {
-                Ok(Action::Final(f)) => Outcome::Done(f.text().to_owned(), refs),
+                Ok(Action::Final(f)) if protocol::cited_refs(f.text()).all(|r| shown.contains(&r.to_string())) => {
+                    Outcome::Done(f.text().to_owned(), refs)
+                }
                 _ => {
                     self.emit(id, "model.answer", "refused: the resume summary is the gateway's");
                     Outcome::Done(fallback, refs)
@@ -1371,8 +1379,7 @@ mod tests {
         assert_eq!(tools, ["investigation.search", "investigation.get_overview", "research.prepare"]);
         // Written in the order the decoding grammar imposes.
         assert!(EXAMPLES.contains(r#"{"contract":"labfy.agent_model_action.v1","type":"tool_call","tool_id":"#));
-        let catalog = labfy_gateway::Catalog::build().unwrap();
-        let prompt = system_prompt(&[catalog.tool(ToolId::ToolCatalog)]);
+        let prompt = system_prompt(&[gw.tool(ToolId::ToolCatalog)]);
         assert!(prompt.contains(EXAMPLES) && !prompt.contains("<réponse"), "{prompt}");
         // Without tools (the resume), there is nothing to show.
         assert!(!system_prompt(&[]).contains("Exemple"));

@@ -692,6 +692,17 @@ async fn a_bad_final_after_a_resume_leaves_the_gateway_summary() {
     assert_eq!(provider.count(), 3, "one request, no repair after a resume");
     let gw = fx.gateway_turn(fx.spec, &done);
     assert_eq!((gw.status, gw.calls), (TurnStatus::Completed, 3), "no tool ran after the grant");
+
+    // A summary citing an object the resume never showed: the gateway's stands too.
+    let paused = prepare(&rt, &fx, &provider, "k2").await;
+    fx.grant(&paused.research_request.unwrap());
+    let invented = "evidence:0a000000-0000-4000-8000-0000000000ff";
+    provider.answer(final_answer(&format!("Voir {invented}.")));
+    rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    let done = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    let summary = done.summary.as_deref().unwrap();
+    assert!(summary.contains("SPECIMEN") && !summary.contains(invented), "{summary}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -263,6 +263,8 @@ async fn starting_is_idempotent_on_the_key() {
         json!({"question": "Q ?", "idempotency_key": ""}),
         json!({"question": "  ", "idempotency_key": "k"}),
         json!({"question": "Q ?", "idempotency_key": "k".repeat(129)}),
+        // The demo agent follows its own steps: no tools to narrow.
+        json!({"question": "Q ?", "idempotency_key": "k", "tools": ["investigation.get_overview"]}),
     ] {
         let (s, e) = f.post("/api/v1/agent-runtime/turns", body).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
@@ -558,6 +560,24 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
     assert_eq!(t["status"], "COMPLETED", "{t}");
     assert_eq!(t["summary"], text);
     assert_eq!(t["driver"], "local_model");
+    assert!(t.get("tools").is_none(), "not narrowed: {t}");
+    // A narrowed turn says so; a name outside the catalog is refused.
+    let (s, narrowed) = f
+        .post(
+            "/api/v1/agent-runtime/turns",
+            json!({"question": "Q ?", "idempotency_key": "narrow", "tools": ["research.prepare", "investigation.search"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{narrowed}");
+    assert_eq!(narrowed["tools"], json!(["investigation.search", "research.prepare"]));
+    f.post(&format!("/api/v1/agent-runtime/turns/{}/cancel", id_of(&narrowed)), json!({})).await;
+    let (s, e) = f
+        .post(
+            "/api/v1/agent-runtime/turns",
+            json!({"question": "Q ?", "idempotency_key": "bad", "tools": ["shell.exec"]}),
+        )
+        .await;
+    assert_eq!((s, e["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("INVALID_INPUT")), "{e}");
     assert_eq!(t["model"], MODEL);
     assert_eq!(t["tool_calls"], 1, "{t}");
     assert_eq!(t["rounds"], 2, "{t}");
