@@ -1060,10 +1060,17 @@ impl AgentRuntime {
                     self.emit(
                         id,
                         "tool.result",
-                        match &result {
-                            Ok(r) => format!("{tool}: {:?}", r.status),
-                            Err(_) => format!("{tool}: refused"),
-                        },
+                        // A failure names the gateway's bounded diagnostic.
+                        truncate_chars(
+                            &match &result {
+                                Ok(r) if failure.is_some() => {
+                                    format!("{tool}: {:?} — {}", r.status, r.diagnostic.as_deref().unwrap_or(""))
+                                }
+                                Ok(r) => format!("{tool}: {:?}", r.status),
+                                Err(e) => format!("{tool}: refused — {e}"),
+                            },
+                            MAX_DETAIL_CHARS,
+                        ),
                     );
                     // Only a prepared research request pauses the turn (M8);
                     // the gateway pauses its turn on the same condition.

@@ -798,6 +798,17 @@ async fn the_same_failing_call_twice_in_a_row_ends_the_turn() {
     assert_eq!((shown["tool_id"].as_str(), shown["status"].as_str()), (Some("sandbox.exec"), Some("UNAVAILABLE")));
     assert!(shown["diagnostic"].as_str().is_some_and(|d| !d.is_empty() && d.chars().count() <= 1_000));
     assert!(shown["data"].as_array().is_none_or(Vec::is_empty));
+    // The activity names the failure with the same bounded diagnostic.
+    let results: Vec<String> = rt
+        .events(fx.spec, 0, 128)
+        .events
+        .iter()
+        .filter(|e| e.turn_id == t.turn_id && e.kind == "tool.result")
+        .map(|e| e.detail.clone())
+        .collect();
+    let diagnostic = shown["diagnostic"].as_str().unwrap();
+    assert!(results[0].starts_with("sandbox.exec: Unavailable — ") && results[0].contains(diagnostic), "{results:?}");
+    assert_eq!(results[1], "research.get_state: Completed");
 
     let before = provider.count();
     let t = start(&rt, &fx, fx.spec, "in-a-row", QUESTION);

@@ -663,7 +663,8 @@ async fn turns(
                             refused.push(what.split_whitespace().next().unwrap_or_default().to_owned());
                         }
                     }
-                    "tool.result" => tools.push(e.detail.clone()),
+                    // `tool: Status`, without a failure's diagnostic.
+                    "tool.result" => tools.push(e.detail.split(" — ").next().unwrap_or_default().to_owned()),
                     _ => {}
                 }
             }
