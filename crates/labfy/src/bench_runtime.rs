@@ -600,6 +600,8 @@ struct TurnFigures {
     turn: RuntimeTurn,
     refused: Vec<String>,
     tools: Vec<String>,
+    /// The `tool.result` details of failed calls (with their diagnostic).
+    failures: Vec<String>,
     took: Duration,
 }
 
@@ -650,7 +652,7 @@ async fn turns(
             tokio::time::sleep(POLL).await;
         };
         let took = start.elapsed();
-        let (mut refused, mut tools) = (Vec::new(), Vec::new());
+        let (mut refused, mut tools, mut failures) = (Vec::new(), Vec::new(), Vec::new());
         loop {
             let page = rt.events(fx.scope, cursor, labfy_runtime::runtime::MAX_EVENTS_PER_POLL);
             if page.missed {
@@ -664,7 +666,12 @@ async fn turns(
                         }
                     }
                     // `tool: Status`, without a failure's diagnostic.
-                    "tool.result" => tools.push(e.detail.split(" — ").next().unwrap_or_default().to_owned()),
+                    "tool.result" => {
+                        tools.push(e.detail.split(" — ").next().unwrap_or_default().to_owned());
+                        if e.detail.contains(" — ") {
+                            failures.push(e.detail.clone());
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -686,7 +693,7 @@ async fn turns(
             runs(&tools),
             labfy_core::bounded::truncate_chars(&end.replace('\n', " "), 90),
         );
-        all.push(TurnFigures { turn, refused, tools, took });
+        all.push(TurnFigures { turn, refused, tools, failures, took });
     }
     rt.close();
     summary(mode, &all);
@@ -748,6 +755,18 @@ fn summary(mode: &str, all: &[TurnFigures]) {
         100.0 * refused as f64 / answers.max(1) as f64,
         if codes.is_empty() { String::new() } else { format!(" ({})", codes.join(", ")) }
     );
+    // Why tool calls failed, most frequent first (the gateway's diagnostics).
+    let mut why: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in all {
+        for d in &f.failures {
+            *why.entry(d.as_str()).or_default() += 1;
+        }
+    }
+    let mut why: Vec<(&str, usize)> = why.into_iter().collect();
+    why.sort_by(|a, b| b.1.cmp(&a.1));
+    for (d, n) in why.iter().take(5) {
+        println!("failed call ×{n}: {}", labfy_core::bounded::truncate_chars(d, 160));
+    }
     println!(
         "turn wall time: p50 {:.1} s, max {:.1} s, total {:.0} s",
         percentile(&took, 0.5).as_secs_f64(),
