@@ -763,7 +763,7 @@ fn summary(mode: &str, all: &[TurnFigures]) {
         }
     }
     let mut why: Vec<(&str, usize)> = why.into_iter().collect();
-    why.sort_by(|a, b| b.1.cmp(&a.1));
+    why.sort_by_key(|w| std::cmp::Reverse(w.1));
     for (d, n) in why.iter().take(5) {
         println!("failed call ×{n}: {}", labfy_core::bounded::truncate_chars(d, 160));
     }
