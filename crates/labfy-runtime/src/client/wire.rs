@@ -71,11 +71,6 @@ impl ResponseFormat {
     pub fn text(&self) -> &str {
         self.0.get()
     }
-
-    /// The text parsed (keys sorted): for comparisons and inspection.
-    pub fn value(&self) -> serde_json::Value {
-        serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
-    }
 }
 
 impl From<&serde_json::Value> for ResponseFormat {
@@ -274,6 +269,21 @@ mod tests {
 
     fn parse(v: serde_json::Value) -> Result<ChatResponse, ClientError> {
         parse_chat_response(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn a_response_format_goes_on_the_wire_as_written() {
+        let format = ResponseFormat::from_text(r#"{"z":1,"a":{"y":2,"b":3}}"#.to_owned()).unwrap();
+        let request = ChatRequest { response_format: Some(format), ..ChatRequest::default() };
+        let body = String::from_utf8(request.wire_body("m").unwrap()).unwrap();
+        assert!(body.contains(r#""response_format":{"z":1,"a":{"y":2,"b":3}}"#), "{body}");
+        // From a Value: its own sorted order.
+        let sorted = ResponseFormat::from(&json!({"z": 1, "a": 2}));
+        assert_eq!(sorted.text(), r#"{"a":2,"z":1}"#);
+        // Only one JSON object.
+        for bad in ["[1]", "not json", r#"{"a":1} {"b":2}"#, ""] {
+            assert!(ResponseFormat::from_text(bad.to_owned()).is_err(), "{bad}");
+        }
     }
 
     #[test]
