@@ -666,6 +666,7 @@ async function scenarioAgentDemo({ page, base }) {
   await page.waitForSelector(`${tid('agent-mode')}[data-mode="demo"]`, { timeout: STEP_TIMEOUT_MS });
   const mode = (await textOf(page, tid('agent-mode'))).trim();
   assert(mode === AGENT_LABEL, `agent mode line is ${JSON.stringify(mode)}`);
+  assert(await page.getAttribute(tid('agent-readonly-row'), 'hidden') !== null, '« Lecture seule » is offered to the demo agent, which has no tools to narrow');
   const tools = await page.$$eval(tid('agent-tool'), (els) => els.map((e) => ({
     ...e.dataset,
     reason: e.querySelector('[data-testid="agent-tool-reason"]')?.textContent ?? '',
@@ -1418,6 +1419,38 @@ async function scenarioLocalCancel({ page, base, fake }) {
   assertNoNewEvents(before);
 }
 
+// « Lecture seule » narrows a local-model turn to the catalog's read tools:
+// the request lists and offers none that prepares, proposes or reaches out.
+async function scenarioLocalReadOnly({ page, base, fake }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.waitForSelector(`${tid('agent-readonly-row')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
+  const gen = fake.script('read-only', [{ content: finalAnswer('Lecture faite, rien de préparé.') }]);
+  await page.check(tid('agent-readonly'), { timeout: STEP_TIMEOUT_MS });
+  let turnId;
+  try {
+    turnId = await startLocalTurn(page, LOCAL_QUESTION);
+  } finally {
+    await page.uncheck(tid('agent-readonly'), { timeout: STEP_TIMEOUT_MS });
+  }
+  const end = await waitTurnEnded(page, turnId);
+  const t = (await runtimeTurn(page, turnId)).body;
+  assert(end.status === 'COMPLETED' && t.summary === 'Lecture faite, rien de préparé.', `the turn ended ${end.status}: ${JSON.stringify(t)}`);
+  assert(Array.isArray(t.tools) && t.tools.includes('investigation.get_overview') && t.tools.includes('tool.catalog')
+    && !['research.prepare', 'agent.propose', 'web.fetch', 'sandbox.exec'].some((x) => t.tools.includes(x)),
+  `the turn's tools: ${JSON.stringify(t.tools)}`);
+  const reqs = fake.requests(gen);
+  assert(reqs.length === 1, `the fake got ${reqs.length} request(s)`);
+  assertModelRequest(reqs[0], 'read-only request');
+  const system = reqs[0].body.messages[0].content;
+  assert(system.includes('- investigation.get_overview :') && !system.includes('- research.prepare :'), 'the prompt lists research.prepare');
+  const offered = reqs[0].body.response_format.json_schema.schema.anyOf.map((b) => b.properties?.tool_id?.const).filter(Boolean);
+  assert(offered.length > 0 && offered.every((x) => t.tools.includes(x)), `offered: ${offered.join(', ')}`);
+  await waitAgentIdle(page);
+  await assertNothingActive(page, 'local model: read only');
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -1435,6 +1468,7 @@ const SCENARIOS = [
     scenarioLocalToolAndHostileFinal, { local: true }],
   ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true }],
   ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true }],
+  ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true }],
 ];
 
 const screenshots = [];

@@ -178,6 +178,8 @@ const I18N = {
     agent_question: 'Question à l’agent',
     agent_question_placeholder: 'Ex. : Quels liens entre les sociétés et les domaines ?',
     agent_exclusions: 'Exclusions (facultatif, une par ligne, 8 au plus)',
+    agent_readonly: 'Lecture seule : le modèle lit l’enquête sans préparer de recherche web',
+    agent_readonly_no_catalog: 'Lecture seule impossible : le catalogue des outils n’est pas chargé.',
     agent_run: 'Lancer',
     agent_review_help: 'L’agent a préparé une recherche web. Rien ne quitte la machine sans votre décision.',
     agent_grant_hosts: 'Hôtes autorisés (un par ligne)',
@@ -574,6 +576,8 @@ const I18N = {
     agent_question_placeholder: 'E.g.: How are the companies and the domains linked?',
     agent_question_count: '{n} / {max} characters',
     agent_exclusions: 'Exclusions (optional, one per line, at most 8)',
+    agent_readonly: 'Read only: the model reads the investigation without preparing web research',
+    agent_readonly_no_catalog: 'Read only is not possible: the tool catalog is not loaded.',
     agent_run: 'Run',
     agent_running: 'The agent is working…',
     agent_started: 'Turn started: {status}.',
@@ -2276,6 +2280,14 @@ async function agentStart(ev) {
   if (exclusions.length > AGENT_EXCLUSIONS_MAX) return say('agent_exclusions_too_many', 'error', { n: AGENT_EXCLUSIONS_MAX });
   const body = { question, exclusions };
   if (state.investigationId) body.investigation_id = state.investigationId;
+  // Read only (a local model's turn): the catalog's read tools, nothing
+  // that prepares, proposes or reaches out (SPEC M: the turn's `tools`).
+  if (localModel() && $('agent-readonly').checked) {
+    const tools = agent.catalog && Array.isArray(agent.catalog.tools) ? agent.catalog.tools : [];
+    const read = tools.filter((x) => x && ['read', 'meta'].includes(x.action_class)).map((x) => String(x.tool_id));
+    if (read.length === 0) return say('agent_readonly_no_catalog', 'error');
+    body.tools = read;
+  }
   const sig = JSON.stringify(body);
   if (!agent.startKey || agent.startKey.sig !== sig) agent.startKey = { key: newIdempotencyKey(), sig };
   body.idempotency_key = agent.startKey.key;
@@ -2651,8 +2663,14 @@ function renderAgentTools() {
   }
 }
 
+// Whether the runtime drives a local model (only its turns take `tools`).
+function localModel() {
+  return agent.status?.driver === 'local_model';
+}
+
 function renderAgentForm() {
   const q = $('agent-question');
+  $('agent-readonly-row').hidden = !localModel();
   $('agent-question-count').textContent = t('agent_question_count', { n: fmtNumber(Array.from(q.value).length), max: fmtNumber(AGENT_QUESTION_MAX) });
   noteEl($('agent-form-status'), agent.formNote);
   const cancel = $('agent-cancel');
