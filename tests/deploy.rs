@@ -47,7 +47,7 @@ fn the_unit_carries_the_hardening_of_the_design() {
         "ProtectHome=yes",
         "PrivateTmp=yes",
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
-        "RestrictNamespaces=user net mnt",
+        "RestrictNamespaces=user mnt pid net ipc uts cgroup",
         "CapabilityBoundingSet=",
         "KillMode=mixed",
     ] {

@@ -46,7 +46,7 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
     let pid = server_pid(BIN, &run);
 
     // Its own namespaces, not ours.
-    for ns in ["net", "user", "mnt"] {
+    for ns in ["net", "user", "mnt", "pid", "ipc", "uts"] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
         assert_ne!(theirs, ours, "the server shares our {ns} namespace");
@@ -81,10 +81,13 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
     assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the server's namespace reached the host");
     assert!(tcp.accept().is_err(), "a TCP connection from the server's namespace reached the host");
 
-    // No way back: even with every capability its user namespace can give,
-    // joining the host's network namespace is refused.
-    let o = inside(pid, "nsenter --net=/proc/1/ns/net true");
-    assert!(!o.status.success(), "setns back into the host network namespace succeeded");
+    // No way back: the host's namespaces cannot even be named from inside —
+    // its /proc is the server's own PID namespace, and setns is refused by
+    // its seccomp filter (tests/confinement.rs proves that from the
+    // server's own credentials).
+    let o = inside(pid, "ls /proc | grep -c '^[0-9]'");
+    let seen: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(u32::MAX);
+    assert!(seen <= 2, "host processes are visible in the server's /proc ({seen})");
 
     // The other Labfy processes run with the same uid but are not dumpable:
     // from the server's namespaces their memory and environment are closed.
@@ -101,9 +104,13 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
         assert!(!o.status.success(), "the server's namespace can read /proc/{other}/environ");
     }
 
-    // Read-only everywhere but its data and runtime directories: it cannot
-    // plant a file that another program would run outside its namespaces.
-    for path in ["/etc/labfy-escape", "/usr/local/bin/labfy-escape", "/tmp/labfy-escape"] {
+    // Read-only everywhere but its data directory, its own socket directory
+    // and a private /tmp: it cannot plant a file that another program would
+    // run outside its namespaces.
+    let o = inside(pid, "touch /tmp/labfy-escape");
+    assert!(o.status.success(), "the server's private /tmp is not writable");
+    assert!(!std::path::Path::new("/tmp/labfy-escape").exists(), "the server's /tmp is the host's");
+    for path in ["/etc/labfy-escape", "/usr/local/bin/labfy-escape"] {
         let o = inside(pid, &format!("touch {path}"));
         assert!(!o.status.success(), "the server's namespaces can write {path}");
         assert!(

@@ -204,7 +204,7 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
     let dir = config.runtime_dir.clone();
     let gov_slot: Arc<Mutex<Option<Arc<Governor>>>> = Arc::default();
     let for_health = gov_slot.clone();
-    let plane = daemon::start_control(&dir, Role::Governor, move || {
+    let plane = daemon::start_control(&dir, Role::Governor, daemon::ControlChannel::Socket, move || {
         for_health
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -36,6 +36,13 @@ impl<Req: Serialize, Resp: DeserializeOwned> Client<Req, Resp> {
         Ok(Self { stream, next_id: 1, timeout: CALL_TIMEOUT, _types: PhantomData })
     }
 
+    /// Authenticates on an already-connected stream (the supervisor's end of
+    /// the workspace server's control pair).
+    pub async fn from_stream(mut stream: UnixStream, boundary: Boundary, secret: &Secret) -> Result<Self, IpcError> {
+        auth::hello(&mut stream, boundary, secret).await?;
+        Ok(Self { stream, next_id: 1, timeout: CALL_TIMEOUT, _types: PhantomData })
+    }
+
     /// Sets the deadline of each call.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

@@ -15,10 +15,16 @@ use crate::messages::{Boundary, Failure, Health, Role};
 use crate::secret::{self, Secret};
 use crate::server::{self, Stats};
 
-/// Socket file names in the runtime directory.
+/// Socket file names in the runtime directory. The workspace server has
+/// none: the runtime directory is read-only to it (SPEC T3), and its control
+/// channel is a socket pair whose end it inherits ([`CONTROL_FD`]).
 pub fn control_socket(runtime_dir: &Path, role: Role) -> PathBuf {
     runtime_dir.join(format!("{}.control.sock", role_name(role)))
 }
+
+/// The descriptor on which the workspace server inherits its end of the
+/// control pair (named by `LABFY_CONTROL_FD`, after the listener's fd 3).
+pub const CONTROL_FD: i32 = 4;
 
 /// The supervisor's own socket (`labfy status`).
 pub fn supervisor_socket(runtime_dir: &Path) -> PathBuf {
@@ -100,29 +106,33 @@ pub struct ControlPlane {
     pub shutdown: Arc<Notify>,
 }
 
-/// Reads the secret and starts serving `<role>.control.sock` to the parent
-/// process only. `ready` is asked at each health check.
+/// How a child's control plane is reached.
+pub enum ControlChannel {
+    /// `<role>.control.sock` in the runtime directory, for the parent
+    /// process only (the governor, egress).
+    Socket,
+    /// An inherited, already-connected end of a socket pair (the workspace
+    /// server, [`CONTROL_FD`]): only the holder of the other end — the
+    /// supervisor — can speak on it. From inside the server's own PID
+    /// namespace every outside process has pid 0, so a pid check could not
+    /// tell the supervisor from another process of the same uid.
+    Inherited(std::os::unix::net::UnixStream),
+}
+
+/// Reads the secret and starts serving the control plane on `channel`.
+/// `ready` is asked at each health check.
 pub fn start_control(
     runtime_dir: &Path,
     role: Role,
+    channel: ControlChannel,
     ready: impl Fn() -> (bool, String) + Send + Sync + Clone + 'static,
 ) -> Result<ControlPlane, IpcError> {
     let secret = secret::read_secret(runtime_dir)?;
-    let listener = server::bind(&control_socket(runtime_dir, role))?;
-    let supervisor = AllowedPids::default();
-    supervisor.insert(parent_pid());
-    let policy = PeerPolicy {
-        boundary: Boundary::Control,
-        uid: euid(),
-        pids: Some(supervisor),
-        secret: secret.clone(),
-        handshake_timeout: HANDSHAKE_TIMEOUT,
-    };
     let peers = AllowedPids::default();
     let shutdown = Arc::new(Notify::new());
     let started = Instant::now();
     let (p, s) = (peers.clone(), shutdown.clone());
-    tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), move |req: ControlRequest, _peer| {
+    let handler = move |req: ControlRequest, _peer| {
         let (p, s, ready) = (p.clone(), s.clone(), ready.clone());
         async move {
             match req {
@@ -150,7 +160,35 @@ pub fn start_control(
                 }),
             }
         }
-    }));
+    };
+    match channel {
+        ControlChannel::Socket => {
+            let listener = server::bind(&control_socket(runtime_dir, role))?;
+            let supervisor = AllowedPids::default();
+            supervisor.insert(parent_pid());
+            let policy = PeerPolicy {
+                boundary: Boundary::Control,
+                uid: euid(),
+                pids: Some(supervisor),
+                secret: secret.clone(),
+                handshake_timeout: HANDSHAKE_TIMEOUT,
+            };
+            tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), handler));
+        }
+        ControlChannel::Inherited(stream) => {
+            stream.set_nonblocking(true)?;
+            let stream = tokio::net::UnixStream::from_std(stream)?;
+            let policy = PeerPolicy {
+                boundary: Boundary::Control,
+                uid: euid(),
+                // The descriptor is the credential; see `ControlChannel`.
+                pids: None,
+                secret: secret.clone(),
+                handshake_timeout: HANDSHAKE_TIMEOUT,
+            };
+            tokio::spawn(server::serve_one(stream, policy, Arc::new(Stats::default()), handler));
+        }
+    }
     Ok(ControlPlane { secret, peers, shutdown })
 }
 
@@ -182,7 +220,7 @@ where
     H: Fn(Req, crate::auth::Peer) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Resp> + Send + 'static,
 {
-    let plane = start_control(runtime_dir, role, ready)?;
+    let plane = start_control(runtime_dir, role, ControlChannel::Socket, ready)?;
     let listener = server::bind(&service_socket(runtime_dir, boundary))?;
     tokio::spawn(server::serve(listener, service_policy(&plane, boundary), Arc::new(Stats::default()), handler));
     tracing::info!(role = role_name(role), "serving");

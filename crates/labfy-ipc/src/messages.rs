@@ -93,6 +93,11 @@ pub struct ChildStatus {
     pub restarts: u32,
     /// Last health detail or failure reason.
     pub detail: String,
+    /// How the child is confined, as the supervisor applied it (the
+    /// workspace server: SPEC T1), naming any protection this platform
+    /// lacks; `None` for children that are not confined.
+    #[serde(default)]
+    pub confinement: Option<String>,
 }
 
 /// Supervisor ↔ child, and `labfy status` ↔ supervisor.

@@ -84,6 +84,22 @@ where
     }
 }
 
+/// Serves one already-connected stream — the end of a socket pair the
+/// supervisor keeps, passed to the workspace server as a descriptor: no path
+/// in the runtime directory that another process could connect to. The
+/// peer still authenticates (uid and secret).
+pub async fn serve_one<Req, Resp, H, F>(stream: UnixStream, policy: PeerPolicy, stats: Arc<Stats>, handler: H)
+where
+    Req: DeserializeOwned + Send + 'static,
+    Resp: Serialize + Send + Sync + 'static,
+    H: Fn(Req, Peer) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Resp> + Send,
+{
+    if let Err(e) = connection(stream, &policy, &stats, handler).await {
+        tracing::warn!(boundary = ?policy.boundary, error = %e, "IPC connection closed");
+    }
+}
+
 async fn connection<Req, Resp, H, F>(
     mut stream: UnixStream,
     policy: &PeerPolicy,

@@ -77,6 +77,10 @@ fn main() -> anyhow::Result<()> {
         None => listener::bind_loopback(listener::loopback(args.port))?,
     };
     let port = listener.local_addr()?.port();
+    // The control channel: the end of the supervisor's socket pair when it
+    // passed one (LABFY_CONTROL_FD, SPEC T3), else a socket in the runtime
+    // directory (a server started by hand with --runtime-dir).
+    let control = inherited_control()?;
     let store = Store::open(&args.data_dir)?;
     let workspace = match &args.workspace {
         Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace).map_err(anyhow::Error::msg)?.id(),
@@ -111,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         }
         let asked = match &args.runtime_dir {
             Some(dir) => {
-                let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, || {
+                let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, control, || {
                     (true, "serving the UI and the API".to_owned())
                 })?;
                 Some(plane.shutdown)
@@ -130,6 +134,23 @@ fn main() -> anyhow::Result<()> {
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(())
+}
+
+/// Takes the inherited control descriptor named by `LABFY_CONTROL_FD`, if
+/// any (it must be [`labfy_ipc::daemon::CONTROL_FD`] and a Unix stream).
+fn inherited_control() -> anyhow::Result<labfy_ipc::daemon::ControlChannel> {
+    use labfy_ipc::daemon::{CONTROL_FD, ControlChannel};
+    let Some(value) = std::env::var_os("LABFY_CONTROL_FD") else { return Ok(ControlChannel::Socket) };
+    if value.to_str() != Some(&CONTROL_FD.to_string()) {
+        bail!("LABFY_CONTROL_FD={value:?}: the control channel is passed on fd {CONTROL_FD}");
+    }
+    // SAFETY: the supervisor passed fd 4 for this purpose and nothing else in
+    // this process owns it; the check below refuses anything but a Unix socket.
+    #[allow(unsafe_code)]
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(CONTROL_FD) };
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.peer_addr().context("LABFY_CONTROL_FD: fd 4 is not a connected Unix socket")?;
+    Ok(ControlChannel::Inherited(stream))
 }
 
 async fn shutdown_signal() {

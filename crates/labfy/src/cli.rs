@@ -184,6 +184,14 @@ impl From<std::io::Error> for Failure {
 
 /// Entry point: parse, run, report.
 pub fn main() -> ExitCode {
+    // SPEC T4: whatever the caller's umask, what Labfy creates (the data
+    // directory, the database and its journals, the runtime directory, the
+    // children's files) is its own alone: 0700 directories, 0600 files.
+    // SAFETY: umask(2) takes an integer and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
@@ -310,6 +318,9 @@ fn status_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
             c.restarts,
             c.detail
         );
+        if let Some(confinement) = &c.confinement {
+            println!("{:<10} confinement: {confinement}", "");
+        }
     }
     Ok(())
 }
@@ -342,7 +353,7 @@ fn up(
     // The agent's configuration (SPEC M4) is the server's, from the
     // `LABFY_AGENT_*` variables passed to it: checked here first, so a bad
     // one is one clear error instead of a server that keeps exiting.
-    labfy_runtime::client::AgentMode::from_env_and_flags(
+    let agent = labfy_runtime::client::AgentMode::from_env_and_flags(
         &labfy_runtime::client::AgentFlags::default(),
         labfy_runtime::client::process_env,
     )
@@ -386,6 +397,7 @@ fn up(
         programs,
         llama_server,
         arti_config,
+        loopback_tcp: matches!(agent, labfy_runtime::client::AgentMode::LocalModel(_)),
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.

@@ -19,9 +19,11 @@ use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::{Boundary, ChildStatus, Role};
 use labfy_ipc::secret::{self, Secret};
 use labfy_ipc::server;
+use labfy_sys::ConfinedChild;
 use tokio::process::{Child, Command};
 
 use crate::cli::Failure;
+use crate::jail::ServerJail;
 
 /// First restart delay; doubled after each crash, up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -97,6 +99,9 @@ pub struct Plan {
     /// An arti configuration file for egress (bridges, or a private test
     /// network); without it, egress uses the real Tor network.
     pub arti_config: Option<PathBuf>,
+    /// A local model is configured: the server may open TCP sockets on its
+    /// own loopback (for llama-server), still with no other network.
+    pub loopback_tcp: bool,
 }
 
 /// The default runtime directory: `/run/labfy` for root, else
@@ -111,11 +116,78 @@ pub fn default_runtime_dir() -> PathBuf {
     }
 }
 
+/// A running child: the governor and egress as ordinary processes, the
+/// server confined by `labfy-sys` (or, where the platform cannot confine it,
+/// SPECIMEN only, as an ordinary process marked "not isolated").
+enum Proc {
+    Plain(Child),
+    Confined(ConfinedChild),
+}
+
+impl Proc {
+    fn id(&self) -> Option<u32> {
+        match self {
+            Proc::Plain(c) => c.id(),
+            Proc::Confined(c) => c.id(),
+        }
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Proc::Plain(c) => c.try_wait(),
+            Proc::Confined(c) => c.try_wait(),
+        }
+    }
+
+    fn start_kill(&mut self) -> std::io::Result<()> {
+        match self {
+            Proc::Plain(c) => c.start_kill(),
+            Proc::Confined(c) => c.start_kill(),
+        }
+    }
+
+    fn terminate(&mut self) {
+        match self {
+            Proc::Plain(c) => {
+                if let Some(pid) = c.id() {
+                    // SAFETY: kill(2) on the pid of a child we still hold (not yet reaped).
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        libc::kill(pid as i32, libc::SIGTERM);
+                    }
+                }
+            }
+            Proc::Confined(c) => {
+                let _ = c.signal(libc::SIGTERM);
+            }
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Proc::Plain(c) => c.wait().await,
+            Proc::Confined(c) => c.wait().await,
+        }
+    }
+
+    async fn kill(&mut self) -> std::io::Result<()> {
+        match self {
+            Proc::Plain(c) => c.kill().await,
+            Proc::Confined(c) => c.kill().await.map(drop),
+        }
+    }
+}
+
 struct Slot {
     role: Role,
     program: PathBuf,
     args: Vec<OsString>,
-    child: Option<Child>,
+    child: Option<Proc>,
+    /// How the child is confined (the server), for `labfy status`.
+    confinement: Option<String>,
+    /// Our end of the server's control pair, until the first health check
+    /// takes it (the server has no control socket in the runtime directory).
+    control_end: Option<std::os::unix::net::UnixStream>,
     state: &'static str,
     detail: String,
     restarts: u32,
@@ -134,9 +206,10 @@ impl Slot {
         ChildStatus {
             role: self.role,
             state: self.state.to_owned(),
-            pid: self.child.as_ref().and_then(Child::id),
+            pid: self.child.as_ref().and_then(Proc::id),
             restarts: self.restarts,
             detail: self.detail.clone(),
+            confinement: self.confinement.clone(),
         }
     }
 }
@@ -146,31 +219,37 @@ impl Slot {
 enum Isolation {
     /// Not tried yet.
     Untried,
-    /// In its own user and network namespaces (`jail`).
-    Namespaces,
+    /// Confined by `labfy-sys` (namespaces, minimal root, seccomp…).
+    Confined,
     /// Namespaces are not permitted here: SPECIMEN only, marked in the UI.
     Unavailable(String),
 }
 
-/// Starts one child. Its environment is cleared; it dies with the
-/// supervisor (`PR_SET_PDEATHSIG`). The server gets the listening socket as
-/// fd 3 with `LISTEN_FDS=1` and, when `jail` is set, the isolation sequence
-/// of [`crate::jail`].
-fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<&[&Path]>) -> std::io::Result<Child> {
-    let mut cmd = Command::new(&slot.program);
-    cmd.env_clear().env("LABFY_LOG", std::env::var("LABFY_LOG").unwrap_or_else(|_| "warn".into()));
-    // The governor's tunables (headroom, thresholds, model defaults) come
-    // from `LABFY_GOVERNOR_*` variables (deploy/labfy.env), the server's agent
-    // configuration (SPEC M4) from `LABFY_AGENT_*`, each to its own child
-    // only; no other variable crosses into a child.
-    let passed = match slot.role {
+/// Environment variables passed to `role`: `LABFY_LOG`, and the
+/// governor's tunables (`LABFY_GOVERNOR_*`, deploy/labfy.env) to the
+/// governor only, the agent configuration (`LABFY_AGENT_*`, SPEC M4) to the
+/// server only; no other variable crosses into a child.
+fn child_env(role: Role) -> Vec<(OsString, OsString)> {
+    let mut env = vec![(OsString::from("LABFY_LOG"), std::env::var_os("LABFY_LOG").unwrap_or_else(|| "warn".into()))];
+    let passed = match role {
         Role::Governor => Some("LABFY_GOVERNOR_"),
         Role::Server => Some("LABFY_AGENT_"),
         Role::Egress => None,
     };
     if let Some(prefix) = passed {
-        cmd.envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));
+        env.extend(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));
     }
+    env
+}
+
+/// Starts one child as an ordinary process (the governor, egress; the
+/// server only where it cannot be confined, SPECIMEN only). Its environment
+/// is cleared but for [`child_env`]; it dies with the supervisor
+/// (`PR_SET_PDEATHSIG`); the server gets the listening socket as fd 3 with
+/// `LISTEN_FDS=1`.
+fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::io::Result<Proc> {
+    let mut cmd = Command::new(&slot.program);
+    cmd.env_clear().envs(child_env(slot.role));
     cmd.arg("--runtime-dir")
         .arg(runtime_dir)
         .args(&slot.args)
@@ -180,86 +259,107 @@ fn spawn(slot: &Slot, runtime_dir: &Path, listener: Option<RawFd>, jail: Option<
         // supervisor only, which then stops the children in order.
         .process_group(0)
         .kill_on_drop(true);
-    match (listener, jail) {
-        (Some(fd), Some(writable)) => {
-            cmd.env("LISTEN_FDS", "1");
-            crate::jail::ServerJail::new(writable)?.install(&mut cmd, fd);
-        }
-        (listener, _) => {
-            if listener.is_some() {
-                cmd.env("LISTEN_FDS", "1");
-            }
-            // SAFETY: the closure runs between fork and exec and makes only
-            // async-signal-safe system calls (prctl, fcntl, dup2) on values copied in.
-            #[allow(unsafe_code)]
-            unsafe {
-                cmd.pre_exec(move || {
-                    // Die with the supervisor, whatever kills it.
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    if let Some(fd) = listener {
-                        let rc = if fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(fd, 3) };
-                        if rc < 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                    }
-                    Ok(())
-                });
-            }
-        }
+    if fds.is_some() {
+        cmd.env("LISTEN_FDS", "1").env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string());
     }
-    cmd.spawn()
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe system calls (prctl, fcntl, dup2) on values copied in.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            // Die with the supervisor, whatever kills it.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The listener on fd 3, the control end on fd 4: both copied
+            // above first (one may sit on the other's number).
+            if let Some((listener, control)) = fds {
+                let high = |fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+                let (l, c) = (high(listener), high(control));
+                if l < 0 || c < 0 || libc::dup2(l, 3) < 0 || libc::dup2(c, daemon::CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map(Proc::Plain)
 }
 
-/// Starts the server, isolated when the platform allows. The first failure
-/// to create the namespaces decides for the rest of the run: a REAL
-/// workspace is then refused; a SPECIMEN one runs marked "not isolated".
+/// Starts the server confined ([`crate::jail`], SPEC T1) when the platform
+/// allows. The first failure to confine it decides for the rest of the run:
+/// a REAL workspace is then refused; a SPECIMEN one runs marked "not
+/// isolated".
 fn spawn_server(
-    slot: &Slot,
+    slot: &mut Slot,
     runtime_dir: &Path,
     data_dir: &Path,
     listener: RawFd,
     isolation: &mut Isolation,
     real: bool,
-) -> Result<std::io::Result<Child>, Failure> {
+    loopback_tcp: bool,
+) -> Result<std::io::Result<Proc>, Failure> {
+    // The control pair: our end stays in the slot, theirs becomes fd 4.
+    let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(e) => return Ok(Err(e)),
+    };
+    slot.control_end = Some(ours);
+    let fds = (listener, theirs.as_raw_fd());
     if matches!(isolation, Isolation::Unavailable(_)) {
-        return Ok(spawn(slot, runtime_dir, Some(listener), None));
+        return Ok(spawn(slot, runtime_dir, Some(fds)));
     }
-    // The server writes only its data directory and its runtime directory.
-    let writable = [data_dir, runtime_dir];
-    match spawn(slot, runtime_dir, Some(listener), Some(&writable)) {
-        Ok(child) => {
-            *isolation = Isolation::Namespaces;
-            Ok(Ok(child))
+    let spec = ServerJail { program: &slot.program, data_dir, runtime_dir, loopback_tcp };
+    let spawned = spec.build().and_then(|mut jail| {
+        jail.arg("--runtime-dir").arg(runtime_dir);
+        for a in &slot.args {
+            jail.arg(a);
         }
-        Err(e)
-            if *isolation == Isolation::Untried
-                && matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EACCES | libc::ENOSYS)
-                ) =>
-        {
-            let reason = format!("cannot create a network namespace for the server here ({e})");
+        for (k, v) in child_env(Role::Server) {
+            jail.env(k, v);
+        }
+        jail.env("LISTEN_FDS", "1").listener(listener);
+        jail.env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string()).pass_fd(fds.1, daemon::CONTROL_FD);
+        jail.spawn()
+    });
+    match spawned {
+        Ok((child, confinement)) => {
+            if *isolation == Isolation::Untried {
+                eprintln!("labfy: workspace server confined: {confinement}");
+            }
+            *isolation = Isolation::Confined;
+            slot.confinement = Some(confinement.to_string());
+            Ok(Ok(Proc::Confined(child)))
+        }
+        Err(e) if *isolation == Isolation::Untried && e.is_unsupported() => {
+            let reason = format!("cannot confine the server here ({e})");
             if real {
                 return Err(Failure::new(
                     ErrorKind::Forbidden,
-                    format!("{reason}: a REAL workspace is refused (SPEC P2)"),
+                    format!("{reason}: a REAL workspace is refused (SPEC P2, T1)"),
                 ));
             }
             eprintln!("labfy: NOT ISOLATED — {reason}; serving SPECIMEN data only");
+            slot.confinement = Some(format!("NOT ISOLATED: {reason}"));
             *isolation = Isolation::Unavailable(reason);
-            Ok(spawn(slot, runtime_dir, Some(listener), None))
+            Ok(spawn(slot, runtime_dir, Some(fds)))
         }
-        Err(e) => Ok(Err(e)),
+        Err(e) => Ok(Err(std::io::Error::other(e.to_string()))),
     }
 }
 
 async fn health(slot: &mut Slot, runtime_dir: &Path, secret: &Secret) -> Result<(bool, String), String> {
     if slot.control.is_none() {
-        let path = control_socket(runtime_dir, slot.role);
-        let client = Client::connect(&path, Boundary::Control, secret).await.map_err(|e| e.to_string())?;
-        slot.control = Some(client.with_timeout(Duration::from_secs(2)));
+        let client = if slot.role == Role::Server {
+            // The server's one channel: the pair's end, usable once.
+            let end = slot.control_end.take().ok_or("the control channel to the server is lost")?;
+            end.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let stream = tokio::net::UnixStream::from_std(end).map_err(|e| e.to_string())?;
+            Client::from_stream(stream, Boundary::Control, secret).await
+        } else {
+            Client::connect(&control_socket(runtime_dir, slot.role), Boundary::Control, secret).await
+        };
+        slot.control = Some(client.map_err(|e| e.to_string())?.with_timeout(Duration::from_secs(2)));
     }
     let Some(client) = slot.control.as_mut() else { return Err("no control connection".into()) };
     match client.call(ControlRequest::Health {}).await {
@@ -282,15 +382,21 @@ async fn tell(slot: &mut Slot, request: ControlRequest) -> Result<ControlRespons
 /// Runs the supervisor until SIGINT/SIGTERM or until the server cannot be
 /// kept running. `on_ready` is called once every child answered its first
 /// health check.
-pub async fn run(plan: Plan, listener: std::net::TcpListener, on_ready: impl FnOnce()) -> Result<(), Failure> {
+pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl FnOnce()) -> Result<(), Failure> {
+    let storage = |e: labfy_ipc::IpcError| Failure::new(ErrorKind::Storage, e.to_string());
     // 1. The private runtime directory and this boot's secret.
     if let Some(parent) = plan.runtime_dir.parent() {
         std::fs::create_dir_all(parent)?;
     }
     refuse_if_running(&plan.runtime_dir).await?;
-    secret::create_private_dir(&plan.runtime_dir).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
-    let secret =
-        secret::create_secret(&plan.runtime_dir).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
+    secret::create_private_dir(&plan.runtime_dir).map_err(storage)?;
+    // The confined server sees both directories at their real paths, so its
+    // arguments name them so.
+    plan.runtime_dir = std::fs::canonicalize(&plan.runtime_dir)?;
+    plan.data_dir = std::fs::canonicalize(&plan.data_dir)?;
+    // 2. Egress's state directory, which the server's view masks (SPEC T3).
+    secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
+    let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
     let result = supervise(&plan, &listener, &secret, on_ready).await;
     // Whatever happened, the runtime directory goes with the supervisor.
     if let Err(e) = std::fs::remove_dir_all(&plan.runtime_dir) {
@@ -328,6 +434,8 @@ async fn supervise(
         program: program.clone(),
         args,
         child: None,
+        confinement: None,
+        control_end: None,
         state: "starting",
         detail: String::new(),
         restarts: 0,
@@ -400,10 +508,7 @@ async fn supervise(
             _ = term.recv() => break Ok(()),
             _ = ticker.tick() => {}
         }
-        if let Err(e) =
-            tick(&mut slots, dir, &plan.data_dir, secret, listener.as_raw_fd(), &mut isolation, plan.real_workspace)
-                .await
-        {
+        if let Err(e) = tick(&mut slots, dir, plan, secret, listener.as_raw_fd(), &mut isolation).await {
             break Err(e);
         }
         *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slots.iter().map(Slot::status).collect();
@@ -455,11 +560,10 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
 async fn tick(
     slots: &mut [Slot],
     dir: &Path,
-    data_dir: &Path,
+    plan: &Plan,
     secret: &Secret,
     listener: RawFd,
     isolation: &mut Isolation,
-    real: bool,
 ) -> Result<(), Failure> {
     let now = Instant::now();
     // Children that answered their first health check this round.
@@ -477,9 +581,9 @@ async fn tick(
         if s.child.is_none() && s.restart_at.is_some_and(|t| now >= t) {
             s.restart_at = None;
             let spawned = if s.role == Role::Server {
-                spawn_server(s, dir, data_dir, listener, isolation, real)?
+                spawn_server(s, dir, &plan.data_dir, listener, isolation, plan.real_workspace, plan.loopback_tcp)?
             } else {
-                spawn(s, dir, None, None)
+                spawn(s, dir, None)
             };
             match spawned {
                 Ok(child) => {
@@ -536,7 +640,7 @@ async fn tick(
         .iter()
         .find(|s| s.role == Role::Server && s.state == "healthy")
         .and_then(|s| s.child.as_ref())
-        .and_then(Child::id);
+        .and_then(Proc::id);
     if let Some(pid) = server_pid {
         let server_new = newly_healthy.contains(&Role::Server);
         for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.state == "healthy") {
@@ -558,13 +662,7 @@ async fn stop_all(slots: &mut [Slot]) {
         let Some(mut child) = s.child.take() else { continue };
         s.state = "stopping";
         if tell(s, ControlRequest::Shutdown {}).await.is_err() {
-            if let Some(pid) = child.id() {
-                // SAFETY: kill(2) on the pid of a child we still hold (not yet reaped).
-                #[allow(unsafe_code)]
-                unsafe {
-                    libc::kill(pid as i32, libc::SIGTERM);
-                }
-            }
+            child.terminate();
         }
         if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
             eprintln!("labfy: {} did not stop within {} s; killing it", role_name(s.role), STOP_GRACE.as_secs());

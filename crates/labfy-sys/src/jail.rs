@@ -1,0 +1,519 @@
+//! A confined child, prepared in the parent and started by one linear
+//! sequence of named steps (SPEC T1, STYLE 9). See the crate's front page
+//! for the order and why it is that order.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::child::ConfinedChild;
+use crate::error::{SpawnError, Step};
+use crate::landlock::Rules;
+use crate::raw;
+use crate::root::Root;
+use crate::seccomp::Policy;
+
+/// Namespaces every confined child gets.
+const NAMESPACES: u64 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u64;
+/// Their names, for reports.
+const NAMESPACE_NAMES: &str = "user, mount, PID, network, IPC, UTS and cgroup namespaces";
+/// Most descriptors a child is given, numbered from 3.
+pub const MAX_FDS: usize = 4;
+/// Most arguments or environment variables a child is given.
+pub const MAX_ARGS: usize = 64;
+/// Lowest descriptor number of the report pipe (above fd 3, the listener).
+const REPORT_FD_MIN: RawFd = 10;
+/// A report record: kind (0 fatal, 1 warning), step, errno (LE).
+const RECORD: usize = 6;
+
+/// `struct clone_args` of `<linux/sched.h>` (version 2, 88 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// What protects a confined child, as applied — for `labfy status`, the
+/// UI and the log. `missing` names each protection this kernel could not
+/// give, loudly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    /// One line per protection in force.
+    pub applied: Vec<String>,
+    /// One line per protection this platform lacks.
+    pub missing: Vec<String>,
+}
+
+impl fmt::Display for Confinement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.applied.join("; "))?;
+        if !self.missing.is_empty() {
+            write!(f, "; MISSING: {}", self.missing.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A child to confine: its program, arguments, environment, root, limits
+/// and filters. Nothing is inherited that is not named here: the
+/// environment starts empty, descriptors other than the listener close.
+pub struct Jail {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    /// Descriptors passed, as (descriptor here, number in the child).
+    fds: Vec<(RawFd, RawFd)>,
+    hostname: CString,
+    root: Root,
+    writable: Vec<PathBuf>,
+    limits: Vec<(u32, u64)>,
+    landlock: bool,
+    tcp_connect: bool,
+    seccomp: Option<Policy>,
+}
+
+/// Everything the child touches, built before the clone.
+struct Prepared {
+    program: CString,
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    _envp: Vec<CString>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    uid_map: CString,
+    gid_map: CString,
+    staging: CString,
+    seccomp: Vec<Vec<libc::sock_filter>>,
+    landlock: Option<Rules>,
+}
+
+fn cstring(s: &OsStr) -> Result<CString, SpawnError> {
+    CString::new(s.as_bytes()).map_err(|_| SpawnError::prepare(format!("{} holds a NUL", s.to_string_lossy())))
+}
+
+impl Jail {
+    /// A child running `program` (an absolute path, bound read-only into
+    /// `root` at the same place) in `root`.
+    pub fn new(program: &Path, root: Root) -> Self {
+        Self {
+            program: program.to_path_buf(),
+            args: Vec::new(),
+            env: Vec::new(),
+            fds: Vec::new(),
+            hostname: c"labfy".to_owned(),
+            root,
+            writable: Vec::new(),
+            limits: Vec::new(),
+            landlock: true,
+            tcp_connect: false,
+            seccomp: None,
+        }
+    }
+
+    /// One more argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// One environment variable (the environment starts empty).
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Self {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// A listening socket passed as fd 3 (`LISTEN_FDS=1` is the caller's to set).
+    pub fn listener(&mut self, fd: RawFd) -> &mut Self {
+        self.pass_fd(fd, 3)
+    }
+
+    /// `fd` passed to the child as descriptor `target` (3 to
+    /// 3 + [`MAX_FDS`] − 1); every other descriptor closes at exec.
+    pub fn pass_fd(&mut self, fd: RawFd, target: RawFd) -> &mut Self {
+        self.fds.retain(|(_, t)| *t != target);
+        self.fds.push((fd, target));
+        self
+    }
+
+    /// The host name inside (default `labfy`).
+    pub fn hostname(&mut self, name: &str) -> Result<&mut Self, SpawnError> {
+        self.hostname = CString::new(name).map_err(|_| SpawnError::prepare("host name holds a NUL"))?;
+        Ok(self)
+    }
+
+    /// A directory the child may write (it must also be bound writable in
+    /// the root): Landlock names it.
+    pub fn may_write(&mut self, path: &Path) -> &mut Self {
+        self.writable.push(path.to_path_buf());
+        self
+    }
+
+    /// A resource limit (`libc::RLIMIT_*`), soft and hard alike.
+    pub fn limit(&mut self, resource: u32, value: u64) -> &mut Self {
+        self.limits.push((resource, value));
+        self
+    }
+
+    /// TCP connections allowed through Landlock (the network namespace still
+    /// has loopback only).
+    pub fn tcp_connect(&mut self, allowed: bool) -> &mut Self {
+        self.tcp_connect = allowed;
+        self
+    }
+
+    /// The system-call allow-list; without one the child runs unfiltered.
+    pub fn seccomp(&mut self, policy: Policy) -> &mut Self {
+        self.seccomp = Some(policy);
+        self
+    }
+
+    fn landlock_rules(&self, abi: u32) -> Result<Rules, SpawnError> {
+        let mut rules = Rules::new(abi);
+        let program = std::fs::canonicalize(&self.program).map_err(|e| SpawnError {
+            step: Step::Prepare,
+            source: e,
+            detail: self.program.display().to_string(),
+        })?;
+        rules.executable(&program)?;
+        for system in ["/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"] {
+            let p = Path::new(system);
+            if p.is_dir() && !p.is_symlink() {
+                rules.executable(p)?;
+            }
+        }
+        for w in &self.writable {
+            let real = std::fs::canonicalize(w).map_err(|e| SpawnError {
+                step: Step::Prepare,
+                source: e,
+                detail: w.display().to_string(),
+            })?;
+            rules.writable(&real)?;
+        }
+        rules.writable(Path::new("/tmp"))?;
+        for d in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"] {
+            if Path::new(d).exists() {
+                rules.device(Path::new(d))?;
+            }
+        }
+        if self.tcp_connect {
+            rules.allow_tcp_connect();
+        }
+        Ok(rules)
+    }
+
+    /// What [`Jail::spawn`] will apply on this kernel.
+    pub fn confinement(&self) -> Confinement {
+        let mut applied = vec![NAMESPACE_NAMES.to_owned(), "minimal root (pivot_root)".to_owned()];
+        let mut missing = Vec::new();
+        match crate::landlock::abi() {
+            Some(abi) => match self.landlock_rules(abi) {
+                Ok(r) if self.landlock => applied.push(r.describe()),
+                _ => missing.push("Landlock (not requested)".into()),
+            },
+            None => missing.push("Landlock (this kernel has none, or it is disabled)".into()),
+        }
+        match &self.seccomp {
+            Some(p) => applied.push(p.describe()),
+            None => missing.push("seccomp (not requested)".into()),
+        }
+        applied.push("no capabilities, no_new_privs".into());
+        Confinement { applied, missing }
+    }
+
+    fn prepare(&mut self) -> Result<Prepared, SpawnError> {
+        let mut targets: Vec<RawFd> = self.fds.iter().map(|(_, t)| *t).collect();
+        targets.sort_unstable();
+        if self.fds.len() > MAX_FDS || targets.iter().zip(3..).any(|(t, want)| *t != want) {
+            return Err(SpawnError::prepare(format!(
+                "descriptors are passed as 3, 4… in a row, at most {MAX_FDS}: {targets:?}"
+            )));
+        }
+        if self.args.len() > MAX_ARGS || self.env.len() > MAX_ARGS {
+            return Err(SpawnError::prepare(format!("more than {MAX_ARGS} arguments or variables")));
+        }
+        if !self.program.is_absolute() {
+            return Err(SpawnError::prepare(format!("{} is not an absolute path", self.program.display())));
+        }
+        let program_real = std::fs::canonicalize(&self.program).map_err(|e| SpawnError {
+            step: Step::Prepare,
+            source: e,
+            detail: self.program.display().to_string(),
+        })?;
+        self.root.read_only(&program_real)?;
+        let program = cstring(program_real.as_os_str())?;
+        let mut argv = vec![cstring(self.program.as_os_str())?];
+        for a in &self.args {
+            argv.push(cstring(a)?);
+        }
+        let mut envp = Vec::new();
+        for (k, v) in &self.env {
+            let mut kv = k.clone();
+            kv.push("=");
+            kv.push(v);
+            envp.push(cstring(&kv)?);
+        }
+        let ptrs = |v: &[CString]| v.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        // SAFETY: geteuid/getegid take no arguments and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let map = |id: u32| CString::new(format!("{id} {id} 1\n")).map_err(|_| SpawnError::prepare("id map"));
+        let seccomp = match &self.seccomp {
+            Some(p) => p
+                .compile()?
+                .into_iter()
+                .map(|prog| {
+                    prog.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let landlock = match crate::landlock::abi() {
+            Some(abi) if self.landlock => Some(self.landlock_rules(abi)?),
+            _ => None,
+        };
+        // The new root is assembled on a tmpfs mounted over this directory of
+        // the child's private mount namespace (the host never sees it).
+        let staging = ["/tmp", "/mnt", "/media", "/srv"]
+            .into_iter()
+            .find(|d| Path::new(d).is_dir())
+            .ok_or_else(|| SpawnError::prepare("no directory to assemble the root on (/tmp, /mnt…)"))?;
+        Ok(Prepared {
+            argv_ptrs: ptrs(&argv),
+            envp_ptrs: ptrs(&envp),
+            _argv: argv,
+            _envp: envp,
+            program,
+            uid_map: map(uid)?,
+            gid_map: map(gid)?,
+            staging: CString::new(staging).map_err(|_| SpawnError::prepare("staging"))?,
+            seccomp,
+            landlock,
+        })
+    }
+
+    /// Starts the child. Returns once it has reached `execve` (or failed a
+    /// step: then it has exited and been reaped, and the error names the
+    /// step).
+    pub fn spawn(mut self) -> Result<(ConfinedChild, Confinement), SpawnError> {
+        let mut confinement = self.confinement();
+        let plan = self.prepare()?;
+        let (read_end, write_end) = report_pipe().map_err(|e| SpawnError::new(Step::Prepare, e))?;
+        let mut pidfd: libc::c_int = -1;
+        let args = CloneArgs {
+            flags: NAMESPACES | libc::CLONE_PIDFD as u64,
+            pidfd: &mut pidfd as *mut libc::c_int as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            ..CloneArgs::default()
+        };
+        // SAFETY: clone3 with a clone_args of the size passed and no stack:
+        // fork semantics. The child runs only `child_main`, which makes
+        // async-signal-safe system calls on memory prepared above and never
+        // returns.
+        let pid =
+            unsafe { libc::syscall(libc::SYS_clone3, &args as *const CloneArgs, std::mem::size_of::<CloneArgs>()) };
+        if pid == 0 {
+            // SAFETY: closing the parent's end in the child's copy.
+            unsafe { libc::close(read_end) };
+            self.child_main(&plan, write_end);
+        }
+        // SAFETY: closing our copy of the child's end.
+        unsafe { libc::close(write_end) };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: closing our own descriptor.
+            unsafe { libc::close(read_end) };
+            return Err(SpawnError::new(Step::Clone, e));
+        }
+        // SAFETY: clone3 wrote a fresh pidfd that nothing else owns.
+        let child = ConfinedChild::new(pid as u32, unsafe { OwnedFd::from_raw_fd(pidfd) });
+        let reports = read_reports(read_end);
+        for (fatal, step, errno) in reports {
+            let err = io::Error::from_raw_os_error(errno);
+            if fatal {
+                let mut child = child;
+                // The child exits right after a fatal report.
+                while let Ok(None) = child.try_wait() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                return Err(SpawnError::new(step, err));
+            }
+            confinement.missing.push(format!("{step}: {err}"));
+        }
+        Ok((child, confinement))
+    }
+
+    /// The child's side: every step in order, then `execve`; on a failure,
+    /// a fatal report and `_exit(127)`. Never returns.
+    fn child_main(&self, plan: &Prepared, report: RawFd) -> ! {
+        let failed = match self.child_steps(plan, report) {
+            Ok(()) => (Step::Exec, io::Error::last_os_error()),
+            Err(e) => e,
+        };
+        send(report, true, failed.0, failed.1.raw_os_error().unwrap_or(libc::EIO));
+        // SAFETY: _exit is async-signal-safe and runs no destructor.
+        unsafe { libc::_exit(127) }
+    }
+
+    /// Steps 2–13; returns only on failure (or if `execve` returns).
+    fn child_steps(&self, plan: &Prepared, report: RawFd) -> Result<(), (Step, io::Error)> {
+        let at = |step: Step| move |e: io::Error| (step, e);
+
+        // 2. Die with the parent. PID 1 of a namespace ignores signals it
+        //    has no handler for, so SIGKILL. Dumpable again for the maps
+        //    (the supervisor is not dumpable, and /proc/self would be root's).
+        raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong).map_err(at(Step::ParentDeath))?;
+        raw::prctl(libc::PR_SET_DUMPABLE, 1).map_err(at(Step::ParentDeath))?;
+
+        // 3. Identity maps: the same ids inside as outside, so file access
+        //    and the SO_PEERCRED seen by the other daemons are unchanged.
+        raw::write_file(c"/proc/self/setgroups", b"deny").map_err(at(Step::IdMaps))?;
+        raw::write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+        raw::write_file(c"/proc/self/gid_map", plan.gid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+
+        // 4. Its own host name.
+        let name = self.hostname.as_bytes();
+        // SAFETY: a buffer of the stated length.
+        raw::check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map_err(at(Step::Hostname))?;
+
+        // 5. A session of its own: no controlling terminal (nothing to type
+        //    into with TIOCSTI), and a Ctrl-C in the operator's terminal
+        //    reaches the supervisor only. stdin and stdout are /dev/null;
+        //    stderr stays the supervisor's (the log).
+        //    The passed descriptors take their numbers (3, 4…); every
+        //    descriptor above them is marked close-on-exec (the report pipe
+        //    already is).
+        // SAFETY: setsid and descriptor operations on integers and a constant path.
+        unsafe {
+            raw::check(libc::setsid()).map_err(at(Step::Descriptors))?;
+            let null = raw::check(libc::open(c"/dev/null".as_ptr(), libc::O_RDWR)).map_err(at(Step::Descriptors))?;
+            raw::check(libc::dup2(null, 0)).map_err(at(Step::Descriptors))?;
+            raw::check(libc::dup2(null, 1)).map_err(at(Step::Descriptors))?;
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+        // Each passed descriptor is first copied above the range (one may sit
+        // on another's target), then placed; dup2 clears close-on-exec.
+        let mut high = [-1 as RawFd; MAX_FDS];
+        for (i, (fd, _)) in self.fds.iter().enumerate() {
+            // SAFETY: fcntl on a descriptor the caller passed.
+            high[i] = raw::check(unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, REPORT_FD_MIN) })
+                .map_err(at(Step::Descriptors))?;
+        }
+        for (i, (_, target)) in self.fds.iter().enumerate() {
+            // SAFETY: descriptor operations on integers.
+            raw::check(unsafe { libc::dup2(high[i], *target) }).map_err(at(Step::Descriptors))?;
+        }
+        let first_closed = 3 + self.fds.len() as libc::c_uint;
+        // SAFETY: close_range with plain integers.
+        raw::check(unsafe { libc::close_range(first_closed, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) })
+            .map_err(at(Step::Descriptors))?;
+
+        // 6. The minimal root: nothing propagates back to the host; the new
+        //    root is a tmpfs holding only what `Root` names; a private /proc
+        //    of the new PID namespace (mounted while the host's is still
+        //    visible, which the kernel requires); pivot_root; the old root
+        //    detached; the new root read-only.
+        raw::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(at(Step::Root))?;
+        self.root.build(&plan.staging).map_err(at(Step::Root))?;
+        if self.root.proc {
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            // A service manager may forbid it (a masked host /proc); then the
+            // child runs without /proc, and the parent reports it.
+            if let Err(e) = raw::mount(Some(c"proc"), c"proc", Some(c"proc"), flags, None) {
+                send(report, false, Step::Proc, e.raw_os_error().unwrap_or(libc::EIO));
+            }
+        }
+        raw::pivot_here().map_err(at(Step::PivotRoot))?;
+        raw::set_readonly(c"/", true, false).map_err(at(Step::PivotRoot))?;
+
+        // 7. Loopback, the only interface of the new network namespace.
+        raw::loopback_up().map_err(at(Step::Loopback))?;
+
+        // 8. Limits (core dumps off, open files bounded…).
+        for (resource, value) in &self.limits {
+            raw::set_limit(*resource, *value).map_err(at(Step::Limits))?;
+        }
+
+        // 9. Nothing exec'd from here on can gain a privilege (and Landlock
+        //    and seccomp require it of an unprivileged caller).
+        raw::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(at(Step::NoNewPrivs))?;
+
+        // 10. Landlock, on the paths of the new root.
+        if let Some(rules) = &plan.landlock {
+            rules.enforce().map_err(at(Step::Landlock))?;
+        }
+
+        // 11. No capability survives exec, not even inside the namespaces.
+        raw::drop_capabilities().map_err(at(Step::Capabilities))?;
+
+        // 12. Seccomp last: it forbids mount, prctl and the rest used above.
+        for program in &plan.seccomp {
+            raw::install_seccomp(program).map_err(at(Step::Seccomp))?;
+        }
+
+        // 13. execve; it returns only on failure.
+        // SAFETY: NUL-terminated program path and null-terminated arrays of
+        // pointers into CStrings that live in `plan`.
+        unsafe { libc::execve(plan.program.as_ptr(), plan.argv_ptrs.as_ptr(), plan.envp_ptrs.as_ptr()) };
+        Err((Step::Exec, io::Error::last_os_error()))
+    }
+}
+
+/// A close-on-exec pipe whose descriptors are above fd 3.
+fn report_pipe() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    raw::check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    let high = |fd: RawFd| -> io::Result<RawFd> {
+        // SAFETY: fcntl on a descriptor of ours; the original is closed.
+        let h = raw::check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, REPORT_FD_MIN) });
+        unsafe { libc::close(fd) };
+        h
+    };
+    Ok((high(fds[0])?, high(fds[1])?))
+}
+
+/// A report record, ignoring write failures (the parent then sees EOF and
+/// the exit status).
+fn send(fd: RawFd, fatal: bool, step: Step, errno: i32) {
+    let mut rec = [0u8; RECORD];
+    rec[0] = u8::from(!fatal);
+    rec[1] = step as u8;
+    rec[2..].copy_from_slice(&errno.to_le_bytes());
+    raw::write_all(fd, &rec);
+}
+
+/// Reads every record until EOF (the child's exec or exit closes its end).
+fn read_reports(fd: RawFd) -> Vec<(bool, Step, i32)> {
+    // SAFETY: we own `fd`; File closes it.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut buf = Vec::new();
+    let _ = io::Read::read_to_end(&mut file, &mut buf);
+    buf.chunks_exact(RECORD)
+        .map(|r| (r[0] == 0, Step::from_u8(r[1]), i32::from_le_bytes([r[2], r[3], r[4], r[5]])))
+        .collect()
+}
+
+impl fmt::Debug for Jail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Jail").field("program", &self.program).field("args", &self.args).finish_non_exhaustive()
+    }
+}

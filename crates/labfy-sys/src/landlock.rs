@@ -1,0 +1,233 @@
+//! Landlock (SPEC T1), through its three system calls: the ABI is probed in
+//! the parent; the ruleset is created, filled and enforced in the child,
+//! after `pivot_root`, on the paths of the new root.
+//!
+//! What it adds to the namespaces and the minimal root: file access by path
+//! even inside the child's own tree (its root is read-only and executable,
+//! only the paths it is given are writable), no TCP `bind` (and no TCP
+//! `connect` unless asked), and — ABI 6 — abstract Unix sockets and signals
+//! scoped to the child's own domain.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::error::SpawnError;
+use crate::raw::{check, check_long};
+
+/// `landlock_create_ruleset(2)`.
+const SYS_LANDLOCK_CREATE_RULESET: libc::c_long = 444;
+/// `landlock_add_rule(2)`.
+const SYS_LANDLOCK_ADD_RULE: libc::c_long = 445;
+/// `landlock_restrict_self(2)`.
+const SYS_LANDLOCK_RESTRICT_SELF: libc::c_long = 446;
+/// `LANDLOCK_CREATE_RULESET_VERSION`.
+const CREATE_RULESET_VERSION: u32 = 1;
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// `LANDLOCK_ACCESS_FS_*`, by ABI.
+mod fs {
+    pub const EXECUTE: u64 = 1 << 0;
+    pub const WRITE_FILE: u64 = 1 << 1;
+    pub const READ_FILE: u64 = 1 << 2;
+    pub const READ_DIR: u64 = 1 << 3;
+    pub const REMOVE_DIR: u64 = 1 << 4;
+    pub const REMOVE_FILE: u64 = 1 << 5;
+    pub const MAKE_CHAR: u64 = 1 << 6;
+    pub const MAKE_DIR: u64 = 1 << 7;
+    pub const MAKE_REG: u64 = 1 << 8;
+    pub const MAKE_SOCK: u64 = 1 << 9;
+    pub const MAKE_FIFO: u64 = 1 << 10;
+    pub const MAKE_BLOCK: u64 = 1 << 11;
+    pub const MAKE_SYM: u64 = 1 << 12;
+    /// ABI 2.
+    pub const REFER: u64 = 1 << 13;
+    /// ABI 3.
+    pub const TRUNCATE: u64 = 1 << 14;
+    /// ABI 5.
+    pub const IOCTL_DEV: u64 = 1 << 15;
+}
+
+/// `LANDLOCK_ACCESS_NET_*` (ABI 4).
+const NET_BIND_TCP: u64 = 1 << 0;
+const NET_CONNECT_TCP: u64 = 1 << 1;
+/// `LANDLOCK_SCOPE_*` (ABI 6).
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The Landlock ABI of the running kernel; `None` when it has none (or it
+/// is disabled at boot).
+pub fn abi() -> Option<u32> {
+    // SAFETY: the documented probe: null attributes, size 0, the VERSION flag.
+    let rc = unsafe {
+        libc::syscall(SYS_LANDLOCK_CREATE_RULESET, std::ptr::null::<RulesetAttr>(), 0usize, CREATE_RULESET_VERSION)
+    };
+    (rc > 0).then_some(rc as u32)
+}
+
+/// Every file-system right the given ABI knows.
+fn fs_all(abi: u32) -> u64 {
+    let mut all = fs::EXECUTE
+        | fs::WRITE_FILE
+        | fs::READ_FILE
+        | fs::READ_DIR
+        | fs::REMOVE_DIR
+        | fs::REMOVE_FILE
+        | fs::MAKE_CHAR
+        | fs::MAKE_DIR
+        | fs::MAKE_REG
+        | fs::MAKE_SOCK
+        | fs::MAKE_FIFO
+        | fs::MAKE_BLOCK
+        | fs::MAKE_SYM;
+    if abi >= 2 {
+        all |= fs::REFER;
+    }
+    if abi >= 3 {
+        all |= fs::TRUNCATE;
+    }
+    if abi >= 5 {
+        all |= fs::IOCTL_DEV;
+    }
+    all
+}
+
+/// Rights on the read-only part of the tree.
+const READ: u64 = fs::READ_FILE | fs::READ_DIR;
+
+/// What a child may do, by path, once Landlock is enforced.
+#[derive(Debug)]
+pub struct Rules {
+    abi: u32,
+    /// Paths (inside the new root) and their rights.
+    paths: Vec<(CString, u64)>,
+    allow_tcp_connect: bool,
+}
+
+/// Most paths one ruleset names.
+pub const MAX_RULES: usize = 16;
+
+impl Rules {
+    /// Rules for `abi`: the whole tree readable, nothing executable or
+    /// writable yet, no TCP bind, no TCP connect unless
+    /// [`Rules::allow_tcp_connect`].
+    pub fn new(abi: u32) -> Self {
+        Self { abi, paths: vec![(c"/".to_owned(), READ)], allow_tcp_connect: false }
+    }
+
+    fn push(&mut self, path: &Path, rights: u64) -> Result<&mut Self, SpawnError> {
+        if self.paths.len() >= MAX_RULES {
+            return Err(SpawnError::prepare(format!("more than {MAX_RULES} Landlock rules")));
+        }
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| SpawnError::prepare("a path holds a NUL"))?;
+        self.paths.push((c, rights));
+        Ok(self)
+    }
+
+    /// Programs and libraries under `path` may be executed (`/usr`, the
+    /// child's own program).
+    pub fn executable(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let rights = if path.is_dir() { READ | fs::EXECUTE } else { fs::READ_FILE | fs::EXECUTE };
+        self.push(path, rights)
+    }
+
+    /// `path` (inside the new root) and everything below it writable:
+    /// files written, created, removed; directories and sockets made.
+    pub fn writable(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let rights = fs_all(self.abi) & !(fs::MAKE_CHAR | fs::MAKE_BLOCK | fs::EXECUTE | fs::IOCTL_DEV);
+        self.push(path, rights)
+    }
+
+    /// `path`, a device file, readable and writable (`/dev/null`).
+    pub fn device(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let truncate = if self.abi >= 3 { fs::TRUNCATE } else { 0 };
+        self.push(path, fs::READ_FILE | fs::WRITE_FILE | truncate)
+    }
+
+    /// TCP connections allowed (the local model's loopback port, whose number
+    /// is not known in advance); the network namespace still has loopback only.
+    pub fn allow_tcp_connect(&mut self) -> &mut Self {
+        self.allow_tcp_connect = true;
+        self
+    }
+
+    /// The ABI these rules were written for.
+    pub fn abi(&self) -> u32 {
+        self.abi
+    }
+
+    /// What enforcement covers, for reports.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!("Landlock ABI {}: file access by path", self.abi)];
+        if self.abi >= 4 {
+            parts.push(if self.allow_tcp_connect { "no TCP bind".into() } else { "no TCP bind or connect".into() });
+        }
+        if self.abi >= 6 {
+            parts.push("abstract Unix sockets and signals scoped".into());
+        }
+        parts.join(", ")
+    }
+
+    /// Creates, fills and enforces the ruleset on the calling (child)
+    /// process. Async-signal-safe: system calls on memory prepared before.
+    pub(crate) fn enforce(&self) -> io::Result<()> {
+        let mut net = 0;
+        if self.abi >= 4 {
+            net = NET_BIND_TCP | if self.allow_tcp_connect { 0 } else { NET_CONNECT_TCP };
+        }
+        let scoped = if self.abi >= 6 { SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL } else { 0 };
+        let attr = RulesetAttr { handled_access_fs: fs_all(self.abi), handled_access_net: net, scoped };
+        // Older ABIs read a shorter structure.
+        let size = match self.abi {
+            1..=3 => std::mem::size_of::<u64>(),
+            4 | 5 => 2 * std::mem::size_of::<u64>(),
+            _ => std::mem::size_of::<RulesetAttr>(),
+        };
+        // SAFETY: a ruleset attribute of at least `size` bytes.
+        let ruleset =
+            check_long(unsafe { libc::syscall(SYS_LANDLOCK_CREATE_RULESET, &attr as *const RulesetAttr, size, 0u32) })?
+                as libc::c_int;
+        let outcome = self.fill(ruleset).and_then(|()| {
+            // SAFETY: a ruleset descriptor of ours.
+            check_long(unsafe { libc::syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0u32) }).map(drop)
+        });
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(ruleset) };
+        outcome
+    }
+
+    fn fill(&self, ruleset: libc::c_int) -> io::Result<()> {
+        for (path, rights) in &self.paths {
+            add_path(ruleset, path, *rights)?;
+        }
+        Ok(())
+    }
+}
+
+fn add_path(ruleset: libc::c_int, path: &CStr, rights: u64) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; the O_PATH descriptor is closed below.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    let attr = PathBeneathAttr { allowed_access: rights, parent_fd: fd };
+    // SAFETY: a path-beneath attribute on this stack frame.
+    let rc = check_long(unsafe {
+        libc::syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, &attr as *const PathBeneathAttr, 0u32)
+    });
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(fd) };
+    rc.map(drop)
+}

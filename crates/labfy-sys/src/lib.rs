@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+// This crate is where Labfy's system-call `unsafe` lives (STYLE 4): each
+// block says why it is sound in a `SAFETY:` comment.
+#![allow(unsafe_code)]
+
+mod child;
+mod error;
+mod jail;
+pub mod landlock;
+mod raw;
+mod root;
+pub mod seccomp;
+
+pub use child::ConfinedChild;
+pub use error::{SpawnError, Step};
+pub use jail::{Confinement, Jail};
+pub use root::Root;

@@ -1,0 +1,257 @@
+//! `labfy-confinement-probe`: plays a compromised workspace server (SPEC T1,
+//! T3). Started by `labfy up` in the server's place (`LABFY_SERVER_BIN`), it
+//! is confined by exactly the server's sequence and attempts each escape:
+//! host Unix sockets (by path and abstract), signals and `/proc` of a host
+//! process, files outside its data, writes to the socket directory and to
+//! egress's state, `AF_INET`/`AF_INET6`/`AF_NETLINK`/`AF_PACKET` sockets,
+//! `ptrace`, `mount`, `setns`, `unshare`, namespaces through `clone` and
+//! `clone3`, `bpf`, `keyctl`, typing into a terminal. Run directly, with the
+//! same arguments, it is the control: the same attempts from an unconfined
+//! process, which must differ (tests/confinement.rs).
+//!
+//! It reads its targets from `<data-dir>/confinement-probe.targets`
+//! (`key=value` lines: `unix`, `abstract`, `pid`, `file`, `tcp`, `mount`)
+//! and prints one line per attempt on stderr: `PROBE <name> ok` or
+//! `PROBE <name> errno <n>`, then `PROBE-END`. Diagnostics only: it is not
+//! part of the Debian package.
+
+// Each attempt is a raw system call, on purpose.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+fn report(name: &str, rc: io::Result<()>) {
+    match rc {
+        Ok(()) => eprintln!("PROBE {name} ok"),
+        Err(e) => eprintln!("PROBE {name} errno {}", e.raw_os_error().unwrap_or(-1)),
+    }
+}
+
+fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
+}
+
+/// Runs `f` in a forked child (for attempts that would change this
+/// process); the child's exit code is the errno, 0 for success.
+fn in_child(f: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    // SAFETY: the probe is single-threaded; the child makes system calls
+    // and exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let code = match f() {
+            Ok(()) => 0,
+            Err(e) => e.raw_os_error().unwrap_or(255).min(255),
+        };
+        // SAFETY: leaving the child without running destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match libc::WEXITSTATUS(status) {
+        0 => Ok(()),
+        n => Err(io::Error::from_raw_os_error(n)),
+    }
+}
+
+fn socket(family: i32, kind: i32, proto: i32) -> io::Result<i32> {
+    // SAFETY: socket(2) with integers.
+    let fd = unsafe { libc::socket(family, kind | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 { Err(io::Error::last_os_error()) } else { Ok(fd) }
+}
+
+fn close(fd: i32) {
+    // SAFETY: closing a descriptor of ours.
+    unsafe { libc::close(fd) };
+}
+
+fn connect_unix(path: &[u8]) -> io::Result<()> {
+    let fd = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0)?;
+    // SAFETY: a zeroed sockaddr_un filled within its bounds.
+    let rc = unsafe {
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let n = path.len().min(addr.sun_path.len() - 1);
+        for (i, b) in path[..n].iter().enumerate() {
+            addr.sun_path[i] = *b as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + n) as libc::socklen_t;
+        libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len)
+    };
+    let out = if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
+    close(fd);
+    out
+}
+
+fn connect_tcp(port: u16) -> io::Result<()> {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0)?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a sockaddr_in of the stated size.
+    let rc =
+        unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&addr) as u32) };
+    let out = if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
+    close(fd);
+    out
+}
+
+fn open_socket(family: i32, kind: i32, proto: i32) -> io::Result<()> {
+    socket(family, kind, proto).map(close)
+}
+
+fn create_file(path: &Path) -> io::Result<()> {
+    std::fs::write(path, b"probe")?;
+    std::fs::remove_file(path)
+}
+
+fn main() {
+    let mut data = None;
+    let mut run = None;
+    let mut args = std::env::args_os().skip(1);
+    while let Some(a) = args.next() {
+        match a.to_str() {
+            Some("--data-dir") => data = args.next().map(PathBuf::from),
+            Some("--runtime-dir") => run = args.next().map(PathBuf::from),
+            _ => {}
+        }
+    }
+    let (Some(data), Some(run)) = (data, run) else {
+        eprintln!("usage: labfy-confinement-probe --data-dir D --runtime-dir R");
+        std::process::exit(2);
+    };
+    let targets = std::fs::read_to_string(data.join("confinement-probe.targets")).unwrap_or_default();
+    let get = |key: &str| -> Vec<String> {
+        targets.lines().filter_map(|l| l.strip_prefix(key)?.strip_prefix('=').map(str::to_owned)).collect()
+    };
+
+    // Where it stands.
+    eprintln!("PROBE-PID {}", std::process::id());
+    let visible = std::fs::read_dir("/proc")
+        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok()).count())
+        .unwrap_or(0);
+    eprintln!("PROBE-PROCS {visible}");
+
+    // Host services by path, and by abstract name.
+    for (i, path) in get("unix").iter().enumerate() {
+        report(&format!("unix_socket_{i}"), connect_unix(path.as_bytes()));
+    }
+    for name in get("abstract") {
+        let mut raw = vec![0u8];
+        raw.extend_from_slice(name.as_bytes());
+        report("abstract_socket", connect_unix(&raw));
+    }
+    // Host processes: signal, /proc, ptrace.
+    for pid in get("pid").iter().filter_map(|p| p.parse::<i32>().ok()) {
+        // SAFETY: kill(2) with signal 0 (existence and permission only).
+        report("signal_host_process", check(unsafe { libc::kill(pid, 0) } as libc::c_long).map(drop));
+        report("proc_of_host_process", std::fs::metadata(format!("/proc/{pid}/status")).map(drop));
+        report(
+            "ptrace_host_process",
+            in_child(|| {
+                // SAFETY: PTRACE_ATTACH on a pid; the child exits right after.
+                check(unsafe { libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0) }).map(drop)
+            }),
+        );
+    }
+    // Files outside its data.
+    for (i, f) in get("file").iter().enumerate() {
+        report(&format!("read_host_file_{i}"), std::fs::read(f).map(drop));
+    }
+    // The socket directory and egress's state: not writable; its own data:
+    // writable.
+    report("write_socket_dir", create_file(&run.join("probe-planted")));
+    report("replace_supervisor_socket", std::fs::remove_file(run.join("supervisor.sock")));
+    report("rewrite_ipc_secret", std::fs::OpenOptions::new().write(true).open(run.join("ipc.secret")).map(drop));
+    report("write_egress_state", create_file(&data.join("egress").join("probe-planted")));
+    report("write_own_data", create_file(&data.join("probe-planted")));
+    // Sockets of other families.
+    report("socket_inet", open_socket(libc::AF_INET, libc::SOCK_STREAM, 0));
+    report("socket_inet6", open_socket(libc::AF_INET6, libc::SOCK_STREAM, 0));
+    report("socket_netlink", open_socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE));
+    report("socket_packet", open_socket(libc::AF_PACKET, libc::SOCK_RAW, 0));
+    for port in get("tcp").iter().filter_map(|p| p.parse::<u16>().ok()) {
+        report("tcp_connect_host", connect_tcp(port));
+    }
+    // Privileged operations.
+    for target in get("mount") {
+        let t = CString::new(target).unwrap_or_default();
+        report(
+            "mount_tmpfs",
+            in_child(|| {
+                // SAFETY: mount(2) with NUL-terminated strings; undone at once.
+                let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), t.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+                check(rc as libc::c_long)?;
+                // SAFETY: same target.
+                unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
+                Ok(())
+            }),
+        );
+    }
+    report(
+        "setns",
+        in_child(|| {
+            let ns = std::fs::File::open("/proc/self/ns/net")?;
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on a namespace descriptor of ours.
+            check(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } as libc::c_long).map(drop)
+        }),
+    );
+    report(
+        "unshare_user",
+        in_child(|| {
+            // SAFETY: unshare(2) in a forked child.
+            check(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as libc::c_long).map(drop)
+        }),
+    );
+    report(
+        "clone_new_namespace",
+        in_child(|| {
+            // SAFETY: a fork-like clone whose child exits at once.
+            let pid = check(unsafe {
+                libc::syscall(libc::SYS_clone, (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong, 0, 0, 0, 0)
+            })?;
+            if pid == 0 {
+                // SAFETY: leaving the grandchild.
+                unsafe { libc::_exit(0) };
+            }
+            Ok(())
+        }),
+    );
+    report(
+        "clone3",
+        in_child(|| {
+            let args = [0u64; 11];
+            let mut a = args;
+            a[4] = libc::SIGCHLD as u64;
+            // SAFETY: clone3 with a zeroed clone_args (fork semantics).
+            let pid = check(unsafe { libc::syscall(libc::SYS_clone3, a.as_ptr(), std::mem::size_of_val(&a)) })?;
+            if pid == 0 {
+                // SAFETY: leaving the grandchild.
+                unsafe { libc::_exit(0) };
+            }
+            Ok(())
+        }),
+    );
+    // SAFETY: bpf(2) with a null attribute: refused one way or another.
+    report("bpf", check(unsafe { libc::syscall(libc::SYS_bpf, 0, std::ptr::null::<u8>(), 0) }).map(drop));
+    report(
+        "keyctl",
+        // SAFETY: keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0).
+        check(unsafe { libc::syscall(libc::SYS_keyctl, 0, -3i64, 0) }).map(drop),
+    );
+    let c = b'x';
+    // SAFETY: TIOCSTI with a pointer to one byte.
+    report("tiocsti", check(unsafe { libc::ioctl(2, libc::TIOCSTI, &c) } as libc::c_long).map(drop));
+    eprintln!("PROBE-END");
+    // As the server would, stay up until stopped: the supervisor keeps us.
+    std::thread::sleep(std::time::Duration::from_secs(3600));
+}

@@ -1,0 +1,246 @@
+//! Proof that the workspace server is confined as if it were compromised
+//! (SPEC T1, T3): `labfy-confinement-probe`, started by `labfy up` in the
+//! server's place — the same program slot, the same `labfy-sys` sequence,
+//! the same credentials — attempts each escape, and each must fail with the
+//! expected errno; the same probe run directly (the control) must get a
+//! different answer for every one of them, so no check passes vacuously.
+//! The host listeners it aims at must see no connection.
+//! (Attached to the `labfy` package.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+use support::*;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_labfy");
+const PROBE: &str = env!("CARGO_BIN_EXE_labfy-confinement-probe");
+
+/// What one probe run printed: attempt → `ok` or `errno N`, plus its pid,
+/// the processes it saw, and every other line (for failure messages).
+#[derive(Debug, Default)]
+struct Report {
+    results: BTreeMap<String, String>,
+    pid: u32,
+    procs: usize,
+    log: String,
+}
+
+impl Report {
+    fn get(&self, name: &str) -> &str {
+        self.results.get(name).map(String::as_str).unwrap_or_else(|| panic!("no result for {name}:\n{}", self.log))
+    }
+}
+
+/// Reads `child`'s stderr until `PROBE-END` (bounded by [`WAIT`]).
+fn read_report(child: &mut Child) -> Report {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = Report::default();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            r.log.push_str(&line);
+            r.log.push('\n');
+            if let Some(rest) = line.strip_prefix("PROBE ") {
+                let (name, result) = rest.split_once(' ').unwrap();
+                r.results.insert(name.to_owned(), result.to_owned());
+            } else if let Some(p) = line.strip_prefix("PROBE-PID ") {
+                r.pid = p.parse().unwrap();
+            } else if let Some(n) = line.strip_prefix("PROBE-PROCS ") {
+                r.procs = n.parse().unwrap();
+            } else if line == "PROBE-END" {
+                let _ = tx.send(std::mem::take(&mut r));
+            }
+        }
+    });
+    rx.recv_timeout(WAIT).expect("the probe did not finish in time")
+}
+
+fn errno(n: i32) -> String {
+    format!("errno {n}")
+}
+
+#[test]
+fn a_compromised_server_reaches_no_host_service_process_or_file() {
+    let root = nix_euid() == 0;
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let run = runtime_dir(&data);
+
+    // Host services the probe aims at: Unix sockets by path (the host's
+    // temporary directory, and /run when we may write there: stand-ins for
+    // D-Bus, systemd, docker, an ssh agent), an abstract one, a TCP port.
+    let mut unix_paths = vec![dir.path().join("host-service.sock")];
+    let run_sock = Path::new("/run").join(format!("labfy-probe-{}.sock", std::process::id()));
+    if root {
+        unix_paths.push(run_sock.clone());
+    }
+    let unix: Vec<UnixListener> = unix_paths.iter().map(|p| UnixListener::bind(p).unwrap()).collect();
+    let abstract_name = format!("labfy-probe-{}", std::process::id());
+    let abs = UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for l in &unix {
+        l.set_nonblocking(true).unwrap();
+    }
+    abs.set_nonblocking(true).unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    // A host process, a host file of ours (0600), a directory to mount on.
+    let sleeper = Guard(Command::new("sleep").arg("300").spawn().unwrap());
+    let secret = dir.path().join("host-secret");
+    std::fs::write(&secret, "host only").unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut targets = String::new();
+    for p in &unix_paths {
+        targets.push_str(&format!("unix={}\n", p.display()));
+    }
+    targets.push_str(&format!("abstract={abstract_name}\npid={}\n", sleeper.0.id()));
+    targets.push_str(&format!("file={}\n", secret.display()));
+    if root && Path::new("/etc/shadow").exists() {
+        targets.push_str("file=/etc/shadow\n");
+    }
+    targets.push_str(&format!("tcp={}\nmount={}\n", tcp.local_addr().unwrap().port(), mnt.display()));
+    std::fs::write(data.join("confinement-probe.targets"), &targets).unwrap();
+
+    // 1. Confined: `labfy up` starts the probe as its workspace server.
+    let mut up = Command::new(BIN)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .env("LABFY_SERVER_BIN", PROBE)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let jailed = read_report(&mut up);
+    let up = Guard(up);
+    // `labfy status` says how the server is confined (T1: loudly).
+    let status = wait_for("the server's confinement in labfy status", || {
+        let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(&run).output().ok()?;
+        Some(String::from_utf8_lossy(&o.stdout).into_owned()).filter(|s| s.contains("confinement:"))
+    });
+    assert!(status.contains("confinement: user, mount, PID, network"), "{status}");
+    assert!(status.contains("seccomp allow-list (Unix sockets only)"), "{status}");
+    // The runtime directory was read-only to it: the operator's sockets and
+    // the secret are intact.
+    assert!(run.join("supervisor.sock").exists());
+    assert!(!run.join("probe-planted").exists());
+    drop(up);
+
+    // Nothing reached the host's listeners.
+    for l in &unix {
+        assert!(l.accept().is_err(), "a host Unix socket was reached from the confined server:\n{}", jailed.log);
+    }
+    assert!(abs.accept().is_err(), "the abstract socket was reached:\n{}", jailed.log);
+    assert!(tcp.accept().is_err(), "the host TCP port was reached:\n{}", jailed.log);
+
+    // 2. Control: the same probe, unconfined, against a runtime directory
+    //    of its own (a copy's stand-ins).
+    let ctl_run = dir.path().join("control-run");
+    std::fs::create_dir_all(&ctl_run).unwrap();
+    std::fs::write(ctl_run.join("supervisor.sock"), "").unwrap();
+    std::fs::write(ctl_run.join("ipc.secret"), "").unwrap();
+    let mut ctl = Command::new(PROBE)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&ctl_run)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let control = read_report(&mut ctl);
+    drop(Guard(ctl));
+    std::fs::remove_file(&run_sock).ok();
+
+    // Where it stood: PID 1, alone.
+    assert_eq!(jailed.pid, 1, "{}", jailed.log);
+    assert_eq!(jailed.procs, 1, "{}", jailed.log);
+    assert!(control.procs > 1);
+
+    // Every attempt: the confined answer, and a different control answer.
+    let mut expected: Vec<(String, String)> = Vec::new();
+    for i in 0..unix_paths.len() {
+        expected.push((format!("unix_socket_{i}"), errno(libc::ENOENT)));
+    }
+    expected.push(("signal_host_process".into(), errno(libc::ESRCH)));
+    expected.push(("proc_of_host_process".into(), errno(libc::ENOENT)));
+    for i in 0..targets.lines().filter(|l| l.starts_with("file=")).count() {
+        expected.push((format!("read_host_file_{i}"), errno(libc::ENOENT)));
+    }
+    for name in ["write_socket_dir", "replace_supervisor_socket", "rewrite_ipc_secret", "write_egress_state"] {
+        expected.push((name.into(), errno(libc::EROFS)));
+    }
+    for name in [
+        "socket_inet",
+        "socket_inet6",
+        "socket_netlink",
+        "tcp_connect_host",
+        "unshare_user",
+        "clone_new_namespace",
+        "keyctl",
+        "tiocsti",
+    ] {
+        expected.push((name.into(), errno(libc::EPERM)));
+    }
+    expected.push(("clone3".into(), errno(libc::ENOSYS)));
+    if root {
+        // Unprivileged, the control would be refused these too.
+        for name in ["ptrace_host_process", "socket_packet", "mount_tmpfs", "setns", "bpf"] {
+            expected.push((name.into(), errno(libc::EPERM)));
+        }
+    }
+    let mut failures = Vec::new();
+    for (name, want) in &expected {
+        let (got, ctl) = (jailed.get(name), control.get(name));
+        if got != want {
+            failures.push(format!("{name}: confined {got}, expected {want}"));
+        }
+        if ctl == got {
+            failures.push(format!("{name}: the control got the same answer ({ctl}): the check proves nothing"));
+        }
+    }
+    // Abstract sockets: refused by the network namespace or Landlock's scope.
+    let a = jailed.get("abstract_socket");
+    if a != errno(libc::ECONNREFUSED) && a != errno(libc::EPERM) {
+        failures.push(format!("abstract_socket: confined {a}"));
+    }
+    if control.get("abstract_socket") != "ok" {
+        failures.push("abstract_socket: the control could not connect either".into());
+    }
+    // What it must still be able to do: write its data.
+    for name in ["write_own_data"] {
+        if jailed.get(name) != "ok" {
+            failures.push(format!("{name}: confined {}, expected ok", jailed.get(name)));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n--- confined ---\n{}\n--- control ---\n{}",
+        failures.join("\n"),
+        jailed.log,
+        control.log
+    );
+    // The host process it aimed at is alive.
+    assert!(Path::new(&format!("/proc/{}", sleeper.0.id())).exists());
+}
+
+fn nix_euid() -> u32 {
+    // SAFETY: geteuid(2) takes no arguments and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid()
+    }
+}
