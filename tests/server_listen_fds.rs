@@ -93,3 +93,115 @@ fn child_output(mut guard: Guard) -> (std::process::ExitStatus, String) {
     guard.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     (status, err)
 }
+
+/// SPEC T5, for real, over sockets: a header that never ends and an idle
+/// keep-alive connection are closed by the server; past the connection cap
+/// new connections are closed at once while one already held keeps being
+/// served; slow request bodies fill the changes' pool only — the page and
+/// the reads still answer. (An announced oversized body: `tests/http.rs`.)
+#[test]
+fn the_http_surface_keeps_serving_under_abuse() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    let dir = data_dir();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _child = spawn_inheriting(&listener, "1", &dir);
+    wait_for("the server to answer", || http(port, "GET", "/", &[], "").ok());
+    let open = || {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s
+    };
+    // How long until the server closes `s` (reads to EOF or an error).
+    let closed_after = |mut s: TcpStream| {
+        let start = Instant::now();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        start.elapsed()
+    };
+
+    // 1. A header that never ends.
+    let mut partial = open();
+    partial.write_all(format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ").as_bytes()).unwrap();
+    let slow_header = std::thread::spawn(move || closed_after(partial));
+    // 2. An idle keep-alive connection after one answered request.
+    let mut idle = open();
+    // 3. The connection cap: one keep-alive connection held first, then
+    //    more connections than the cap.
+    let mut held = open();
+    // One favicon request (204, no body) on `s`: its status line.
+    let ask = |s: &mut TcpStream| -> std::io::Result<String> {
+        s.write_all(format!("GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())?;
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            head.push(b[0]);
+        }
+        Ok(String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned())
+    };
+    assert_eq!(ask(&mut held).unwrap(), "HTTP/1.1 204 No Content");
+    assert_eq!(ask(&mut idle).unwrap(), "HTTP/1.1 204 No Content");
+    let idle_close = std::thread::spawn(move || closed_after(idle));
+    let flood: Vec<TcpStream> = (0..labfy_server::http::MAX_CONNECTIONS + 40).map(|_| open()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = 0;
+    for s in &flood {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        if matches!((&*s).read(&mut b), Ok(0)) {
+            refused += 1;
+        }
+    }
+    assert!(refused >= 40, "only {refused} connections past the cap were closed");
+    assert_eq!(ask(&mut held).expect("the held connection is still served"), "HTTP/1.1 204 No Content");
+    drop(flood);
+
+    // 4. Slow bodies: a session, then more never-finishing POSTs than the
+    //    changes' pool holds.
+    let (cookie, csrf) = login(port);
+    let inv = first_investigation(port, &cookie);
+    let mut slow = Vec::new();
+    for _ in 0..labfy_server::MAX_CONCURRENT_CHANGES + 8 {
+        let mut s = open();
+        s.write_all(
+            format!(
+                "POST /api/v1/investigations/{inv}/evidence HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+                 Cookie: {cookie}\r\nOrigin: http://127.0.0.1:{port}\r\nX-CSRF-Token: {csrf}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        slow.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for path in ["/", "/api/v1/session"] {
+        let a = http(port, "GET", path, &[("Cookie", &cookie)], "").unwrap();
+        assert_eq!(a.status, 200, "{path} starved by slow bodies: {}", a.body);
+    }
+    drop(slow);
+
+    // The two timers, bounded (not measured: a generous upper bound).
+    let header = slow_header.join().unwrap();
+    assert!(
+        header < labfy_server::http::HEADER_READ_TIMEOUT + Duration::from_secs(10),
+        "a never-ending header held its connection {header:?}"
+    );
+    // hyper's header timer also runs while a keep-alive connection waits
+    // for its next request.
+    let idle = idle_close.join().unwrap();
+    assert!(
+        idle < labfy_server::http::HEADER_READ_TIMEOUT + Duration::from_secs(10),
+        "an idle keep-alive connection lived {idle:?}"
+    );
+}

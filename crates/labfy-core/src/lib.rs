@@ -2,6 +2,7 @@
 
 pub mod bounded;
 mod error;
+pub mod json;
 mod object_ref;
 mod risk;
 

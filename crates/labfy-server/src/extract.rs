@@ -1,25 +1,53 @@
 //! Extractors whose rejections use the one error format (STYLE 6).
 
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use labfy_core::{ObjectRef, RefKind};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// `Json<T>` whose rejections are `{error:{code,message}}`.
+/// `Json<T>` whose rejections are `{error:{code,message}}`, and which
+/// refuses an object holding a key twice at any depth (SPEC T5: one body,
+/// one meaning — `serde_json` alone would keep the last).
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Self(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        if !json_content_type(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "INVALID_INPUT",
+                "Expected request with `Content-Type: application/json`",
+            ));
         }
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            ApiError::new(r.status(), "INVALID_INPUT", labfy_core::bounded::truncate_chars(&r.body_text(), 300))
+        })?;
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes).map_err(json_rejection)?;
+        labfy_core::json::check_unique_keys(&bytes).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "INVALID_INPUT",
+                labfy_core::bounded::truncate_chars(&e, 300),
+            )
+        })?;
+        Ok(Self(value))
     }
+}
+
+/// `application/json` or `application/<something>+json`, parameters allowed.
+fn json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 fn json_rejection(r: JsonRejection) -> ApiError {

@@ -5,6 +5,7 @@ pub mod db;
 pub mod egress;
 pub mod error;
 pub mod extract;
+pub mod http;
 pub mod isolation;
 pub mod listener;
 pub mod routes;
@@ -29,6 +30,11 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most requests served at once.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+/// Most reads (GET, HEAD) served at once: their own pool (SPEC T5).
+pub const MAX_CONCURRENT_READS: usize = 48;
+/// Most changes (requests with a body) served at once, body reading
+/// included: slow bodies fill this pool and no other.
+pub const MAX_CONCURRENT_CHANGES: usize = 16;
 /// Longest a shutdown waits for the campaign runner's tasks to leave (they
 /// release their governor reservations on the way out).
 pub const CAMPAIGN_SHUTDOWN_GRACE: Duration = Duration::from_secs(6);
@@ -95,7 +101,7 @@ pub async fn serve(
     let served = async {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+        http::serve_connections(listener, app(state), shutdown).await
     }
     .await;
     agent.close();

@@ -58,10 +58,21 @@ fn allowed_host<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str>
     state.allowed_hosts().iter().any(|a| a == host).then_some(host)
 }
 
-/// Steps 1–5 of the module docs, for every request.
+/// Steps 1–5 of the module docs, for every request. A request that passes
+/// takes a slot in its pool — reads apart from changes, so requests whose
+/// bodies are slow to arrive can fill only the changes' pool, never starve
+/// the pages and reads (SPEC T5).
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let mut response = match check(&state, request) {
-        Ok(request) => next.run(request).await,
+        Ok(request) => {
+            let pool = if is_read_only(request.method()) { state.read_pool() } else { state.change_pool() };
+            match pool.clone().try_acquire_owned() {
+                Ok(_slot) => next.run(request).await,
+                Err(_) => {
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED", "server busy; retry").into_response()
+                }
+            }
+        }
         Err(refusal) => refusal.into_response(),
     };
     let h = response.headers_mut();
@@ -77,6 +88,15 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
 
 /// Steps 1–4: the request, with its session attached, or the refusal.
 fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
+    // RFC 9112 §3.2: a request with more than one Host line is invalid, and
+    // an absolute-form target names the authority Host must agree with.
+    if request.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "DUPLICATE_HOST",
+            "a request carries one Host header, not several",
+        ));
+    }
     let Some(host) = allowed_host(state, request.headers()) else {
         return Err(ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
@@ -84,6 +104,24 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
             "this server answers only to its own loopback address (Host must be 127.0.0.1:<port> or localhost:<port>)",
         ));
     };
+    if request.uri().authority().is_some_and(|a| a.as_str() != host) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "HOST_MISMATCH",
+            "the request target's authority differs from its Host header",
+        ));
+    }
+    // A body announced larger than any route accepts is refused before a
+    // byte of it is read (its connection slot is not held for it).
+    let announced =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > crate::MAX_BODY_BYTES as u64) {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "BODY_TOO_LARGE",
+            format!("a request body is at most {} bytes", crate::MAX_BODY_BYTES),
+        ));
+    }
     if is_read_only(request.method()) && PUBLIC_PATHS.contains(&request.uri().path()) {
         return Ok(request);
     }

@@ -37,6 +37,8 @@ struct Inner {
     egress_status: tokio::sync::Mutex<Option<(Instant, EgressView)>>,
     governor: tokio::sync::Mutex<Option<(Instant, GovernorView)>>,
     campaigns: CampaignRunner,
+    read_pool: Arc<tokio::sync::Semaphore>,
+    change_pool: Arc<tokio::sync::Semaphore>,
 }
 
 /// How long an observed egress readiness is reused before asking again.
@@ -98,6 +100,8 @@ impl AppState {
                 egress_status: tokio::sync::Mutex::new(None),
                 governor: tokio::sync::Mutex::new(None),
                 campaigns,
+                read_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_READS)),
+                change_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_CHANGES)),
             }),
         })
     }
@@ -113,6 +117,16 @@ impl AppState {
             inner.runtime_dir = Some(dir);
         }
         self
+    }
+
+    /// Slots of the reads (GET, HEAD) served at once.
+    pub fn read_pool(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.inner.read_pool
+    }
+
+    /// Slots of the changes (requests with a body) served at once.
+    pub fn change_pool(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.inner.change_pool
     }
 
     /// The supervisor's runtime directory, when supervised.

@@ -363,3 +363,132 @@ async fn bad_input_gets_a_clear_json_error() {
 fn uuid_other() -> String {
     "0b6a9c2e-5a51-4f55-9a3e-8a8c1d0e7f11".to_owned()
 }
+
+/// A POST with a raw body (what `post_note` cannot express: duplicate keys).
+fn post_raw(uri: &str, cookie: &str, csrf: &str, body: &str) -> Request<Body> {
+    Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, cookie)
+        .header(header::ORIGIN, ORIGIN)
+        .header("X-CSRF-Token", csrf)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn t5_host_follows_rfc_9112() {
+    let f = fixture();
+    // Two Host lines: 400, whichever comes first.
+    for pair in [[HOST, "evil.example"], ["evil.example", HOST], [HOST, HOST]] {
+        let req = Request::builder()
+            .uri("/")
+            .header(header::HOST, pair[0])
+            .header(header::HOST, pair[1])
+            .body(Body::empty())
+            .unwrap();
+        let a = send(&f.app, req).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{pair:?}");
+        assert_eq!(a.error_code(), "DUPLICATE_HOST");
+        assert_eq!(a.headers[header::CONTENT_SECURITY_POLICY], CSP);
+    }
+    // An absolute-form target must name the Host's authority.
+    let a = send(&f.app, get("http://evil.example/").body(Body::empty()).unwrap()).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(a.error_code(), "HOST_MISMATCH");
+    let a = send(&f.app, get(&format!("http://{HOST}/")).body(Body::empty()).unwrap()).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+}
+
+#[tokio::test]
+async fn t5_duplicate_keys_are_refused_in_every_body_at_any_depth() {
+    let f = fixture();
+    let (cookie, csrf) = login(&f).await;
+    let notes = format!("/api/v1/investigations/{}/evidence", f.investigation);
+    // Top level.
+    let a = send(&f.app, post_raw(&notes, &cookie, &csrf, r#"{"title":"a","title":"b","content":"x"}"#)).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text());
+    // Inside a gateway call's free-form input (red team H23: last won).
+    let turn =
+        send(&f.app, post_raw("/api/v1/agent-tools/turns", &cookie, &csrf, r#"{"question":"manuel","mode":"manual"}"#))
+            .await
+            .json();
+    let call = format!(
+        r#"{{"turn_id":"{}","call_id":"{}","tool_id":"evidence.search","input":{{"query":"zalgo","query":"Brise"}},
+            "context":{{}},"object_refs":[],"idempotency_key":"dup-1"}}"#,
+        turn["turn_id"].as_str().unwrap(),
+        uuid::Uuid::new_v4()
+    );
+    let a = send(&f.app, post_raw("/api/v1/agent-tools/calls", &cookie, &csrf, &call)).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text());
+    assert!(a.json()["error"]["message"].as_str().unwrap().contains("duplicate key `query`"), "{}", a.text());
+    // The same body without the duplicate is not refused for its shape.
+    let ok = r#"{"title":"t","content":"x"}"#;
+    let a = send(&f.app, post_raw(&notes, &cookie, &csrf, ok)).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text());
+}
+
+#[tokio::test]
+async fn t5_an_oversized_body_is_refused_from_its_announced_length() {
+    let f = fixture();
+    let (cookie, csrf) = login(&f).await;
+    let notes = format!("/api/v1/investigations/{}/evidence", f.investigation);
+    // Announced 10^12 bytes, none sent: refused at once, nothing read.
+    let req = Request::builder()
+        .method("POST")
+        .uri(&notes)
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, ORIGIN)
+        .header("X-CSRF-Token", &csrf)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, "1000000000000")
+        .body(Body::empty())
+        .unwrap();
+    let a = send(&f.app, req).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(a.error_code(), "BODY_TOO_LARGE");
+}
+
+#[tokio::test]
+async fn t5_changes_in_flight_cannot_starve_reads() {
+    let f = fixture();
+    let (cookie, csrf) = login(&f).await;
+    let notes = format!("/api/v1/investigations/{}/evidence", f.investigation);
+    // Every change slot held by a request whose body never finishes.
+    let mut held = Vec::new();
+    for _ in 0..labfy_server::MAX_CONCURRENT_CHANGES {
+        let (tx, body) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
+        tx.send(Ok(axum::body::Bytes::from_static(b"{"))).await.unwrap();
+        let body = Body::from_stream(tokio_stream(body));
+        let req = Request::builder()
+            .method("POST")
+            .uri(&notes)
+            .header(header::HOST, HOST)
+            .header(header::COOKIE, &cookie)
+            .header(header::ORIGIN, ORIGIN)
+            .header("X-CSRF-Token", &csrf)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .unwrap();
+        let app = f.app.clone();
+        held.push((tx, tokio::spawn(async move { app.oneshot(req).await })));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // One more change: the pool is full.
+    let a = send(&f.app, post_raw(&notes, &cookie, &csrf, r#"{"title":"t","content":"x"}"#)).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text());
+    // Reads and the page still answer.
+    assert_eq!(send(&f.app, get("/").body(Body::empty()).unwrap()).await.status, StatusCode::OK);
+    assert_eq!(api(&f, &cookie, "/api/v1/session").await.status, StatusCode::OK);
+    drop(held);
+}
+
+/// A stream of the channel's chunks (the body of a client that stalls).
+fn tokio_stream(
+    mut rx: tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
+) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

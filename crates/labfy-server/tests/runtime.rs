@@ -557,6 +557,9 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
     let started = f.start("Que contient l'enquête ?", "model-1").await;
     let id = id_of(&started);
     let t = f.settle(&id).await;
+    // What the provider saw for this turn, before the narrowed turn below
+    // (cancelled, but it may reach the provider first) adds its request.
+    let seen = provider.seen.lock().unwrap().clone();
     assert_eq!(t["status"], "COMPLETED", "{t}");
     assert_eq!(t["summary"], text);
     assert_eq!(t["driver"], "local_model");
@@ -585,7 +588,6 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
 
     // The model saw the tool's result, marked untrusted (M2), and the
     // question; it was asked with the configured model id.
-    let seen = provider.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0]["model"], MODEL);
     assert_eq!(seen[0]["stream"], false);
