@@ -20,7 +20,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_labfy");
 fn demo_agent_grant_and_resume_through_labfy_up() {
     let dir = TempDir::new().unwrap();
     let (mut up, port) = start_up(BIN, dir.path());
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login(port, &runtime_dir(dir.path()));
 
     // Availability is real: egress answers over IPC that it is not ready.
     let (s, catalog) = get(port, &cookie, "/api/v1/agent-tools/catalog");
@@ -68,7 +68,8 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
         let pid = server_pid(BIN, &run);
         (pid != old).then_some(pid)
     });
-    let (cookie, _) = wait_for("the restarted server to answer", || std::panic::catch_unwind(|| login(port)).ok());
+    let (cookie, _) =
+        wait_for("the restarted server to answer", || std::panic::catch_unwind(|| login(port, &run)).ok());
     // Durable facts survived; transport memory did not.
     let (s, g) = get(port, &cookie, &format!("/api/v1/grants/{grant}"));
     assert_eq!(s, 200);

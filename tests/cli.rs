@@ -38,10 +38,21 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let (mut guard, port) = start_up(BIN, &data);
+    // Without a login, the page says how to log in and issues nothing (T4).
     let a = http(port, "GET", "/", &[], "").unwrap();
-    assert_eq!(a.status, 200);
+    assert_eq!(a.status, 401);
+    assert!(a.header("set-cookie").is_none());
+    assert!(a.body.contains("labfy open"), "{}", a.body);
     assert!(a.header("content-security-policy").unwrap().contains("script-src 'self'"));
-    let (cookie, _) = login(port);
+    // `labfy open` prints a one-time link that logs in, once.
+    let o = Command::new(BIN).args(["open", "--runtime-dir"]).arg(runtime_dir(&data)).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let link = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    assert!(link.starts_with(&format!("http://127.0.0.1:{port}/login?code=")), "{link}");
+    let (cookie, _) = login_with(port, &link);
+    let again = http(port, "GET", &format!("/login?{}", link.split_once('?').unwrap().1), &[], "").unwrap();
+    assert_eq!(again.status, 403, "a login link works once");
+    assert!(again.body.contains("déjà servi"), "{}", again.body);
     let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"][0]["class"], "SPECIMEN");
@@ -59,7 +70,7 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     assert_eq!(integrity(&data), "ok");
     // A second start reuses the data: no second SPECIMEN.
     let (_guard, port) = start_up(BIN, &data);
-    let (cookie, _) = login(port);
+    let (cookie, _) = login(port, &runtime_dir(&data));
     let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"].as_array().unwrap().len(), 1);
@@ -244,7 +255,7 @@ fn sigkill_during_specimen_generation_leaves_a_sound_database() {
     drop(conn);
     // The interrupted workspace is never served; `up` writes its own SPECIMEN.
     let (_g, port) = start_up(BIN, &data);
-    let (cookie, _) = login(port);
+    let (cookie, _) = login(port, &runtime_dir(&data));
     let ws = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     let served = v["workspace_id"].as_str().unwrap().to_owned();
@@ -260,7 +271,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let (mut guard, port) = start_up(BIN, &data);
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login(port, &runtime_dir(&data));
     let origin = format!("http://127.0.0.1:{port}");
     let inv = first_investigation(port, &cookie);
     let path = format!("/api/v1/investigations/{inv}/evidence");
@@ -335,7 +346,7 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     let mut guard = Guard(child);
     let stdout = guard.0.stdout.take().unwrap();
     let (port, _) = read_url(stdout);
-    let (cookie, _) = login(port);
+    let (cookie, _) = login(port, &runtime_dir(dir.path()));
     let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
     let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
     let mut classes: Vec<String> =

@@ -253,7 +253,7 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let (mut up, port, _ws) = up_real(&data, &arti);
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login(port, &runtime_dir(&data));
     let s = Session { port, cookie, csrf };
 
     // E1: bootstrap is reported; nothing flows before it completes.

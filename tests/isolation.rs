@@ -141,7 +141,7 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
 
     // The browser side still answers, through the inherited socket, and the
     // server says it is isolated.
-    let (cookie, _) = login(port);
+    let (cookie, _) = login(port, &run);
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
@@ -180,7 +180,7 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
     let mut up = Guard(child);
     let (port, first) = read_url(up.0.stdout.take().unwrap());
     assert!(first.contains("(REAL)"), "{first}");
-    let (cookie, _) = login(port);
+    let (cookie, _) = login(port, &runtime_dir(dir.path()));
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["workspace_id"], real);
@@ -229,7 +229,21 @@ fn an_ordinary_user_gets_the_same_isolation() {
         .spawn()
         .unwrap();
     let mut up = Guard(child);
-    let (port, _) = read_url(up.0.stdout.take().unwrap());
+    let (port, printed) = read_url(up.0.stdout.take().unwrap());
+    // Another local user (SPEC T4) cannot mint a login link: the runtime
+    // directory is not theirs; and without one the UI issues no session.
+    let o = Command::new("setpriv")
+        .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
+        .arg(bin_dir.join("labfy"))
+        .args(["open", "--runtime-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "another uid minted a login link: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(o.stdout.is_empty());
+    let anonymous = http(port, "GET", "/", &[], "").unwrap();
+    assert_eq!(anonymous.status, 401);
+    assert!(anonymous.header("set-cookie").is_none());
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(bin_dir.join("labfy"))
@@ -246,7 +260,9 @@ fn an_ordinary_user_gets_the_same_isolation() {
     let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
     let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
     assert_eq!(names, ["lo"], "the server of an ordinary user is not isolated");
-    let (cookie, _) = login(port);
+    // The analyst — the link `labfy up` printed — gets in.
+    let link = printed.lines().find_map(|l| l.strip_prefix("Open ")).unwrap();
+    let (cookie, _) = login_with(port, link);
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);

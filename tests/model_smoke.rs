@@ -77,7 +77,7 @@ fn a_real_local_model_turn_through_the_runtime_the_protocol_and_the_gateway() {
     let stdout = child.stdout.take().unwrap();
     let _up = Guard(child);
     let (port, _) = read_url(stdout);
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login(port, &runtime_dir(data));
     let run = runtime_dir(data);
 
     // Before the model runs, the runtime says it is unavailable — never the demo agent.

@@ -33,7 +33,7 @@ fn data_dir() -> TempDir {
 fn spawn_inheriting(listener: &TcpListener, count: &str, dir: &TempDir) -> Guard {
     let fd = listener.as_raw_fd();
     let mut cmd = Command::new(BIN);
-    cmd.arg("--data-dir").arg(dir.path()).env("LISTEN_FDS", count).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.arg("--data-dir").arg(dir.path()).env("LISTEN_FDS", count).stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: between fork and exec only async-signal-safe calls are made:
     // dup2 places the listener at fd 3 without FD_CLOEXEC; when it already is
     // fd 3, dup2 would be a no-op that keeps FD_CLOEXEC, so the flag is cleared.
@@ -50,18 +50,32 @@ fn spawn_inheriting(listener: &TcpListener, count: &str, dir: &TempDir) -> Guard
     Guard(cmd.spawn().unwrap())
 }
 
+/// The one-time login link a server started by hand prints on stdout.
+fn printed_link(child: &mut Guard) -> String {
+    use std::io::BufRead;
+    let out = child.0.stdout.take().unwrap();
+    std::io::BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("http://127.0.0.1:"))
+        .expect("a login link on stdout")
+}
+
 #[test]
 fn serves_an_inherited_loopback_listener() {
     let dir = data_dir();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let _child = spawn_inheriting(&listener, "1", &dir);
-    // Our copy stays open, but only the child accepts on it.
+    let mut child = spawn_inheriting(&listener, "1", &dir);
+    let link = printed_link(&mut child);
+    assert!(link.starts_with(&format!("http://127.0.0.1:{port}/login?code=")), "{link}");
+    // Our copy stays open, but only the child accepts on it; without a
+    // login the page issues no session.
     let answer = wait_for("the inherited socket to answer", || http(port, "GET", "/", &[], "").ok());
-    assert_eq!(answer.status, 200);
-    assert!(answer.header("set-cookie").unwrap().starts_with("labfy_session="));
+    assert_eq!(answer.status, 401);
+    assert!(answer.header("set-cookie").is_none());
     // The Host check uses the inherited socket's own port.
-    let (cookie, _) = login(port);
+    let (cookie, _) = login_with(port, &link);
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
     assert_eq!(s.status, 200);
 }
@@ -108,7 +122,8 @@ fn the_http_surface_keeps_serving_under_abuse() {
     let dir = data_dir();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let _child = spawn_inheriting(&listener, "1", &dir);
+    let mut child = spawn_inheriting(&listener, "1", &dir);
+    let link = printed_link(&mut child);
     wait_for("the server to answer", || http(port, "GET", "/", &[], "").ok());
     let open = || {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -168,7 +183,7 @@ fn the_http_surface_keeps_serving_under_abuse() {
 
     // 4. Slow bodies: a session, then more never-finishing POSTs than the
     //    changes' pool holds.
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login_with(port, &link);
     let inv = first_investigation(port, &cookie);
     let mut slow = Vec::new();
     for _ in 0..labfy_server::MAX_CONCURRENT_CHANGES + 8 {

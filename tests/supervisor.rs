@@ -90,7 +90,7 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     assert_eq!(std::fs::metadata(run.join("ipc.secret")).unwrap().permissions().mode() & 0o777, 0o600);
 
     // Write something, then kill -9 each child in turn.
-    let (cookie, csrf) = login(port);
+    let (cookie, csrf) = login(port, &run);
     let origin = format!("http://127.0.0.1:{port}");
     let inv = first_investigation(port, &cookie);
     let note = http(
@@ -118,10 +118,11 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
         assert!(took < Duration::from_secs(5), "{victim} took {took:?} to come back");
         assert_eq!(after[i].restarts, 1, "{:?}", after[i]);
     }
-    // The UI answers again (a new server process: a new session is needed),
-    // and the note written before the kills is there.
-    let (cookie, _) = wait_for("the UI after the server restart", || {
-        http(port, "GET", "/", &[], "").ok().filter(|a| a.status == 200).map(|_| login(port))
+    // The UI answers again — a new server process, and the session of
+    // before still holds (its cookie is MACed by the boot's login key, SPEC
+    // T4) — and the note written before the kills is there.
+    wait_for("the UI after the server restart", || {
+        http(port, "GET", "/", &[("Cookie", &cookie)], "").ok().filter(|a| a.status == 200)
     });
     let ev = http(port, "GET", &format!("/api/v1/evidence/{note_id}"), &[("Cookie", &cookie)], "").unwrap();
     assert_eq!(ev.status, 200, "{}", ev.body);

@@ -84,7 +84,7 @@ pub fn read_url(stdout: std::process::ChildStdout) -> (u16, String) {
             seen.push_str(&line);
             seen.push('\n');
             if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
-                let port: u16 = rest.trim_end_matches('/').parse().expect("port");
+                let port: u16 = rest.split('/').next().unwrap_or_default().parse().expect("port");
                 let _ = tx.send((port, seen.clone()));
             }
         }
@@ -154,10 +154,21 @@ pub fn get(port: u16, cookie: &str, path: &str) -> (u16, serde_json::Value) {
     (a.status, serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null))
 }
 
-/// Opens `/` and returns (cookie, csrf token).
-pub fn login(port: u16) -> (String, String) {
-    let a = http(port, "GET", "/", &[], "").expect("GET /");
-    assert_eq!(a.status, 200);
+/// Logs in to the `labfy up` whose runtime directory is `run` (SPEC T4): a
+/// fresh one-time code from its `login.json`, as `labfy open` mints it,
+/// exchanged at `/login`; returns (cookie, csrf token).
+pub fn login(port: u16, run: &Path) -> (String, String) {
+    let (_, key) = labfy_ipc::login::read_login_file(run).expect("login.json of the running labfy up");
+    login_with(port, &key.mint_code(std::time::SystemTime::now()))
+}
+
+/// Exchanges a login `code` (or the `code=` of a printed link) for a
+/// session; returns (cookie, csrf token).
+pub fn login_with(port: u16, code: &str) -> (String, String) {
+    let code = code.rsplit("code=").next().unwrap_or(code);
+    let a = http(port, "GET", &format!("/login?code={code}"), &[], "").expect("GET /login");
+    assert_eq!(a.status, 303, "login refused: {}", a.body);
+    assert_eq!(a.header("location"), Some("/"));
     let cookie = a.header("set-cookie").expect("cookie").split(';').next().unwrap_or_default().to_owned();
     let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").expect("session");
     let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");

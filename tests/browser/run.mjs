@@ -184,8 +184,9 @@ async function waitForServer(server, base, logFile) {
     if (server.exited) {
       throw new Error(`labfy exited before answering (see ${logFile}):\n${tail(logFile)}`);
     }
+    // The login page (401) or, with a session, the app (200): it answers.
     const status = await probe(`${base}/`);
-    if (status === 200) return;
+    if (status === 200 || status === 401) return;
     await sleep(250);
   }
   throw new Error(`labfy did not answer ${base}/ within ${STARTUP_TIMEOUT_MS / 1000} s (see ${logFile})`);
@@ -514,9 +515,45 @@ async function scenarioOverviewScreenshot({ page, base }) {
   assertNoNewEvents(before);
 }
 
-async function scenarioSessionLost({ page, context, base }) {
-  // After a server restart the browser's cookie names a session the server
-  // no longer knows; the UI must say so in words, not fail silently.
+async function scenarioLogin({ page, context, base, server }) {
+  // SPEC T4: a browser without a session gets the login page — in French,
+  // with the English beside it, no script, no cookie — and a link that
+  // was already used is refused, saying so.
+  const before = eventCounts();
+  const fresh = await browser.newContext({ viewport: { width: 1024, height: 700 }, locale: 'fr-FR' });
+  try {
+    const anon = await fresh.newPage();
+    allowedConsole.push(/status of 40[13]/);
+    try {
+      const res = await anon.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+      assert(res.status() === 401, `anonymous / answered ${res.status()}`);
+      const text = await textOf(anon, tid('login-page'));
+      assert(text.includes('Connexion requise') && text.includes('labfy open'), `login page: ${text}`);
+      assert((await fresh.cookies(base)).length === 0, 'the login page issued a cookie');
+      const shot = path.join(outDir, 'login-1024.png');
+      await anon.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+      screenshots.push(shot);
+      // A link logs in once; the same link again is refused with its reason.
+      const link = await logIn(anon, server);
+      await openOverview(anon, base);
+      const again = await anon.goto(link, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+      assert(again.status() === 403, `a used link answered ${again.status()}`);
+      const refused = await textOf(anon, tid('login-page'));
+      assert(refused.includes('déjà servi'), `used link page: ${refused}`);
+    } finally {
+      allowedConsole.pop();
+    }
+  } finally {
+    await fresh.close();
+  }
+  await openOverview(page, base);
+  assertNoNewEvents(before);
+}
+
+async function scenarioSessionLost({ page, context, base, server }) {
+  // A browser whose cookie is gone (cleared, or another browser profile):
+  // the UI must say so in words, not fail silently, and a new login link
+  // brings it back.
   const before = eventCounts();
   await openOverview(page, base);
   await context.clearCookies();
@@ -530,11 +567,11 @@ async function scenarioSessionLost({ page, context, base }) {
   } finally {
     allowedConsole.pop();
   }
-  // Reloading / issues a fresh session and everything works again.
-  await page.reload({ waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  // A fresh login link (`labfy open`) issues a new session and everything works again.
+  await logIn(page, server);
   await openOverview(page, base);
   const cookies = await context.cookies();
-  assert(cookies.some((c) => c.name === 'labfy_session'), 'no new session cookie after reload');
+  assert(cookies.some((c) => c.name === 'labfy_session'), 'no new session cookie after logging in again');
   assertNoNewEvents(before);
 }
 
@@ -1130,6 +1167,23 @@ async function waitFor(what, fn, timeoutMs) {
   }
 }
 
+// A fresh one-time login link of `server`, as the analyst gets it
+// (`labfy open`, SPEC T4).
+async function loginLink(server) {
+  const r = await runLabfy(['open', '--runtime-dir', server.runtimeDir], STEP_TIMEOUT_MS);
+  assert(r.code === 0 && r.out.startsWith(`${server.base}/login?code=`), `labfy open: ${r.code} ${r.out}`);
+  return r.out.split('\n')[0];
+}
+
+// Logs `page` in to `server` with a fresh link: the browser lands on `/`
+// and the code has left the address bar.
+async function logIn(page, server) {
+  const link = await loginLink(server);
+  await page.goto(link, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  assert(page.url() === `${server.base}/`, `after login the address is ${page.url()}`);
+  return link;
+}
+
 function runLabfy(args, timeoutMs) {
   return new Promise((resolve) => {
     execFile(binPath, args, { timeout: timeoutMs, killSignal: 'SIGKILL', env: { ...process.env } }, (err, stdout, stderr) => {
@@ -1200,6 +1254,7 @@ async function setupLocal() {
   const page = await context.newPage();
   await page.addInitScript(installActiveWatch);
   watch(page);
+  await logIn(page, server);
   return { server, context, page, fake, model: { port: modelPort, sha256: gguf.sha256 } };
 }
 
@@ -1462,7 +1517,8 @@ const SCENARIOS = [
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost],
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
-  ['a lost session is reported in words, and a reload recovers', scenarioSessionLost],
+  ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost],
+  ['without a login link the UI is closed; a link works once (T4)', scenarioLogin],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true }],
@@ -1509,7 +1565,8 @@ async function startLabfy(name, logName, extraEnv = {}) {
 }
 
 async function main() {
-  const { base } = await startLabfy('demo', 'server.log');
+  const demo = await startLabfy('demo', 'server.log');
+  const { base } = demo;
 
   browser = await chromium.launch({
     executablePath: chromiumPath,
@@ -1524,6 +1581,7 @@ async function main() {
   const page = await context.newPage();
   await page.addInitScript(installActiveWatch);
   watch(page);
+  await logIn(page, demo);
 
   console.log(`1..${SCENARIOS.length}`);
   let passed = 0;
@@ -1531,7 +1589,7 @@ async function main() {
   let skipped = 0;
   let local = null; // the local-model setup, made once, before its first scenario
   for (const [name, fn, opts = {}] of SCENARIOS) {
-    let ctx = { page, context, base };
+    let ctx = { page, context, base, server: demo };
     if (opts.local) {
       if (!local) {
         const t0 = Date.now();
@@ -1549,7 +1607,9 @@ async function main() {
         failed += 1;
         continue;
       }
-      ctx = { page: local.page, context: local.context, base: local.server.base, fake: local.fake, model: local.model };
+      ctx = {
+        page: local.page, context: local.context, base: local.server.base, server: local.server, fake: local.fake, model: local.model,
+      };
     }
     try {
       await fn(ctx);

@@ -5,6 +5,7 @@ pub mod client;
 pub mod daemon;
 mod error;
 pub mod frame;
+pub mod login;
 pub mod messages;
 pub mod secret;
 pub mod server;

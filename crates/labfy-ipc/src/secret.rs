@@ -95,35 +95,44 @@ pub fn create_private_dir(path: &Path) -> Result<(), IpcError> {
     check_private_dir(path)
 }
 
-/// Writes a fresh secret into `dir` (mode 0600, replaced atomically) and returns it.
-pub fn create_secret(dir: &Path) -> Result<Secret, IpcError> {
+/// Writes `bytes` as `dir/name` (mode 0600, replaced atomically, synced):
+/// the one way Labfy writes a file of the runtime directory.
+pub fn write_private_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), IpcError> {
     check_private_dir(dir)?;
-    let secret = Secret::generate();
-    let tmp = dir.join(format!(".{SECRET_FILE}.{}", std::process::id()));
-    let path = dir.join(SECRET_FILE);
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    let path = dir.join(name);
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
         .map_err(|e| runtime_err(&tmp, e.to_string()))?;
-    f.write_all(secret.to_hex().as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| runtime_err(&tmp, e.to_string()))?;
-    fs::rename(&tmp, &path).map_err(|e| runtime_err(&path, e.to_string()))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| runtime_err(&tmp, e.to_string()))?;
+    fs::rename(&tmp, &path).map_err(|e| runtime_err(&path, e.to_string()))
+}
+
+/// Reads `dir/name`, refusing a file others could read or that is not ours.
+pub fn read_private_file(dir: &Path, name: &str) -> Result<String, IpcError> {
+    check_private_dir(dir)?;
+    let path = dir.join(name);
+    let meta = fs::symlink_metadata(&path).map_err(|e| runtime_err(&path, e.to_string()))?;
+    if !meta.is_file() || meta.uid() != euid() || meta.permissions().mode() & 0o077 != 0 {
+        return Err(runtime_err(&path, "must be a regular file of ours with mode 0600"));
+    }
+    fs::read_to_string(&path).map_err(|e| runtime_err(&path, e.to_string()))
+}
+
+/// Writes a fresh secret into `dir` (mode 0600, replaced atomically) and returns it.
+pub fn create_secret(dir: &Path) -> Result<Secret, IpcError> {
+    let secret = Secret::generate();
+    write_private_file(dir, SECRET_FILE, secret.to_hex().as_bytes())?;
     Ok(secret)
 }
 
 /// Reads the secret of `dir`, refusing a file others could read.
 pub fn read_secret(dir: &Path) -> Result<Secret, IpcError> {
-    check_private_dir(dir)?;
-    let path = dir.join(SECRET_FILE);
-    let meta = fs::symlink_metadata(&path).map_err(|e| runtime_err(&path, e.to_string()))?;
-    if !meta.is_file() || meta.uid() != euid() || meta.permissions().mode() & 0o077 != 0 {
-        return Err(runtime_err(&path, "must be a regular file of ours with mode 0600"));
-    }
-    let text = fs::read_to_string(&path).map_err(|e| runtime_err(&path, e.to_string()))?;
-    Secret::from_hex(&text).ok_or_else(|| runtime_err(&path, "not a 64-character hex secret"))
+    let text = read_private_file(dir, SECRET_FILE)?;
+    Secret::from_hex(&text).ok_or_else(|| runtime_err(&dir.join(SECRET_FILE), "not a 64-character hex secret"))
 }
 
 #[cfg(test)]

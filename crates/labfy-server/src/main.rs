@@ -105,7 +105,9 @@ fn main() -> anyhow::Result<()> {
         let db = Db::new(store, args.data_dir.clone());
         let mut state = AppState::with_agent(db, port, workspace, RateLimit::default(), &agent)?;
         if let Some(dir) = &args.runtime_dir {
-            state = state.with_runtime_dir(dir.clone());
+            // The supervisor's login key (SPEC T4): its links and cookies.
+            let (_, key) = labfy_ipc::login::read_login_file(dir)?;
+            state = state.with_runtime_dir(dir.clone()).with_login_key(key, RateLimit::default());
         }
         // REAL campaigns a previous run left unfinished go on (E3–E6).
         match state.campaigns().resume_unfinished().await {
@@ -123,7 +125,11 @@ fn main() -> anyhow::Result<()> {
             None => None,
         };
         tracing::info!(port, "labfy-server listening");
-        println!("http://127.0.0.1:{port}/");
+        // Started by hand, the server prints its own one-time login link;
+        // under the supervisor, `labfy up` and `labfy open` do.
+        if args.runtime_dir.is_none() {
+            println!("{}", labfy_ipc::login::login_url(port, &state.mint_login_code()));
+        }
         let stop = async move {
             match asked {
                 Some(n) => tokio::select! { _ = n.notified() => {}, _ = shutdown_signal() => {} },

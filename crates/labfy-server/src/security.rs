@@ -4,8 +4,9 @@
 //! 1. exact `Host` — `127.0.0.1:<port>` or `localhost:<port>` — else 421
 //!    (defeats DNS rebinding);
 //! 2. every path but the UI's own few ([`PUBLIC_PATHS`]) needs a valid
-//!    `labfy_session` cookie, else 401 — deny by default, so an odd spelling
-//!    of an API path (`//api/…`) cannot slip past;
+//!    `labfy_session` cookie — one this server's login key made, given only
+//!    for a one-time login link (SPEC T4) — else 401: deny by default, so an
+//!    odd spelling of an API path (`//api/…`) cannot slip past;
 //! 3. every non-GET needs `Origin` equal to the server's own origin
 //!    and `X-CSRF-Token` equal to the session's token, else 403;
 //! 4. then takes a token from the session's bucket, else 429 with `Retry-After`;
@@ -31,9 +32,10 @@ connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-
 /// Header carrying the CSRF token on mutations.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// The only paths served without a session: the UI page (which issues the
-/// session) and its static assets. Only GET/HEAD reach them without one.
-pub const PUBLIC_PATHS: [&str; 4] = ["/", "/static/app.js", "/static/app.css", "/favicon.ico"];
+/// The only paths served without a session: the page (which, without one,
+/// says how to log in), the login link's target, and the static assets.
+/// Only GET/HEAD reach them without one.
+pub const PUBLIC_PATHS: [&str; 5] = ["/", "/login", "/static/app.js", "/static/app.css", "/favicon.ico"];
 
 /// The session attached to a request by [`guard`].
 #[derive(Clone)]
@@ -125,13 +127,11 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
     if is_read_only(request.method()) && PUBLIC_PATHS.contains(&request.uri().path()) {
         return Ok(request);
     }
-    let Some((id, session)) =
-        session_cookie(request.headers()).and_then(|id| state.sessions().get(id).map(|s| (id, s)))
-    else {
+    let Some((id, session)) = session_cookie(request.headers()).and_then(|c| state.sessions().get(c)) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "NO_SESSION",
-            "no valid session: open the Labfy page (GET /) in this browser first",
+            "no valid session: open a login link from `labfy up` or `labfy open` in this browser first",
         ));
     };
     if !is_read_only(request.method()) {
@@ -160,7 +160,7 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
                 "missing or wrong X-CSRF-Token header; reload the page",
             ));
         }
-        if let Err(wait) = state.sessions().take_token(id) {
+        if let Err(wait) = state.sessions().take_token(&id) {
             return Err(ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64));
         }
     }

@@ -1,18 +1,27 @@
-//! Local sessions (SPEC S2–S3): a random `labfy_session` cookie issued by
-//! `GET /`, a CSRF token bound to it, and a per-session rate limiter for
-//! mutations. Memory only: a server restart asks the browser to reload `/`.
+//! Local sessions (SPEC S2–S3, T4): a `labfy_session` cookie issued only in
+//! exchange for a one-time login link (`labfy up`, `labfy open`), a CSRF
+//! token bound to it, and a per-session rate limiter for mutations.
+//!
+//! The cookie's value and its CSRF token are MACs under the per-boot login
+//! key (`labfy_ipc::login`), so a session is recognised by the key alone: it
+//! survives a server restart, and an entry pushed out of the bounded table
+//! comes back on its next request — anonymous requests create nothing and
+//! evict nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use rand::RngCore;
+use labfy_ipc::login::{LoginError, LoginKey};
 use uuid::Uuid;
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "labfy_session";
-/// Most live sessions; the least recently used is forgotten beyond it.
+/// Most live sessions kept in memory (rate-limit state); the least recently
+/// used is forgotten beyond it, and re-admitted by its valid cookie.
 pub const MAX_SESSIONS: usize = 32;
+/// Most login links remembered as used (each for its lifetime).
+pub const MAX_USED_CODES: usize = 1024;
 
 /// Token bucket settings for mutations, per session.
 #[derive(Debug, Clone, Copy)]
@@ -41,65 +50,89 @@ pub struct Session {
     refilled: Instant,
 }
 
-/// Every live session.
+/// Every live session, and the login links already used.
 pub struct Sessions {
+    key: LoginKey,
+    workspace: Uuid,
     inner: Mutex<HashMap<String, Session>>,
+    used: Mutex<HashMap<String, u64>>,
     limit: RateLimit,
 }
 
-fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another request panicked mid-update of a
+    // plain map; the map itself is still usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Sessions {
-    /// An empty table with the given mutation rate limit.
-    pub fn new(limit: RateLimit) -> Self {
-        Self { inner: Mutex::new(HashMap::new()), limit }
+    /// An empty table for `workspace`, recognising cookies made with `key`.
+    pub fn new(limit: RateLimit, key: LoginKey, workspace: Uuid) -> Self {
+        Self { key, workspace, inner: Mutex::new(HashMap::new()), used: Mutex::new(HashMap::new()), limit }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        // A poisoned lock only means another request panicked mid-update of a
-        // plain map; the map itself is still usable.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The key (to mint login links for this server).
+    pub fn key(&self) -> &LoginKey {
+        &self.key
     }
 
-    /// Creates a session and returns its cookie value and CSRF token.
-    pub fn create(&self, workspace: Uuid) -> (String, String) {
-        let id = random_token();
-        let csrf = random_token();
+    /// Exchanges a login code for a new session: its cookie value and CSRF
+    /// token. A code works once, until its expiry.
+    pub fn login(&self, code: &str, now: SystemTime) -> Result<(String, String), LoginError> {
+        let (nonce, expires) = self.key.check_code(code, now)?;
+        {
+            let mut used = lock(&self.used);
+            let now_unix = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            used.retain(|_, exp| *exp >= now_unix);
+            if used.contains_key(&nonce) {
+                return Err(LoginError::Used);
+            }
+            if used.len() >= MAX_USED_CODES {
+                return Err(LoginError::TooMany);
+            }
+            used.insert(nonce, expires);
+        }
+        let (cookie, csrf) = self.key.mint_session();
+        if let Some(id) = self.key.check_session(&cookie) {
+            self.admit(id);
+        }
+        Ok((cookie, csrf))
+    }
+
+    fn admit(&self, id: &str) -> Session {
         let now = Instant::now();
-        let mut map = self.lock();
+        let mut map = lock(&self.inner);
+        if let Some(s) = map.get_mut(id) {
+            s.last_used = now;
+            return s.clone();
+        }
         if map.len() >= MAX_SESSIONS {
             if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_used).map(|(k, _)| k.clone()) {
                 map.remove(&oldest);
             }
         }
-        map.insert(
-            id.clone(),
-            Session {
-                csrf_token: Arc::from(csrf.as_str()),
-                workspace,
-                last_used: now,
-                tokens: f64::from(self.limit.burst),
-                refilled: now,
-            },
-        );
-        (id, csrf)
+        let s = Session {
+            csrf_token: Arc::from(self.key.csrf_token(id).as_str()),
+            workspace: self.workspace,
+            last_used: now,
+            tokens: f64::from(self.limit.burst),
+            refilled: now,
+        };
+        map.insert(id.to_owned(), s.clone());
+        s
     }
 
-    /// Looks a session up by cookie value and marks it used.
-    pub fn get(&self, id: &str) -> Option<Session> {
-        let mut map = self.lock();
-        let s = map.get_mut(id)?;
-        s.last_used = Instant::now();
-        Some(s.clone())
+    /// The session of a cookie value this server's key made (its id and
+    /// data), marked used; `None` for anything else.
+    pub fn get(&self, cookie: &str) -> Option<(String, Session)> {
+        let id = self.key.check_session(cookie)?;
+        Some((id.to_owned(), self.admit(id)))
     }
 
-    /// Takes one mutation token; `Err(wait)` when the bucket is empty.
+    /// Takes one mutation token from session `id`; `Err(wait)` when the
+    /// bucket is empty.
     pub fn take_token(&self, id: &str) -> Result<(), Duration> {
-        let mut map = self.lock();
+        let mut map = lock(&self.inner);
         let Some(s) = map.get_mut(id) else {
             return Err(Duration::from_secs(1));
         };
@@ -118,29 +151,55 @@ impl Sessions {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
+    fn table(limit: RateLimit) -> Sessions {
+        Sessions::new(limit, LoginKey::generate(), Uuid::new_v4())
+    }
+
     #[test]
-    fn sessions_are_random_and_bounded() {
-        let s = Sessions::new(RateLimit::default());
-        let ws = Uuid::new_v4();
-        let (a, csrf_a) = s.create(ws);
-        let (b, _) = s.create(ws);
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 64);
-        assert_eq!(&*s.get(&a).unwrap().csrf_token, csrf_a.as_str());
-        for _ in 0..MAX_SESSIONS {
-            s.create(ws);
+    fn a_login_link_works_once_and_its_session_survives_eviction() {
+        let s = table(RateLimit::default());
+        let now = SystemTime::now();
+        let code = s.key().mint_code(now);
+        let (cookie, csrf) = s.login(&code, now).unwrap();
+        assert_eq!(s.login(&code, now), Err(LoginError::Used));
+        let (id, session) = s.get(&cookie).unwrap();
+        assert_eq!(&*session.csrf_token, csrf.as_str());
+        // Push it out of the table with other sessions: it comes back by its cookie.
+        for _ in 0..MAX_SESSIONS + 1 {
+            let c = s.key().mint_code(now);
+            s.login(&c, now).unwrap();
         }
-        assert!(s.get(&a).is_none(), "oldest session should be evicted");
-        assert_eq!(s.lock().len(), MAX_SESSIONS);
+        assert_eq!(lock(&s.inner).len(), MAX_SESSIONS);
+        assert!(!lock(&s.inner).contains_key(&id));
+        assert_eq!(&*s.get(&cookie).unwrap().1.csrf_token, csrf.as_str());
+        // Cookies not made by this key are nobody's.
+        assert!(s.get("0123456789abcdef0123456789abcdef.00").is_none());
+        assert!(table(RateLimit::default()).get(&cookie).is_none());
+    }
+
+    #[test]
+    fn used_codes_are_bounded() {
+        let s = table(RateLimit::default());
+        let now = SystemTime::now();
+        for _ in 0..MAX_USED_CODES {
+            s.login(&s.key().mint_code(now), now).unwrap();
+        }
+        assert_eq!(s.login(&s.key().mint_code(now), now), Err(LoginError::TooMany));
+        // Once the remembered ones expire, logins work again.
+        let later = now + labfy_ipc::login::LOGIN_CODE_TTL + Duration::from_secs(1);
+        assert!(s.login(&s.key().mint_code(later), later).is_ok());
     }
 
     #[test]
     fn bucket_allows_a_burst_then_says_how_long_to_wait() {
-        let s = Sessions::new(RateLimit { burst: 3, per_second: 0.5 });
-        let (id, _) = s.create(Uuid::new_v4());
+        let s = table(RateLimit { burst: 3, per_second: 0.5 });
+        let now = SystemTime::now();
+        let (cookie, _) = s.login(&s.key().mint_code(now), now).unwrap();
+        let (id, _) = s.get(&cookie).unwrap();
         for _ in 0..3 {
             s.take_token(&id).unwrap();
         }

@@ -15,6 +15,7 @@ use crate::db::Db;
 use crate::egress::{EgressClient, EgressError};
 use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
+use labfy_ipc::login::LoginKey;
 
 /// Shared by every handler and layer.
 #[derive(Clone)]
@@ -89,7 +90,7 @@ impl AppState {
                 isolation: Isolation::detect(),
                 runtime_dir: None,
                 db,
-                sessions: Sessions::new(rate_limit),
+                sessions: Sessions::new(rate_limit, LoginKey::generate(), workspace),
                 allowed_hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
                 workspace,
                 class,
@@ -127,6 +128,21 @@ impl AppState {
     /// Slots of the changes (requests with a body) served at once.
     pub fn change_pool(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.inner.change_pool
+    }
+
+    /// Uses `key` — the supervisor's, from `login.json` — for login links
+    /// and session cookies, instead of this state's own random one. Call
+    /// before the state is cloned; later calls change nothing.
+    pub fn with_login_key(mut self, key: LoginKey, rate_limit: RateLimit) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.sessions = Sessions::new(rate_limit, key, inner.workspace);
+        }
+        self
+    }
+
+    /// A fresh one-time login link's code for this server (SPEC T4).
+    pub fn mint_login_code(&self) -> String {
+        self.inner.sessions.key().mint_code(std::time::SystemTime::now())
     }
 
     /// The supervisor's runtime directory, when supervised.

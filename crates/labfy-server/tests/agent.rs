@@ -16,8 +16,8 @@ use tempfile::TempDir;
 use tower::ServiceExt;
 use uuid::Uuid;
 
-const PORT: u16 = 7345;
-const HOST: &str = "127.0.0.1:7345";
+mod common;
+use common::{HOST, PORT};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 
 struct Fixture {
@@ -49,11 +49,8 @@ async fn fixture() -> Fixture {
     // Generous limits: these tests exercise the protocol, not the rate limiter.
     let limit = RateLimit { burst: 1000, per_second: 1000.0 };
     let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit).unwrap();
-    let app = app(state);
-    let res = app.clone().oneshot(Request::get("/").header(header::HOST, HOST).body(Body::empty()).unwrap()).await;
-    let cookie = res.unwrap().headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let (_, s) = send(&app, get_req("/api/v1/session", &cookie)).await;
-    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let app = app(state.clone());
+    let (cookie, csrf) = common::open_session(&app, &state).await;
     Fixture { dir, app, investigation: investigation.to_string(), other_evidence, cookie, csrf }
 }
 

@@ -34,8 +34,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use uuid::Uuid;
 
-const PORT: u16 = 7345;
-const HOST: &str = "127.0.0.1:7345";
+mod common;
+use common::{HOST, PORT};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 /// Longest a test waits for a campaign to end.
 const WAIT: Duration = Duration::from_secs(20);
@@ -312,10 +312,7 @@ async fn fixture(run: Option<&Path>) -> Fixture {
         state = state.with_runtime_dir(run.to_path_buf());
     }
     let app = app(state.clone());
-    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
-    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
-    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let (cookie, csrf) = common::open_session(&app, &state).await;
     Fixture { dir, db, state, app, workspace: ws.id(), evidence, cookie, csrf }
 }
 
@@ -831,10 +828,7 @@ async fn specimen_grants_stay_synthetic_with_or_without_urls() {
         .unwrap()
         .with_runtime_dir(run.dir.clone());
     let app = app(state.clone());
-    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
-    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
-    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let (cookie, csrf) = common::open_session(&app, &state).await;
     let post = |uri: String, body: Value| {
         Request::post(uri)
             .header(header::HOST, HOST)

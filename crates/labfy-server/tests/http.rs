@@ -16,13 +16,14 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
 
-const PORT: u16 = 7345;
-const HOST: &str = "127.0.0.1:7345";
+mod common;
+use common::{HOST, PORT};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 
 struct Fixture {
     _dir: TempDir,
     app: Router,
+    state: AppState,
     workspace: String,
     investigation: String,
 }
@@ -35,7 +36,13 @@ fn fixture_with(limit: RateLimit) -> Fixture {
     // A second workspace, to check isolation.
     specimen::generate(&mut store, SpecimenSpec { seed: 5, size: 10 }, &mut |_, _| {}).unwrap();
     let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit).unwrap();
-    Fixture { _dir: dir, app: app(state), workspace: workspace.to_string(), investigation: investigation.to_string() }
+    Fixture {
+        _dir: dir,
+        app: app(state.clone()),
+        state,
+        workspace: workspace.to_string(),
+        investigation: investigation.to_string(),
+    }
 }
 
 fn fixture() -> Fixture {
@@ -73,17 +80,22 @@ fn get(uri: &str) -> axum::http::request::Builder {
     Request::builder().method("GET").uri(uri).header(header::HOST, HOST)
 }
 
-/// Opens `/` and returns (cookie header value, csrf token).
+/// Logs in with a fresh one-time link (SPEC T4), checks the cookie's flags
+/// and that `/` then carries the session's token; (cookie, csrf token).
 async fn login(f: &Fixture) -> (String, String) {
-    let a = send(&f.app, get("/").body(Body::empty()).unwrap()).await;
-    assert_eq!(a.status, StatusCode::OK);
+    let code = f.state.mint_login_code();
+    let a = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.text());
+    assert_eq!(a.headers[header::LOCATION], "/");
     let set = a.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
     assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
     let cookie = set.split(';').next().unwrap().to_owned();
     let s = send(&f.app, get("/api/v1/session").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(s.status, StatusCode::OK);
     let csrf = s.json()["csrf_token"].as_str().unwrap().to_owned();
-    assert!(a.text().contains(&format!("<meta name=\"csrf-token\" content=\"{csrf}\">")));
+    let page = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.text().contains(&format!("<meta name=\"csrf-token\" content=\"{csrf}\">")));
     (cookie, csrf)
 }
 
@@ -131,14 +143,16 @@ async fn s1_wrong_or_missing_host_is_421_everywhere() {
     }
     for host in ["127.0.0.1:7345", "localhost:7345"] {
         let a = send(&f.app, Request::builder().uri("/").header(header::HOST, host).body(Body::empty()).unwrap()).await;
-        assert_eq!(a.status, StatusCode::OK, "{host}");
+        // Past the Host check: the login page (no session yet).
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{host}");
     }
 }
 
 #[tokio::test]
 async fn index_sets_strict_headers_and_carries_no_inline_script() {
     let f = fixture();
-    let a = send(&f.app, get("/").body(Body::empty()).unwrap()).await;
+    let (cookie, _) = login(&f).await;
+    let a = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(a.headers[header::CONTENT_SECURITY_POLICY], CSP);
     assert!(CSP.contains("script-src 'self'") && !CSP.contains("unsafe-inline"));
     assert_eq!(a.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
@@ -186,7 +200,40 @@ async fn s2_api_without_a_valid_session_is_401() {
     assert_eq!(s["csrf_token"].as_str().unwrap().len(), 64);
     // Reloading / keeps the session and its token.
     let again = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(again.status, StatusCode::OK);
     assert!(again.headers.get(header::SET_COOKIE).is_none());
+}
+
+#[tokio::test]
+async fn t4_the_ui_opens_only_with_a_one_time_login_link() {
+    let f = fixture();
+    // Anonymous: the login page, in both languages, and no session issued —
+    // as many times as anyone asks (nothing to evict).
+    for _ in 0..(labfy_server::session::MAX_SESSIONS + 8) {
+        let a = send(&f.app, get("/").body(Body::empty()).unwrap()).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+        assert!(a.headers.get(header::SET_COOKIE).is_none());
+        assert!(a.text().contains("Connexion requise") && a.text().contains("Login required"), "{}", a.text());
+        assert!(!a.text().contains("<script"), "the login page runs no script");
+    }
+    // A link works once; then, and for anything not made by this server's
+    // key, the page says why.
+    let (cookie, _) = login(&f).await;
+    let code = f.state.mint_login_code();
+    let first = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    let replay = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
+    assert_eq!(replay.status, StatusCode::FORBIDDEN);
+    assert!(replay.headers.get(header::SET_COOKIE).is_none());
+    assert!(replay.text().contains("déjà servi"), "{}", replay.text());
+    let other = labfy_ipc::login::LoginKey::generate().mint_code(std::time::SystemTime::now());
+    for bad in [other.as_str(), "", "x.y.z"] {
+        let a = send(&f.app, get(&format!("/login?code={bad}")).body(Body::empty()).unwrap()).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{bad:?}");
+        assert!(a.headers.get(header::SET_COOKIE).is_none());
+    }
+    // The first session still works after all that.
+    assert_eq!(api(&f, &cookie, "/api/v1/session").await.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -399,7 +446,7 @@ async fn t5_host_follows_rfc_9112() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.error_code(), "HOST_MISMATCH");
     let a = send(&f.app, get(&format!("http://{HOST}/")).body(Body::empty()).unwrap()).await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED, "past the Host check: {}", a.text());
 }
 
 #[tokio::test]
@@ -481,7 +528,8 @@ async fn t5_changes_in_flight_cannot_starve_reads() {
     let a = send(&f.app, post_raw(&notes, &cookie, &csrf, r#"{"title":"t","content":"x"}"#)).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text());
     // Reads and the page still answer.
-    assert_eq!(send(&f.app, get("/").body(Body::empty()).unwrap()).await.status, StatusCode::OK);
+    let page = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::OK);
     assert_eq!(api(&f, &cookie, "/api/v1/session").await.status, StatusCode::OK);
     drop(held);
 }

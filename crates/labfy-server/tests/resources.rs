@@ -30,8 +30,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 use tower::ServiceExt;
 
-const PORT: u16 = 7345;
-const HOST: &str = "127.0.0.1:7345";
+mod common;
+use common::{HOST, PORT};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const ROUTE: &str = "/api/v1/resources";
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -70,11 +70,8 @@ async fn fixture(runtime_dir: Option<PathBuf>) -> Fixture {
     if let Some(run) = runtime_dir {
         state = state.with_runtime_dir(run);
     }
-    let app = app(state);
-    let res = app.clone().oneshot(get_req("/", None)).await.unwrap();
-    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let (_, s) = send(&app, get_req("/api/v1/session", Some(&cookie))).await;
-    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let app = app(state.clone());
+    let (cookie, csrf) = common::open_session(&app, &state).await;
     Fixture { _dir: dir, app, cookie, csrf }
 }
 

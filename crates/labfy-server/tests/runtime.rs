@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
 
-const PORT: u16 = 7345;
-const HOST: &str = "127.0.0.1:7345";
+mod common;
+use common::{HOST, PORT};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const DEMO_LABEL: &str = "Agent de démonstration déterministe";
 const MODEL: &str = "test-model";
@@ -69,10 +69,7 @@ async fn fixture_with(agent: &AgentMode) -> Fixture {
     let db = Db::new(store, dir.path().to_path_buf());
     let state = AppState::with_agent(db, PORT, workspace.id(), limit, agent).unwrap();
     let app = app(state.clone());
-    let res = app.clone().oneshot(Request::get("/").header(header::HOST, HOST).body(Body::empty()).unwrap()).await;
-    let cookie = res.unwrap().headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let (_, s) = send(&app, get_req("/api/v1/session", &cookie)).await;
-    let csrf = s["csrf_token"].as_str().unwrap().to_owned();
+    let (cookie, csrf) = common::open_session(&app, &state).await;
     Fixture { dir, app, state, investigation: investigation.to_string(), cookie, csrf }
 }
 

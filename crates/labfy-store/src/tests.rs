@@ -425,3 +425,23 @@ fn damage_found_after_opening_is_reported_as_damage() {
     let err = store.reads().overview(ws, &inv).and_then(|_| store.integrity_check()).unwrap_err();
     assert_eq!(err.kind(), labfy_core::ErrorKind::Storage, "{err}");
 }
+
+#[test]
+fn the_data_directory_and_database_are_private_whatever_the_umask() {
+    // SPEC T4 / red team F11: 0700 and 0600 from the store itself, not from
+    // the caller's umask (the test process keeps its own, usually 022).
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::TempDir::new().unwrap();
+    let data = dir.path().join("fresh").join("data");
+    let store = Store::open(&data).unwrap();
+    drop(store);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    for f in ["labfy.sqlite3", "labfy.sqlite3-wal", "labfy.sqlite3-shm"] {
+        let p = data.join(f);
+        if p.exists() {
+            assert_eq!(mode(&p), 0o600, "{f}");
+        }
+    }
+    assert!(data.join("labfy.sqlite3").exists());
+}

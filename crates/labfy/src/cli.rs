@@ -66,6 +66,13 @@ enum Command {
         #[command(subcommand)]
         what: crate::governor_cli::ModelWhat,
     },
+    /// Print a fresh one-time login link for the UI of a running `labfy up`
+    /// (SPEC T4): only the user that runs Labfy can read what it is made from.
+    Open {
+        /// Runtime directory of the running `labfy up` (same default).
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+    },
     /// Show the state of each process of a running `labfy up`.
     Status {
         /// Runtime directory of the running `labfy up` (same default).
@@ -204,6 +211,7 @@ pub fn main() -> ExitCode {
         Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),
         Command::Model { what } => crate::governor_cli::model(what),
         Command::Status { runtime_dir } => status_cmd(runtime_dir),
+        Command::Open { runtime_dir } => open_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
@@ -303,6 +311,19 @@ fn workspace_create(data_dir: PathBuf, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+fn open_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
+    let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
+    let (port, key) = labfy_ipc::login::read_login_file(&dir).map_err(|e| {
+        Failure::new(
+            ErrorKind::Unavailable,
+            format!("no running labfy up to log in to ({e}); start it with `labfy up`"),
+        )
+    })?;
+    let code = key.mint_code(std::time::SystemTime::now());
+    println!("{}", labfy_ipc::login::login_url(port, &code));
+    Ok(())
+}
+
 fn status_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
     let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -360,7 +381,6 @@ fn up(
     .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("invalid agent configuration (SPEC M4): {e}")))?;
     // The socket first: a port in use fails before anything is written.
     let listener = listener::bind_loopback(listener::loopback(port))?;
-    let port = listener.local_addr()?.port();
     let programs = crate::supervisor::Programs::beside_current_exe()?;
     let mut store = Store::open(&data_dir)?;
     let ready = |s: &Store| -> Result<Vec<_>, Failure> {
@@ -402,9 +422,10 @@ fn up(
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(crate::supervisor::run(plan, listener, move || {
+    runtime.block_on(crate::supervisor::run(plan, listener, move |link| {
         println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
-        println!("Open http://127.0.0.1:{port}/");
+        println!("Open {link}");
+        println!("(a one-time link; `labfy open` prints a fresh one)");
     }))?;
     eprintln!("labfy: stopped");
     Ok(())

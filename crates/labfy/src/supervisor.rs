@@ -15,6 +15,7 @@ use labfy_core::ErrorKind;
 use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{self, control_socket, role_name, supervisor_socket};
+use labfy_ipc::login::{self, LoginKey};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::{Boundary, ChildStatus, Role};
 use labfy_ipc::secret::{self, Secret};
@@ -380,9 +381,9 @@ async fn tell(slot: &mut Slot, request: ControlRequest) -> Result<ControlRespons
 }
 
 /// Runs the supervisor until SIGINT/SIGTERM or until the server cannot be
-/// kept running. `on_ready` is called once every child answered its first
-/// health check.
-pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl FnOnce()) -> Result<(), Failure> {
+/// kept running. `on_ready` is called, with a one-time login link, once
+/// every child answered its first health check.
+pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl FnOnce(&str)) -> Result<(), Failure> {
     let storage = |e: labfy_ipc::IpcError| Failure::new(ErrorKind::Storage, e.to_string());
     // 1. The private runtime directory and this boot's secret.
     if let Some(parent) = plan.runtime_dir.parent() {
@@ -397,7 +398,13 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // 2. Egress's state directory, which the server's view masks (SPEC T3).
     secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
-    let result = supervise(&plan, &listener, &secret, on_ready).await;
+    // 3. This boot's login key (SPEC T4): the server reads it; `labfy open`
+    //    mints links from it; `on_ready` gets the first link.
+    let port = listener.local_addr()?.port();
+    let key = LoginKey::generate();
+    login::write_login_file(&plan.runtime_dir, port, &key).map_err(storage)?;
+    let first_link = login::login_url(port, &key.mint_code(std::time::SystemTime::now()));
+    let result = supervise(&plan, &listener, &secret, move || on_ready(&first_link)).await;
     // Whatever happened, the runtime directory goes with the supervisor.
     if let Err(e) = std::fs::remove_dir_all(&plan.runtime_dir) {
         tracing::warn!(error = %e, "could not remove the runtime directory");

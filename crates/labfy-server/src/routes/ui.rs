@@ -1,11 +1,15 @@
-//! The browser UI: `GET /` issues the session cookie and carries the CSRF token
-//! in a meta tag; static assets are embedded in the binary.
+//! The browser UI: `GET /login?code=…` exchanges a one-time login link for
+//! the session cookie (SPEC T4) and sends the browser on to `/` (the code
+//! leaves the address bar); `GET /` serves the application with the
+//! session's CSRF token in a meta tag — or, without a session, a page that
+//! says how to log in. Static assets are embedded in the binary.
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use labfy_ipc::login::LoginError;
 
 use crate::security::session_cookie;
 use crate::session::SESSION_COOKIE;
@@ -17,10 +21,11 @@ const APP_CSS: &str = include_str!("../../assets/app.css");
 /// Placeholder in `index.html` replaced by the session's CSRF token.
 pub const CSRF_PLACEHOLDER: &str = "{{CSRF_TOKEN}}";
 
-/// `/`, `/static/app.js`, `/static/app.css`.
+/// `/`, `/login`, `/static/app.js`, `/static/app.css`.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
+        .route("/login", get(login))
         .route("/static/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
         // Browsers ask for it on their own; answer "nothing" rather than a 404.
@@ -32,23 +37,78 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    // Reuse a live session (a reload keeps its token); otherwise issue one.
-    let existing = session_cookie(&headers).and_then(|id| state.sessions().get(id).map(|s| s.csrf_token.to_string()));
-    let (cookie, csrf) = match existing {
-        Some(csrf) => (None, csrf),
-        None => {
-            let (id, csrf) = state.sessions().create(state.workspace());
-            (Some(id), csrf)
-        }
+    let Some((_, session)) = session_cookie(&headers).and_then(|c| state.sessions().get(c)) else {
+        // No session, none issued: anonymous requests create nothing.
+        return login_page(StatusCode::UNAUTHORIZED, None);
     };
     // The token is hex, so it cannot break out of the attribute.
-    let body = INDEX_HTML.replace(CSRF_PLACEHOLDER, &csrf);
-    let mut response = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
-    if let Some(id) = cookie {
-        let value = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict");
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            response.headers_mut().insert(header::SET_COOKIE, v);
-        }
-    }
-    response
+    let body = INDEX_HTML.replace(CSRF_PLACEHOLDER, &session.csrf_token);
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
+
+/// The query of `/login`.
+#[derive(serde::Deserialize)]
+struct LoginQuery {
+    code: Option<String>,
+}
+
+async fn login(State(state): State<AppState>, Query(q): Query<LoginQuery>) -> Response {
+    let code = q.code.unwrap_or_default();
+    match state.sessions().login(&code, std::time::SystemTime::now()) {
+        Ok((cookie, _csrf)) => {
+            // 303 to `/`: the code leaves the address bar (and, with
+            // `Referrer-Policy: no-referrer`, is never sent anywhere).
+            let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+            let value = format!("{SESSION_COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict");
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                response.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            response
+        }
+        Err(e) => login_page(StatusCode::FORBIDDEN, Some(&e)),
+    }
+}
+
+/// The page shown without a session (401) or for a refused link (403), in
+/// French and English; plain text in a static page (no script).
+fn login_page(status: StatusCode, refused: Option<&LoginError>) -> Response {
+    let reason = match refused {
+        None => String::new(),
+        Some(e) => {
+            let fr = match e {
+                LoginError::Malformed | LoginError::BadSignature => {
+                    "Ce lien de connexion n’a pas été émis par ce Labfy (autre démarrage, ou lien altéré)."
+                }
+                LoginError::Expired => "Ce lien de connexion a expiré.",
+                LoginError::Used => "Ce lien de connexion a déjà servi.",
+                LoginError::TooMany => "Trop de connexions en peu de temps ; attendez quelques minutes.",
+            };
+            format!("<p class=\"login-refused\">{fr}</p><p class=\"login-refused\" lang=\"en\">{e}.</p>")
+        }
+    };
+    let body = LOGIN_HTML.replace("{{REASON}}", &reason);
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// The login page; `{{REASON}}` is replaced by fixed text only.
+const LOGIN_HTML: &str = r#"<!doctype html>
+<html lang="fr">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Labfy — connexion</title>
+<link rel="stylesheet" href="/static/app.css">
+</head>
+<body>
+<main class="login-page" data-testid="login-page">
+<h1>Labfy</h1>
+{{REASON}}
+<p>Connexion requise. Ouvrez le lien de connexion affiché par <code>labfy up</code>,
+ou obtenez-en un nouveau dans un terminal, sous le compte qui exécute Labfy :</p>
+<pre>labfy open</pre>
+<p lang="en">Login required. Open the login link printed by <code>labfy up</code>,
+or get a fresh one in a terminal, as the user that runs Labfy: <code>labfy open</code>.</p>
+</main>
+</body>
+</html>
+"#;

@@ -1,0 +1,240 @@
+//! The local login (SPEC T4): only someone who can read the runtime
+//! directory — the analyst's own uid — can open the UI.
+//!
+//! `labfy up` writes `login.json` (mode 0600, in the 0700 runtime
+//! directory): the UI's port and a per-boot key. From the key it mints
+//! one-time login links, `http://127.0.0.1:<port>/login?code=<nonce>.<expiry>.<mac>`
+//! (`labfy up` prints one; `labfy open` mints a fresh one any time); the
+//! server checks the MAC and the expiry, remembers the nonce so a link works
+//! once, and answers with a session cookie whose value is MACed by the same
+//! key — so a session survives a server restart, and no number of anonymous
+//! requests can push it out. The server reads the key; it cannot write the
+//! file (its runtime directory is read-only, SPEC T3).
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::IpcError;
+use crate::secret::{read_private_file, write_private_file};
+
+/// File name of the login key in the runtime directory.
+pub const LOGIN_FILE: &str = "login.json";
+/// How long a login link stays valid (it also works only once).
+pub const LOGIN_CODE_TTL: Duration = Duration::from_secs(15 * 60);
+/// Key length in bytes.
+const KEY_BYTES: usize = 32;
+/// Random bytes of a nonce (login link or session id).
+const NONCE_BYTES: usize = 16;
+
+/// Why a login link is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    /// Not `<nonce>.<expiry>.<mac>` with the expected lengths.
+    #[error("not a Labfy login code")]
+    Malformed,
+    /// Made with another key (another boot, or forged).
+    #[error("this login link was not made by this Labfy (another start, or altered)")]
+    BadSignature,
+    /// Past its expiry.
+    #[error("this login link has expired; run `labfy open` for a new one")]
+    Expired,
+    /// Already used once.
+    #[error("this login link was already used; run `labfy open` for a new one")]
+    Used,
+    /// More logins within one link lifetime than the server remembers.
+    #[error("too many logins in a short time; wait a few minutes, then run `labfy open`")]
+    TooMany,
+}
+
+/// The per-boot key of the login links and session cookies.
+#[derive(Clone)]
+pub struct LoginKey([u8; KEY_BYTES]);
+
+impl std::fmt::Debug for LoginKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoginKey(…)")
+    }
+}
+
+fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+fn unix_now(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl LoginKey {
+    /// A fresh random key.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; KEY_BYTES];
+        rand::rng().fill_bytes(&mut bytes);
+        Self(bytes)
+    }
+
+    /// HMAC-SHA256 of `data` under this key, separated by `purpose`.
+    fn mac(&self, purpose: &str, data: &str) -> Hmac<Sha256> {
+        // An HMAC takes a key of any length: this cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        mac.update(purpose.as_bytes());
+        mac.update(&[0]);
+        mac.update(data.as_bytes());
+        mac
+    }
+
+    fn verify(&self, purpose: &str, data: &str, tag_hex: &str) -> bool {
+        let mut tag = [0u8; 32];
+        hex::decode_to_slice(tag_hex, &mut tag).is_ok() && self.mac(purpose, data).verify_slice(&tag).is_ok()
+    }
+
+    /// A login code valid for [`LOGIN_CODE_TTL`] from `now`.
+    pub fn mint_code(&self, now: SystemTime) -> String {
+        let nonce = random_hex(NONCE_BYTES);
+        let expires = unix_now(now) + LOGIN_CODE_TTL.as_secs();
+        let signed = format!("{nonce}.{expires}");
+        let tag = hex::encode(self.mac("login", &signed).finalize().into_bytes());
+        format!("{signed}.{tag}")
+    }
+
+    /// Checks a login code's form, MAC and expiry; returns its nonce and
+    /// expiry (the caller makes it one-time).
+    pub fn check_code(&self, code: &str, now: SystemTime) -> Result<(String, u64), LoginError> {
+        let mut parts = code.split('.');
+        let (Some(nonce), Some(expires), Some(tag), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(LoginError::Malformed);
+        };
+        let well_formed = nonce.len() == 2 * NONCE_BYTES
+            && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+            && tag.len() == 64
+            && !expires.is_empty()
+            && expires.len() <= 20
+            && expires.bytes().all(|b| b.is_ascii_digit());
+        if !well_formed {
+            return Err(LoginError::Malformed);
+        }
+        if !self.verify("login", &format!("{nonce}.{expires}"), tag) {
+            return Err(LoginError::BadSignature);
+        }
+        let expires: u64 = expires.parse().map_err(|_| LoginError::Malformed)?;
+        if unix_now(now) > expires {
+            return Err(LoginError::Expired);
+        }
+        Ok((nonce.to_owned(), expires))
+    }
+
+    /// A new session: its cookie value (`<id>.<mac>`) and its CSRF token.
+    pub fn mint_session(&self) -> (String, String) {
+        let id = random_hex(NONCE_BYTES);
+        let tag = hex::encode(self.mac("session", &id).finalize().into_bytes());
+        let csrf = self.csrf_token(&id);
+        (format!("{id}.{tag}"), csrf)
+    }
+
+    /// The session id of a cookie value this key made, if it did.
+    pub fn check_session<'c>(&self, cookie: &'c str) -> Option<&'c str> {
+        let (id, tag) = cookie.split_once('.')?;
+        (id.len() == 2 * NONCE_BYTES && id.bytes().all(|b| b.is_ascii_hexdigit()) && self.verify("session", id, tag))
+            .then_some(id)
+    }
+
+    /// The CSRF token bound to session `id`.
+    pub fn csrf_token(&self, id: &str) -> String {
+        hex::encode(self.mac("csrf", id).finalize().into_bytes())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginFile {
+    port: u16,
+    key: String,
+}
+
+/// Writes `login.json` (0600) into the runtime directory.
+pub fn write_login_file(dir: &Path, port: u16, key: &LoginKey) -> Result<(), IpcError> {
+    let body = serde_json::to_vec(&LoginFile { port, key: hex::encode(key.0) })
+        .map_err(|e| IpcError::Runtime { path: dir.join(LOGIN_FILE), reason: e.to_string() })?;
+    write_private_file(dir, LOGIN_FILE, &body)
+}
+
+/// Reads `login.json`: the UI's port and the key.
+pub fn read_login_file(dir: &Path) -> Result<(u16, LoginKey), IpcError> {
+    let path = dir.join(LOGIN_FILE);
+    let bad = |reason: String| IpcError::Runtime { path: path.clone(), reason };
+    let text = read_private_file(dir, LOGIN_FILE)?;
+    let file: LoginFile = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let mut key = [0u8; KEY_BYTES];
+    hex::decode_to_slice(&file.key, &mut key).map_err(|_| bad("the key is not 64 hex characters".into()))?;
+    Ok((file.port, LoginKey(key)))
+}
+
+/// The login link for `port` and `code`.
+pub fn login_url(port: u16, code: &str) -> String {
+    format!("http://127.0.0.1:{port}/login?code={code}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_is_accepted_until_it_expires_and_only_with_its_key() {
+        let key = LoginKey::generate();
+        let now = SystemTime::now();
+        let code = key.mint_code(now);
+        let (nonce, expires) = key.check_code(&code, now).unwrap();
+        assert_eq!(nonce.len(), 32);
+        assert_eq!(expires, unix_now(now) + LOGIN_CODE_TTL.as_secs());
+        // At the edge: valid through its expiry second, refused after.
+        assert!(key.check_code(&code, now + LOGIN_CODE_TTL).is_ok());
+        assert_eq!(key.check_code(&code, now + LOGIN_CODE_TTL + Duration::from_secs(1)), Err(LoginError::Expired));
+        assert_eq!(LoginKey::generate().check_code(&code, now), Err(LoginError::BadSignature));
+        // A later expiry written in by hand breaks the MAC.
+        let mut parts: Vec<&str> = code.split('.').collect();
+        let later = (expires + 86_400).to_string();
+        parts[1] = &later;
+        assert_eq!(key.check_code(&parts.join("."), now), Err(LoginError::BadSignature));
+        for bad in ["", "x", "a.b.c", "a.b.c.d", &format!("{code}.x"), &code.replace('.', "")] {
+            assert_eq!(key.check_code(bad, now), Err(LoginError::Malformed), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sessions_are_recognised_by_their_key_alone() {
+        let key = LoginKey::generate();
+        let (cookie, csrf) = key.mint_session();
+        let id = key.check_session(&cookie).unwrap();
+        assert_eq!(key.csrf_token(id), csrf);
+        assert!(LoginKey::generate().check_session(&cookie).is_none());
+        assert!(key.check_session(&cookie[..cookie.len() - 1]).is_none());
+        assert!(key.check_session("nodot").is_none());
+        let (other, _) = key.mint_session();
+        assert_ne!(cookie, other);
+    }
+
+    #[test]
+    fn the_file_is_private_and_round_trips() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let key = LoginKey::generate();
+        write_login_file(dir.path(), 7411, &key).unwrap();
+        let mode = std::fs::metadata(dir.path().join(LOGIN_FILE)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let (port, read) = read_login_file(dir.path()).unwrap();
+        assert_eq!(port, 7411);
+        let code = key.mint_code(SystemTime::now());
+        assert!(read.check_code(&code, SystemTime::now()).is_ok());
+        std::fs::set_permissions(dir.path().join(LOGIN_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_login_file(dir.path()).is_err(), "a file others can read is refused");
+    }
+}

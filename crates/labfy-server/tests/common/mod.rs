@@ -1,0 +1,31 @@
+//! What every router test of the server shares: the one way a test opens a
+//! session — a fresh one-time login code of the state, exchanged at `/login`
+//! (SPEC T4), exactly as a browser does.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use labfy_server::AppState;
+use tower::ServiceExt;
+
+/// The port every router test's state is built for.
+pub const PORT: u16 = 7345;
+/// Its Host header.
+pub const HOST: &str = "127.0.0.1:7345";
+
+/// Logs in to `app` (built from `state`); returns (cookie, csrf token).
+pub async fn open_session(app: &Router, state: &AppState) -> (String, String) {
+    let code = state.mint_login_code();
+    let req = Request::get(format!("/login?code={code}")).header(header::HOST, HOST).body(Body::empty()).unwrap();
+    let res = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER, "login refused");
+    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let req = Request::get("/api/v1/session").header(header::HOST, HOST).header(header::COOKIE, &cookie);
+    let res = app.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    (cookie, v["csrf_token"].as_str().unwrap().to_owned())
+}
