@@ -37,6 +37,10 @@ const I18N = {
     class_REAL: 'RÉEL',
     isolated: 'isolé du réseau',
     not_isolated: 'NON ISOLÉ',
+    missing_protections: 'protections absentes :',
+    missing_landlock: 'Landlock',
+    missing_seccomp: 'filtre d’appels système',
+    missing_proc: '/proc privé',
     investigation_label: 'Enquête',
     search_label: 'Rechercher dans les pièces',
     search_placeholder: 'Mots, nom, domaine…',
@@ -434,6 +438,10 @@ const I18N = {
     class_REAL: 'REAL',
     isolated: 'network-isolated',
     not_isolated: 'NOT ISOLATED',
+    missing_protections: 'missing protections:',
+    missing_landlock: 'Landlock',
+    missing_seccomp: 'system-call filter',
+    missing_proc: 'private /proc',
     investigation_label: 'Investigation',
     search_label: 'Search the evidence',
     search_placeholder: 'Words, name, domain…',
@@ -1152,9 +1160,15 @@ function renderWorkspace() {
   }
   const iso = $('isolation');
   if (state.isolation && typeof state.isolation.isolated === 'boolean') {
-    iso.textContent = t(state.isolation.isolated ? 'isolated' : 'not_isolated');
+    // SPEC T1: a protection this platform could not give is said on the
+    // badge itself, not only in its tooltip.
+    const missing = Array.isArray(state.isolation.missing)
+      ? state.isolation.missing.filter((c) => hasLabel(`missing_${c}`))
+      : [];
+    const absent = missing.length ? ` — ${t('missing_protections')} ${missing.map((c) => t(`missing_${c}`)).join(', ')}` : '';
+    iso.textContent = t(state.isolation.isolated ? 'isolated' : 'not_isolated') + absent;
     iso.title = String(state.isolation.detail ?? '');
-    iso.className = `badge ${state.isolation.isolated ? 'badge-isolated' : 'badge-not-isolated'}`;
+    iso.className = `badge ${state.isolation.isolated ? 'badge-isolated' : 'badge-not-isolated'}${missing.length ? ' badge-missing' : ''}`;
     iso.dataset.isolated = String(state.isolation.isolated);
     iso.hidden = false;
   } else {

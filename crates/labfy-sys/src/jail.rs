@@ -61,6 +61,9 @@ pub struct Confinement {
     pub applied: Vec<String>,
     /// One line per protection this platform lacks.
     pub missing: Vec<String>,
+    /// The same, as short codes for a UI to translate: `landlock`,
+    /// `seccomp`, `proc`.
+    pub missing_codes: Vec<&'static str>,
 }
 
 impl fmt::Display for Confinement {
@@ -222,20 +225,29 @@ impl Jail {
     /// What [`Jail::spawn`] will apply on this kernel.
     pub fn confinement(&self) -> Confinement {
         let mut applied = vec![NAMESPACE_NAMES.to_owned(), "minimal root (pivot_root)".to_owned()];
-        let mut missing = Vec::new();
+        let (mut missing, mut missing_codes) = (Vec::new(), Vec::new());
         match crate::landlock::abi() {
             Some(abi) => match self.landlock_rules(abi) {
                 Ok(r) if self.landlock => applied.push(r.describe()),
-                _ => missing.push("Landlock (not requested)".into()),
+                _ => {
+                    missing.push("Landlock (not requested)".into());
+                    missing_codes.push("landlock");
+                }
             },
-            None => missing.push("Landlock (this kernel has none, or it is disabled)".into()),
+            None => {
+                missing.push("Landlock (this kernel has none, or it is disabled)".into());
+                missing_codes.push("landlock");
+            }
         }
         match &self.seccomp {
             Some(p) => applied.push(p.describe()),
-            None => missing.push("seccomp (not requested)".into()),
+            None => {
+                missing.push("seccomp (not requested)".into());
+                missing_codes.push("seccomp");
+            }
         }
         applied.push("no capabilities, no_new_privs".into());
-        Confinement { applied, missing }
+        Confinement { applied, missing, missing_codes }
     }
 
     fn prepare(&mut self) -> Result<Prepared, SpawnError> {
@@ -355,6 +367,9 @@ impl Jail {
                 return Err(SpawnError::new(step, err));
             }
             confinement.missing.push(format!("{step}: {err}"));
+            if step == Step::Proc {
+                confinement.missing_codes.push("proc");
+            }
         }
         Ok((child, confinement))
     }

@@ -234,6 +234,7 @@ async fn http_bench(
     let secured_addr = secured_l.local_addr()?;
     let state = AppState::new(db.clone(), secured_addr.port(), ws.id(), RateLimit::default())
         .map_err(|e| Failure::new(labfy_core::ErrorKind::Internal, e.to_string()))?;
+    let code = state.mint_login_code();
     let stop = Arc::new(tokio::sync::Notify::new());
     let s1 = stop.clone();
     tokio::spawn(labfy_server::serve(secured_l, state, async move { s1.notified().await }));
@@ -252,7 +253,7 @@ async fn http_bench(
     tokio::spawn(async move { axum::serve(bare_l, bare).await });
 
     // Session for the secured server, as a browser would get it.
-    let cookie = fetch_cookie(secured_addr).await?;
+    let cookie = fetch_cookie(secured_addr, &code).await?;
     let secured_path = format!("/api/v1/jobs/{job}");
     println!(
         "# HTTP: {} connections, keep-alive, {} rounds of {} s per server",
@@ -283,9 +284,13 @@ async fn http_bench(
     Ok(())
 }
 
-pub(crate) async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
+/// The session cookie a one-time login `code` is exchanged for (SPEC T4).
+pub(crate) async fn fetch_cookie(addr: SocketAddr, code: &str) -> Result<String, Failure> {
     let mut sender = connect::<Empty<Bytes>>(addr).await?;
-    let req = Request::get("/").header(header::HOST, addr.to_string()).body(Empty::<Bytes>::new()).map_err(fail)?;
+    let req = Request::get(format!("/login?code={code}"))
+        .header(header::HOST, addr.to_string())
+        .body(Empty::<Bytes>::new())
+        .map_err(fail)?;
     let res = sender.send_request(req).await.map_err(fail)?;
     let cookie = res
         .headers()
@@ -293,7 +298,7 @@ pub(crate) async fn fetch_cookie(addr: SocketAddr) -> Result<String, Failure> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .map(str::to_owned)
-        .ok_or_else(|| Failure::from(std::io::Error::other("no session cookie from GET /")))?;
+        .ok_or_else(|| Failure::from(std::io::Error::other("no session cookie from GET /login")))?;
     Ok(cookie)
 }
 
@@ -543,22 +548,23 @@ pub fn up(args: UpBenchArgs) -> Result<(), Failure> {
             .stderr(std::process::Stdio::null())
             .spawn()?;
         let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
-        let mut port = None;
+        let mut link = None;
         for line in BufReader::new(stdout).lines() {
             let line = line?;
             if let Some(rest) = line.strip_prefix("Open http://127.0.0.1:") {
-                port = rest.trim_end_matches('/').parse::<u16>().ok();
+                link = rest.split_once('/').and_then(|(p, path)| Some((p.parse::<u16>().ok()?, format!("/{path}"))));
                 break;
             }
         }
-        let port = port.ok_or_else(|| fail("labfy up printed no URL"))?;
+        let (port, path) = link.ok_or_else(|| fail("labfy up printed no login link"))?;
         healthy.push(start.elapsed());
+        // The printed one-time link, as the analyst opens it: 303 to the UI.
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-        write!(s, "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+        write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
         let mut head = [0u8; 12];
         s.read_exact(&mut head)?;
-        if &head[9..12] != b"200" {
-            return Err(fail(format!("UI answered {}", String::from_utf8_lossy(&head))));
+        if &head[9..12] != b"303" {
+            return Err(fail(format!("the login link answered {}", String::from_utf8_lossy(&head))));
         }
         answering.push(start.elapsed());
         // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
@@ -570,6 +576,6 @@ pub fn up(args: UpBenchArgs) -> Result<(), Failure> {
     }
     println!("# labfy bench up — {} starts on a data dir holding the default SPECIMEN", args.runs);
     report("up → all children healthy", healthy);
-    report("up → UI answers 200", answering);
+    report("up → login link answered (303)", answering);
     Ok(())
 }

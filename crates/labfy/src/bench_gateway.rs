@@ -130,10 +130,11 @@ async fn http(
     // The rate limiter would cap mutations at 2/s: lifted for the benchmark.
     let limit = RateLimit { burst: u32::MAX, per_second: 1e9 };
     let state = AppState::new(Db::new(store, dir), addr.port(), ws.id(), limit).map_err(fail)?;
+    let code = state.mint_login_code();
     let stop = Arc::new(tokio::sync::Notify::new());
     let s1 = stop.clone();
     tokio::spawn(labfy_server::serve(l, state, async move { s1.notified().await }));
-    let (cookie, csrf) = session(addr).await?;
+    let (cookie, csrf) = session(addr, &code).await?;
     let node = evidence[0];
     let get_rps = load(addr, &cookie, &csrf, args, Kind::Get(node)).await?;
     let post_rps = load(addr, &cookie, &csrf, args, Kind::Call(evidence)).await?;
@@ -182,9 +183,10 @@ async fn send(
     serde_json::from_slice(&bytes).map_err(fail)
 }
 
-/// A session as a browser gets it: the cookie from `GET /`, then its CSRF token.
-async fn session(addr: SocketAddr) -> Result<(String, String), Failure> {
-    let cookie = fetch_cookie(addr).await?;
+/// A session as a browser gets it: the cookie for a login link, then its
+/// CSRF token.
+async fn session(addr: SocketAddr, code: &str) -> Result<(String, String), Failure> {
+    let cookie = fetch_cookie(addr, code).await?;
     let mut s = connect(addr).await?;
     let v = send(&mut s, addr, "GET", "/api/v1/session", &cookie, "", String::new()).await?;
     Ok((cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned()))

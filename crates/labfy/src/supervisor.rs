@@ -320,6 +320,9 @@ fn spawn_server(
             jail.env(k, v);
         }
         jail.env("LISTEN_FDS", "1").listener(listener);
+        // What the server shows the analyst about its own confinement (the
+        // UI's badge); what is applied is decided here, not by the server.
+        jail.env("LABFY_CONFINEMENT_MISSING", jail.confinement().missing_codes.join(","));
         jail.env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string()).pass_fd(fds.1, daemon::CONTROL_FD);
         jail.spawn()
     });
