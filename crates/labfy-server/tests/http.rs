@@ -411,8 +411,8 @@ fn uuid_other() -> String {
     "0b6a9c2e-5a51-4f55-9a3e-8a8c1d0e7f11".to_owned()
 }
 
-/// A POST with a raw body (what `post_note` cannot express: duplicate keys).
-fn post_raw(uri: &str, cookie: &str, csrf: &str, body: &str) -> Request<Body> {
+/// A POST of the session, every header a change needs, body still to give.
+fn change(uri: &str, cookie: &str, csrf: &str) -> axum::http::request::Builder {
     Request::builder()
         .method("POST")
         .uri(uri)
@@ -421,8 +421,11 @@ fn post_raw(uri: &str, cookie: &str, csrf: &str, body: &str) -> Request<Body> {
         .header(header::ORIGIN, ORIGIN)
         .header("X-CSRF-Token", csrf)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_owned()))
-        .unwrap()
+}
+
+/// A POST with a raw body (what `post_note` cannot express: duplicate keys).
+fn post_raw(uri: &str, cookie: &str, csrf: &str, body: &str) -> Request<Body> {
+    change(uri, cookie, csrf).body(Body::from(body.to_owned())).unwrap()
 }
 
 #[tokio::test]
@@ -483,17 +486,8 @@ async fn t5_an_oversized_body_is_refused_from_its_announced_length() {
     let (cookie, csrf) = login(&f).await;
     let notes = format!("/api/v1/investigations/{}/evidence", f.investigation);
     // Announced 10^12 bytes, none sent: refused at once, nothing read.
-    let req = Request::builder()
-        .method("POST")
-        .uri(&notes)
-        .header(header::HOST, HOST)
-        .header(header::COOKIE, &cookie)
-        .header(header::ORIGIN, ORIGIN)
-        .header("X-CSRF-Token", &csrf)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, "1000000000000")
-        .body(Body::empty())
-        .unwrap();
+    let req =
+        change(&notes, &cookie, &csrf).header(header::CONTENT_LENGTH, "1000000000000").body(Body::empty()).unwrap();
     let a = send(&f.app, req).await;
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(a.error_code(), "BODY_TOO_LARGE");
@@ -510,16 +504,7 @@ async fn t5_changes_in_flight_cannot_starve_reads() {
         let (tx, body) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
         tx.send(Ok(axum::body::Bytes::from_static(b"{"))).await.unwrap();
         let body = Body::from_stream(tokio_stream(body));
-        let req = Request::builder()
-            .method("POST")
-            .uri(&notes)
-            .header(header::HOST, HOST)
-            .header(header::COOKIE, &cookie)
-            .header(header::ORIGIN, ORIGIN)
-            .header("X-CSRF-Token", &csrf)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .unwrap();
+        let req = change(&notes, &cookie, &csrf).body(body).unwrap();
         let app = f.app.clone();
         held.push((tx, tokio::spawn(async move { app.oneshot(req).await })));
     }

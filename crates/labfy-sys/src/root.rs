@@ -67,6 +67,18 @@ fn inside(path: &Path) -> Result<PathBuf, SpawnError> {
     Ok(out)
 }
 
+/// `host` resolved (symbolic links followed; it must exist), and its path
+/// relative to the new root.
+fn resolve(host: &Path) -> Result<(PathBuf, PathBuf), SpawnError> {
+    let real = std::fs::canonicalize(host).map_err(|e| SpawnError {
+        step: crate::Step::Prepare,
+        source: e,
+        detail: host.display().to_string(),
+    })?;
+    let rel = inside(&real)?;
+    Ok((real, rel))
+}
+
 impl Root {
     /// An empty root: nothing but what the methods below add.
     pub fn new() -> Self {
@@ -97,12 +109,7 @@ impl Root {
     }
 
     fn bind(&mut self, host: &Path, writable: bool) -> Result<&mut Self, SpawnError> {
-        let real = std::fs::canonicalize(host).map_err(|e| SpawnError {
-            step: crate::Step::Prepare,
-            source: e,
-            detail: host.display().to_string(),
-        })?;
-        let rel = inside(&real)?;
+        let (real, rel) = resolve(host)?;
         // Already visible read-only through an ancestor bound read-only (the
         // program under /usr, say): nothing to add.
         let covering = self.bound.iter().filter(|(p, _)| rel.starts_with(p)).max_by_key(|(p, _)| p.as_os_str().len());
@@ -142,12 +149,7 @@ impl Root {
     /// tmpfs: what another process keeps there (egress's Tor state, say) is
     /// neither readable nor writable by the child.
     pub fn mask(&mut self, host: &Path) -> Result<&mut Self, SpawnError> {
-        let real = std::fs::canonicalize(host).map_err(|e| SpawnError {
-            step: crate::Step::Prepare,
-            source: e,
-            detail: host.display().to_string(),
-        })?;
-        let rel = inside(&real)?;
+        let (real, rel) = resolve(host)?;
         self.make_dirs(&rel, true)?;
         let target = cstring(&rel)?;
         self.push(RootOp::Tmpfs { target, options: c"size=4k,mode=0500".to_owned(), readonly: true })?;
