@@ -401,9 +401,9 @@ fn spawn(
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
-            let check = |rc: libc::c_int| if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(rc) };
+            use labfy_sys::steps;
             // Dies with the governor: no orphan holds memory nobody accounts for.
-            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+            steps::die_with_parent(libc::SIGKILL)?;
             // Into its cgroup before it runs anything of its own.
             join.join()?;
             // Beside the workspace server: that namespace's loopback only.
@@ -411,21 +411,12 @@ fn spawn(
                 netns::enter(fd)?;
             }
             // The verified model file as fd 3; every other descriptor closes at exec.
-            check(if model_fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(model_fd, 3) })?;
-            check(libc::close_range(4, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int))?;
-            let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            check(libc::setrlimit(libc::RLIMIT_CORE, &zero))?;
+            steps::place_fd(model_fd, 3)?;
+            steps::close_from(4)?;
+            steps::no_core_dumps()?;
             // No capability survives exec: it could otherwise setns back out.
-            for cap in 0..=63 {
-                if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
-                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            check(libc::prctl(libc::PR_SET_SECUREBITS, libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED))?;
-            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-            Ok(())
+            steps::drop_capabilities()?;
+            steps::no_new_privs()
         });
     }
     let mut child = cmd.spawn()?;

@@ -10,6 +10,7 @@ pub mod landlock;
 mod raw;
 mod root;
 pub mod seccomp;
+pub mod steps;
 
 pub use child::ConfinedChild;
 pub use error::{SpawnError, Step};

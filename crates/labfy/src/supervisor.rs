@@ -269,17 +269,17 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::i
     unsafe {
         cmd.pre_exec(move || {
             // Die with the supervisor, whatever kills it.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            labfy_sys::steps::die_with_parent(libc::SIGTERM)?;
             // The listener on fd 3, the control end on fd 4: both copied
             // above first (one may sit on the other's number).
             if let Some((listener, control)) = fds {
                 let high = |fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
                 let (l, c) = (high(listener), high(control));
-                if l < 0 || c < 0 || libc::dup2(l, 3) < 0 || libc::dup2(c, daemon::CONTROL_FD) < 0 {
+                if l < 0 || c < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                labfy_sys::steps::place_fd(l, 3)?;
+                labfy_sys::steps::place_fd(c, daemon::CONTROL_FD)?;
             }
             Ok(())
         });
