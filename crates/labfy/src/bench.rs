@@ -369,7 +369,7 @@ async fn load_from_own_thread(
 }
 
 /// Requests per second over `connections` keep-alive connections.
-async fn load(
+pub(crate) async fn load(
     addr: SocketAddr,
     path: &str,
     cookie: Option<&str>,

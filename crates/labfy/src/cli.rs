@@ -134,6 +134,9 @@ enum BenchWhat {
     /// `labfy up` on an existing data directory until every child is healthy
     /// and the UI answers (needs the sibling programs built beside labfy).
     Up(crate::bench::UpBenchArgs),
+    /// The confined server's read-route throughput with and without its
+    /// seccomp filter, interleaved, in the same run.
+    Confinement(crate::bench_confinement::ConfinementBenchArgs),
     /// The agent tool gateway: in-process overhead and HTTP `POST /calls` throughput.
     Gateway(crate::bench_gateway::GatewayBenchArgs),
     /// The Resource Governor: sampling cost, admission, GGUF header parse.
@@ -218,6 +221,7 @@ pub fn main() -> ExitCode {
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
+        Command::Bench { what: BenchWhat::Confinement(args) } => crate::bench_confinement::confinement(args),
         Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),
         Command::Bench { what: BenchWhat::Governor(args) } => crate::bench_governor::governor(args),
         Command::Bench { what: BenchWhat::Runtime(args) } => crate::bench_runtime::runtime(args),

@@ -41,6 +41,9 @@ pub struct ServerJail<'a> {
     pub runtime_dir: &'a Path,
     /// TCP on its own loopback (a local model is configured).
     pub loopback_tcp: bool,
+    /// Its seccomp allow-list. Always on under `labfy up`; off only to
+    /// measure what the filter costs (`labfy bench confinement`).
+    pub seccomp: bool,
 }
 
 impl ServerJail<'_> {
@@ -59,8 +62,11 @@ impl ServerJail<'_> {
             .may_write(self.data_dir)
             .limit(libc::RLIMIT_CORE, 0)
             .limit(libc::RLIMIT_NOFILE, SERVER_MAX_FILES)
-            .tcp_connect(self.loopback_tcp)
-            .seccomp(Policy { sockets: if self.loopback_tcp { Sockets::UnixAndLoopback } else { Sockets::UnixOnly } });
+            .tcp_connect(self.loopback_tcp);
+        if self.seccomp {
+            let sockets = if self.loopback_tcp { Sockets::UnixAndLoopback } else { Sockets::UnixOnly };
+            jail.seccomp(Policy { sockets });
+        }
         Ok(jail)
     }
 }

@@ -310,7 +310,7 @@ fn spawn_server(
     if matches!(isolation, Isolation::Unavailable(_)) {
         return Ok(spawn(slot, runtime_dir, Some(fds)));
     }
-    let spec = ServerJail { program: &slot.program, data_dir, runtime_dir, loopback_tcp };
+    let spec = ServerJail { program: &slot.program, data_dir, runtime_dir, loopback_tcp, seccomp: true };
     let spawned = spec.build().and_then(|mut jail| {
         jail.arg("--runtime-dir").arg(runtime_dir);
         for a in &slot.args {
