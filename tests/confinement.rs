@@ -149,7 +149,8 @@ fn a_compromised_server_reaches_no_host_service_process_or_file() {
     // 2. Control: the same probe, unconfined, against a runtime directory
     //    of its own (a copy's stand-ins).
     let ctl_run = dir.path().join("control-run");
-    std::fs::create_dir_all(&ctl_run).unwrap();
+    std::fs::create_dir_all(ctl_run.join("operator")).unwrap();
+    let _operator = UnixListener::bind(ctl_run.join("operator").join("governor.operator.sock")).unwrap();
     std::fs::write(ctl_run.join("supervisor.sock"), "").unwrap();
     std::fs::write(ctl_run.join("ipc.secret"), "").unwrap();
     let mut ctl = Command::new(PROBE)
@@ -175,6 +176,8 @@ fn a_compromised_server_reaches_no_host_service_process_or_file() {
     for i in 0..unix_paths.len() {
         expected.push((format!("unix_socket_{i}"), errno(libc::ENOENT)));
     }
+    // The governor's operator socket (any pid with the secret) has no path.
+    expected.push(("operator_socket".into(), errno(libc::ENOENT)));
     expected.push(("signal_host_process".into(), errno(libc::ESRCH)));
     expected.push(("proc_of_host_process".into(), errno(libc::ENOENT)));
     for i in 0..targets.lines().filter(|l| l.starts_with("file=")).count() {

@@ -239,7 +239,9 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
         Arc::new(Stats::default()),
         handler.clone(),
     ));
-    // The operator's socket: same uid and the secret, any pid.
+    // The operator's socket: same uid and the secret, any pid; in a
+    // directory the confined server's root masks.
+    labfy_ipc::secret::create_private_dir(&daemon::operator_dir(&dir))?;
     let operator = server::bind(&daemon::operator_socket(&dir, Boundary::Governor))?;
     let operator_policy = PeerPolicy {
         boundary: Boundary::Governor,

@@ -40,13 +40,20 @@ pub fn service_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
     })
 }
 
-/// The operator's socket of a daemon (`governor.operator.sock`): same uid
-/// and the per-boot secret, any pid — for `labfy resources` and
-/// `labfy model …`, which run outside the supervisor's process tree. It serves
-/// the same requests as the service socket, so it grants nothing the server
-/// (which holds the secret too) could not already ask.
+/// The directory of the operator's sockets in the runtime directory. It is
+/// masked in the confined server's root (SPEC T1): an operator socket
+/// accepts any pid with the secret, which the server holds, so only the
+/// kernel's view — no path to it — keeps the server from using one.
+pub fn operator_dir(runtime_dir: &Path) -> PathBuf {
+    runtime_dir.join("operator")
+}
+
+/// The operator's socket of a daemon (`operator/governor.operator.sock`):
+/// same uid and the per-boot secret, any pid — for `labfy resources` and
+/// `labfy model …`, which run outside the supervisor's process tree. The
+/// workspace server has no path to it ([`operator_dir`]).
 pub fn operator_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
-    runtime_dir.join(match boundary {
+    operator_dir(runtime_dir).join(match boundary {
         Boundary::Control => "control.operator.sock",
         Boundary::Governor => "governor.operator.sock",
         Boundary::Egress => "egress.operator.sock",

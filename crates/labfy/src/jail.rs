@@ -47,7 +47,8 @@ pub struct ServerJail<'a> {
 }
 
 impl ServerJail<'_> {
-    /// The jail; `data_dir`, `runtime_dir` and `<data>/egress` must exist.
+    /// The jail; `data_dir`, `runtime_dir`, its `operator` directory and
+    /// `<data>/egress` must exist.
     pub fn build(&self) -> Result<Jail, SpawnError> {
         let mut root = Root::new();
         root.system()?.devices()?.proc()?.tmp(SERVER_TMP_BYTES)?;
@@ -57,6 +58,9 @@ impl ServerJail<'_> {
         root.writable(self.data_dir)?;
         root.mask(&egress_state_dir(self.data_dir))?;
         root.read_only(self.runtime_dir)?;
+        // The operator sockets accept any pid holding the secret (which the
+        // server reads): no path to them.
+        root.mask(&labfy_ipc::daemon::operator_dir(self.runtime_dir))?;
         let mut jail = Jail::new(self.program, root);
         jail.hostname("labfy-server")?
             .may_write(self.data_dir)

@@ -398,8 +398,10 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // arguments name them so.
     plan.runtime_dir = std::fs::canonicalize(&plan.runtime_dir)?;
     plan.data_dir = std::fs::canonicalize(&plan.data_dir)?;
-    // 2. Egress's state directory, which the server's view masks (SPEC T3).
+    // 2. Egress's state directory and the operator sockets' directory, which
+    //    the server's view masks (SPEC T1, T3).
     secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
+    secret::create_private_dir(&daemon::operator_dir(&plan.runtime_dir)).map_err(storage)?;
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
     // 3. This boot's login key (SPEC T4): the server reads it; `labfy open`
     //    mints links from it; `on_ready` gets the first link.

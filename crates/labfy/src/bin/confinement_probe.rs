@@ -170,6 +170,10 @@ fn main() {
     // writable.
     report("write_socket_dir", create_file(&run.join("probe-planted")));
     report("replace_supervisor_socket", std::fs::remove_file(run.join("supervisor.sock")));
+    report(
+        "operator_socket",
+        connect_unix(run.join("operator").join("governor.operator.sock").as_os_str().as_encoded_bytes()),
+    );
     report("rewrite_ipc_secret", std::fs::OpenOptions::new().write(true).open(run.join("ipc.secret")).map(drop));
     report("write_egress_state", create_file(&data.join("egress").join("probe-planted")));
     report("write_own_data", create_file(&data.join("probe-planted")));
