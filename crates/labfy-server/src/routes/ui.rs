@@ -75,15 +75,19 @@ fn login_page(status: StatusCode, refused: Option<&LoginError>) -> Response {
     let reason = match refused {
         None => String::new(),
         Some(e) => {
-            let fr = match e {
-                LoginError::Malformed | LoginError::BadSignature => {
-                    "Ce lien de connexion n’a pas été émis par ce Labfy (autre démarrage, ou lien altéré)."
-                }
-                LoginError::Expired => "Ce lien de connexion a expiré.",
-                LoginError::Used => "Ce lien de connexion a déjà servi.",
-                LoginError::TooMany => "Trop de connexions en peu de temps ; attendez quelques minutes.",
+            let (fr, en) = match e {
+                LoginError::Malformed | LoginError::BadSignature => (
+                    "Ce lien de connexion n’a pas été émis par ce Labfy (autre démarrage, ou lien altéré).",
+                    "This login link was not made by this Labfy (another start, or altered).",
+                ),
+                LoginError::Expired => ("Ce lien de connexion a expiré.", "This login link has expired."),
+                LoginError::Used => ("Ce lien de connexion a déjà servi.", "This login link was already used."),
+                LoginError::TooMany => (
+                    "Trop de connexions en peu de temps ; attendez quelques minutes.",
+                    "Too many logins in a short time; wait a few minutes.",
+                ),
             };
-            format!("<p class=\"login-refused\">{fr}</p><p class=\"login-refused\" lang=\"en\">{e}.</p>")
+            format!("<p class=\"login-refused\">{fr}</p><p class=\"login-refused\" lang=\"en\">{en}</p>")
         }
     };
     let body = LOGIN_HTML.replace("{{REASON}}", &reason);
