@@ -10,6 +10,15 @@
 //! a campaign in flight, and with the Tor network stopped a fetch is
 //! UNAVAILABLE and no request reaches the web server.
 //!
+//! The grant authority (SPEC T2): a grant made in the UI fetches nothing
+//! until a human confirms it outside the server — on the terminal (`labfy
+//! grant approve`) or on egress's confirmation page (which refuses a form
+//! posted from the UI's origin); a refusal there fails the campaign. And a
+//! second, standalone egress on the same Tor network, driven by the test as
+//! a compromised server would drive it (its service socket, its secret), is
+//! refused a grant it forged, a decision, a URL outside the exact list and a
+//! fetch after the campaign ended — while its web server sees zero requests.
+//!
 //! Needs `tor` and `tor-gencert` (Debian's `tor` package). Without them the
 //! test is skipped with a message, unless `LABFY_REQUIRE_TOR=1` (set by
 //! `tests/run-all`), which makes it fail instead.
@@ -24,6 +33,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use labfy_ipc::client::Client;
+use labfy_ipc::messages::Boundary;
+use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
+};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -233,12 +249,74 @@ impl Session {
         self.get(&format!("/api/v1/research/requests/{request}"))["request"]["campaign"].clone()
     }
 
+    /// The grant's confirmation as egress reports it through the server.
+    fn confirmation(&self, grant: &str) -> Value {
+        self.get(&format!("/api/v1/grants/{grant}/confirmation"))
+    }
+
     fn finished(&self, request: &str) -> Value {
         wait_long("the campaign to end", CAMPAIGN_WAIT, || {
             let c = self.campaign(request);
             matches!(c["status"].as_str(), Some("COMPLETED" | "FAILED" | "STOPPED")).then_some(c)
         })
     }
+}
+
+/// `labfy grant …` on the operator's terminal (stdin is not a terminal).
+fn grant_cli(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("grant")
+        .args(args)
+        .arg("--runtime-dir")
+        .arg(runtime_dir(data))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A human approves `grant` on the terminal, after reading its URLs.
+fn approve_on_terminal(data: &Path, grant: &str, urls: &[String]) {
+    // Without --yes and without a terminal, nothing is approved.
+    let o = grant_cli(data, &["approve", grant]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a terminal"), "{o:?}");
+    let o = grant_cli(data, &["approve", grant, "--yes"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    for u in urls {
+        assert!(out.contains(u.as_str()), "the human was not shown {u}: {out}");
+    }
+    assert!(out.contains("approved on the terminal"), "{out}");
+}
+
+/// A human approves on egress's confirmation page, opened from the UI's
+/// one-time link. A form posted from the UI's origin (what a compromised
+/// server's page could send) is refused first.
+fn approve_on_page(link: &str, ui_port: u16, urls: &[String]) {
+    let rest = link.strip_prefix("http://127.0.0.1:").unwrap_or_else(|| panic!("not a loopback link: {link}"));
+    let (port, path) = rest.split_once('/').unwrap();
+    let port: u16 = port.parse().unwrap();
+    assert_ne!(port, ui_port, "the confirmation page is not the server's");
+    let a = http(port, "GET", &format!("/{path}"), &[], "").unwrap();
+    assert_eq!(a.status, 303, "{}", a.body);
+    let cookie = a.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+    let page_path = a.header("location").unwrap().to_owned();
+    let page = http(port, "GET", &page_path, &[("Cookie", &cookie)], "").unwrap();
+    assert_eq!(page.status, 200, "{}", page.body);
+    for u in urls {
+        assert!(page.body.contains(u.as_str()), "the page does not show {u}");
+    }
+    let at = page.body.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let csrf = &page.body[at..at + page.body[at..].find('"').unwrap()];
+    let form = format!("csrf={csrf}&decision=approve");
+    let post = |origin: &str| {
+        let h =
+            [("Cookie", cookie.as_str()), ("Origin", origin), ("Content-Type", "application/x-www-form-urlencoded")];
+        http(port, "POST", &format!("{page_path}/decision"), &h, &form).unwrap()
+    };
+    assert_eq!(post(&format!("http://127.0.0.1:{ui_port}")).status, 403, "a cross-origin form was accepted");
+    let done = post(&format!("http://127.0.0.1:{port}"));
+    assert_eq!(done.status, 303, "{}", done.body);
 }
 
 #[test]
@@ -290,6 +368,18 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert_eq!(st, 201, "{g}");
     let grant = g["grant"].as_str().unwrap().to_owned();
 
+    // T2: the grant is a proposal egress holds; nothing leaves until a human
+    // confirms it outside the server.
+    let confirmation = &g["confirmation"];
+    assert_eq!(confirmation["phase"], "PROPOSED", "{g}");
+    assert_eq!(confirmation["command"], format!("labfy grant approve {grant}"), "{g}");
+    assert!(confirmation["confirm_url"].as_str().is_some_and(|u| u.starts_with("http://127.0.0.1:")), "{g}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(s.campaign(&request)["status"], "PENDING");
+    assert_eq!(web.total(), 0, "a fetch ran before a human confirmed the grant");
+    assert_eq!(s.confirmation(&grant)["phase"], "PROPOSED");
+    approve_on_terminal(&data, &grant, &urls);
+
     // 3. The campaign: egress → Tor → the exit → the web server.
     let c = s.finished(&request);
     assert_eq!(c["status"], "COMPLETED", "{c:#}");
@@ -303,6 +393,22 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert!(reason.contains("127.0.0.2"), "{reason}");
     assert_eq!(outside.total(), 0, "a redirect out of scope reached its target");
     assert_eq!((web.hits("/page/1"), web.hits("/moved"), web.hits("/page/2"), web.hits("/away")), (1, 1, 1, 1));
+
+    // Egress's own fetch log (T2), through the server's route.
+    let log = s.get(&format!("/api/v1/grants/{grant}/fetch-log"));
+    let logged: Vec<(&str, &str)> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["status"].as_str().unwrap(), e["url"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        logged,
+        [("FETCHED", urls[0].as_str()), ("FETCHED", urls[1].as_str()), ("REFUSED", urls[2].as_str())],
+        "{log:#}"
+    );
+    let c_state = s.confirmation(&grant);
+    assert_eq!((c_state["phase"].as_str(), c_state["decided_via"].as_str()), (Some("ENDED"), Some("terminal")));
 
     // 4. Evidence with provenance (E5): body, SHA-256, URL, status, grant,
     // campaign, isolation; the hostile HTML is stored as inert text.
@@ -335,9 +441,12 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
 
     // 6. A revocation stops a campaign in flight (E3).
     let (_, request) = s.prepared("Quels domaines pour la société Durand ?");
-    let (st, g) = s.grant(&request, &[web.url("/slow"), web.url("/page/2")]);
+    let slow_urls = [web.url("/slow"), web.url("/page/2")];
+    let (st, g) = s.grant(&request, &slow_urls);
     assert_eq!(st, 201, "{g}");
     let grant = g["grant"].as_str().unwrap().to_owned();
+    // This one is confirmed on egress's page, from the UI's link.
+    approve_on_page(g["confirmation"]["confirm_url"].as_str().unwrap(), port, &slow_urls);
     let page_2_before = web.hits("/page/2");
     wait_long("the slow fetch to reach the web server", CAMPAIGN_WAIT, || (web.hits("/slow") == 1).then_some(()));
     let (st, r) = s.post(&format!("/api/v1/grants/{grant}/revoke"), &json!({}));
@@ -348,12 +457,29 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert_eq!(statuses, ["STOPPED", "STOPPED"], "{c:#}");
     assert_eq!(web.hits("/page/2"), page_2_before, "a revoked grant fetched again");
 
+    // T2: a compromised server driving egress itself is refused.
+    forged_and_stale_fetches_are_refused(&dir.path().join("attacker"), &arti, &web, &outside);
+
+    // A human refuses on the terminal: the campaign fails, nothing leaves.
+    let (_, request) = s.prepared("Qui dirige la société Durand ?");
+    let before = web.total();
+    let (st, g) = s.grant(&request, &[web.url("/page/1")]);
+    assert_eq!(st, 201, "{g}");
+    let o = grant_cli(&data, &["refuse", g["grant"].as_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let c = s.finished(&request);
+    assert_eq!(c["status"], "FAILED", "{c:#}");
+    assert!(c["detail"].as_str().unwrap().contains("refused at its confirmation"), "{c:#}");
+    assert_eq!(web.total(), before, "a refused grant fetched");
+
     // 7. Tor down: UNAVAILABLE, and nothing reaches the web server (E6).
     net.stop();
     let (_, request) = s.prepared("Quelles sociétés liées au domaine durand.example ?");
     let before = web.total();
-    let (st, g) = s.grant(&request, &[web.url("/page/3"), web.url("/page/4")]);
+    let down_urls = [web.url("/page/3"), web.url("/page/4")];
+    let (st, g) = s.grant(&request, &down_urls);
     assert_eq!(st, 201, "{g}");
+    approve_on_terminal(&data, g["grant"].as_str().unwrap(), &down_urls);
     let c = s.finished(&request);
     assert_eq!(c["status"], "FAILED", "{c:#}");
     let items = c["items"].as_array().unwrap();
@@ -366,6 +492,138 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     signal(up.0.id(), libc::SIGTERM);
     assert!(up.0.wait().unwrap().success());
     assert_eq!(integrity(&data), "ok");
+}
+
+/// A standalone egress on the private Tor network, driven by the test as a
+/// compromised workspace server would drive the appliance's: the test is its
+/// parent (the supervisor's place) and names its own pid as the service
+/// socket's peer, so it holds exactly what the server holds — the socket and
+/// the per-boot secret. Everything it tries without a human's confirmation is
+/// refused by egress before any stream opens: the web server sees nothing.
+fn forged_and_stale_fetches_are_refused(dir: &Path, arti: &Path, web: &Web, outside: &Web) {
+    let (data, run) = (dir.join("data"), dir.join("run"));
+    std::fs::create_dir_all(&data).unwrap();
+    labfy_ipc::secret::create_private_dir(&run).unwrap();
+    let secret = labfy_ipc::secret::create_secret(&run).unwrap();
+    let egress_bin = Path::new(BIN).with_file_name("labfy-egress");
+    let child = Command::new(&egress_bin)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--arti-config")
+        .arg(arti)
+        .env("LABFY_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut egress = Guard(child);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (before, outside_before) = (web.total(), outside.total());
+    rt.block_on(async {
+        let control = labfy_ipc::daemon::control_socket(&run, labfy_ipc::messages::Role::Egress);
+        wait_long("the standalone egress's control socket", Duration::from_secs(30), || control.exists().then_some(()));
+        let mut c: Client<ControlRequest, ControlResponse> =
+            Client::connect(&control, Boundary::Control, &secret).await.unwrap();
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert!(matches!(
+            c.call(ControlRequest::SetPeers { pids: vec![me] }).await.unwrap(),
+            ControlResponse::PeersSet {}
+        ));
+        let socket = labfy_ipc::daemon::service_socket(&run, Boundary::Egress);
+        let mut e: Client<EgressRequest, EgressResponse> =
+            Client::connect(&socket, Boundary::Egress, &secret).await.unwrap().with_timeout(Duration::from_secs(150));
+        // Refusals must come from the grant checks, not from Tor: wait for bootstrap.
+        let t = Instant::now();
+        loop {
+            let EgressResponse::Status(st) = e.call(EgressRequest::Status {}).await.unwrap() else { panic!() };
+            if st.ready {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(180), "no bootstrap: {st:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let ws = uuid::Uuid::now_v7().to_string();
+        let new_id = |kind: &str| format!("{kind}:{}", uuid::Uuid::now_v7());
+        let (grant, campaign) = (new_id("grant"), new_id("campaign"));
+        let fetch = |grant: &str, campaign: &str, url: &str| {
+            EgressRequest::Fetch(FetchRequest {
+                workspace_id: ws.clone(),
+                campaign_id: campaign.to_owned(),
+                grant_id: grant.to_owned(),
+                url: url.to_owned(),
+                method: FetchMethod::Get,
+            })
+        };
+        let refused = |r: EgressResponse, why: &str| {
+            let EgressResponse::Fetched(o) = r else { panic!("{r:?}") };
+            assert_eq!(o.status, FetchStatus::Refused, "{o:?}");
+            let reason = o.reason.unwrap_or_default();
+            assert!(reason.contains(why), "`{reason}` lacks `{why}`");
+        };
+        // 1. A grant the server forged (in its own database): egress never saw it.
+        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "never confirmed by a human");
+        // 2. Proposed by the server, then "decided" over its own socket: forbidden.
+        let proposal = GrantProposal {
+            workspace_id: ws.clone(),
+            grant_id: grant.clone(),
+            campaign_id: campaign.clone(),
+            urls: vec![web.url("/page/1")],
+            hosts: vec!["127.0.0.1".into(), "127.0.0.2".into()],
+            max_requests: 10,
+            max_bytes: 1 << 20,
+            expires_in_minutes: 60,
+            summary: "forged".into(),
+        };
+        let EgressResponse::Grant(r) = e.call(EgressRequest::Propose(Box::new(proposal))).await.unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.phase, GrantPhase::Proposed);
+        let EgressResponse::Failed(f) =
+            e.call(EgressRequest::Decide { grant_id: grant.clone(), approve: true }).await.unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(f.code, "FORBIDDEN", "{f:?}");
+        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "waits for a human");
+        // 3. Approved by a human on the operator socket: a URL outside the
+        // exact list (even on an in-scope host), and after the campaign
+        // ended, are refused.
+        let operator = labfy_ipc::daemon::operator_socket(&run, Boundary::Egress);
+        let mut op: Client<EgressRequest, EgressResponse> =
+            Client::connect(&operator, Boundary::Egress, &secret).await.unwrap();
+        let EgressResponse::Grant(r) =
+            op.call(EgressRequest::Decide { grant_id: grant.clone(), approve: true }).await.unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.phase, GrantPhase::Approved);
+        refused(e.call(fetch(&grant, &campaign, &web.url("/page/2"))).await.unwrap(), "not one of the 1 URLs");
+        refused(
+            e.call(fetch(&grant, &campaign, &outside.url("/secret").replace("127.0.0.1", "127.0.0.2"))).await.unwrap(),
+            "not one of the 1 URLs",
+        );
+        refused(e.call(fetch(&grant, &new_id("campaign"), &web.url("/page/1"))).await.unwrap(), "does not run under");
+        let EgressResponse::Stopped { .. } = e
+            .call(EgressRequest::EndCampaign { workspace_id: ws.clone(), campaign_id: campaign.clone() })
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "has ended");
+        // Egress logged what it refused under the grant it knows.
+        let EgressResponse::FetchLog { entries } =
+            e.call(EgressRequest::FetchLog { workspace_id: ws.clone(), grant_id: grant.clone() }).await.unwrap()
+        else {
+            panic!()
+        };
+        assert!(entries.len() >= 4 && entries.iter().all(|x| x.status == FetchStatus::Refused), "{entries:#?}");
+    });
+    assert_eq!(web.total(), before, "a forged or stale fetch reached the web server");
+    assert_eq!(outside.total(), outside_before);
+    signal(egress.0.id(), libc::SIGTERM);
+    assert!(egress.0.wait().unwrap().success());
 }
 
 /// The first value under `key` anywhere in `v` (depth-first).

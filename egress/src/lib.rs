@@ -1,10 +1,12 @@
 #![doc = include_str!("../README.md")]
 
 mod config;
+pub mod confirm;
 mod connector;
 mod error;
 mod grants;
 mod http;
+pub mod ledger;
 mod limits;
 mod service;
 mod target;
@@ -13,8 +15,9 @@ mod tor;
 pub use config::{Config, MAX_ARTI_CONFIG_BYTES, arti_dirs, build, builder_from_file, builder_from_toml};
 pub use connector::Bootstrap;
 pub use error::ConfigError;
-pub use grants::{FetchIds, GrantTerms, Usage};
+pub use grants::FetchIds;
 pub use http::USER_AGENT_VALUE;
+pub use ledger::{Ledger, LedgerError};
 pub use limits::*;
 pub use service::{Egress, KEPT_HEADERS, MAX_REASON_CHARS, kept_headers};
 pub use target::{Target, check_url, host_in_scope, reserved_range, scope_refusal};

@@ -1,15 +1,23 @@
 //! `labfy-egress`: the egress daemon, started by `labfy up`. A thin binary
 //! over the `labfy_egress` library (its README is the map): configuration,
-//! the Tor client, then the service on `egress.sock` until shutdown.
+//! the grant ledger, the Tor client, then three doors until shutdown: the
+//! server's `egress.sock` (propose, fetch, revoke — never decide), the
+//! operator's `operator/egress.operator.sock` (`labfy grant`), and the
+//! confirmation page on its own loopback port (SPEC T2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
-use labfy_egress::{Config, Egress, Limits, Tor};
-use labfy_ipc::daemon;
+use labfy_egress::confirm::ConfirmPage;
+use labfy_egress::{Config, Egress, Ledger, Limits, Tor};
+use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
+use labfy_ipc::daemon::{self, ControlChannel};
 use labfy_ipc::messages::egress::EgressRequest;
 use labfy_ipc::messages::{Boundary, Role};
+use labfy_ipc::server::{self, Stats};
+use tokio_util::sync::CancellationToken;
 
 /// Labfy's egress daemon (normally started by `labfy up`).
 #[derive(Parser)]
@@ -26,6 +34,10 @@ struct Args {
     /// private test network. Without it, the real Tor network.
     #[arg(long, env = "LABFY_ARTI_CONFIG")]
     arti_config: Option<PathBuf>,
+    /// Loopback port of the grant confirmation page (0: any free port; the
+    /// links egress makes name it).
+    #[arg(long, env = "LABFY_EGRESS_CONFIRM_PORT", default_value_t = 0)]
+    confirm_port: u16,
 }
 
 /// Exit status of a configuration egress refuses.
@@ -45,21 +57,57 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let ledger = match Ledger::open(&config.data_dir.join("egress")) {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            eprintln!("labfy-egress: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     daemon::main("labfy-egress", async move {
         let custom = config.arti_config.is_some();
         let tor = Tor::start(config.tor).await;
-        let egress = Egress::new(config.data_dir, tor, Limits::default(), custom);
+        let egress = Egress::new(ledger.clone(), tor, Limits::default(), custom);
+        let stop = CancellationToken::new();
+        let page = ConfirmPage::start(ledger, args.confirm_port, stop.clone()).await?;
+        tracing::info!(port = page.port(), "grant confirmation page on 127.0.0.1");
+        egress.set_confirm_links(Arc::new(move |g| page.link(g)));
+
         let health = egress.clone();
-        daemon::run_service(
-            &args.runtime_dir,
-            Role::Egress,
-            Boundary::Egress,
-            move || health.health(),
+        let plane =
+            daemon::start_control(&args.runtime_dir, Role::Egress, ControlChannel::Socket, move || health.health())?;
+        // The server's socket: only the pids the supervisor names.
+        let service = server::bind(&daemon::service_socket(&args.runtime_dir, Boundary::Egress))?;
+        let e = egress.clone();
+        tokio::spawn(server::serve(
+            service,
+            daemon::service_policy(&plane, Boundary::Egress),
+            Arc::new(Stats::default()),
             move |req: EgressRequest, _peer| {
-                let egress = egress.clone();
-                async move { egress.handle(req).await }
+                let e = e.clone();
+                async move { e.handle(req).await }
             },
-        )
-        .await
+        ));
+        // The operator's socket: same uid and the secret, any pid, in a
+        // directory the confined server's root masks — where a human's
+        // decision on a grant comes from (`labfy grant approve`).
+        labfy_ipc::secret::create_private_dir(&daemon::operator_dir(&args.runtime_dir))?;
+        let operator = server::bind(&daemon::operator_socket(&args.runtime_dir, Boundary::Egress))?;
+        let policy = PeerPolicy {
+            boundary: Boundary::Egress,
+            uid: daemon::euid(),
+            pids: None,
+            secret: plane.secret.clone(),
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+        };
+        let e = egress.clone();
+        tokio::spawn(server::serve(operator, policy, Arc::new(Stats::default()), move |req: EgressRequest, _peer| {
+            let e = e.clone();
+            async move { e.handle_operator(req).await }
+        }));
+        tracing::info!("egress serving");
+        let outcome = daemon::wait_for_shutdown(&plane).await;
+        stop.cancel();
+        outcome
     })
 }

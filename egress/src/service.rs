@@ -2,14 +2,23 @@
 //!
 //! A fetch goes, in this order: ids → Tor bootstrapped? → URL rules →
 //! registration (so a stop finds it) → a place among the
-//! [`crate::limits::MAX_IN_FLIGHT`] → for each hop: the grant afresh from the store
-//! (workspace, active, scope, budget) → a Tor stream on the campaign's
-//! isolation token → one bounded HTTP exchange → the next hop re-checked
-//! before its stream opens. A refusal happens before any stream of its hop
-//! opens; a stop (revocation, end of campaign) wins at every await.
+//! [`crate::limits::MAX_IN_FLIGHT`] → for each hop: egress's own grant
+//! ledger checks and counts it (a human approved the grant; unrevoked,
+//! unexpired, campaign not ended; the first hop one of the exact URLs, a
+//! redirect inside the hosts; budget left — SPEC T2) → a Tor stream on the
+//! campaign's isolation token → one bounded HTTP exchange → the next hop
+//! re-checked before its stream opens. A refusal happens before any stream
+//! of its hop opens; a stop (revocation, end of campaign) wins at every
+//! await. Every fetch of a grant the ledger knows is appended to its fetch
+//! log.
+//!
+//! Two sockets reach [`Egress`]: the workspace server's (`egress.sock`,
+//! [`Egress::handle`]), which may propose, revoke, end and fetch but never
+//! decide; and the operator's (`operator/egress.operator.sock`, masked in
+//! the server's root, [`Egress::handle_operator`]), where `labfy grant`
+//! lists and decides.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -20,8 +29,8 @@ use hyper::header::{CONTENT_TYPE, HeaderMap, LOCATION};
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus,
-    MAX_KEPT_HEADERS, MAX_URL_BYTES,
+    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase,
+    GrantRecord, MAX_KEPT_HEADERS, MAX_URL_BYTES,
 };
 use labfy_ipc::messages::{Failure, Health, Role};
 use sha2::{Digest, Sha256};
@@ -30,8 +39,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::connector::{Bootstrap, Connector};
-use crate::grants::{self, FetchIds, GrantTerms, Usage};
+use crate::grants::FetchIds;
 use crate::http::{self, ExchangeError, Response};
+use crate::ledger::{HopTerms, Ledger};
 use crate::limits::{Limits, MAX_HEADER_VALUE_CHARS};
 use crate::target::{Target, check_url, shown};
 use crate::tor::Tor;
@@ -63,8 +73,13 @@ pub struct Egress {
     inner: Arc<Inner>,
 }
 
+/// Makes a one-time link to egress's confirmation page for a grant.
+pub type ConfirmLinks = Arc<dyn Fn(&ObjectRef) -> String + Send + Sync>;
+
 struct Inner {
-    data_dir: PathBuf,
+    ledger: Arc<Ledger>,
+    /// The confirmation page's links, once it serves.
+    confirm: std::sync::OnceLock<ConfirmLinks>,
     connector: Arc<dyn Connector>,
     limits: Limits,
     custom_network: bool,
@@ -99,8 +114,9 @@ struct State {
     /// Per (workspace, campaign): one entry per campaign used since start
     /// and not ended (campaigns come from human grants, so few).
     campaigns: HashMap<(Uuid, Uuid), CampaignSlot>,
-    /// Per grant: what this process started and received under it.
-    usage: HashMap<Uuid, Usage>,
+    /// Per grant: body bytes received by hops in flight, not yet added to
+    /// the ledger (it gets them when each hop ends).
+    pending_bytes: HashMap<Uuid, u64>,
 }
 
 /// Why a stop happened.
@@ -126,19 +142,20 @@ fn failed(why: impl Into<String>) -> End {
 impl Egress {
     /// The service over arti: the only constructor outside this crate, so
     /// every `Egress` a program can build goes out through Tor (P4).
-    pub fn new(data_dir: PathBuf, tor: Tor, limits: Limits, custom_network: bool) -> Self {
-        Self::with_connector(data_dir, Arc::new(tor), limits, custom_network)
+    pub fn new(ledger: Arc<Ledger>, tor: Tor, limits: Limits, custom_network: bool) -> Self {
+        Self::with_connector(ledger, Arc::new(tor), limits, custom_network)
     }
 
     pub(crate) fn with_connector(
-        data_dir: PathBuf,
+        ledger: Arc<Ledger>,
         connector: Arc<dyn Connector>,
         limits: Limits,
         custom_network: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                data_dir,
+                ledger,
+                confirm: std::sync::OnceLock::new(),
                 connector,
                 permits: Semaphore::new(limits.max_in_flight.max(1)),
                 limits,
@@ -158,25 +175,145 @@ impl Egress {
         self.inner.permits.acquire().await.expect("the semaphore is never closed")
     }
 
-    /// Answers one request of the server.
+    /// From now on, records waiting for a human carry a link to the
+    /// confirmation page made by `links` (set once; later calls are ignored).
+    pub fn set_confirm_links(&self, links: ConfirmLinks) {
+        let _ = self.inner.confirm.set(links);
+    }
+
+    /// The grant ledger.
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.inner.ledger
+    }
+
+    /// Answers one request on the operator's socket: everything the server
+    /// may ask, and the human's decisions (`labfy grant`).
+    pub async fn handle_operator(&self, req: EgressRequest) -> EgressResponse {
+        match req {
+            EgressRequest::Grants {} => {
+                let ledger = self.inner.ledger.clone();
+                match blocking(move || ledger.list(chrono::Utc::now())).await {
+                    Ok(grants) => {
+                        EgressResponse::Grants { grants: grants.into_iter().map(|g| self.linked(g)).collect() }
+                    }
+                    Err(e) => failed_response("STORAGE", e),
+                }
+            }
+            EgressRequest::Decide { grant_id, approve } => {
+                let grant = match ObjectRef::parse_kind(&grant_id, RefKind::Grant) {
+                    Ok(g) => g,
+                    Err(e) => return invalid(format!("grant: {e}")),
+                };
+                let ledger = self.inner.ledger.clone();
+                match blocking(move || ledger.decide(&grant, approve, "terminal", chrono::Utc::now())).await {
+                    Ok(r) => {
+                        tracing::info!(%grant, phase = ?r.phase, "grant decided on the terminal");
+                        EgressResponse::Grant(Box::new(r))
+                    }
+                    Err(e) => failed_response("CONFLICT", e),
+                }
+            }
+            other => self.handle(other).await,
+        }
+    }
+
+    /// Answers one request of the server. A human's decision is refused
+    /// here: the server's socket can only propose (SPEC T2).
     pub async fn handle(&self, req: EgressRequest) -> EgressResponse {
         match req {
+            EgressRequest::Grants {} | EgressRequest::Decide { .. } => EgressResponse::Failed(Failure {
+                code: "FORBIDDEN".into(),
+                message: "a grant is decided by a human on the terminal (labfy grant) or on egress's confirmation \
+                          page, never through the workspace server"
+                    .into(),
+            }),
+            EgressRequest::Propose(p) => {
+                let ledger = self.inner.ledger.clone();
+                match blocking(move || ledger.propose(&p, chrono::Utc::now())).await {
+                    Ok(r) => {
+                        let r = self.linked(r);
+                        if r.phase == GrantPhase::Proposed {
+                            // On the operator's terminal, where the server
+                            // cannot write: what waits for a human, and where.
+                            let page = r.confirm_url.as_deref().map(|u| format!(" or open {u}")).unwrap_or_default();
+                            eprintln!(
+                                "labfy-egress: {} asks to fetch {} URL(s) through Tor; nothing leaves until a human \
+                                 confirms it: labfy grant approve {}{page}",
+                                r.grant_id,
+                                r.urls.len(),
+                                r.grant_id
+                            );
+                        }
+                        EgressResponse::Grant(Box::new(r))
+                    }
+                    Err(e) => invalid(e),
+                }
+            }
+            EgressRequest::GrantState { workspace_id, grant_id } => {
+                let (ws, g) = match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
+                    Ok(p) => p,
+                    Err(e) => return invalid(e),
+                };
+                let ledger = self.inner.ledger.clone();
+                let grant = ObjectRef::new(RefKind::Grant, g);
+                match blocking(move || ledger.get_in(ws, &grant, chrono::Utc::now())).await {
+                    Ok(Some(r)) => EgressResponse::Grant(Box::new(self.linked(r))),
+                    Ok(None) => failed_response("NOT_FOUND", format!("egress has no record of {grant}")),
+                    Err(e) => failed_response("STORAGE", e),
+                }
+            }
+            EgressRequest::FetchLog { workspace_id, grant_id } => {
+                let (ws, g) = match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
+                    Ok(p) => p,
+                    Err(e) => return invalid(e),
+                };
+                let ledger = self.inner.ledger.clone();
+                let grant = ObjectRef::new(RefKind::Grant, g);
+                match blocking(move || ledger.fetch_log(ws, &grant)).await {
+                    Ok(entries) => EgressResponse::FetchLog { entries },
+                    Err(e) => failed_response("STORAGE", e),
+                }
+            }
             EgressRequest::Health {} => EgressResponse::Health(self.health_report()),
             EgressRequest::Status {} => EgressResponse::Status(self.status()),
             EgressRequest::Fetch(f) => EgressResponse::Fetched(Box::new(self.fetch(f).await)),
+            // Both only take authority away: the server may ask them.
             EgressRequest::StopGrant { workspace_id, grant_id } => {
                 match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
-                    Ok((ws, g)) => EgressResponse::Stopped { stopped: self.stop_grant(ws, g) },
+                    Ok((ws, g)) => {
+                        let (ledger, grant) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Grant, g));
+                        if let Err(e) = blocking(move || ledger.revoke(ws, &grant, chrono::Utc::now())).await {
+                            return failed_response("STORAGE", e);
+                        }
+                        EgressResponse::Stopped { stopped: self.stop_grant(ws, g) }
+                    }
                     Err(e) => invalid(e),
                 }
             }
             EgressRequest::EndCampaign { workspace_id, campaign_id } => {
                 match parse_pair(&workspace_id, &campaign_id, RefKind::Campaign) {
-                    Ok((ws, c)) => EgressResponse::Stopped { stopped: self.end_campaign(ws, c) },
+                    Ok((ws, c)) => {
+                        let (ledger, campaign) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Campaign, c));
+                        if let Err(e) = blocking(move || ledger.end_campaign(ws, &campaign, chrono::Utc::now())).await {
+                            return failed_response("STORAGE", e);
+                        }
+                        EgressResponse::Stopped { stopped: self.end_campaign(ws, c) }
+                    }
                     Err(e) => invalid(e),
                 }
             }
         }
+    }
+
+    /// A record with a fresh confirmation link while it waits for a human.
+    fn linked(&self, mut r: GrantRecord) -> GrantRecord {
+        if r.phase == GrantPhase::Proposed {
+            if let (Some(links), Ok(g)) = (self.inner.confirm.get(), ObjectRef::parse_kind(&r.grant_id, RefKind::Grant))
+            {
+                r.confirm_url = Some(links(&g));
+            }
+        }
+        r
     }
 
     /// `(ready, detail)` for health checks: ready once Tor is bootstrapped.
@@ -287,6 +424,13 @@ impl Egress {
             FetchStatus::Stopped => 4,
         };
         self.inner.counts[slot].fetch_add(1, Ordering::Relaxed);
+        // The fetch log (SPEC T2): every fetch of a grant the ledger knows.
+        if let Ok(ids) = FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id) {
+            let (ledger, logged) = (self.inner.ledger.clone(), strip_body(&out));
+            if let Err(e) = blocking(move || ledger.log_fetch(&ids, &logged, chrono::Utc::now())).await {
+                tracing::error!(error = %e, "the fetch log could not be written");
+            }
+        }
         tracing::info!(
             status = ?out.status,
             grant = %truncate_chars(&req.grant_id, 48),
@@ -364,8 +508,7 @@ impl Egress {
                 0 => why,
                 n => format!("redirect hop {n} to `{}` refused: {why}", shown(target.url.as_str())),
             };
-            let terms = self.read_terms(ids).await.map_err(|w| refused(hop(w)))?;
-            self.inner.start_request(ids, &terms, &target).map_err(|w| refused(hop(w)))?;
+            let terms = self.start_request(ids, &target, trail.is_empty()).await.map_err(|w| refused(hop(w)))?;
             let io = match tokio::time::timeout(
                 limits.connect,
                 self.inner.connector.connect(&target.host, target.port, isolation),
@@ -379,12 +522,14 @@ impl Egress {
                 }
             };
             let grant = ids.grant;
-            let mut this_fetch = 0u64;
+            let mut hop_bytes = Bytes { inner: &self.inner, grant, n: 0 };
             let take = |n: u64| {
-                this_fetch += n;
-                self.inner.take_bytes(&grant, terms.max_bytes, terms.recorded.bytes.saturating_add(this_fetch), n)
+                hop_bytes.n = hop_bytes.n.saturating_add(n);
+                self.inner.take_bytes(&grant, &terms, n)
             };
-            let resp = http::exchange(io, &target, method, limits, take).await.map_err(|e| match e {
+            let exchanged = http::exchange(io, &target, method, limits, take).await;
+            drop(hop_bytes);
+            let resp = exchanged.map_err(|e| match e {
                 ExchangeError::Failed(m) | ExchangeError::Budget(m) => failed(m),
             })?;
             let location = http::is_redirect(resp.status).then(|| location(&resp.headers)).flatten();
@@ -407,12 +552,10 @@ impl Egress {
         }
     }
 
-    /// The grant afresh from the store, off the async thread.
-    async fn read_terms(&self, ids: &FetchIds) -> Result<GrantTerms, String> {
-        let (dir, ids) = (self.inner.data_dir.clone(), *ids);
-        tokio::task::spawn_blocking(move || grants::read_terms(&dir, &ids, chrono::Utc::now()))
-            .await
-            .unwrap_or_else(|_| Err("the grant check failed".into()))
+    /// Checks one hop against the ledger and counts it, off the async thread.
+    async fn start_request(&self, ids: &FetchIds, target: &Target, first: bool) -> Result<HopTerms, String> {
+        let (ledger, ids, target) = (self.inner.ledger.clone(), *ids, target.clone());
+        blocking(move || ledger.start_request(&ids, &target, first, chrono::Utc::now())).await
     }
 }
 
@@ -451,30 +594,64 @@ impl Inner {
         }
     }
 
-    /// Checks scope and budget under the lock and counts one request.
-    fn start_request(&self, ids: &FetchIds, terms: &GrantTerms, target: &Target) -> Result<(), String> {
+    /// Counts body bytes received under a grant; refuses past its budget:
+    /// what the ledger had when the hop started, plus what every hop of the
+    /// grant in flight has received since.
+    fn take_bytes(&self, grant: &ObjectRef, terms: &HopTerms, n: u64) -> Result<(), String> {
         let mut s = self.lock();
-        let used = s.usage.entry(ids.grant.id()).or_default();
-        if let Some(why) = grants::refusal(terms, &ids.grant, target, *used) {
-            return Err(why);
-        }
-        used.requests += 1;
-        Ok(())
-    }
-
-    /// Counts body bytes received under a grant; refuses past its budget
-    /// (`recorded` is what the store recorded plus this fetch's bytes).
-    fn take_bytes(&self, grant: &ObjectRef, max_bytes: u64, recorded: u64, n: u64) -> Result<(), String> {
-        let mut s = self.lock();
-        let used = s.usage.entry(grant.id()).or_default();
-        used.bytes = used.bytes.saturating_add(n);
-        if used.bytes.max(recorded) > max_bytes {
+        let pending = s.pending_bytes.entry(grant.id()).or_default();
+        *pending = pending.saturating_add(n);
+        if terms.bytes_used.saturating_add(*pending) > terms.max_bytes {
             return Err(format!(
-                "the byte budget of {grant} ran out during the body ({max_bytes} bytes); nothing kept"
+                "the byte budget of {grant} ran out during the body ({} bytes); nothing kept",
+                terms.max_bytes
             ));
         }
         Ok(())
     }
+}
+
+/// The body bytes of one hop: added to the ledger when the hop ends, then
+/// no longer pending.
+struct Bytes<'a> {
+    inner: &'a Inner,
+    grant: ObjectRef,
+    n: u64,
+}
+
+impl Drop for Bytes<'_> {
+    /// Runs whichever way the hop ends (a stop drops it mid-body): the
+    /// bytes received count, always. One short write, on this thread.
+    fn drop(&mut self) {
+        let n = std::mem::take(&mut self.n);
+        if n == 0 {
+            return;
+        }
+        if let Err(e) = self.inner.ledger.add_bytes(&self.grant, n) {
+            tracing::error!(grant = %self.grant, error = %e, "the ledger did not record the bytes received");
+        }
+        let mut s = self.inner.lock();
+        if let Some(p) = s.pending_bytes.get_mut(&self.grant.id()) {
+            *p = p.saturating_sub(n);
+            if *p == 0 {
+                s.pending_bytes.remove(&self.grant.id());
+            }
+        }
+    }
+}
+
+/// A ledger operation off the async thread.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(format!("the ledger task failed: {e}")))
+}
+
+/// The outcome without its body, for the log.
+fn strip_body(out: &FetchOutcome) -> FetchOutcome {
+    FetchOutcome { body_base64: None, headers: Vec::new(), ..out.clone() }
+}
+
+fn failed_response(code: &str, message: String) -> EgressResponse {
+    EgressResponse::Failed(Failure { code: code.into(), message: truncate_chars(&message, MAX_REASON_CHARS) })
 }
 
 /// A fetch known to the stop map; unregisters itself when dropped.

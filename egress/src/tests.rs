@@ -1,5 +1,6 @@
 //! The fetch logic end to end, without Tor: real HTTP servers on 127.0.0.1
-//! with scripted raw responses, a real store in a temporary directory, and
+//! with scripted raw responses, a real grant ledger in a temporary directory
+//! (grants proposed, then decided as a human would on the operator socket), and
 //! the test-only loopback connector (it exists only under `#[cfg(test)]`;
 //! the binary has no direct connect path).
 
@@ -12,9 +13,9 @@ use arti_client::IsolationToken;
 use base64::Engine as _;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, MAX_BODY_BYTES,
+    EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
+    MAX_BODY_BYTES,
 };
-use labfy_store::{GrantDecision, NewGrant, NewNote, NewResearchRequest, ResearchBudget, ResearchScope, Store};
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,7 +24,7 @@ use uuid::Uuid;
 
 use crate::connector::{Bootstrap, BoxFuture, BoxIo, Connector};
 use crate::service::redirect_refusal;
-use crate::{Egress, Limits, Target, check_url};
+use crate::{Egress, Ledger, Limits, Target, check_url};
 
 // ---------------------------------------------------------------------------
 // the loopback connector (tests only)
@@ -179,18 +180,13 @@ fn chunked(body: &[u8]) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------
-// a real store with real grants
+// a real ledger with real grants
 // ---------------------------------------------------------------------------
-
-const FP: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
 struct World {
     dir: TempDir,
-    store: Store,
+    ledger: Arc<Ledger>,
     ws: Uuid,
-    inv: ObjectRef,
-    evidence: ObjectRef,
-    grants: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -203,62 +199,60 @@ struct G {
 impl World {
     fn new() -> Self {
         let dir = TempDir::new().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
-        let (ws, inv) = store.create_real_workspace("Dossier Est", "analyst").unwrap();
-        let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None };
-        let evidence = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
-        Self { dir, store, ws: ws.id(), inv, evidence, grants: 0 }
+        let ledger = Arc::new(Ledger::open(dir.path()).unwrap());
+        Self { dir, ledger, ws: Uuid::now_v7() }
     }
 
-    /// Prepares and grants a research request: a grant and its campaign.
-    fn grant(&mut self, hosts: &[&str], max_requests: u32, max_bytes: u64) -> G {
-        let (ws, evidence) = (self.ws, self.evidence);
-        self.grant_in(ws, evidence, hosts, max_requests, max_bytes)
+    /// A grant proposed and approved by a human for exactly `urls`.
+    fn grant(&self, hosts: &[&str], urls: &[String], max_requests: u64, max_bytes: u64) -> G {
+        self.grant_in(self.ws, hosts, urls, max_requests, max_bytes)
     }
 
-    /// Another REAL workspace in the same store, with one evidence item.
-    fn another_workspace(&mut self) -> (Uuid, ObjectRef) {
-        let (ws, inv) = self.store.create_real_workspace("Dossier Ouest", "analyst").unwrap();
-        let note = NewNote { title: "T".into(), content: "c".into(), source: None };
-        (ws.id(), self.store.add_note(ws.id(), &inv, &note, "analyst").unwrap())
+    fn grant_in(&self, ws: Uuid, hosts: &[&str], urls: &[String], max_requests: u64, max_bytes: u64) -> G {
+        let g = self.propose(ws, hosts, urls, max_requests, max_bytes, chrono::Utc::now());
+        self.ledger.decide(&g.grant, true, "terminal", chrono::Utc::now()).unwrap();
+        g
     }
 
-    fn grant_in(&mut self, ws: Uuid, evidence: ObjectRef, hosts: &[&str], max_requests: u32, max_bytes: u64) -> G {
-        self.grants += 1;
-        let req = NewResearchRequest {
-            selection: vec![evidence],
-            question: "Qui finance le réseau ?".into(),
-            exclusions: vec![],
-            turn_id: Uuid::now_v7(),
-            call_id: Uuid::now_v7(),
-            idempotency_key: format!("k{}", self.grants),
-            requested_by: "agent:demo".into(),
-            contract_fingerprint: FP.into(),
-            catalog_fingerprint: "c".repeat(64),
+    /// A grant only proposed (by the server), as of `at`, lasting 60 minutes.
+    fn propose(
+        &self,
+        ws: Uuid,
+        hosts: &[&str],
+        urls: &[String],
+        max_requests: u64,
+        max_bytes: u64,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> G {
+        let g = G {
+            ws,
+            grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()),
+            campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()),
         };
-        let (r, _) = self.store.prepare_research(ws, &req).unwrap();
-        let decision = GrantDecision {
-            scope: ResearchScope { hosts: hosts.iter().map(|h| (*h).to_owned()).collect() },
-            budget: ResearchBudget { max_requests, max_bytes },
+        let p = GrantProposal {
+            workspace_id: ws.to_string(),
+            grant_id: g.grant.to_string(),
+            campaign_id: g.campaign.to_string(),
+            urls: urls.to_vec(),
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            max_requests,
+            max_bytes,
             expires_in_minutes: 60,
-            contract_fingerprints: serde_json::json!({"research.prepare": FP}),
-            current_prepare_fingerprint: FP.into(),
-            decided_by: "analyst".into(),
-            // The campaign's planned URLs (the server's runner asks for
-            // them); egress itself checks each fetch against the scope.
-            urls: vec![match hosts[0].strip_prefix("*.") {
-                Some(base) => format!("https://www.{base}/"),
-                None => format!("https://{}/", hosts[0]),
-            }],
+            summary: "Qui finance le réseau ?".into(),
         };
-        let out = self.store.grant_research(ws, &r, &decision).unwrap();
-        G { ws, grant: out.grant, campaign: out.campaign }
+        self.ledger.propose(&p, at).unwrap();
+        g
     }
 
     fn egress(&self, limits: Limits) -> (Egress, Arc<Loopback>) {
         let tor = Arc::new(Loopback::default());
-        (Egress::with_connector(self.dir.path().to_owned(), tor.clone(), limits, false), tor)
+        (Egress::with_connector(self.ledger.clone(), tor.clone(), limits, false), tor)
     }
+}
+
+/// `http://<host>:<port><path>` for each path.
+fn urls(host: &str, port: u16, paths: &[&str]) -> Vec<String> {
+    paths.iter().map(|p| format!("http://{host}:{port}{p}")).collect()
 }
 
 fn req(g: &G, url: &str, method: FetchMethod) -> FetchRequest {
@@ -301,31 +295,23 @@ fn quick() -> Limits {
 
 #[tokio::test]
 async fn refusals_come_before_any_stream() {
-    let mut w = World::new();
-    let g = w.grant(&["*.example.org", "10.0.0.5"], 10, 1_000_000);
+    let w = World::new();
     let server = Server::always(ok(b"never", "text/plain")).await;
     let p = server.port;
-    // A second REAL workspace with its own grant.
-    let (ws2, ev2) = w.another_workspace();
-    let g_other = w.grant_in(ws2, ev2, &["*.example.org"], 10, 1_000_000);
-    // A revoked grant and an expired one (recorded directly, already past).
-    let g_revoked = w.grant(&["*.example.org"], 10, 1_000_000);
-    w.store.revoke_grant(w.ws, &g_revoked.grant, "analyst").unwrap();
-    let expired = w
-        .store
-        .record_grant(
-            w.ws,
-            &NewGrant {
-                investigation: w.inv,
-                scope: serde_json::json!({"hosts": ["*.example.org"]}),
-                budget: serde_json::json!({"max_requests": 10, "max_bytes": 1000}),
-                expires_at: (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339(),
-                contract_fingerprints: serde_json::json!({}),
-                decided_by: "analyst".into(),
-            },
-        )
-        .unwrap();
-    let g_expired = G { grant: expired, ..g };
+    let asked = format!("http://a.example.org:{p}/");
+    let private = format!("http://10.0.0.5:{p}/");
+    let g = w.grant(&["*.example.org", "10.0.0.5"], &[asked.clone(), private.clone()], 10, 1_000_000);
+    let only = std::slice::from_ref(&asked);
+    // A second workspace with its own grant.
+    let g_other = w.grant_in(Uuid::now_v7(), &["*.example.org"], only, 10, 1_000_000);
+    // A revoked grant, an expired one (proposed two hours ago for one), and
+    // one the server proposed that no human decided.
+    let g_revoked = w.grant(&["*.example.org"], only, 10, 1_000_000);
+    assert!(w.ledger.revoke(w.ws, &g_revoked.grant, chrono::Utc::now()).unwrap());
+    let two_hours_ago = chrono::Utc::now() - chrono::Duration::hours(2);
+    let g_expired = w.propose(w.ws, &["*.example.org"], only, 10, 1000, two_hours_ago);
+    let g_waiting = w.propose(w.ws, &["*.example.org"], only, 10, 1000, chrono::Utc::now());
+    // A grant the server wrote in its own database: egress never saw it.
     let g_unknown = G { grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()), ..g };
     let g_cross = G { grant: g_other.grant, ..g };
     let g_wrong_campaign = G { campaign: g_revoked.campaign, ..g };
@@ -341,11 +327,14 @@ async fn refusals_come_before_any_stream() {
         (get(&g, &format!("http://100.64.1.1:{p}/")), "carrier-grade NAT"),
         (get(&g, &format!("http://example.org:{p}/")), "outside the scope"),
         (get(&g, &format!("http://a.example.net:{p}/")), "outside the scope"),
-        (get(&g_unknown, &format!("http://a.example.org:{p}/")), "does not exist in this workspace"),
-        (get(&g_cross, &format!("http://a.example.org:{p}/")), "does not exist in this workspace"),
-        (get(&g_revoked, &format!("http://a.example.org:{p}/")), "is revoked"),
-        (get(&g_expired, &format!("http://a.example.org:{p}/")), "has expired"),
-        (get(&g_wrong_campaign, &format!("http://a.example.org:{p}/")), "does not run under"),
+        (get(&g, &format!("http://b.example.org:{p}/")), "not one of the 2 URLs a human granted"),
+        (get(&g, &format!("http://a.example.org:{p}/?more")), "not one of the 2 URLs a human granted"),
+        (get(&g_unknown, &asked), "never confirmed by a human"),
+        (get(&g_cross, &asked), "never confirmed by a human for this workspace"),
+        (get(&g_revoked, &asked), "is revoked"),
+        (get(&g_expired, &asked), "has expired"),
+        (get(&g_waiting, &asked), "waits for a human's confirmation"),
+        (get(&g_wrong_campaign, &asked), "does not run under"),
         (
             FetchRequest { grant_id: g.grant.id().to_string(), ..get(&g, &format!("http://a.example.org:{p}/")) },
             "grant",
@@ -359,56 +348,111 @@ async fn refusals_come_before_any_stream() {
     }
     assert!(tor.dials().is_empty(), "a refusal opened a stream: {:?}", tor.dials());
     assert_eq!(server.conns(), 0);
-    assert_eq!(egress.status().counts, [0, 16, 0, 0, 0]);
+    assert_eq!(egress.status().counts, [0, 19, 0, 0, 0]);
     // The scope that names a private address exactly lets it through.
-    let o = egress.fetch(get(&g, &format!("http://10.0.0.5:{p}/"))).await;
+    let o = egress.fetch(get(&g, &private)).await;
     assert_status(&o, FetchStatus::Fetched, "");
+    // The fetch log has what was asked under the grants egress knows,
+    // refusals included; a forged grant leaves no line (nothing to attach it to).
+    let log = w.ledger.fetch_log(w.ws, &g.grant).unwrap();
+    assert_eq!(log.last().map(|e| (e.status, e.url.as_str())), Some((FetchStatus::Fetched, private.as_str())));
+    assert!(log.iter().filter(|e| e.status == FetchStatus::Refused).count() >= 8, "{log:#?}");
+    assert!(w.ledger.fetch_log(w.ws, &g_unknown.grant).unwrap().is_empty());
 }
 
+/// The server's socket may propose but never decide (SPEC T2); the
+/// operator's socket decides, and a record waiting for a human carries a
+/// link to the confirmation page once egress serves one.
 #[tokio::test]
-async fn a_specimen_workspace_never_reaches_the_network() {
-    let dir = TempDir::new().unwrap();
-    let mut store = Store::open(dir.path()).unwrap();
-    let outcome = labfy_store::specimen::generate(
-        &mut store,
-        labfy_store::specimen::SpecimenSpec { seed: 1, size: 20 },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let labfy_store::specimen::SpecimenOutcome::Created { workspace, .. } = outcome else { panic!("{outcome:?}") };
+async fn only_the_operator_socket_decides() {
+    let w = World::new();
+    let (egress, tor) = w.egress(quick());
+    let url = "https://a.example.org/".to_owned();
     let g = G {
-        ws: workspace.id(),
+        ws: w.ws,
         grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()),
         campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()),
     };
-    let tor = Arc::new(Loopback::default());
-    let egress = Egress::with_connector(dir.path().to_owned(), tor.clone(), quick(), false);
-    let o = egress.fetch(get(&g, "http://a.example.org/")).await;
-    assert_status(&o, FetchStatus::Refused, "SPECIMEN");
+    let proposal = GrantProposal {
+        workspace_id: w.ws.to_string(),
+        grant_id: g.grant.to_string(),
+        campaign_id: g.campaign.to_string(),
+        urls: vec![url.clone()],
+        hosts: vec!["a.example.org".into()],
+        max_requests: 2,
+        max_bytes: 1000,
+        expires_in_minutes: 60,
+        summary: "Durand".into(),
+    };
+    let EgressResponse::Grant(r) = egress.handle(EgressRequest::Propose(Box::new(proposal.clone()))).await else {
+        panic!()
+    };
+    assert_eq!((r.phase, r.confirm_url.as_deref()), (GrantPhase::Proposed, None));
+    egress.set_confirm_links(Arc::new(|g: &ObjectRef| format!("http://127.0.0.1:1/login?grant={g}")));
+    let EgressResponse::Grant(r) = egress.handle(EgressRequest::Propose(Box::new(proposal))).await else { panic!() };
+    assert_eq!(r.confirm_url, Some(format!("http://127.0.0.1:1/login?grant={}", g.grant)), "idempotent, linked");
+    let decide = EgressRequest::Decide { grant_id: g.grant.to_string(), approve: true };
+    for forbidden in [decide.clone(), EgressRequest::Grants {}] {
+        let EgressResponse::Failed(f) = egress.handle(forbidden).await else { panic!() };
+        assert_eq!(f.code, "FORBIDDEN", "{f:?}");
+    }
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "waits for a human");
+    let EgressResponse::Grants { grants } = egress.handle_operator(EgressRequest::Grants {}).await else { panic!() };
+    assert_eq!(grants.len(), 1);
+    let EgressResponse::Grant(r) = egress.handle_operator(decide.clone()).await else { panic!() };
+    assert_eq!((r.phase, r.decided_via.as_deref(), r.confirm_url), (GrantPhase::Approved, Some("terminal"), None));
+    let EgressResponse::Failed(f) = egress.handle_operator(decide).await else { panic!() };
+    assert!(f.message.contains("decided already"), "{f:?}");
+    // The server's view of the record, and of no other workspace's.
+    let state = |ws: Uuid| EgressRequest::GrantState { workspace_id: ws.to_string(), grant_id: g.grant.to_string() };
+    let EgressResponse::Grant(r) = egress.handle(state(w.ws)).await else { panic!() };
+    assert_eq!(r.phase, GrantPhase::Approved);
+    let EgressResponse::Failed(f) = egress.handle(state(Uuid::now_v7())).await else { panic!() };
+    assert_eq!(f.code, "NOT_FOUND");
+    // A proposal egress refuses stores nothing and says why.
+    let bad = GrantProposal {
+        workspace_id: w.ws.to_string(),
+        grant_id: ObjectRef::new(RefKind::Grant, Uuid::now_v7()).to_string(),
+        campaign_id: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()).to_string(),
+        urls: vec!["https://elsewhere.example/".into()],
+        hosts: vec!["a.example.org".into()],
+        max_requests: 2,
+        max_bytes: 1000,
+        expires_in_minutes: 60,
+        summary: String::new(),
+    };
+    let EgressResponse::Failed(f) = egress.handle(EgressRequest::Propose(Box::new(bad))).await else { panic!() };
+    assert!(f.code == "INVALID_INPUT" && f.message.contains("outside the scope"), "{f:?}");
     assert!(tor.dials().is_empty());
 }
 
 #[tokio::test]
 async fn budgets_are_spent_exactly() {
-    let mut w = World::new();
+    let w = World::new();
     let server = Server::always(ok(b"12345678", "text/plain")).await;
     let url = format!("http://a.example.org:{}/", server.port);
+    let one = std::slice::from_ref(&url);
     let (egress, _tor) = w.egress(quick());
     // Requests: 2 allowed.
-    let g = w.grant(&["a.example.org"], 2, 1_000_000);
+    let g = w.grant(&["a.example.org"], one, 2, 1_000_000);
     for _ in 0..2 {
         assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
     }
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "request budget");
     assert_eq!(server.conns(), 2);
     // Bytes: 12 allowed; 8 fit, the next 8 run out during the body, then nothing starts.
-    let g = w.grant(&["a.example.org"], 10, 12);
+    let g = w.grant(&["a.example.org"], one, 10, 12);
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
     let o = egress.fetch(get(&g, &url)).await;
     assert_status(&o, FetchStatus::Failed, "byte budget");
     assert!(o.body_base64.is_none());
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
     assert_eq!(server.conns(), 4);
+    // The ledger has it, and a restarted egress does not give budget back.
+    let r = w.ledger.get(&g.grant, chrono::Utc::now()).unwrap().unwrap();
+    assert_eq!((r.requests_used, r.bytes_used), (2, 16));
+    let (again, _) = w.egress(quick());
+    assert_status(&again.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
 }
 
 // ---------------------------------------------------------------------------
@@ -417,12 +461,13 @@ async fn budgets_are_spent_exactly() {
 
 #[tokio::test]
 async fn a_get_returns_the_body_with_its_provenance() {
-    let mut w = World::new();
-    let g = w.grant(&["*.example.org"], 10, 1_000_000);
+    let w = World::new();
     let body = "<html>Le fil 8812</html>".as_bytes();
     let server = Server::always(ok(body, "text/html; charset=utf-8")).await;
     let (egress, tor) = w.egress(quick());
     let url = format!("http://News.Example.org:{}/a/b?q=1#frag", server.port);
+    // The human granted it as written; egress compares the normalised forms.
+    let g = w.grant(&["*.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
     let o = egress.fetch(get(&g, &url)).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.url, url);
@@ -456,10 +501,10 @@ async fn a_get_returns_the_body_with_its_provenance() {
 
 #[tokio::test]
 async fn a_head_has_no_body() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let server =
         Server::always(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n".to_vec()).await;
+    let g = w.grant(&["a.example.org"], &urls("a.example.org", server.port, &["/"]), 10, 1_000_000);
     let (egress, _) = w.egress(quick());
     let o = egress.fetch(req(&g, &format!("http://a.example.org:{}/", server.port), FetchMethod::Head)).await;
     assert_status(&o, FetchStatus::Fetched, "");
@@ -474,8 +519,7 @@ async fn a_head_has_no_body() {
 
 #[tokio::test]
 async fn a_redirect_in_scope_is_followed() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org", "*.example.net"], 10, 1_000_000);
+    let w = World::new();
     // Another in-scope host on the granted port (one scripted server here).
     let to = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
     let at = to.clone();
@@ -484,6 +528,12 @@ async fn a_redirect_in_scope_is_followed() {
     })
     .await;
     let to = to.get_or_init(|| format!("http://www.example.net:{}/final", first.port)).clone();
+    let rel =
+        Server::start(|n| vec![Step::Send(if n == 0 { redirect(301, "/there") } else { ok(b"x", "text/plain") })])
+            .await;
+    let mut asked = urls("a.example.org", first.port, &["/start"]);
+    asked.extend(urls("a.example.org", rel.port, &["/here"]));
+    let g = w.grant(&["a.example.org", "*.example.net"], &asked, 10, 1_000_000);
     let (egress, tor) = w.egress(quick());
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/start", first.port))).await;
     assert_status(&o, FetchStatus::Fetched, "");
@@ -495,9 +545,6 @@ async fn a_redirect_in_scope_is_followed() {
     assert_eq!(dials.len(), 2);
     assert_eq!(dials[0].2, dials[1].2, "one campaign, one isolation token");
     // A relative Location resolves against the hop.
-    let rel =
-        Server::start(|n| vec![Step::Send(if n == 0 { redirect(301, "/there") } else { ok(b"x", "text/plain") })])
-            .await;
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/here", rel.port))).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.redirects, [format!("http://a.example.org:{}/there", rel.port)]);
@@ -507,10 +554,10 @@ async fn a_redirect_in_scope_is_followed() {
 /// in-scope host, nor down from https to http (SPEC E2).
 #[tokio::test]
 async fn a_redirect_to_another_port_or_down_to_http_is_refused_before_its_stream() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let other = Server::always(ok(b"smtp?", "text/plain")).await;
     let first = Server::always(redirect(302, &format!("http://a.example.org:{}/x", other.port))).await;
+    let g = w.grant(&["a.example.org"], &urls("a.example.org", first.port, &["/start"]), 10, 1_000_000);
     let (egress, _tor) = w.egress(quick());
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/start", first.port))).await;
     assert_status(&o, FetchStatus::Refused, "neither the granted port");
@@ -524,17 +571,21 @@ async fn a_redirect_to_another_port_or_down_to_http_is_refused_before_its_stream
 
 #[tokio::test]
 async fn a_redirect_out_of_scope_is_refused_before_its_stream() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let elsewhere = Server::always(ok(b"leak", "text/plain")).await;
     let (egress, tor) = w.egress(quick());
+    let mut firsts = Vec::new();
     for to in [
         format!("http://evil.example.net:{}/x", elsewhere.port),
         format!("http://127.0.0.1:{}/x", elsewhere.port),
         format!("ftp://a.example.org:{}/x", elsewhere.port),
         format!("http://[::1]:{}/x", elsewhere.port),
     ] {
-        let first = Server::always(redirect(307, &to)).await;
+        firsts.push(Server::always(redirect(307, &to)).await);
+    }
+    let asked: Vec<String> = firsts.iter().flat_map(|f| urls("a.example.org", f.port, &["/"])).collect();
+    let g = w.grant(&["a.example.org"], &asked, 10, 1_000_000);
+    for first in &firsts {
         let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", first.port))).await;
         assert_status(&o, FetchStatus::Refused, "redirect hop 1");
         assert_eq!(first.conns(), 1);
@@ -545,34 +596,37 @@ async fn a_redirect_out_of_scope_is_refused_before_its_stream() {
 
 #[tokio::test]
 async fn redirects_are_bounded_and_rechecked_against_revocation() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 100, 1_000_000);
+    let w = World::new();
     let (egress, _) = w.egress(quick());
     // Five hops are followed; a sixth is one too many.
     let five = Server::start(|n| {
         vec![Step::Send(if n < 5 { redirect(302, &format!("/{}", n + 1)) } else { ok(b"end", "text/plain") })]
     })
     .await;
-    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/0", five.port))).await;
-    assert_status(&o, FetchStatus::Fetched, "");
-    assert_eq!(o.redirects.len(), 5);
     let loop_ = Server::always(redirect(302, "/again")).await;
-    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", loop_.port))).await;
-    assert_status(&o, FetchStatus::Failed, "more than 5 redirects");
-    assert_eq!(loop_.conns(), 6);
     // A grant revoked between two hops: the next hop is refused before its stream.
-    let dir = w.dir.path().to_owned();
-    let (ws, grant) = (w.ws, g.grant);
+    let granted = Arc::new(std::sync::OnceLock::<ObjectRef>::new());
+    let (ledger, ws, revoke) = (w.ledger.clone(), w.ws, granted.clone());
     let revoking = Server::start(move |n| {
         if n == 0 {
-            let mut s = Store::open(&dir).unwrap();
-            s.revoke_grant(ws, &grant, "analyst").unwrap();
+            ledger.revoke(ws, revoke.get().unwrap(), chrono::Utc::now()).unwrap();
             vec![Step::Send(redirect(302, "/next"))]
         } else {
             vec![Step::Send(ok(b"no", "text/plain"))]
         }
     })
     .await;
+    let mut asked = urls("a.example.org", five.port, &["/0"]);
+    asked.extend(urls("a.example.org", loop_.port, &["/"]));
+    asked.extend(urls("a.example.org", revoking.port, &["/"]));
+    let g = w.grant(&["a.example.org"], &asked, 100, 1_000_000);
+    granted.set(g.grant).unwrap();
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/0", five.port))).await;
+    assert_status(&o, FetchStatus::Fetched, "");
+    assert_eq!(o.redirects.len(), 5);
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", loop_.port))).await;
+    assert_status(&o, FetchStatus::Failed, "more than 5 redirects");
+    assert_eq!(loop_.conns(), 6);
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", revoking.port))).await;
     assert_status(&o, FetchStatus::Refused, "is revoked");
     assert!(o.reason.unwrap().contains("redirect hop 1"));
@@ -585,17 +639,21 @@ async fn redirects_are_bounded_and_rechecked_against_revocation() {
 
 #[tokio::test]
 async fn the_body_bound_is_exact() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1 << 30);
+    let w = World::new();
     let (egress, _) = w.egress(quick());
     let max = MAX_BODY_BYTES as usize;
+    let mut servers = Vec::new();
     for (resp, status) in [
         (ok(&vec![b'a'; max], "text/plain"), FetchStatus::Fetched),
         (ok(&vec![b'a'; max + 1], "text/plain"), FetchStatus::Failed),
         (chunked(&vec![b'b'; max]), FetchStatus::Fetched),
         (chunked(&vec![b'b'; max + 1]), FetchStatus::Failed),
     ] {
-        let s = Server::always(resp).await;
+        servers.push((Server::always(resp).await, status));
+    }
+    let asked: Vec<String> = servers.iter().flat_map(|(s, _)| urls("a.example.org", s.port, &["/"])).collect();
+    let g = w.grant(&["a.example.org"], &asked, 10, 1 << 30);
+    for (s, status) in servers {
         let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", s.port))).await;
         assert_status(&o, status, "body larger than 524288 bytes");
         if status == FetchStatus::Fetched {
@@ -608,21 +666,14 @@ async fn the_body_bound_is_exact() {
 
 #[tokio::test]
 async fn a_silent_or_trickling_server_is_cut_off() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let limits = Limits { idle: Duration::from_millis(300), deadline: Duration::from_secs(2), ..quick() };
     let (egress, _) = w.egress(limits);
     // Headers, then silence in the body (slow loris).
     let silent =
         Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_vec()), Step::Hold])
             .await;
-    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", silent.port))).await;
-    assert_status(&o, FetchStatus::Failed, "no data for 0.3 s");
-    // Silence before the status line.
     let mute = Server::start(|_| vec![Step::Hold]).await;
-    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", mute.port))).await;
-    assert_status(&o, FetchStatus::Failed, "no data");
-    // One byte every 100 ms never trips the idle bound; the deadline does.
     let trickle = Server::start(|_| {
         let mut steps = vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_vec())];
         for _ in 0..100 {
@@ -632,6 +683,15 @@ async fn a_silent_or_trickling_server_is_cut_off() {
         steps
     })
     .await;
+    let asked: Vec<String> =
+        [&silent, &mute, &trickle].iter().flat_map(|s| urls("a.example.org", s.port, &["/"])).collect();
+    let g = w.grant(&["a.example.org"], &asked, 10, 1_000_000);
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", silent.port))).await;
+    assert_status(&o, FetchStatus::Failed, "no data for 0.3 s");
+    // Silence before the status line.
+    let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", mute.port))).await;
+    assert_status(&o, FetchStatus::Failed, "no data");
+    // One byte every 100 ms never trips the idle bound; the deadline does.
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", trickle.port))).await;
     assert_status(&o, FetchStatus::Failed, "the fetch took longer than 2 s");
     assert!(o.elapsed_ms >= 2000 && o.elapsed_ms < 4000, "{}", o.elapsed_ms);
@@ -639,8 +699,7 @@ async fn a_silent_or_trickling_server_is_cut_off() {
 
 #[tokio::test]
 async fn malformed_http_and_tls_fail() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 20, 1_000_000);
+    let w = World::new();
     let (egress, _) = w.egress(quick());
     let many_headers = {
         let mut r = "HTTP/1.1 200 OK\r\n".to_owned();
@@ -650,6 +709,7 @@ async fn malformed_http_and_tls_fail() {
         r.push_str("Content-Length: 0\r\n\r\n");
         r.into_bytes()
     };
+    let mut servers = Vec::new();
     for bytes in [
         b"garbage that is not HTTP\r\n\r\n".to_vec(),
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nabcde".to_vec(),
@@ -657,12 +717,17 @@ async fn malformed_http_and_tls_fail() {
         many_headers,
         Vec::new(),
     ] {
-        let s = Server::always(bytes).await;
+        servers.push(Server::always(bytes).await);
+    }
+    let plain = Server::eager(ok(b"plain", "text/plain")).await;
+    let mut asked: Vec<String> = servers.iter().flat_map(|s| urls("a.example.org", s.port, &["/"])).collect();
+    asked.push(format!("https://a.example.org:{}/", plain.port));
+    let g = w.grant(&["a.example.org"], &asked, 20, 1_000_000);
+    for s in &servers {
         let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", s.port))).await;
         assert_status(&o, FetchStatus::Failed, "");
     }
     // https to a server that answers in clear text.
-    let plain = Server::eager(ok(b"plain", "text/plain")).await;
     let o = egress.fetch(get(&g, &format!("https://a.example.org:{}/", plain.port))).await;
     assert_status(&o, FetchStatus::Failed, "TLS handshake failed");
     assert!(!o.reason.unwrap().contains("no data"), "a protocol error, not a timeout");
@@ -671,14 +736,14 @@ async fn malformed_http_and_tls_fail() {
 
 #[tokio::test]
 async fn a_path_that_fails_is_unavailable() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let (egress, tor) = w.egress(quick());
     // Nothing listens there: the stream cannot open.
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
+    let g = w.grant(&["a.example.org"], &urls("a.example.org", port, &["/"]), 10, 1_000_000);
     let o = egress.fetch(get(&g, &format!("http://a.example.org:{port}/"))).await;
     assert_status(&o, FetchStatus::Unavailable, "loopback");
     // Not bootstrapped: every fetch is unavailable, nothing is dialled.
@@ -698,9 +763,7 @@ async fn a_path_that_fails_is_unavailable() {
 
 #[tokio::test]
 async fn stop_grant_stops_fetches_in_flight_and_queued() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
-    let other = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let limits =
         Limits { max_in_flight: 1, idle: Duration::from_secs(60), deadline: Duration::from_secs(60), ..quick() };
     let (egress, _) = w.egress(limits);
@@ -708,6 +771,8 @@ async fn stop_grant_stops_fetches_in_flight_and_queued() {
         Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec()), Step::Hold])
             .await;
     let url = format!("http://a.example.org:{}/", slow.port);
+    let g = w.grant(&["a.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
+    let other = w.grant(&["a.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
     let a = tokio::spawn({
         let (e, r) = (egress.clone(), get(&g, &url));
         async move { e.fetch(r).await }
@@ -742,16 +807,21 @@ async fn stop_grant_stops_fetches_in_flight_and_queued() {
     assert_status(&c.await.unwrap(), FetchStatus::Stopped, "was revoked");
     assert_eq!(egress.stop_grant(g.ws, g.grant.id()), 0, "nothing left");
     assert_eq!(egress.status().counts[4], 3);
+    // The revocation asked on the socket is in the ledger: nothing more runs.
+    assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "is revoked");
+    let log = w.ledger.fetch_log(g.ws, &g.grant).unwrap();
+    let statuses: Vec<FetchStatus> = log.iter().map(|e| e.status).collect();
+    assert_eq!(statuses, [FetchStatus::Stopped, FetchStatus::Stopped, FetchStatus::Refused], "{log:#?}");
 }
 
 #[tokio::test]
 async fn the_deadline_counts_the_wait_for_a_place() {
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let limits = Limits { max_in_flight: 1, deadline: Duration::from_millis(500), ..quick() };
     let (egress, tor) = w.egress(limits);
     let server = Server::always(ok(b"x", "text/plain")).await;
     let url = format!("http://a.example.org:{}/", server.port);
+    let g = w.grant(&["a.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
     // The only place is taken for longer than the deadline.
     let held = egress.hold_a_place().await;
     let o = egress.fetch(get(&g, &url)).await;
@@ -763,11 +833,11 @@ async fn the_deadline_counts_the_wait_for_a_place() {
 
 #[tokio::test]
 async fn each_campaign_has_its_own_isolation_until_it_ends() {
-    let mut w = World::new();
-    let g1 = w.grant(&["a.example.org"], 10, 1_000_000);
-    let g2 = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
     let server = Server::always(ok(b"x", "text/plain")).await;
     let url = format!("http://a.example.org:{}/", server.port);
+    let g1 = w.grant(&["a.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
+    let g2 = w.grant(&["a.example.org"], std::slice::from_ref(&url), 10, 1_000_000);
     let (egress, tor) = w.egress(quick());
     let o1 = egress.fetch(get(&g1, &url)).await;
     let o1b = egress.fetch(get(&g1, &url)).await;
@@ -781,12 +851,14 @@ async fn each_campaign_has_its_own_isolation_until_it_ends() {
         })
         .await;
     assert_eq!(resp, EgressResponse::Stopped { stopped: 0 });
+    // An ended campaign fetches nothing more (the ledger has its end).
     let o1c = egress.fetch(get(&g1, &url)).await;
-    assert_ne!(o1c.isolation, o1.isolation, "a new token after the end");
+    assert_status(&o1c, FetchStatus::Refused, "has ended");
     let tokens: Vec<IsolationToken> = tor.dials().iter().map(|d| d.2).collect();
+    assert_eq!(tokens.len(), 3, "the refused fetch dialled nothing");
     assert_eq!(tokens[0], tokens[1]);
     let distinct: HashSet<String> = tokens.iter().map(|t| format!("{t:?}")).collect();
-    assert_eq!(distinct.len(), 3, "{tokens:?}");
+    assert_eq!(distinct.len(), 2, "{tokens:?}");
 }
 
 #[tokio::test]
@@ -805,8 +877,9 @@ async fn the_service_answers_every_request() {
         let EgressResponse::Failed(f) = egress.handle(bad).await else { panic!() };
         assert_eq!(f.code, "INVALID_INPUT");
     }
+    let inv = ObjectRef::new(RefKind::Investigation, Uuid::now_v7());
     let EgressResponse::Fetched(o) =
-        egress.handle(EgressRequest::Fetch(get(&G { ws: w.ws, grant: w.inv, campaign: w.inv }, "http://a/"))).await
+        egress.handle(EgressRequest::Fetch(get(&G { ws: w.ws, grant: inv, campaign: inv }, "http://a/"))).await
     else {
         panic!()
     };
@@ -818,15 +891,15 @@ async fn the_service_answers_every_request() {
 #[tokio::test]
 async fn an_unbootstrapped_tor_client_answers_unavailable() {
     crate::install_crypto_provider();
-    let mut w = World::new();
-    let g = w.grant(&["a.example.org"], 10, 1_000_000);
+    let w = World::new();
+    let g = w.grant(&["a.example.org"], &["http://a.example.org/".to_owned()], 10, 1_000_000);
     let (state, cache) = crate::arti_dirs(w.dir.path());
     let mut b = arti_client::config::TorClientConfigBuilder::default();
     b.storage().permissions().dangerously_trust_everyone();
     let cfg = crate::build(b, &state, &cache, None).unwrap();
     // Created but never bootstrapped: no test reaches the real Tor network.
     let tor = crate::Tor::create(cfg).await;
-    let egress = Egress::new(w.dir.path().to_owned(), tor, quick(), false);
+    let egress = Egress::new(w.ledger.clone(), tor, quick(), false);
     let o = egress.fetch(get(&g, "http://a.example.org/")).await;
     assert_status(&o, FetchStatus::Unavailable, "not bootstrapped");
     assert!(!egress.health().0);
@@ -844,12 +917,23 @@ async fn through_tor_a_private_network() {
         panic!("set LABFY_EGRESS_TEST_ARTI_CONFIG to a private network's arti file");
     };
     crate::install_crypto_provider();
-    let mut w = World::new();
-    let g = w.grant(&["127.0.0.1"], 10, 10_000_000);
-    let g2 = w.grant(&["127.0.0.1"], 10, 10_000_000);
+    let w = World::new();
+    let body = vec![b'z'; 100_000];
+    let server = Server::always(ok(&body, "application/octet-stream")).await;
+    let url = format!("http://127.0.0.1:{}/page", server.port);
+    let elsewhere = Server::always(ok(b"leak", "text/plain")).await;
+    let first = Server::always(redirect(302, &format!("http://127.0.0.2:{}/", elsewhere.port))).await;
+    let slow =
+        Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec()), Step::Hold])
+            .await;
+    let mut asked = vec![url.clone()];
+    asked.extend(urls("127.0.0.1", first.port, &["/"]));
+    asked.extend(urls("127.0.0.1", slow.port, &["/"]));
+    let g = w.grant(&["127.0.0.1"], &asked, 10, 10_000_000);
+    let g2 = w.grant(&["127.0.0.1"], std::slice::from_ref(&url), 10, 10_000_000);
     let cfg = crate::Config::load(w.dir.path(), Some(std::path::Path::new(&file))).unwrap();
     let tor = crate::Tor::start(cfg.tor).await;
-    let egress = Egress::new(w.dir.path().to_owned(), tor, Limits::default(), true);
+    let egress = Egress::new(w.ledger.clone(), tor, Limits::default(), true);
     let t = std::time::Instant::now();
     while !egress.health().0 {
         assert!(t.elapsed() < Duration::from_secs(120), "no bootstrap: {:?}", egress.status());
@@ -857,9 +941,6 @@ async fn through_tor_a_private_network() {
     }
     let st = egress.status();
     assert!(st.ready && st.bootstrap_percent == 100 && st.bootstrap_ms.is_some() && st.custom_network, "{st:?}");
-    let body = vec![b'z'; 100_000];
-    let server = Server::always(ok(&body, "application/octet-stream")).await;
-    let url = format!("http://127.0.0.1:{}/page", server.port);
     let o = egress.fetch(get(&g, &url)).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.body_bytes, body.len() as u64);
@@ -868,15 +949,10 @@ async fn through_tor_a_private_network() {
     assert_status(&o2, FetchStatus::Fetched, "");
     assert_ne!(o.isolation, o2.isolation);
     // A redirect out of scope is refused before its stream.
-    let elsewhere = Server::always(ok(b"leak", "text/plain")).await;
-    let first = Server::always(redirect(302, &format!("http://127.0.0.2:{}/", elsewhere.port))).await;
     let o = egress.fetch(get(&g, &format!("http://127.0.0.1:{}/", first.port))).await;
     assert_status(&o, FetchStatus::Refused, "redirect hop 1");
     assert_eq!(elsewhere.conns(), 0);
     // Revocation stops a fetch in flight through Tor.
-    let slow =
-        Server::start(|_| vec![Step::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec()), Step::Hold])
-            .await;
     let h = tokio::spawn({
         let (e, r) = (egress.clone(), get(&g, &format!("http://127.0.0.1:{}/", slow.port)));
         async move { e.fetch(r).await }

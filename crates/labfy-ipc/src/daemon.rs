@@ -231,6 +231,11 @@ where
     let listener = server::bind(&service_socket(runtime_dir, boundary))?;
     tokio::spawn(server::serve(listener, service_policy(&plane, boundary), Arc::new(Stats::default()), handler));
     tracing::info!(role = role_name(role), "serving");
+    wait_for_shutdown(&plane).await
+}
+
+/// Waits for a shutdown request of the supervisor, SIGTERM or SIGINT.
+pub async fn wait_for_shutdown(plane: &ControlPlane) -> Result<(), IpcError> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = plane.shutdown.notified() => tracing::info!("shutdown asked by the supervisor"),

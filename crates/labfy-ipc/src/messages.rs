@@ -499,13 +499,168 @@ pub mod egress {
             /// `grant:<uuid>`.
             grant_id: String,
         },
-        /// A campaign ended: forget its isolation token.
+        /// A campaign ended: forget its isolation token, and refuse every
+        /// later fetch of it (recorded in egress's grant ledger, SPEC T2).
         EndCampaign {
             /// The campaign's workspace.
             workspace_id: String,
             /// `campaign:<uuid>`.
             campaign_id: String,
         },
+        /// The analyst's decision in the UI, as the server saw it: egress
+        /// records it as a *proposal*, which allows nothing until a human
+        /// confirms it where the server cannot reach (SPEC T2). Idempotent:
+        /// the same proposal again answers the same record.
+        Propose(Box<GrantProposal>),
+        /// Egress's own record of a grant (with a fresh confirmation link
+        /// while it waits for the human).
+        GrantState {
+            /// The grant's workspace.
+            workspace_id: String,
+            /// `grant:<uuid>`.
+            grant_id: String,
+        },
+        /// Egress's append-only fetch log of a grant, oldest first.
+        FetchLog {
+            /// The grant's workspace.
+            workspace_id: String,
+            /// `grant:<uuid>`.
+            grant_id: String,
+        },
+        /// Operator socket only (`labfy grant`): the grants egress knows,
+        /// newest first, at most [`MAX_LISTED_GRANTS`].
+        Grants {},
+        /// Operator socket only (`labfy grant approve|refuse`): a human's
+        /// decision on a proposal. Refused on the server's socket.
+        Decide {
+            /// `grant:<uuid>`.
+            grant_id: String,
+            /// True: approve; false: refuse.
+            approve: bool,
+        },
+    }
+
+    /// Most URLs one grant names (the store's bound too).
+    pub const MAX_GRANT_URLS: usize = 32;
+    /// Most host patterns in a grant's scope.
+    pub const MAX_GRANT_HOSTS: usize = 16;
+    /// Longest description of a proposal, in characters.
+    pub const MAX_PROPOSAL_SUMMARY_CHARS: usize = 500;
+    /// Most grants `Grants` lists.
+    pub const MAX_LISTED_GRANTS: usize = 100;
+    /// Most entries `FetchLog` answers (the newest ones).
+    pub const MAX_LOG_ENTRIES: usize = 500;
+
+    /// What the analyst decided in the UI, as the server relays it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct GrantProposal {
+        /// The workspace (UUID).
+        pub workspace_id: String,
+        /// `grant:<uuid>` (the server's id for it).
+        pub grant_id: String,
+        /// `campaign:<uuid>`: the one campaign that runs under it.
+        pub campaign_id: String,
+        /// The exact URLs, in order (1–[`MAX_GRANT_URLS`]).
+        pub urls: Vec<String>,
+        /// Host patterns redirects may reach (1–[`MAX_GRANT_HOSTS`]).
+        pub hosts: Vec<String>,
+        /// Requests allowed in all (every redirect hop is one).
+        pub max_requests: u64,
+        /// Body bytes allowed in all.
+        pub max_bytes: u64,
+        /// How long the grant lasts, from the proposal (1 min – 7 days).
+        pub expires_in_minutes: u32,
+        /// What the research is for, as the server describes it (shown to
+        /// the human as the server's words, never trusted).
+        pub summary: String,
+    }
+
+    /// Where a grant stands in egress's ledger.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum GrantPhase {
+        /// Proposed by the server; allows nothing yet.
+        Proposed,
+        /// Confirmed by a human: fetches may run within its terms.
+        Approved,
+        /// Refused by a human.
+        Refused,
+        /// Approved, then revoked.
+        Revoked,
+        /// Its time ran out (confirmed or not).
+        Expired,
+        /// Approved, and its campaign has ended.
+        Ended,
+    }
+
+    /// Egress's record of one grant (SPEC T2).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct GrantRecord {
+        /// `grant:<uuid>`.
+        pub grant_id: String,
+        /// The workspace (UUID).
+        pub workspace_id: String,
+        /// `campaign:<uuid>`.
+        pub campaign_id: String,
+        /// The exact URLs granted, normalised, in order.
+        pub urls: Vec<String>,
+        /// Host patterns redirects may reach.
+        pub hosts: Vec<String>,
+        /// Requests allowed.
+        pub max_requests: u64,
+        /// Body bytes allowed.
+        pub max_bytes: u64,
+        /// The server's description.
+        pub summary: String,
+        /// Where it stands now.
+        pub phase: GrantPhase,
+        /// RFC 3339.
+        pub proposed_at: String,
+        /// RFC 3339: when it ends (proposal + its duration).
+        pub expires_at: String,
+        /// RFC 3339: when a human decided.
+        pub decided_at: Option<String>,
+        /// Where the human decided (`terminal`, `confirmation page`).
+        pub decided_via: Option<String>,
+        /// RFC 3339.
+        pub revoked_at: Option<String>,
+        /// RFC 3339.
+        pub campaign_ended_at: Option<String>,
+        /// Requests started under it (every hop).
+        pub requests_used: u64,
+        /// Body bytes received under it.
+        pub bytes_used: u64,
+        /// A one-time link to egress's confirmation page, while the grant
+        /// waits for a human (`None` when there is no page or no wait).
+        pub confirm_url: Option<String>,
+    }
+
+    /// One line of egress's fetch log.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct FetchLogEntry {
+        /// Order in the log.
+        pub seq: u64,
+        /// RFC 3339: when the fetch ended.
+        pub at: String,
+        /// `campaign:<uuid>` as the fetch named it.
+        pub campaign_id: String,
+        /// The URL asked.
+        pub url: String,
+        /// The URL of the response, after redirects.
+        pub final_url: Option<String>,
+        /// How it ended.
+        pub status: FetchStatus,
+        /// HTTP status of the final response.
+        pub http_status: Option<u16>,
+        /// Body bytes received.
+        pub bytes: u64,
+        /// SHA-256 of the body.
+        pub sha256: Option<String>,
+        /// Why, when not fetched.
+        pub reason: Option<String>,
     }
 
     /// HTTP methods egress knows (SPEC E2: passive only).
@@ -623,6 +778,18 @@ pub mod egress {
         Stopped {
             /// Fetches stopped in flight or in queue.
             stopped: u32,
+        },
+        /// One grant's record.
+        Grant(Box<GrantRecord>),
+        /// Grants, newest first.
+        Grants {
+            /// At most [`MAX_LISTED_GRANTS`].
+            grants: Vec<GrantRecord>,
+        },
+        /// A grant's fetch log, oldest first.
+        FetchLog {
+            /// At most [`MAX_LOG_ENTRIES`], the newest.
+            entries: Vec<FetchLogEntry>,
         },
         /// Refused or failed.
         Failed(Failure),

@@ -7,18 +7,26 @@
 //! (the others wait their turn, first come first served). A campaign's life,
 //! top to bottom:
 //!
-//! 1. **Admission** (Q2): the governor is asked to admit it (scratch: the
+//! 1. **Confirmation** (SPEC T2): the grant is egress's to allow, not the
+//!    server's. The analyst's decision was relayed to egress as a proposal
+//!    (again here if egress never got it); the campaign stays `PENDING`
+//!    until a human confirms it on the terminal (`labfy grant approve`) or
+//!    on egress's confirmation page, polling egress every
+//!    [`CONFIRM_POLL`]. A refusal, a revocation or the grant's expiry there
+//!    ends it `FAILED` with the reason; so does an egress that does not
+//!    answer (E6: no retry), or a run without egress.
+//! 2. **Admission** (Q2): the governor is asked to admit it (scratch: the
 //!    largest body egress returns, per item; a modest RAM bound; one fetch at
 //!    a time). Refused — or a governor that does not answer — ends it
 //!    `FAILED` with the reason, once: no retry loop. Without a supervisor
 //!    there is no governor to ask: it is admitted with [`NO_GOVERNOR`].
-//! 2. **Items**, in the order the analyst listed them: egress fetches each
+//! 3. **Items**, in the order the analyst listed them: egress fetches each
 //!    over Tor under the grant (E3) and answers an outcome. A page becomes
 //!    evidence with provenance (E5); a refusal, a failure or a stop becomes
 //!    the item's reason. Tor down, not bootstrapped, or egress unreachable
 //!    (E6) ends the campaign `FAILED` at once — the item `UNAVAILABLE`, the
 //!    rest `STOPPED`: no retry, no other path, nothing fetched in clear.
-//! 3. **End**: `COMPLETED` (or `FAILED` when no item was fetched), egress
+//! 4. **End**: `COMPLETED` (or `FAILED` when no item was fetched), egress
 //!    forgets the campaign's isolation token, the governor's reservation is
 //!    released — always, whichever way the campaign ended.
 //!
@@ -44,17 +52,20 @@ use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
-use labfy_ipc::messages::egress::{FetchMethod, FetchOutcome, FetchRequest, FetchStatus, MAX_BODY_BYTES};
+use labfy_ipc::messages::egress::{
+    FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord, MAX_BODY_BYTES,
+};
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse};
 use labfy_store::{
-    Campaign, CampaignStatus, FetchRecorded, FetchedPage, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store, StoreError,
+    Campaign, CampaignStatus, FetchRecorded, FetchedPage, Grant, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store,
+    StoreError,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::db::Db;
-use crate::egress::{EgressClient, one_line};
+use crate::egress::{EgressClient, EgressError, one_line};
 
 /// Campaigns running at once; the others wait for a slot.
 pub const MAX_RUNNING_CAMPAIGNS: usize = 2;
@@ -69,6 +80,8 @@ pub const CAMPAIGN_PRIORITY: u8 = 50;
 pub const GOVERNOR_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The admission detail when this run has no governor (no supervisor).
 pub const NO_GOVERNOR: &str = "no governor in this run";
+/// How often a campaign waiting for a human's confirmation asks egress.
+pub const CONFIRM_POLL: Duration = Duration::from_secs(1);
 
 /// Runs the REAL campaigns of one workspace. Cheap to clone; one per server.
 #[derive(Clone)]
@@ -173,6 +186,28 @@ impl CampaignRunner {
         Ok(resumed)
     }
 
+    /// Relays `grant` (with its campaign) to egress's ledger as a proposal
+    /// that a human must confirm outside the server (SPEC T2); `summary` is
+    /// what the research is for. Idempotent. The record has the one-time
+    /// link to egress's confirmation page.
+    pub async fn propose(
+        &self,
+        campaign: ObjectRef,
+        grant: ObjectRef,
+        summary: &str,
+    ) -> Result<GrantRecord, EgressError> {
+        let (db, ws) = (self.inner.db.clone(), self.inner.workspace);
+        let read = tokio::task::spawn_blocking(move || {
+            db.read_blocking(|r| Ok((r.grant(ws, &grant)?, r.campaign(ws, &campaign)?)))
+        })
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Internal(format!("the store task failed: {e}"))));
+        let (g, c) = read.map_err(|e| EgressError::Unexpected(one_line(&format!("the store: {e}"))))?;
+        let proposal =
+            proposal(ws, &g, &c, summary, chrono::Utc::now()).map_err(|why| EgressError::Unexpected(one_line(&why)))?;
+        self.inner.egress.propose(proposal).await
+    }
+
     /// Campaigns with a task now (queued or running).
     pub fn live(&self) -> usize {
         *self.inner.tasks.borrow()
@@ -242,6 +277,9 @@ impl Run<'_> {
             self.fail(&why).await;
             return Err(Halt);
         }
+        if status == CampaignStatus::Pending {
+            self.confirmed(&c).await?;
+        }
         let admission = self.admit(&c).await?;
         self.check_stop()?;
         let (ws, id) = (self.inner.workspace, self.campaign);
@@ -272,6 +310,65 @@ impl Run<'_> {
     /// A revocation or a shutdown: stop here, recording nothing.
     fn check_stop(&self) -> Result<(), Halt> {
         if self.stop.is_cancelled() || self.inner.closing.is_cancelled() { Err(Halt) } else { Ok(()) }
+    }
+
+    /// Waits until a human has confirmed the grant where the server cannot
+    /// reach (SPEC T2), asking egress every [`CONFIRM_POLL`]; proposes it
+    /// again if egress has no record of it. Anything but an approval ends
+    /// the campaign `FAILED` with the reason; a stop ends the wait.
+    async fn confirmed(&mut self, c: &Campaign) -> Result<(), Halt> {
+        let mut told = false;
+        loop {
+            self.check_stop()?;
+            let why = match self.inner.egress.grant_state(self.inner.workspace, &self.grant).await {
+                Ok(r) => match r.phase {
+                    GrantPhase::Approved => {
+                        let via = r.decided_via.unwrap_or_default();
+                        tracing::info!(campaign = %self.campaign, grant = %self.grant, %via, "grant confirmed by a human");
+                        return Ok(());
+                    }
+                    GrantPhase::Proposed => {
+                        if !told {
+                            tracing::info!(campaign = %self.campaign, grant = %self.grant,
+                                           "waiting for a human to confirm the grant outside the server");
+                            told = true;
+                        }
+                        None
+                    }
+                    GrantPhase::Refused => Some(format!("{} was refused at its confirmation", self.grant)),
+                    GrantPhase::Revoked => Some(format!("{} was revoked", self.grant)),
+                    GrantPhase::Expired => Some(format!("{} expired before a human confirmed it", self.grant)),
+                    GrantPhase::Ended => Some(format!("egress has ended {}", self.campaign)),
+                },
+                Err(EgressError::Failed { code, .. }) if code == "NOT_FOUND" => {
+                    match self.inner.runner_propose(self.campaign, self.grant, c).await {
+                        Ok(()) => None,
+                        Err(e) => Some(format!("egress refused the grant's proposal: {e}")),
+                    }
+                }
+                Err(EgressError::Absent) => {
+                    Some("no egress in this run: a grant cannot be confirmed, nothing is fetched".to_owned())
+                }
+                // E6: no retry, no other path.
+                Err(e) => Some(format!("egress unreachable: the grant cannot be confirmed ({e})")),
+            };
+            if let Some(why) = why {
+                tracing::warn!(campaign = %self.campaign, reason = %why, "grant not confirmed: the campaign fails");
+                self.fail(&why).await;
+                return Err(Halt);
+            }
+            if !self.grant_active().await? {
+                let why = format!("{} expired before a human confirmed it", self.grant);
+                self.fail(&why).await;
+                return Err(Halt);
+            }
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Err(Halt),
+                _ = self.inner.closing.cancelled() => return Err(Halt),
+                _ = tokio::time::sleep(CONFIRM_POLL) => {}
+            }
+        }
     }
 
     /// Asks the governor to admit the campaign; a refusal ends it `FAILED`.
@@ -575,6 +672,61 @@ impl Run<'_> {
                             "could not record the campaign's failure");
         }
     }
+}
+
+impl Inner {
+    /// Proposes again a grant egress has no record of (egress was down when
+    /// the analyst granted it).
+    async fn runner_propose(&self, campaign: ObjectRef, grant: ObjectRef, c: &Campaign) -> Result<(), EgressError> {
+        let (db, ws) = (self.db.clone(), self.workspace);
+        let g = tokio::task::spawn_blocking(move || db.read_blocking(|r| r.grant(ws, &grant)))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Internal(format!("the store task failed: {e}"))))
+            .map_err(|e| EgressError::Unexpected(one_line(&format!("the store: {e}"))))?;
+        debug_assert_eq!(c.id, campaign);
+        let p = proposal(ws, &g, c, "", chrono::Utc::now()).map_err(|why| EgressError::Unexpected(one_line(&why)))?;
+        self.egress.propose(p).await.map(|_| ())
+    }
+}
+
+/// The proposal egress records for a stored grant and its campaign: the
+/// exact URLs of its items, the scope's hosts, the budget, the time left.
+pub fn proposal(
+    ws: Uuid,
+    g: &Grant,
+    c: &Campaign,
+    summary: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<GrantProposal, String> {
+    let hosts: Vec<String> = g
+        .scope
+        .get("hosts")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let budget = |key: &str| g.budget.get(key).and_then(serde_json::Value::as_u64);
+    let (Some(max_requests), Some(max_bytes)) = (budget("max_requests"), budget("max_bytes")) else {
+        return Err(format!("{} has no readable budget", g.id));
+    };
+    let expires = chrono::DateTime::parse_from_rfc3339(&g.expires_at)
+        .map_err(|_| format!("{} has an unreadable expiry", g.id))?
+        .with_timezone(&chrono::Utc);
+    let left = (expires - now).num_seconds();
+    if left <= 0 {
+        return Err(format!("{} has expired", g.id));
+    }
+    let minutes = u32::try_from((left + 59) / 60).unwrap_or(u32::MAX).clamp(1, 7 * 24 * 60);
+    Ok(GrantProposal {
+        workspace_id: ws.to_string(),
+        grant_id: g.id.to_string(),
+        campaign_id: c.id.to_string(),
+        urls: c.items.iter().map(|i| i.url.clone()).collect(),
+        hosts,
+        max_requests,
+        max_bytes,
+        expires_in_minutes: minutes,
+        summary: summary.to_owned(),
+    })
 }
 
 fn campaign_status(c: &Campaign) -> CampaignStatus {

@@ -1,6 +1,7 @@
 //! The server's side of the egress boundary (SPEC E, P3, P4): every question
-//! the server asks `labfy-egress` — health, Tor bootstrap status, one fetch
-//! under a grant, stop a grant, end a campaign — over `egress.sock` in the
+//! the server asks `labfy-egress` — health, Tor bootstrap status, propose a
+//! grant and ask where it stands, one fetch under a grant, its fetch log,
+//! stop a grant, end a campaign — over `egress.sock` in the
 //! supervisor's runtime directory. Each call connects, authenticates (the
 //! per-boot secret) and asks once, under one deadline: a connection is never
 //! kept between calls, so an egress restart costs nothing but the call in
@@ -15,7 +16,9 @@ use std::time::Duration;
 
 use labfy_core::ObjectRef;
 use labfy_ipc::client::Client;
-use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, EgressStatus, FetchOutcome, FetchRequest};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, FetchOutcome, FetchRequest, GrantProposal, GrantRecord,
+};
 use labfy_ipc::messages::{Boundary, Health};
 use uuid::Uuid;
 
@@ -139,6 +142,35 @@ impl EgressClient {
         let request = EgressRequest::StopGrant { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::Stopped { stopped } => Ok(stopped),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Relays the analyst's grant to egress's ledger as a proposal (SPEC
+    /// T2): it allows nothing until a human confirms it outside the server.
+    /// Idempotent. The record carries a one-time confirmation link.
+    pub async fn propose(&self, proposal: GrantProposal) -> Result<GrantRecord, EgressError> {
+        match self.call(EgressRequest::Propose(Box::new(proposal)), EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::Grant(r) => Ok(*r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Egress's record of a grant (with a fresh confirmation link while it
+    /// waits for a human).
+    pub async fn grant_state(&self, workspace: Uuid, grant: &ObjectRef) -> Result<GrantRecord, EgressError> {
+        let request = EgressRequest::GrantState { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+        match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::Grant(r) => Ok(*r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Egress's own fetch log of a grant, oldest first.
+    pub async fn fetch_log(&self, workspace: Uuid, grant: &ObjectRef) -> Result<Vec<FetchLogEntry>, EgressError> {
+        let request = EgressRequest::FetchLog { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+        match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::FetchLog { entries } => Ok(entries),
             other => Err(unexpected(&other)),
         }
     }

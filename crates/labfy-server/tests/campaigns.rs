@@ -18,13 +18,14 @@ use http_body_util::BodyExt;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus,
+    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase,
+    GrantProposal, GrantRecord,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
 use labfy_ipc::messages::{Boundary, Failure};
 use labfy_ipc::secret::Secret;
 use labfy_ipc::server::{self, Stats};
-use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS, NO_GOVERNOR};
+use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, app, db::Db};
 use labfy_store::{NewNote, NewResearchRequest, Store};
@@ -87,6 +88,7 @@ struct EgressLog {
     fetches: Vec<FetchRequest>,
     stops: Vec<(String, String)>,
     ends: Vec<(String, String)>,
+    proposals: Vec<GrantProposal>,
     in_flight: usize,
     max_in_flight: usize,
 }
@@ -95,6 +97,32 @@ struct EgressLog {
 struct FakeEgress {
     log: Arc<Mutex<EgressLog>>,
     stopped: CancellationToken,
+    /// What a human decided on every grant (SPEC T2); approved by default.
+    phase: Arc<Mutex<GrantPhase>>,
+}
+
+/// The fake's record of a proposal, in `phase`.
+fn record(p: &GrantProposal, phase: GrantPhase) -> GrantRecord {
+    GrantRecord {
+        grant_id: p.grant_id.clone(),
+        workspace_id: p.workspace_id.clone(),
+        campaign_id: p.campaign_id.clone(),
+        urls: p.urls.clone(),
+        hosts: p.hosts.clone(),
+        max_requests: p.max_requests,
+        max_bytes: p.max_bytes,
+        summary: p.summary.clone(),
+        phase,
+        proposed_at: chrono::Utc::now().to_rfc3339(),
+        expires_at: chrono::Utc::now().to_rfc3339(),
+        decided_at: None,
+        decided_via: (phase == GrantPhase::Approved).then(|| "terminal".to_owned()),
+        revoked_at: None,
+        campaign_ended_at: None,
+        requests_used: 0,
+        bytes_used: 0,
+        confirm_url: (phase == GrantPhase::Proposed).then(|| "http://127.0.0.1:9/login?code=x".to_owned()),
+    }
 }
 
 type Script = Arc<dyn Fn(&FetchRequest) -> Step + Send + Sync>;
@@ -102,7 +130,11 @@ type Script = Arc<dyn Fn(&FetchRequest) -> Step + Send + Sync>;
 /// Serves `egress.sock`: fetches follow `script`, `Status` answers `status`
 /// (or `Failed` when `None`), stops and ends are logged.
 fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeEgress {
-    let fake = FakeEgress { log: Arc::default(), stopped: CancellationToken::new() };
+    let fake = FakeEgress {
+        log: Arc::default(),
+        stopped: CancellationToken::new(),
+        phase: Arc::new(Mutex::new(GrantPhase::Approved)),
+    };
     let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, Boundary::Egress)).unwrap();
     let f = fake.clone();
     tokio::spawn(server::serve(
@@ -158,9 +190,25 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                             message: "arti is\nnot configured".into(),
                         }),
                     },
-                    EgressRequest::Health {} => EgressResponse::Failed(Failure {
+                    EgressRequest::Propose(p) => {
+                        let phase = *f.phase.lock().unwrap();
+                        f.log.lock().unwrap().proposals.push((*p).clone());
+                        EgressResponse::Grant(Box::new(record(&p, phase)))
+                    }
+                    EgressRequest::GrantState { grant_id, .. } => {
+                        let phase = *f.phase.lock().unwrap();
+                        let log = f.log.lock().unwrap();
+                        match log.proposals.iter().find(|p| p.grant_id == grant_id) {
+                            Some(p) => EgressResponse::Grant(Box::new(record(p, phase))),
+                            None => EgressResponse::Failed(Failure {
+                                code: "NOT_FOUND".into(),
+                                message: format!("egress has no record of {grant_id}"),
+                            }),
+                        }
+                    }
+                    other => EgressResponse::Failed(Failure {
                         code: "INVALID_INPUT".into(),
-                        message: "the test egress does not answer health".into(),
+                        message: format!("the test egress does not answer {other:?}"),
                     }),
                 }
             }
@@ -521,9 +569,11 @@ async fn an_unreachable_egress_is_unavailable_too() {
     f.granted(&request, &[A, B]).await;
     let c = f.ended(&request).await;
     assert_eq!(c["status"], "FAILED", "{c}");
-    assert!(c["detail"].as_str().unwrap().starts_with("Tor unavailable: egress unreachable"), "{c}");
-    assert_eq!(statuses(&c), ["UNAVAILABLE", "STOPPED"]);
-    assert_eq!(gov.lock().unwrap().released, ["res-1"]);
+    // Without egress no human can confirm the grant (SPEC T2): it fails at
+    // once (E6), before the governor is asked anything.
+    assert!(c["detail"].as_str().unwrap().starts_with("egress unreachable: the grant cannot be confirmed"), "{c}");
+    assert_eq!(statuses(&c), ["STOPPED", "STOPPED"]);
+    assert!(gov.lock().unwrap().asks.is_empty());
     assert_eq!(f.count("SELECT count(*) FROM evidence WHERE source LIKE 'https://%'"), 0);
 }
 
@@ -534,14 +584,60 @@ async fn without_a_supervisor_there_is_no_governor_and_no_egress() {
     f.granted(&request, &[A]).await;
     let c = f.ended(&request).await;
     assert_eq!(c["status"], "FAILED", "{c}");
-    assert!(c["detail"].as_str().unwrap().contains("no egress daemon"), "{c}");
-    assert!(c["detail"].as_str().unwrap().ends_with("nothing was fetched in clear"), "{c}");
-    assert_eq!(statuses(&c), ["UNAVAILABLE"]);
-    // Admitted without a governor, and said so in the audit log.
-    let conn = rusqlite::Connection::open(f.dir.path().join(labfy_store::DB_FILE)).unwrap();
-    let detail: String =
-        conn.query_row("SELECT detail FROM audit_log WHERE action = 'campaign.admit'", [], |r| r.get(0)).unwrap();
-    assert!(detail.contains(NO_GOVERNOR), "{detail}");
+    assert!(c["detail"].as_str().unwrap().contains("no egress in this run"), "{c}");
+    assert_eq!(statuses(&c), ["STOPPED"]);
+    // Nothing was admitted: there was nothing a human could confirm.
+    assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action = 'campaign.admit'"), 0);
+}
+
+/// SPEC T2: a REAL grant is only a proposal to egress; the campaign waits,
+/// asking nothing of the governor and fetching nothing, until a human
+/// confirms it outside the server — and the UI is told where.
+#[tokio::test]
+async fn a_real_campaign_waits_for_a_human_to_confirm_it_outside_the_server() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    *egress.phase.lock().unwrap() = GrantPhase::Proposed;
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    let (s, g) = f.grant(&request, &[A, B]).await;
+    assert_eq!(s, StatusCode::CREATED, "{g}");
+    let grant = g["grant"].as_str().unwrap().to_owned();
+    assert_eq!(g["confirmation"]["phase"], "PROPOSED", "{g}");
+    assert_eq!(g["confirmation"]["confirm_url"], "http://127.0.0.1:9/login?code=x", "{g}");
+    assert_eq!(g["confirmation"]["command"], format!("labfy grant approve {grant}"), "{g}");
+    // What egress was asked to record: the exact URLs, the scope, the
+    // budget and the question the analyst saw.
+    let p = egress.log.lock().unwrap().proposals[0].clone();
+    assert_eq!((p.grant_id.as_str(), p.urls.as_slice()), (grant.as_str(), [A.to_owned(), B.to_owned()].as_slice()));
+    assert_eq!((p.max_requests, p.max_bytes, p.summary.as_str()), (32, 1_048_576, "Que publie la société Durand ?"));
+    assert!((59..=60).contains(&p.expires_in_minutes), "{}", p.expires_in_minutes);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(f.request(&request).await["campaign"]["status"], "PENDING");
+    assert!(egress.fetched_urls().is_empty() && gov.lock().unwrap().asks.is_empty());
+    let (s, state) = f.get(&format!("/api/v1/grants/{grant}/confirmation")).await;
+    assert_eq!((s, state["phase"].as_str()), (StatusCode::OK, Some("PROPOSED")), "{state}");
+    // The human confirms: the campaign runs.
+    *egress.phase.lock().unwrap() = GrantPhase::Approved;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(egress.fetched_urls(), [A, B]);
+}
+
+#[tokio::test]
+async fn a_grant_refused_at_its_confirmation_fails_its_campaign() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    *egress.phase.lock().unwrap() = GrantPhase::Refused;
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "FAILED", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("refused at its confirmation"), "{c}");
+    assert!(egress.fetched_urls().is_empty() && gov.lock().unwrap().asks.is_empty());
 }
 
 #[tokio::test]

@@ -66,6 +66,13 @@ enum Command {
         #[command(subcommand)]
         what: crate::governor_cli::ModelWhat,
     },
+    /// List, show, approve or refuse the grants egress holds: a grant made
+    /// in the UI fetches nothing until a human confirms it here or on
+    /// egress's confirmation page (SPEC T2).
+    Grant {
+        #[command(subcommand)]
+        what: crate::grant_cli::GrantWhat,
+    },
     /// Print a fresh one-time login link for the UI of a running `labfy up`
     /// (SPEC T4): only the user that runs Labfy can read what it is made from.
     Open {
@@ -213,6 +220,7 @@ pub fn main() -> ExitCode {
         }
         Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),
         Command::Model { what } => crate::governor_cli::model(what),
+        Command::Grant { what } => crate::grant_cli::grant(what),
         Command::Status { runtime_dir } => status_cmd(runtime_dir),
         Command::Open { runtime_dir } => open_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),

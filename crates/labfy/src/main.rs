@@ -7,6 +7,7 @@ mod bench_governor;
 mod bench_runtime;
 mod cli;
 mod governor_cli;
+mod grant_cli;
 mod jail;
 mod supervisor;
 

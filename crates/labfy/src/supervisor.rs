@@ -235,7 +235,7 @@ fn child_env(role: Role) -> Vec<(OsString, OsString)> {
     let passed = match role {
         Role::Governor => Some("LABFY_GOVERNOR_"),
         Role::Server => Some("LABFY_AGENT_"),
-        Role::Egress => None,
+        Role::Egress => Some("LABFY_EGRESS_"),
     };
     if let Some(prefix) = passed {
         env.extend(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));

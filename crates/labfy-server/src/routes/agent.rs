@@ -41,6 +41,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/research/requests/{request}/refuse", post(refuse))
         .route("/api/v1/grants/{grant}", get(grant_detail))
         .route("/api/v1/grants/{grant}/revoke", post(revoke))
+        .route("/api/v1/grants/{grant}/confirmation", get(confirmation))
+        .route("/api/v1/grants/{grant}/fetch-log", get(fetch_log))
 }
 
 impl From<GatewayError> for ApiError {
@@ -200,12 +202,62 @@ async fn grant(
     };
     let outcome = st.db().write(move |s| s.grant_research(ws, &r, &decision)).await?;
     tracing::info!(grant = %outcome.grant, campaign = %outcome.campaign, "research granted");
-    // A REAL campaign runs through the governor and egress (E3–E6); a
-    // SPECIMEN one already ran, synthetically, in the grant's transaction.
-    if st.class() == WorkspaceClass::Real && !st.campaigns().submit(outcome.campaign, outcome.grant) {
+    // A SPECIMEN campaign already ran, synthetically, in the grant's
+    // transaction. A REAL one runs through the governor and egress (E3–E6)
+    // once a human confirms it where this server cannot reach (T2): the
+    // decision is relayed to egress as a proposal, and the answer says where
+    // to confirm it.
+    if st.class() != WorkspaceClass::Real {
+        return Ok((StatusCode::CREATED, Json(json!(outcome))));
+    }
+    let question = st.db().read(move |reads| reads.research_request(ws, &r)).await?.question;
+    let confirmation = match st.campaigns().propose(outcome.campaign, outcome.grant, &question).await {
+        Ok(record) => json!({"required": true, "phase": record.phase, "confirm_url": record.confirm_url,
+                             "command": format!("labfy grant approve {}", outcome.grant)}),
+        Err(e) => {
+            tracing::warn!(grant = %outcome.grant, error = %e, "egress did not record the proposal (the runner retries)");
+            json!({"required": true, "phase": null, "confirm_url": null,
+                   "command": format!("labfy grant approve {}", outcome.grant), "detail": e.to_string()})
+        }
+    };
+    if !st.campaigns().submit(outcome.campaign, outcome.grant) {
         tracing::warn!(campaign = %outcome.campaign, "the campaign waits for the next start of the server");
     }
-    Ok((StatusCode::CREATED, Json(json!(outcome))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"grant": outcome.grant, "campaign": outcome.campaign,
+                                         "confirmation": confirmation})),
+    ))
+}
+
+/// `GET /api/v1/grants/{grant}/confirmation`: where the grant stands in
+/// egress's ledger (SPEC T2), with a fresh one-time link to egress's
+/// confirmation page while it waits for a human. What egress says is shown
+/// as egress says it; the server cannot confirm anything.
+async fn confirmation(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let ws = st.workspace();
+    // The grant must be this workspace's (the store says so, or 404).
+    st.db().read(move |r| r.grant(ws, &g)).await?;
+    Ok(Json(match st.egress().grant_state(ws, &g).await {
+        Ok(r) => json!({"available": true, "phase": r.phase, "confirm_url": r.confirm_url,
+                        "decided_at": r.decided_at, "decided_via": r.decided_via, "expires_at": r.expires_at,
+                        "urls": r.urls, "requests_used": r.requests_used, "bytes_used": r.bytes_used,
+                        "command": format!("labfy grant approve {g}")}),
+        Err(e) => json!({"available": false, "detail": e.to_string(), "command": format!("labfy grant approve {g}")}),
+    }))
+}
+
+/// `GET /api/v1/grants/{grant}/fetch-log`: egress's own append-only log of
+/// the grant's fetches (SPEC T2), oldest first.
+async fn fetch_log(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let ws = st.workspace();
+    st.db().read(move |r| r.grant(ws, &g)).await?;
+    Ok(Json(match st.egress().fetch_log(ws, &g).await {
+        Ok(entries) => json!({"available": true, "entries": entries}),
+        Err(e) => json!({"available": false, "detail": e.to_string(), "entries": []}),
+    }))
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,314 @@
+//! `labfy grant …`: the human's confirmation of a grant, on the terminal
+//! (SPEC T2). The analyst's decision in the UI reaches egress only as a
+//! proposal relayed by the workspace server, which may be compromised; it
+//! allows nothing until a human confirms it here — over egress's operator
+//! socket, in a directory the confined server's root masks — or on egress's
+//! confirmation page. What is shown is egress's own record: the exact URLs
+//! that will leave the machine.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Subcommand;
+use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_ipc::client::Client;
+use labfy_ipc::daemon::operator_socket;
+use labfy_ipc::messages::Boundary;
+use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
+
+use crate::cli::Failure;
+
+/// Deadline of one call to egress.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `labfy grant …`.
+#[derive(Subcommand)]
+pub enum GrantWhat {
+    /// List the grants egress knows, those waiting for a human first.
+    List {
+        /// Runtime directory of the running `labfy up`.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one grant as egress recorded it, with its fetch log.
+    Show {
+        /// `grant:<uuid>`.
+        grant: String,
+        /// Runtime directory of the running `labfy up`.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+    },
+    /// Show a proposed grant's exact URLs and approve it after a yes.
+    Approve {
+        /// `grant:<uuid>`.
+        grant: String,
+        /// Approve without asking (for a script the operator runs after
+        /// reading the URLs; without it, a terminal is needed).
+        #[arg(long)]
+        yes: bool,
+        /// Runtime directory of the running `labfy up`.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+    },
+    /// Refuse a proposed grant: its campaign fetches nothing.
+    Refuse {
+        /// `grant:<uuid>`.
+        grant: String,
+        /// Runtime directory of the running `labfy up`.
+        #[arg(long, env = "LABFY_RUNTIME_DIR")]
+        runtime_dir: Option<PathBuf>,
+    },
+}
+
+/// Runs `labfy grant …`.
+pub fn grant(what: GrantWhat) -> Result<(), Failure> {
+    match what {
+        GrantWhat::List { runtime_dir, json } => list(runtime_dir, json),
+        GrantWhat::Show { grant, runtime_dir } => show(runtime_dir, &grant),
+        GrantWhat::Approve { grant, yes, runtime_dir } => decide(runtime_dir, &grant, true, yes),
+        GrantWhat::Refuse { grant, runtime_dir } => decide(runtime_dir, &grant, false, true),
+    }
+}
+
+/// One call on egress's operator socket.
+fn ask(runtime_dir: Option<PathBuf>, request: EgressRequest) -> Result<EgressResponse, Failure> {
+    let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
+    let sock = operator_socket(&dir, Boundary::Egress);
+    let not_running = || {
+        Failure::new(
+            ErrorKind::Unavailable,
+            format!("no egress is running (no socket at {}); start labfy up first", sock.display()),
+        )
+    };
+    if !sock.exists() {
+        return Err(not_running());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let secret =
+            labfy_ipc::secret::read_secret(&dir).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
+        let client: Client<EgressRequest, EgressResponse> =
+            Client::connect(&sock, Boundary::Egress, &secret).await.map_err(|_| not_running())?;
+        let mut client = client.with_timeout(CALL_TIMEOUT);
+        match client.call(request).await.map_err(|e| Failure::new(ErrorKind::Unavailable, e.to_string()))? {
+            EgressResponse::Failed(f) => Err(Failure::new(kind(&f.code), f.message)),
+            answer => Ok(answer),
+        }
+    })
+}
+
+fn kind(code: &str) -> ErrorKind {
+    match code {
+        "INVALID_INPUT" => ErrorKind::InvalidInput,
+        "CONFLICT" => ErrorKind::Conflict,
+        "NOT_FOUND" => ErrorKind::NotFound,
+        "FORBIDDEN" => ErrorKind::Forbidden,
+        "STORAGE" => ErrorKind::Storage,
+        _ => ErrorKind::Unavailable,
+    }
+}
+
+fn unexpected(r: &EgressResponse) -> Failure {
+    Failure::new(ErrorKind::Internal, format!("unexpected answer from egress: {r:?}"))
+}
+
+fn grants(runtime_dir: Option<PathBuf>) -> Result<Vec<GrantRecord>, Failure> {
+    match ask(runtime_dir, EgressRequest::Grants {})? {
+        EgressResponse::Grants { grants } => Ok(grants),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn find(runtime_dir: Option<PathBuf>, grant: &str) -> Result<GrantRecord, Failure> {
+    let id = ObjectRef::parse_kind(grant, RefKind::Grant)
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("`{grant}` is not a grant id: {e}")))?
+        .to_string();
+    grants(runtime_dir)?
+        .into_iter()
+        .find(|g| g.grant_id == id)
+        .ok_or_else(|| Failure::new(ErrorKind::NotFound, format!("egress has no grant {id} (labfy grant list)")))
+}
+
+fn list(runtime_dir: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let mut all = grants(runtime_dir)?;
+    if json {
+        let text = serde_json::to_string_pretty(&all).map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
+        println!("{text}");
+        return Ok(());
+    }
+    if all.is_empty() {
+        println!("no grant: egress has received no proposal");
+        return Ok(());
+    }
+    // Waiting ones first, then newest first (as egress lists them).
+    all.sort_by_key(|g| g.phase != GrantPhase::Proposed);
+    for g in &all {
+        println!(
+            "{}  {:<8}  {} URL(s)  proposed {}  {}",
+            g.grant_id,
+            phase_name(g.phase),
+            g.urls.len(),
+            g.proposed_at,
+            phase_line(g)
+        );
+    }
+    Ok(())
+}
+
+fn show(runtime_dir: Option<PathBuf>, grant: &str) -> Result<(), Failure> {
+    let g = find(runtime_dir.clone(), grant)?;
+    print!("{}", render(&g));
+    let log = match ask(
+        runtime_dir,
+        EgressRequest::FetchLog { workspace_id: g.workspace_id.clone(), grant_id: g.grant_id.clone() },
+    )? {
+        EgressResponse::FetchLog { entries } => entries,
+        other => return Err(unexpected(&other)),
+    };
+    println!("fetch log ({} entries):", log.len());
+    for e in &log {
+        println!("  {}", log_line(e));
+    }
+    Ok(())
+}
+
+fn decide(runtime_dir: Option<PathBuf>, grant: &str, approve: bool, yes: bool) -> Result<(), Failure> {
+    let g = find(runtime_dir.clone(), grant)?;
+    print!("{}", render(&g));
+    if g.phase != GrantPhase::Proposed {
+        return Err(Failure::new(ErrorKind::Conflict, format!("{} is not waiting for a decision", g.grant_id)));
+    }
+    if approve && !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::new(
+                ErrorKind::InvalidInput,
+                "not a terminal: read the URLs above, then run again with --yes to approve",
+            ));
+        }
+        print!("Autoriser ces {n} adresse(s) ? / Allow these {n} URL(s)? [o/y/N] ", n = g.urls.len());
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if !matches!(line.trim().to_lowercase().as_str(), "o" | "oui" | "y" | "yes") {
+            println!("nothing approved");
+            return Ok(());
+        }
+    }
+    match ask(runtime_dir, EgressRequest::Decide { grant_id: g.grant_id.clone(), approve })? {
+        EgressResponse::Grant(r) => {
+            println!("{} {}", r.grant_id, phase_line(&r));
+            Ok(())
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn phase_name(p: GrantPhase) -> &'static str {
+    match p {
+        GrantPhase::Proposed => "PROPOSED",
+        GrantPhase::Approved => "APPROVED",
+        GrantPhase::Refused => "REFUSED",
+        GrantPhase::Revoked => "REVOKED",
+        GrantPhase::Expired => "EXPIRED",
+        GrantPhase::Ended => "ENDED",
+    }
+}
+
+fn phase_line(g: &GrantRecord) -> String {
+    let via = g.decided_via.as_deref().unwrap_or("?");
+    match g.phase {
+        GrantPhase::Proposed => format!("waiting for a human (labfy grant approve {})", g.grant_id),
+        GrantPhase::Approved => format!("approved on the {via}; runs until {}", g.expires_at),
+        GrantPhase::Refused => format!("refused ({via})"),
+        GrantPhase::Revoked => format!("revoked at {}", g.revoked_at.as_deref().unwrap_or("?")),
+        GrantPhase::Expired => format!("expired at {}", g.expires_at),
+        GrantPhase::Ended => format!("campaign ended at {}", g.campaign_ended_at.as_deref().unwrap_or("?")),
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..1_048_576 => format!("{:.1} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", b as f64 / 1_048_576.0),
+    }
+}
+
+/// Egress's record, for a human to read before deciding.
+fn render(g: &GrantRecord) -> String {
+    let mut out = format!("{}  {}\n", g.grant_id, phase_name(g.phase));
+    out.push_str(&format!("  workspace  {}\n  campaign   {}\n", g.workspace_id, g.campaign_id));
+    let summary = if g.summary.is_empty() { "(none)" } else { g.summary.as_str() };
+    out.push_str(&format!("  described by the workspace server (unverified): {summary}\n"));
+    out.push_str(&format!("  URLs that will leave this machine through Tor ({}):\n", g.urls.len()));
+    for (i, u) in g.urls.iter().enumerate() {
+        out.push_str(&format!("    {:>2}. {u}\n", i + 1));
+    }
+    out.push_str(&format!("  redirects may reach: {}\n", g.hosts.join(", ")));
+    out.push_str(&format!(
+        "  budget: {} requests, {}; used {} requests, {}\n",
+        g.max_requests,
+        human_bytes(g.max_bytes),
+        g.requests_used,
+        human_bytes(g.bytes_used)
+    ));
+    out.push_str(&format!("  proposed {}, ends {}\n", g.proposed_at, g.expires_at));
+    out.push_str(&format!("  {}\n", phase_line(g)));
+    out
+}
+
+fn log_line(e: &FetchLogEntry) -> String {
+    let status = serde_json::to_value(e.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let mut line = format!("#{} {} {status} {}", e.seq, e.at, e.url);
+    if let Some(h) = e.http_status {
+        line.push_str(&format!(" → HTTP {h}, {}", human_bytes(e.bytes)));
+    }
+    if let Some(r) = &e.reason {
+        line.push_str(&format!(" — {r}"));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(phase: GrantPhase) -> GrantRecord {
+        GrantRecord {
+            grant_id: "grant:00000000-0000-0000-0000-000000000001".into(),
+            workspace_id: "00000000-0000-0000-0000-000000000002".into(),
+            campaign_id: "campaign:00000000-0000-0000-0000-000000000003".into(),
+            urls: vec!["https://a.example.org/x".into(), "https://b.example.org/".into()],
+            hosts: vec!["*.example.org".into()],
+            max_requests: 10,
+            max_bytes: 1_048_576,
+            summary: String::new(),
+            phase,
+            proposed_at: "2026-12-02T00:00:00.000Z".into(),
+            expires_at: "2026-12-02T01:00:00.000Z".into(),
+            decided_at: None,
+            decided_via: None,
+            revoked_at: None,
+            campaign_ended_at: None,
+            requests_used: 0,
+            bytes_used: 0,
+            confirm_url: None,
+        }
+    }
+
+    #[test]
+    fn the_human_sees_every_url_and_the_servers_words_as_such() {
+        let text = render(&record(GrantPhase::Proposed));
+        assert!(text.contains("  1. https://a.example.org/x\n") && text.contains("  2. https://b.example.org/\n"));
+        assert!(text.contains("URLs that will leave this machine through Tor (2)"), "{text}");
+        assert!(text.contains("described by the workspace server (unverified): (none)"), "{text}");
+        assert!(text.contains("budget: 10 requests, 1.0 MiB"), "{text}");
+        assert!(text.contains("labfy grant approve grant:"), "{text}");
+        let approved = GrantRecord { decided_via: Some("terminal".into()), ..record(GrantPhase::Approved) };
+        assert!(phase_line(&approved).starts_with("approved on the terminal"));
+    }
+}
