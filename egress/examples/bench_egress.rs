@@ -20,9 +20,11 @@
 //!    on its control socket: `Health` until Tor is bootstrapped, then
 //!    `SetPeers` naming this process, so that its service socket accepts us
 //!    as it accepts the workspace server. The data directory holds a REAL
-//!    workspace with research requests granted by "a human" (scope
-//!    `127.0.0.1`, a large budget) whose campaigns are admitted and started,
-//!    one distinct URL per item (a campaign lists at most 32).
+//!    workspace with research requests granted (scope `127.0.0.1`, a large
+//!    budget) whose campaigns are admitted and started, one distinct URL per
+//!    item (a campaign lists at most 32); each grant is proposed to egress
+//!    on its service socket and approved on its operator socket, as the
+//!    server and `labfy grant approve` do (SPEC T2).
 //! 3. **A web server** on 127.0.0.1 answers every path with the same text
 //!    page (`--body-bytes`, 8 KiB by default).
 //! 4. **Pairs**: per campaign, `--warmups` untimed pairs, then timed ones, to
@@ -63,16 +65,16 @@ use clap::Parser;
 use common::{Result, Target, percentile};
 use labfy_core::ObjectRef;
 use labfy_ipc::client::Client;
-use labfy_ipc::daemon::{control_socket, service_socket};
+use labfy_ipc::daemon::{control_socket, operator_socket, service_socket};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, MAX_BODY_BYTES,
+    EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, GrantPhase, GrantProposal, MAX_BODY_BYTES,
 };
 use labfy_ipc::messages::{Boundary, Role};
 use labfy_ipc::secret::{self, Secret};
 use labfy_store::{
     FetchRecorded, FetchedPage, GrantDecision, MAX_CAMPAIGN_URLS, MAX_GRANT_BYTES, MAX_GRANT_REQUESTS, NewNote,
-    NewResearchRequest, ReadOnlyStore, ResearchBudget, ResearchScope, Store,
+    NewResearchRequest, ResearchBudget, ResearchScope, Store,
 };
 use tor_rtcompat::PreferredRuntime;
 use uuid::Uuid;
@@ -93,7 +95,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 const EGRESS_LOG: &str = "warn,tor_netdir=error";
 /// Lines of egress's log shown when it fails.
 const LOG_TAIL_LINES: usize = 20;
-/// Grant re-checks timed in this process ([`grant_recheck`]).
+/// Ledger checks timed in this process ([`grant_recheck`]).
 const RECHECKS: usize = 100;
 /// A fingerprint of `research.prepare` for the synthetic requests.
 const FINGERPRINT: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -472,6 +474,33 @@ impl Daemon {
         Ok((Self { child, control, socket, secret, log }, ready))
     }
 
+    /// Proposes a campaign's grant (as the server does) and approves it on
+    /// the operator socket (as `labfy grant approve` does).
+    async fn confirm(&self, ws: Uuid, c: &Planned) -> Result<()> {
+        let proposal = GrantProposal {
+            workspace_id: ws.to_string(),
+            grant_id: c.grant.to_string(),
+            campaign_id: c.campaign.to_string(),
+            urls: c.urls.clone(),
+            hosts: vec!["127.0.0.1".into()],
+            max_requests: MAX_GRANT_REQUESTS.into(),
+            max_bytes: MAX_GRANT_BYTES,
+            expires_in_minutes: 24 * 60,
+            summary: "bench_egress".into(),
+        };
+        match self.call(EgressRequest::Propose(Box::new(proposal))).await?.0 {
+            EgressResponse::Grant(r) if r.phase == GrantPhase::Proposed => {}
+            other => return Err(format!("Propose answered {other:?}").into()),
+        }
+        let operator = operator_socket(self.socket.parent().unwrap_or(Path::new("/")), Boundary::Egress);
+        let mut op: Client<EgressRequest, EgressResponse> =
+            Client::connect(&operator, Boundary::Egress, &self.secret).await?;
+        match op.call(EgressRequest::Decide { grant_id: c.grant.to_string(), approve: true }).await? {
+            EgressResponse::Grant(r) if r.phase == GrantPhase::Approved => Ok(()),
+            other => Err(format!("Decide answered {other:?}").into()),
+        }
+    }
+
     /// One call on a new authenticated connection (as the server makes
     /// each call); also returns how long connecting took.
     async fn call(&self, request: EgressRequest) -> Result<(EgressResponse, Duration)> {
@@ -627,6 +656,9 @@ async fn fetch_pairs(args: &Args, egress_bin: &Path, root: &Path) -> Result<()> 
 
     println!("== labfy-egress, started as the supervisor does (fresh data directory: cold cache) ==");
     let (daemon, ready) = Daemon::start(egress_bin, root, &data, &args.arti_config).await?;
+    for c in &planned {
+        daemon.confirm(ws, c).await?;
+    }
     let own = match daemon.call(EgressRequest::Status {}).await?.0 {
         EgressResponse::Status(s) => s.bootstrap_ms.map_or_else(|| "?".into(), |v| v.to_string()),
         other => format!("(unexpected answer {other:?})"),
@@ -715,7 +747,7 @@ async fn fetch_pairs(args: &Args, egress_bin: &Path, root: &Path) -> Result<()> 
     summary_line("    of which connect + authenticate", &mut connect);
     summary_line("    egress's own elapsed_ms (whole ms)", &mut inside);
     summary_line("  base64 decode + Store::record_fetch", &mut store_ms);
-    summary_line("  (grant re-check as egress makes it, here)", &mut recheck);
+    summary_line("  (ledger check + count as egress makes it, here)", &mut recheck);
     let p50_bare = summary_line("bare arti-client (new stream, same GET)", &mut bare_ms);
     summary_line("  of which stream open (BEGIN → CONNECTED)", &mut bare_open);
     summary_line("per-pair ratio egress / bare", &mut ratios);
@@ -762,21 +794,19 @@ struct Pair {
     egress_first: bool,
 }
 
-/// Times, [`RECHECKS`] times in this process, what egress does before each
-/// stream to re-check a grant (`grants::read_terms`): a new read-only
-/// connection, then the workspace, the grant, its usage and the campaign.
-/// An estimate of that share of egress's `elapsed_ms` (egress runs it on
-/// its blocking pool); ms.
+/// Times, [`RECHECKS`] times in this process (egress stopped), what egress
+/// does before each stream (`Ledger::start_request`: the grant's record,
+/// every check, the request counted, one committed transaction) on the
+/// ledger the daemon wrote. An estimate of that share of egress's
+/// `elapsed_ms` (egress runs it on its blocking pool); ms.
 fn grant_recheck(data: &Path, ws: Uuid, c: &Planned) -> Result<Vec<f64>> {
+    let ledger = labfy_egress::Ledger::open(&data.join("egress"))?;
+    let ids = labfy_egress::FetchIds { workspace: ws, campaign: c.campaign, grant: c.grant };
+    let target = labfy_egress::check_url(&c.urls[0])?;
     let mut out = Vec::with_capacity(RECHECKS);
     for _ in 0..RECHECKS {
         let t0 = Instant::now();
-        let store = ReadOnlyStore::open(data)?;
-        let reads = store.reads();
-        reads.workspace(ws)?;
-        reads.grant(ws, &c.grant)?;
-        reads.grant_usage(ws, &c.grant)?;
-        reads.campaign(ws, &c.campaign)?;
+        ledger.start_request(&ids, &target, true, chrono::Utc::now())?;
         out.push(ms(t0.elapsed()));
     }
     Ok(out)

@@ -81,11 +81,15 @@ const SUMMARY_EXCERPT_CHARS: usize = 160;
 pub const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// Headers set on every answer, refusals included.
+/// Headers set on every answer, refusals included. `same-origin`, not
+/// `no-referrer`: under `no-referrer` a browser sends `Origin: null` with the
+/// page's own form (Fetch standard, "serializing a request origin"), and the
+/// decision's `Origin` check would refuse the human's click; `same-origin`
+/// still sends nothing to any other site (found by the browser scenario).
 const RESPONSE_HEADERS: [(HeaderName, &str); 6] = [
     (header::CONTENT_SECURITY_POLICY, CSP),
     (header::X_FRAME_OPTIONS, "DENY"),
-    (header::REFERRER_POLICY, "no-referrer"),
+    (header::REFERRER_POLICY, "same-origin"),
     (header::CACHE_CONTROL, "no-store"),
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -987,7 +991,7 @@ mod tests {
     fn assert_security_headers(r: &Reply) {
         assert_eq!(r.header("content-security-policy"), Some(CSP), "{r:?}");
         assert_eq!(r.header("x-frame-options"), Some("DENY"));
-        assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(r.header("referrer-policy"), Some("same-origin"));
         assert_eq!(r.header("cache-control"), Some("no-store"));
         assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
         assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));

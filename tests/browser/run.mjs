@@ -1208,6 +1208,98 @@ async function modelStart(server, gguf, sha256) {
   }
 }
 
+// A `labfy up` on a REAL workspace (egress on the offline arti
+// configuration the harness is given: nothing can be fetched, but a grant is
+// proposed and confirmed all the same), with a browser page of its own.
+async function setupReal() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-real-'));
+  tempDirs.push(dataDir);
+  const created = await runLabfy(['workspace', 'create', '--name', 'Dossier Durand', '--data-dir', dataDir], 30_000);
+  assert(created.code === 0 && /^workspace:[0-9a-f-]{36}$/.test(created.out), `workspace create: ${created.out}`);
+  const server = await startLabfy('real', 'server-real.log', {}, { dataDir, args: ['--workspace', created.out] });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
+  const page = await context.newPage();
+  await page.addInitScript(installActiveWatch);
+  watch(page);
+  await logIn(page, server);
+  return { server, context, page };
+}
+
+// SPEC T2 as the analyst lives it: in a REAL workspace, « Accorder » records
+// a proposal; the review says confirmation is needed outside the server, with
+// a link to egress's page and the terminal command. The page (another origin,
+// drawn by egress) lists the exact addresses; « Autoriser » there confirms,
+// and the campaign leaves PENDING.
+async function scenarioRealGrantConfirmed({ page, context, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const stamp = Date.now().toString(36);
+  await page.fill(tid('note-title'), `Société Durand ${stamp}`, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('note-content'), 'La société Durand possède le domaine durand.example.', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('evidence-title'), { timeout: STEP_TIMEOUT_MS });
+  await openOverview(page, base);
+  await runAgentTurn(page, 'Que possède la société Durand ?');
+  assert(await page.isVisible(tid('agent-grant-urls')), 'a REAL grant form has no address list');
+  const urls = ['https://example.org/registre', 'https://example.org/durand?annee=2019'];
+  await page.fill(tid('agent-grant-urls'), urls.join('\n'), { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-grant'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('agent-review')}[data-request-status="GRANTED"]`, { timeout: STEP_TIMEOUT_MS });
+  const note = await textOf(page, tid('agent-review-status'));
+  assert(note.includes('Confirmez-la hors du serveur'), `grant note: ${note}`);
+  await page.waitForSelector(`${tid('grant-confirmation')}[data-phase="PROPOSED"]`, { timeout: STEP_TIMEOUT_MS });
+  const box = await textOf(page, tid('grant-confirmation'));
+  assert(box.includes('Confirmation requise hors du serveur') && box.includes('labfy grant approve grant:'), `confirmation box: ${box}`);
+  for (const [w, hgt, name] of [[1440, 900, 'real-grant-confirm-1440.png'], [1024, 700, 'real-grant-confirm-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.locator(tid('grant-confirmation')).scrollIntoViewIfNeeded();
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+  // The link opens egress's page in a new tab.
+  const href = await page.getAttribute(tid('grant-confirm-link'), 'href');
+  assert(/^http:\/\/127\.0\.0\.1:[0-9]+\/login\?code=/.test(href ?? ''), `confirmation link: ${href}`);
+  assert(!href.startsWith(base), 'the confirmation page is served by the workspace server');
+  const [tab] = await Promise.all([context.waitForEvent('page'), page.click(tid('grant-confirm-link'))]);
+  await tab.waitForLoadState('domcontentloaded');
+  const pageText = await tab.textContent('body');
+  for (const u of urls) assert(pageText.includes(u), `egress's page does not show ${u}`);
+  assert(pageText.includes('non vérifiée'), 'the server\'s description is not labelled as unverified');
+  for (const [w, hgt, name] of [[1440, 900, 'egress-confirm-1440.png'], [1024, 700, 'egress-confirm-1024.png']]) {
+    await tab.setViewportSize({ width: w, height: hgt });
+    const shot = path.join(outDir, name);
+    await tab.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await Promise.all([tab.waitForNavigation({ timeout: STEP_TIMEOUT_MS }), tab.click('button[value="approve"]')]);
+  await tab.waitForLoadState('domcontentloaded');
+  try {
+    await tab.waitForSelector('text=autorisée', { timeout: STEP_TIMEOUT_MS });
+  } catch (err) {
+    const shot = path.join(outDir, 'failure-egress-page.png');
+    await tab.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS }).catch(() => {});
+    const body = await tab.textContent('body').catch(() => '?');
+    throw new Error(`egress's page after « Autoriser » (${tab.url()}): ${String(body).replace(/\s+/g, ' ').slice(0, 400)}`);
+  }
+  assert(!(await tab.$('button[value="approve"]')), 'egress\'s page still offers « Autoriser » after the approval');
+  const shotAfter = path.join(outDir, 'egress-confirmed-1024.png');
+  await tab.screenshot({ path: shotAfter, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shotAfter);
+  await tab.close();
+  // Back in the UI: the campaign no longer waits (Tor is offline here, so it
+  // ends FAILED — but it was let through by a human).
+  await page.waitForFunction(() => {
+    const b = document.querySelector('[data-testid="agent-review"]');
+    return b && b.dataset.campaignStatus && b.dataset.campaignStatus !== 'PENDING';
+  }, null, { timeout: STEP_TIMEOUT_MS * 2 });
+  assert(!(await page.isVisible(tid('grant-confirmation'))), 'the confirmation box stays after the confirmation');
+  assertNoNewEvents(before);
+}
+
 // The second `labfy up`, the fake model started by its governor, and a
 // browser page of its own (its own cookies). Needs root: the governor puts
 // the model in a cgroup and in the server's network namespace.
@@ -1519,6 +1611,9 @@ const SCENARIOS = [
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
   ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost],
   ['without a login link the UI is closed; a link works once (T4)', scenarioLogin],
+  // On a `labfy up` serving a REAL workspace.
+  ['REAL grant: a proposal until a human confirms it on egress\'s page (exact URLs, another origin; screenshots) (T2)',
+    scenarioRealGrantConfirmed, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true }],
@@ -1535,9 +1630,9 @@ const screenshots = [];
 // Starts `labfy up` on a fresh data dir and a free port, in its own process
 // group, its output in `logName` under the output dir; resolves once it
 // answers `/`.
-async function startLabfy(name, logName, extraEnv = {}) {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `labfy-browser-${name}-`));
-  tempDirs.push(dataDir);
+async function startLabfy(name, logName, extraEnv = {}, { dataDir: given = null, args = [] } = {}) {
+  const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), `labfy-browser-${name}-`));
+  if (!given) tempDirs.push(dataDir);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const logFile = path.join(outDir, logName);
@@ -1546,7 +1641,7 @@ async function startLabfy(name, logName, extraEnv = {}) {
   const server = { name, child: null, exited: false, dataDir, runtimeDir, base, logFile };
   servers.push(server);
   console.log(`# ${name}: ${binPath} up --data-dir ${dataDir} --port ${port} --runtime-dir ${runtimeDir}`);
-  server.child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port), '--runtime-dir', runtimeDir], {
+  server.child = spawn(binPath, ['up', '--data-dir', dataDir, '--port', String(port), '--runtime-dir', runtimeDir, ...args], {
     detached: true, // own process group, so its supervised children go too
     stdio: ['ignore', log, log],
     env: { ...process.env, RUST_BACKTRACE: '1', ...extraEnv },
@@ -1588,8 +1683,18 @@ async function main() {
   let failed = 0;
   let skipped = 0;
   let local = null; // the local-model setup, made once, before its first scenario
+  let real = null;
   for (const [name, fn, opts = {}] of SCENARIOS) {
     let ctx = { page, context, base, server: demo };
+    if (opts.real) {
+      if (!real) real = await setupReal().catch((err) => ({ error: err }));
+      if (real.error) {
+        console.log(`not ok - ${name}: REAL setup failed: ${String(real.error.message ?? real.error).split('\n')[0]}`);
+        failed += 1;
+        continue;
+      }
+      ctx = { page: real.page, context: real.context, base: real.server.base, server: real.server };
+    }
     if (opts.local) {
       if (!local) {
         const t0 = Date.now();

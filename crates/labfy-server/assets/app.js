@@ -247,6 +247,7 @@ const I18N = {
     fetch_grant: 'Autorisation',
     fetch_headers: 'En-têtes conservés',
     camp_PENDING: 'en attente d’admission',
+    camp_CONFIRMING: 'en attente de votre confirmation',
     camp_ADMITTED: 'admise',
     camp_RUNNING: 'en cours',
     camp_COMPLETED: 'terminée',
@@ -281,6 +282,12 @@ const I18N = {
     agent_grant_number: '« {field} » doit être un nombre entier positif.',
     agent_granting: 'Enregistrement de l’autorisation…',
     agent_granted: 'Autorisation accordée ({grant}), campagne {campaign}. Reprenez le tour pour obtenir la synthèse.',
+    agent_granted_confirm: 'Autorisation enregistrée ({grant}). Confirmez-la hors du serveur pour lancer la campagne {campaign}.',
+    confirm_title: 'Confirmation requise hors du serveur',
+    confirm_why: 'Rien ne quitte la machine avant que vous confirmiez ces adresses sur la page de confirmation, servie par le processus de sortie (egress) que ce serveur ne peut ni afficher ni cliquer, ou au terminal.',
+    confirm_open: 'Ouvrir la page de confirmation',
+    confirm_terminal: 'Ou, au terminal :',
+    confirm_unavailable: 'Le processus de sortie (egress) ne répond pas : la confirmation est impossible pour l’instant.',
     agent_refuse_missing: 'Indiquez le motif du refus.',
     agent_refusing: 'Enregistrement du refus…',
     agent_refused: 'Recherche refusée. Reprenez le tour pour le clore.',
@@ -637,6 +644,7 @@ const I18N = {
     fetch_grant: 'Grant',
     fetch_headers: 'Headers kept',
     camp_PENDING: 'waiting for admission',
+    camp_CONFIRMING: 'waiting for your confirmation',
     camp_ADMITTED: 'admitted',
     camp_RUNNING: 'running',
     camp_COMPLETED: 'completed',
@@ -676,6 +684,12 @@ const I18N = {
     agent_grant_number: '“{field}” must be a positive whole number.',
     agent_granting: 'Saving the grant…',
     agent_granted: 'Granted ({grant}), campaign {campaign}. Resume the turn to get the summary.',
+    agent_granted_confirm: 'Grant recorded ({grant}). Confirm it outside the server to start campaign {campaign}.',
+    confirm_title: 'Confirmation needed outside the server',
+    confirm_why: 'Nothing leaves the machine until you confirm these addresses on the confirmation page, served by the egress process that this server can neither draw nor click, or on the terminal.',
+    confirm_open: 'Open the confirmation page',
+    confirm_terminal: 'Or, on the terminal:',
+    confirm_unavailable: 'The egress process does not answer: confirmation is not possible for now.',
     agent_refuse_reason: 'Reason for refusing',
     agent_refuse: 'Refuse',
     agent_refuse_missing: 'Give a reason for refusing.',
@@ -2403,8 +2417,15 @@ async function loadReview(force = false) {
       request = one.request ?? null;
       fingerprint = one.current_contract_fingerprint ?? fingerprint;
     }
+    // A REAL grant waiting for its confirmation (T2): where to confirm it,
+    // as egress says (a fresh one-time link at each read).
+    let confirmation = null;
+    const grantId = request && request.grant ? String(request.grant.id ?? '') : '';
+    if (isRealWorkspace() && grantId && campaignStatus(request) === 'PENDING') {
+      confirmation = await api(`/api/v1/grants/${seg(grantId)}/confirmation`).catch(() => null);
+    }
     if (gen !== agent.gen) return;
-    Object.assign(agent.review, { loading: false, request, fingerprint, risk });
+    Object.assign(agent.review, { loading: false, request, fingerprint, risk, confirmation });
   } catch (err) {
     if (gen !== agent.gen) return;
     Object.assign(agent.review, { loading: false, error: err });
@@ -2486,7 +2507,9 @@ async function agentGrant(ev) {
     const out = await api(`/api/v1/research/requests/${seg(r.id)}/grant`, { method: 'POST', body });
     const grant = String(out.grant ?? '');
     const campaign = String(out.campaign ?? '');
-    reviewNote('ok', () => t('agent_granted', { grant, campaign }));
+    // REAL: a proposal until a human confirms it outside the server (T2).
+    const key = out.confirmation ? 'agent_granted_confirm' : 'agent_granted';
+    reviewNote('ok', () => t(key, { grant, campaign }));
     await loadReview(true);
   } catch (err) {
     reviewNote('error', () => errorText(err));
@@ -2806,9 +2829,29 @@ function renderReview() {
     [t('agent_review_created'), timeEl(r.created_at), 'agent-review-created'],
   ];
   if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
-  if (c) rows.push([t('agent_review_campaign'), renderCampaign(c), 'agent-review-campaign-row']);
+  const confirming = Boolean(rv.confirmation) && Boolean(c) && campaignStatus(r) === 'PENDING';
+  if (c) rows.push([t('agent_review_campaign'), renderCampaign(c, { confirming: confirming && rv.confirmation.phase === 'PROPOSED' }), 'agent-review-campaign-row']);
+  if (confirming) details.append(confirmBox(rv.confirmation));
   details.append(dl(rows, 'agent-review-meta'));
   if (resumable && waiting) details.append(h('p', { class: 'muted small', testid: 'agent-resume-wait', text: t('agent_resume_after_campaign') }));
+}
+
+// Where a REAL grant is confirmed (SPEC T2): egress's page on its own
+// loopback port (a link, opened in a new tab), or the terminal. The server
+// only relays what egress says; it cannot confirm anything itself.
+function confirmBox(cf) {
+  const box = h('div', { class: 'confirm-box', testid: 'grant-confirmation', 'data-phase': String(cf.phase ?? '') },
+    h('p', { class: 'confirm-title', text: t('confirm_title') }),
+    h('p', { class: 'small', text: t('confirm_why') }));
+  const link = String(cf.confirm_url ?? '');
+  if (/^http:\/\/(127\.0\.0\.1|localhost):[0-9]{1,5}\//.test(link)) {
+    box.append(h('a', { class: 'button primary confirm-link', href: link, target: '_blank', rel: 'noopener noreferrer',
+      testid: 'grant-confirm-link', text: t('confirm_open') }));
+  }
+  if (cf.available === false) box.append(h('p', { class: 'error-box', testid: 'grant-confirm-unavailable', text: t('confirm_unavailable') }));
+  box.append(h('p', { class: 'small confirm-terminal' }, t('confirm_terminal'), ' ',
+    h('code', { testid: 'grant-confirm-command', text: String(cf.command ?? '') })));
+  return box;
 }
 
 function isRealWorkspace() {
@@ -2852,7 +2895,9 @@ function campaignBar(done, failed, rest) {
 // A campaign: its status, progress (bar, counts, bytes, time) and detail,
 // then each address with its outcome and the evidence it became. URLs,
 // reasons and details are text.
-function renderCampaign(c) {
+// `confirming`: a REAL campaign whose grant waits for the human's
+// confirmation outside the server (T2): said so instead of « admission ».
+function renderCampaign(c, { confirming = false } = {}) {
   const status = String(c.status ?? '');
   const total = countOf(c.items_total);
   const done = countOf(c.items_done);
@@ -2862,7 +2907,7 @@ function renderCampaign(c) {
   const head = h('span', {
     class: 'camp-head', testid: 'agent-review-campaign',
     dataset: { status, done: String(done), failed: String(failed), total: String(total), synthetic: String(Boolean(c.synthetic)) },
-  }, refLink(c.id), ' ', statusPill('camp', status, 'campaign-status'),
+  }, refLink(c.id), ' ', statusPill('camp', confirming ? 'CONFIRMING' : status, 'campaign-status'),
   c.synthetic ? h('span', { class: 'muted small', text: ` (${t('agent_review_synthetic')})` }) : null);
   const progress = h('p', {
     class: 'small camp-progress', testid: 'campaign-progress',
@@ -2871,7 +2916,7 @@ function renderCampaign(c) {
       bytes: fmtBytes(countOf(c.bytes)), elapsed: campaignElapsed(c),
     }),
   });
-  const detail = c.detail ? h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', text: String(c.detail) }) : null;
+  const detail = c.detail && !confirming ? h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', text: String(c.detail) }) : null;
   const rows = items.map((it) => {
     const st = String(it.status ?? '');
     const ev = it.evidence ? String(it.evidence) : '';
