@@ -47,9 +47,15 @@ pub const MAX_GRANT_MINUTES: u32 = 7 * 24 * 60;
 pub const MAX_GRANT_REQUESTS: u64 = 1000;
 /// Most body bytes a grant may allow (1 GiB, the store's bound).
 pub const MAX_GRANT_BYTES: u64 = 1 << 30;
-/// Most log lines kept per grant for fetches it refused: a compromised
-/// server asking again and again cannot fill the disk.
+/// Most log lines kept per grant for fetches that fetched nothing (refused,
+/// unavailable, failed, stopped): a compromised server asking again and
+/// again cannot fill the disk. Fetched ones are bounded by the budget.
 pub const MAX_REFUSALS_LOGGED: u64 = 1000;
+/// Most proposals waiting for a human at once (undecided, unexpired).
+pub const MAX_PENDING_PROPOSALS: u64 = 32;
+/// Most proposals recorded in any hour: with [`MAX_PENDING_PROPOSALS`], what
+/// keeps a compromised server from growing the ledger without end.
+pub const MAX_PROPOSALS_PER_HOUR: u64 = 60;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS grants (
@@ -199,6 +205,22 @@ impl Ledger {
             .map_err(db)?;
         if let Some(other) = taken {
             return Err(format!("{} runs under {other} already", checked.campaign));
+        }
+        let count = |sql: &str, since: &str| -> Result<u64, String> {
+            tx.query_row(sql, [since], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64).map_err(db)
+        };
+        let waiting = count("SELECT count(*) FROM grants WHERE decision IS NULL AND expires_at > ?1", &now_text(now))?;
+        if waiting >= MAX_PENDING_PROPOSALS {
+            return Err(format!(
+                "{waiting} proposals already wait for a human (at most {MAX_PENDING_PROPOSALS}): decide or let them expire"
+            ));
+        }
+        let hour_ago = now_text(now - chrono::Duration::hours(1));
+        let recent = count("SELECT count(*) FROM grants WHERE proposed_at > ?1", &hour_ago)?;
+        if recent >= MAX_PROPOSALS_PER_HOUR {
+            return Err(format!(
+                "{recent} proposals in the last hour (at most {MAX_PROPOSALS_PER_HOUR}): try again later"
+            ));
         }
         let expires = now + chrono::Duration::minutes(i64::from(p.expires_in_minutes));
         tx.execute(
@@ -381,8 +403,8 @@ impl Ledger {
     }
 
     /// Appends one fetch to the log — when its grant is in the ledger (a
-    /// fetch naming an unknown grant is only traced), and for refusals at
-    /// most [`MAX_REFUSALS_LOGGED`] per grant.
+    /// fetch naming an unknown grant is only traced), and for fetches that
+    /// fetched nothing at most [`MAX_REFUSALS_LOGGED`] per grant.
     pub fn log_fetch(&self, ids: &FetchIds, out: &FetchOutcome, now: DateTime<Utc>) -> Result<bool, String> {
         let conn = self.conn();
         let grant = ids.grant.to_string();
@@ -391,11 +413,13 @@ impl Ledger {
         if known.is_none() {
             return Ok(false);
         }
-        if out.status == FetchStatus::Refused {
+        if out.status != FetchStatus::Fetched {
             let refusals: i64 = conn
-                .query_row("SELECT count(*) FROM fetch_log WHERE grant_id = ?1 AND status = 'REFUSED'", [&grant], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT count(*) FROM fetch_log WHERE grant_id = ?1 AND status <> 'FETCHED'",
+                    [&grant],
+                    |r| r.get(0),
+                )
                 .map_err(db)?;
             if refusals as u64 >= MAX_REFUSALS_LOGGED {
                 return Ok(false);
@@ -788,6 +812,33 @@ mod tests {
         l.propose(&proposal(&i, &["https://a.example.org/"]), now).unwrap();
         let other = FetchIds { grant: ids(11).grant, ..i };
         assert!(l.propose(&proposal(&other, &["https://a.example.org/"]), now).unwrap_err().contains("runs under"));
+    }
+
+    /// A compromised server proposing without end is stopped: so many may
+    /// wait for a human, so many may come in an hour.
+    #[test]
+    fn proposals_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::open(dir.path()).unwrap();
+        let now = Utc::now();
+        for n in 0..MAX_PENDING_PROPOSALS as u128 {
+            l.propose(&proposal(&ids(1000 + n), &["https://a.example.org/"]), now).unwrap();
+        }
+        let e = l.propose(&proposal(&ids(2000), &["https://a.example.org/"]), now).unwrap_err();
+        assert!(e.contains("wait for a human"), "{e}");
+        // Decided ones no longer wait; the hourly bound still holds.
+        for n in 0..MAX_PENDING_PROPOSALS as u128 {
+            l.decide(&ids(1000 + n).grant, false, "terminal", now).unwrap();
+        }
+        for n in 0..(MAX_PROPOSALS_PER_HOUR - MAX_PENDING_PROPOSALS) as u128 {
+            let g = ids(3000 + n);
+            l.propose(&proposal(&g, &["https://a.example.org/"]), now).unwrap();
+            l.decide(&g.grant, false, "terminal", now).unwrap();
+        }
+        let e = l.propose(&proposal(&ids(4000), &["https://a.example.org/"]), now).unwrap_err();
+        assert!(e.contains("in the last hour"), "{e}");
+        let later = now + chrono::Duration::minutes(61);
+        l.propose(&proposal(&ids(4001), &["https://a.example.org/"]), later).unwrap();
     }
 
     #[test]

@@ -281,11 +281,13 @@ impl Egress {
             EgressRequest::StopGrant { workspace_id, grant_id } => {
                 match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
                     Ok((ws, g)) => {
+                        // Its fetches stop first, whatever the ledger says next.
+                        let stopped = self.stop_grant(ws, g);
                         let (ledger, grant) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Grant, g));
-                        if let Err(e) = blocking(move || ledger.revoke(ws, &grant, chrono::Utc::now())).await {
-                            return failed_response("STORAGE", e);
+                        match blocking(move || ledger.revoke(ws, &grant, chrono::Utc::now())).await {
+                            Ok(_) => EgressResponse::Stopped { stopped },
+                            Err(e) => failed_response("STORAGE", e),
                         }
-                        EgressResponse::Stopped { stopped: self.stop_grant(ws, g) }
                     }
                     Err(e) => invalid(e),
                 }
@@ -293,11 +295,12 @@ impl Egress {
             EgressRequest::EndCampaign { workspace_id, campaign_id } => {
                 match parse_pair(&workspace_id, &campaign_id, RefKind::Campaign) {
                     Ok((ws, c)) => {
+                        let stopped = self.end_campaign(ws, c);
                         let (ledger, campaign) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Campaign, c));
-                        if let Err(e) = blocking(move || ledger.end_campaign(ws, &campaign, chrono::Utc::now())).await {
-                            return failed_response("STORAGE", e);
+                        match blocking(move || ledger.end_campaign(ws, &campaign, chrono::Utc::now())).await {
+                            Ok(_) => EgressResponse::Stopped { stopped },
+                            Err(e) => failed_response("STORAGE", e),
                         }
-                        EgressResponse::Stopped { stopped: self.end_campaign(ws, c) }
                     }
                     Err(e) => invalid(e),
                 }
