@@ -167,7 +167,11 @@ impl Ledger {
             .map_err(|e| err(e.to_string()))?;
         let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| err(e.to_string()))?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| err(e.to_string()))?;
+        // NORMAL for the hot path (a hop's check and count, its bytes, its
+        // log line): durable across a crash of egress, not always across a
+        // power loss. Decisions, revocations and ends are made FULL
+        // ([`Ledger::durable`]).
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| err(e.to_string()))?;
         conn.pragma_update(None, "foreign_keys", true).map_err(|e| err(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| err(e.to_string()))?;
         conn.execute_batch(SCHEMA).map_err(|e| err(e.to_string()))?;
@@ -176,6 +180,18 @@ impl Ledger {
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` with `synchronous = FULL`: what it commits survives a power
+    /// loss (a human's decision, a revocation, a campaign's end).
+    fn durable<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, String>) -> Result<T, String> {
+        let mut conn = self.conn();
+        conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
+        let out = f(&mut conn);
+        let back = conn.pragma_update(None, "synchronous", "NORMAL").map_err(db);
+        let out = out?;
+        back?;
+        Ok(out)
     }
 
     /// Records the server's proposal (validated whole: nothing is stored
@@ -276,59 +292,64 @@ impl Ledger {
         via: &str,
         now: DateTime<Utc>,
     ) -> Result<GrantRecord, String> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(db)?;
-        let row = read_row(&tx, grant)?.ok_or_else(|| format!("egress has no proposal {grant}"))?;
-        match row.phase(now) {
-            GrantPhase::Proposed => {}
-            GrantPhase::Expired => return Err(format!("{grant} expired before it was confirmed")),
-            other => return Err(format!("{grant} is decided already ({other:?})")),
-        }
-        let decision = if approve { "APPROVED" } else { "REFUSED" };
-        tx.execute(
-            "UPDATE grants SET decision = ?2, decided_at = ?3, decided_via = ?4 WHERE id = ?1",
-            params![grant.to_string(), decision, now_text(now), via],
-        )
-        .map_err(db)?;
-        let row = read_row(&tx, grant)?.ok_or_else(|| "the grant vanished".to_owned())?;
-        tx.commit().map_err(db)?;
-        Ok(row.record(now))
+        self.durable(|conn| {
+            let tx = conn.transaction().map_err(db)?;
+            let row = read_row(&tx, grant)?.ok_or_else(|| format!("egress has no proposal {grant}"))?;
+            match row.phase(now) {
+                GrantPhase::Proposed => {}
+                GrantPhase::Expired => return Err(format!("{grant} expired before it was confirmed")),
+                other => return Err(format!("{grant} is decided already ({other:?})")),
+            }
+            let decision = if approve { "APPROVED" } else { "REFUSED" };
+            tx.execute(
+                "UPDATE grants SET decision = ?2, decided_at = ?3, decided_via = ?4 WHERE id = ?1",
+                params![grant.to_string(), decision, now_text(now), via],
+            )
+            .map_err(db)?;
+            let row = read_row(&tx, grant)?.ok_or_else(|| "the grant vanished".to_owned())?;
+            tx.commit().map_err(db)?;
+            Ok(row.record(now))
+        })
     }
 
     /// Revokes a grant of `ws` (a proposal is refused instead). True when
     /// this changed anything.
     pub fn revoke(&self, ws: Uuid, grant: &ObjectRef, now: DateTime<Utc>) -> Result<bool, String> {
-        let conn = self.conn();
         let t = now_text(now);
         let (id, ws) = (grant.to_string(), ws.to_string());
-        let refused = conn
-            .execute(
-                "UPDATE grants SET decision = 'REFUSED', decided_at = ?3, decided_via = 'revoked before confirmation' \
-                 WHERE id = ?1 AND workspace = ?2 AND decision IS NULL",
-                params![id, ws, t],
-            )
-            .map_err(db)?;
-        let revoked = conn
-            .execute(
-                "UPDATE grants SET revoked_at = ?3 WHERE id = ?1 AND workspace = ?2 AND decision = 'APPROVED' \
-                 AND revoked_at IS NULL",
-                params![id, ws, t],
-            )
-            .map_err(db)?;
-        Ok(refused + revoked > 0)
+        self.durable(|conn| {
+            let tx = conn.transaction().map_err(db)?;
+            let refused = tx
+                .execute(
+                    "UPDATE grants SET decision = 'REFUSED', decided_at = ?3, \
+                     decided_via = 'revoked before confirmation' \
+                     WHERE id = ?1 AND workspace = ?2 AND decision IS NULL",
+                    params![id, ws, t],
+                )
+                .map_err(db)?;
+            let revoked = tx
+                .execute(
+                    "UPDATE grants SET revoked_at = ?3 WHERE id = ?1 AND workspace = ?2 AND decision = 'APPROVED' \
+                     AND revoked_at IS NULL",
+                    params![id, ws, t],
+                )
+                .map_err(db)?;
+            tx.commit().map_err(db)?;
+            Ok(refused + revoked > 0)
+        })
     }
 
     /// Ends a campaign of `ws`: every later fetch of it is refused. True
     /// when this changed anything.
     pub fn end_campaign(&self, ws: Uuid, campaign: &ObjectRef, now: DateTime<Utc>) -> Result<bool, String> {
-        let n = self
-            .conn()
-            .execute(
+        let n = self.durable(|conn| {
+            conn.execute(
                 "UPDATE grants SET campaign_ended_at = ?3 WHERE campaign = ?1 AND workspace = ?2 \
                  AND campaign_ended_at IS NULL",
                 params![campaign.to_string(), ws.to_string(), now_text(now)],
             )
-            .map_err(db)?;
+            .map_err(db)
+        })?;
         Ok(n > 0)
     }
 
