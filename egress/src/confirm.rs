@@ -21,7 +21,7 @@
 //! the form's two fields (400). Every answer, refusals included, forbids
 //! framing (`frame-ancestors 'none'`, `X-Frame-Options: DENY`, against
 //! clickjacking), scripts (`default-src 'none'`: the page has none), caching
-//! and referrers. Everything the server supplied — URLs, hosts, its
+//! and referrers to other sites. Everything the server supplied — URLs, hosts, its
 //! summary — is HTML-escaped and shown as the server's words.
 //!
 //! Cookies are not scoped by port: the browser also sends `labfy_egress` to
