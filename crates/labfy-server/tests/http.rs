@@ -232,6 +232,14 @@ async fn t4_the_ui_opens_only_with_a_one_time_login_link() {
         assert_eq!(a.status, StatusCode::FORBIDDEN, "{bad:?}");
         assert!(a.headers.get(header::SET_COOKIE).is_none());
     }
+    // A query that is not one code (two of them) gets the same page, not a
+    // bare text 400.
+    for bad in ["/login?code=a&code=b"] {
+        let a = send(&f.app, get(bad).body(Body::empty()).unwrap()).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(a.text().contains("n’a pas été émis par ce Labfy"), "{bad}: {}", a.text());
+        assert!(a.headers.get(header::SET_COOKIE).is_none());
+    }
     // The first session still works after all that.
     assert_eq!(api(&f, &cookie, "/api/v1/session").await.status, StatusCode::OK);
 }

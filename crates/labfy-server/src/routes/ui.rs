@@ -5,6 +5,7 @@
 //! says how to log in. Static assets are embedded in the binary.
 
 use axum::Router;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -52,7 +53,12 @@ struct LoginQuery {
     code: Option<String>,
 }
 
-async fn login(State(state): State<AppState>, Query(q): Query<LoginQuery>) -> Response {
+async fn login(State(state): State<AppState>, query: Result<Query<LoginQuery>, QueryRejection>) -> Response {
+    // A query that is not one `code` (two of them, bad percent-encoding) is
+    // not a link this Labfy made: the login page says so, like any other.
+    let Ok(Query(q)) = query else {
+        return login_page(StatusCode::BAD_REQUEST, Some(&LoginError::Malformed));
+    };
     let code = q.code.unwrap_or_default();
     match state.sessions().login(&code, std::time::SystemTime::now()) {
         Ok((cookie, _csrf)) => {
