@@ -1297,6 +1297,20 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
     return b && b.dataset.campaignStatus && b.dataset.campaignStatus !== 'PENDING';
   }, null, { timeout: STEP_TIMEOUT_MS * 2 });
   assert(!(await page.isVisible(tid('grant-confirmation'))), 'the confirmation box stays after the confirmation');
+  // Egress's own log of the grant: the first address was asked (and found
+  // Tor unavailable: the network is offline here).
+  await page.waitForSelector(`${tid('egress-fetch-log')}[data-count="1"]`, { timeout: STEP_TIMEOUT_MS * 2 });
+  await page.click(`${tid('egress-fetch-log')} summary`, { timeout: STEP_TIMEOUT_MS });
+  const logged = await page.$$eval(tid('egress-fetch-log-entry'), (els) => els.map((e) => [e.dataset.status, e.querySelector('code')?.textContent ?? '']));
+  assert(logged.length === 1 && logged[0][0] === 'UNAVAILABLE' && logged[0][1] === urls[0], `egress's log: ${JSON.stringify(logged)}`);
+  assert((await textOf(page, `${tid('egress-fetch-log')} summary`)).includes('Journal d’egress'), 'the log is not titled in French');
+  assert(!(await textOf(page, tid('agent-review')).catch(() => '')).includes('Confirmez-la hors du serveur'),
+    'the « confirm it » note stays after the confirmation');
+  await page.setViewportSize({ width: 1024, height: 700 });
+  await page.locator(tid('egress-fetch-log')).scrollIntoViewIfNeeded();
+  const logShot = path.join(outDir, 'real-grant-log-1024.png');
+  await page.screenshot({ path: logShot, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(logShot);
   assertNoNewEvents(before);
 }
 

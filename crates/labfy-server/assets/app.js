@@ -284,6 +284,10 @@ const I18N = {
     agent_granted: 'Autorisation accordée ({grant}), campagne {campaign}. Reprenez le tour pour obtenir la synthèse.',
     agent_granted_confirm: 'Autorisation enregistrée ({grant}). Confirmez-la hors du serveur pour lancer la campagne {campaign}.',
     confirm_title: 'Confirmation requise hors du serveur',
+    flog_title: 'Journal d’egress : {n} demande(s), tenu par le processus de sortie, hors de portée de ce serveur',
+    flog_col_time: 'Heure',
+    flog_col_url: 'Adresse (motif)',
+    flog_unavailable: 'Journal d’egress indisponible : {detail}',
     confirm_why: 'Rien ne quitte la machine avant que vous confirmiez ces adresses sur la page de confirmation, servie par le processus de sortie (egress) que ce serveur ne peut ni afficher ni cliquer, ou au terminal.',
     confirm_open: 'Ouvrir la page de confirmation',
     confirm_terminal: 'Ou, au terminal :',
@@ -686,6 +690,10 @@ const I18N = {
     agent_granted: 'Granted ({grant}), campaign {campaign}. Resume the turn to get the summary.',
     agent_granted_confirm: 'Grant recorded ({grant}). Confirm it outside the server to start campaign {campaign}.',
     confirm_title: 'Confirmation needed outside the server',
+    flog_title: 'Egress log: {n} request(s), kept by the egress process, out of this server’s reach',
+    flog_col_time: 'Time',
+    flog_col_url: 'Address (reason)',
+    flog_unavailable: 'Egress log unavailable: {detail}',
     confirm_why: 'Nothing leaves the machine until you confirm these addresses on the confirmation page, served by the egress process that this server can neither draw nor click, or on the terminal.',
     confirm_open: 'Open the confirmation page',
     confirm_terminal: 'Or, on the terminal:',
@@ -2421,11 +2429,18 @@ async function loadReview(force = false) {
     // as egress says (a fresh one-time link at each read).
     let confirmation = null;
     const grantId = request && request.grant ? String(request.grant.id ?? '') : '';
+    // Past the confirmation: egress's own log of the grant's fetches (T2).
+    let fetchLog = null;
     if (isRealWorkspace() && grantId && campaignStatus(request) === 'PENDING') {
       confirmation = await api(`/api/v1/grants/${seg(grantId)}/confirmation`).catch(() => null);
+    } else if (isRealWorkspace() && grantId && campaignStatus(request)) {
+      fetchLog = await api(`/api/v1/grants/${seg(grantId)}/fetch-log`).catch(() => null);
     }
     if (gen !== agent.gen) return;
-    Object.assign(agent.review, { loading: false, request, fingerprint, risk, confirmation });
+    Object.assign(agent.review, { loading: false, request, fingerprint, risk, confirmation, fetchLog });
+    if (agent.review.noteUntilConfirmed && campaignStatus(request) && campaignStatus(request) !== 'PENDING') {
+      Object.assign(agent.review, { note: null, noteUntilConfirmed: false });
+    }
   } catch (err) {
     if (gen !== agent.gen) return;
     Object.assign(agent.review, { loading: false, error: err });
@@ -2510,6 +2525,8 @@ async function agentGrant(ev) {
     // REAL: a proposal until a human confirms it outside the server (T2).
     const key = out.confirmation ? 'agent_granted_confirm' : 'agent_granted';
     reviewNote('ok', () => t(key, { grant, campaign }));
+    // « Confirmez-la » holds only until the confirmation (see loadReview).
+    if (out.confirmation && agent.review) agent.review.noteUntilConfirmed = true;
     await loadReview(true);
   } catch (err) {
     reviewNote('error', () => errorText(err));
@@ -2833,6 +2850,7 @@ function renderReview() {
   if (c) rows.push([t('agent_review_campaign'), renderCampaign(c, { confirming: confirming && rv.confirmation.phase === 'PROPOSED' }), 'agent-review-campaign-row']);
   if (confirming) details.append(confirmBox(rv.confirmation));
   details.append(dl(rows, 'agent-review-meta'));
+  if (rv.fetchLog && c && !confirming) details.append(fetchLogBox(rv.fetchLog));
   if (resumable && waiting) details.append(h('p', { class: 'muted small', testid: 'agent-resume-wait', text: t('agent_resume_after_campaign') }));
 }
 
@@ -2852,6 +2870,25 @@ function confirmBox(cf) {
   box.append(h('p', { class: 'small confirm-terminal' }, t('confirm_terminal'), ' ',
     h('code', { testid: 'grant-confirm-command', text: String(cf.command ?? '') })));
   return box;
+}
+
+// Egress's append-only log of a grant's fetches (T2), as egress keeps it:
+// every request, refusals included, newest last.
+function fetchLogBox(log) {
+  if (log.available === false) {
+    return h('p', { class: 'muted small', testid: 'egress-fetch-log-unavailable', text: t('flog_unavailable', { detail: String(log.detail ?? '') }) });
+  }
+  const entries = Array.isArray(log.entries) ? log.entries : [];
+  const rows = entries.map((e) => h('tr', { testid: 'egress-fetch-log-entry', dataset: { status: String(e.status ?? '') } },
+    h('td', null, timeEl(e.at)),
+    h('td', null, h('code', { class: 'camp-url', text: String(e.url ?? '') }),
+      e.reason ? h('span', { class: 'camp-reason small', text: String(e.reason) }) : null),
+    h('td', null, statusPill('item', e.status, 'egress-fetch-log-status')),
+    h('td', { class: 'num', text: e.http_status ? String(e.http_status) : t('res_none') }),
+    h('td', { class: 'num', text: fmtNumber(countOf(e.bytes)) })));
+  return h('details', { class: 'flog', testid: 'egress-fetch-log', dataset: { count: String(entries.length) } },
+    h('summary', { class: 'small', text: t('flog_title', { n: fmtNumber(entries.length) }) }),
+    rows.length ? resTable('egress-fetch-log-table', ['flog_col_time', 'flog_col_url', 'camp_col_status', 'camp_col_http', 'camp_col_bytes'], rows, [3, 4]) : null);
 }
 
 function isRealWorkspace() {
