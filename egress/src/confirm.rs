@@ -734,7 +734,11 @@ fn html(status: StatusCode, main: &str) -> Response {
     (status, page).into_response()
 }
 
-/// The page's only style: calm, readable, no external resource.
+/// The page's only style: calm, readable, no external resource. « Autoriser »
+/// appears 0.8 s after the page (a CSS animation: the page has no script),
+/// so that a click already on its way when a window opens under the pointer
+/// — a page of the server may open this one in a new window — decides
+/// nothing (clickjacking by window, which `frame-ancestors` cannot stop).
 const STYLE: &str = "body{font:16px/1.5 system-ui,sans-serif;color:#222;background:#f7f7f4;margin:0}\
 header,footer{padding:.6em 1.2em;color:#555;font-size:.9em}\
 main{max-width:46em;margin:0 auto;padding:1em 1.2em;background:#fff;border:1px solid #ddd;border-radius:6px}\
@@ -747,7 +751,8 @@ blockquote{margin:.5em 0;padding:.5em 1em;background:#f2f2f2;border-left:3px sol
 .muted{color:#666}.phase{font-weight:600}.phase-proposed{color:#8a5a00}.phase-approved{color:#1f6f2a}\
 form{display:flex;gap:1em;margin:1.5em 0}\
 button{font:inherit;padding:.6em 1.2em;border-radius:5px;border:1px solid #888;background:#fff;cursor:pointer}\
-button.approve{border-color:#1f6f2a}button.refuse{border-color:#a33}";
+button.approve{border-color:#1f6f2a}button.refuse{border-color:#a33}\
+button.approve{visibility:hidden;animation:arm 0s linear .8s forwards}@keyframes arm{to{visibility:visible}}";
 
 /// HTML-escapes `text`; control and bidirectional-override characters
 /// become U+FFFD, so the server's text cannot reorder what surrounds it.

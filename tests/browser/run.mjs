@@ -1269,6 +1269,9 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
   const pageText = await tab.textContent('body');
   for (const u of urls) assert(pageText.includes(u), `egress's page does not show ${u}`);
   assert(pageText.includes('non vérifiée'), 'the server\'s description is not labelled as unverified');
+  // « Autoriser » appears a moment after the page (against a window opened
+  // under the pointer); wait for it before the screenshots.
+  await tab.waitForSelector('button[value="approve"]', { state: 'visible', timeout: STEP_TIMEOUT_MS });
   for (const [w, hgt, name] of [[1440, 900, 'egress-confirm-1440.png'], [1024, 700, 'egress-confirm-1024.png']]) {
     await tab.setViewportSize({ width: w, height: hgt });
     const shot = path.join(outDir, name);
