@@ -18,8 +18,10 @@
 //! 2. **Admission** (Q2): the governor is asked to admit it (scratch: the
 //!    largest body egress returns, per item; a modest RAM bound; one fetch at
 //!    a time). Refused — or a governor that does not answer — ends it
-//!    `FAILED` with the reason, once: no retry loop. Without a supervisor
-//!    there is no governor to ask: it is admitted with [`NO_GOVERNOR`].
+//!    `FAILED` with the reason, once: no retry loop. (Without a supervisor
+//!    there is no governor to ask — but no egress either, so such a
+//!    campaign already failed at its confirmation; [`NO_GOVERNOR`] would
+//!    name the admission otherwise.)
 //! 3. **Items**, in the order the analyst listed them: egress fetches each
 //!    over Tor under the grant (E3) and answers an outcome. A page becomes
 //!    evidence with provenance (E5); a refusal, a failure or a stop becomes
