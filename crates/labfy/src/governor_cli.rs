@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use labfy_core::ErrorKind;
-use labfy_ipc::client::Client;
-use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{
     Amounts, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
@@ -60,26 +58,7 @@ pub enum ModelWhat {
 }
 
 fn ask(runtime_dir: Option<PathBuf>, request: GovernorRequest, timeout: Duration) -> Result<GovernorResponse, Failure> {
-    let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
-    let sock = operator_socket(&dir, Boundary::Governor);
-    let not_running = || {
-        Failure::new(
-            ErrorKind::Unavailable,
-            format!("no governor is running (no socket at {}); start labfy up first", sock.display()),
-        )
-    };
-    if !sock.exists() {
-        return Err(not_running());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let secret =
-            labfy_ipc::secret::read_secret(&dir).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
-        let client: Client<GovernorRequest, GovernorResponse> =
-            Client::connect(&sock, Boundary::Governor, &secret).await.map_err(|_| not_running())?;
-        let mut client = client.with_timeout(timeout);
-        client.call(request).await.map_err(|e| Failure::new(ErrorKind::Unavailable, e.to_string()))
-    })
+    crate::operator::call(runtime_dir, Boundary::Governor, "governor", request, timeout)
 }
 
 fn refused(r: GovernorResponse) -> Failure {

@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
-use labfy_ipc::client::Client;
-use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
 
@@ -74,31 +72,12 @@ pub fn grant(what: GrantWhat) -> Result<(), Failure> {
     }
 }
 
-/// One call on egress's operator socket.
+/// One call on egress's operator socket; its `Failed` answer is a failure.
 fn ask(runtime_dir: Option<PathBuf>, request: EgressRequest) -> Result<EgressResponse, Failure> {
-    let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
-    let sock = operator_socket(&dir, Boundary::Egress);
-    let not_running = || {
-        Failure::new(
-            ErrorKind::Unavailable,
-            format!("no egress is running (no socket at {}); start labfy up first", sock.display()),
-        )
-    };
-    if !sock.exists() {
-        return Err(not_running());
+    match crate::operator::call(runtime_dir, Boundary::Egress, "egress", request, CALL_TIMEOUT)? {
+        EgressResponse::Failed(f) => Err(Failure::new(kind(&f.code), f.message)),
+        answer => Ok(answer),
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let secret =
-            labfy_ipc::secret::read_secret(&dir).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
-        let client: Client<EgressRequest, EgressResponse> =
-            Client::connect(&sock, Boundary::Egress, &secret).await.map_err(|_| not_running())?;
-        let mut client = client.with_timeout(CALL_TIMEOUT);
-        match client.call(request).await.map_err(|e| Failure::new(ErrorKind::Unavailable, e.to_string()))? {
-            EgressResponse::Failed(f) => Err(Failure::new(kind(&f.code), f.message)),
-            answer => Ok(answer),
-        }
-    })
 }
 
 fn kind(code: &str) -> ErrorKind {

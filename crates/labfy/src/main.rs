@@ -9,6 +9,7 @@ mod cli;
 mod governor_cli;
 mod grant_cli;
 mod jail;
+mod operator;
 mod supervisor;
 
 use std::process::ExitCode;
