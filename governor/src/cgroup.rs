@@ -30,7 +30,7 @@
 //! unconfined.
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::fmt;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -325,7 +325,7 @@ pub fn validate_name(name: &str) -> Result<(), CgroupError> {
 }
 
 #[allow(unsafe_code)]
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions, touches no memory and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
@@ -546,14 +546,15 @@ impl Confinement {
     /// What a child runs between `fork` and `exec` to join this cgroup,
     /// prepared now so that the child allocates nothing.
     pub fn joiner(&self) -> ChildJoin {
-        // Raw file writes by design: between fork and exec only
-        // async-signal-safe calls are allowed, so no cgroups-rs there.
-        let procs = self
-            .dirs
-            .iter()
-            .filter_map(|dir| CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok())
-            .collect();
-        ChildJoin { procs }
+        ChildJoin { procs: self.procs_files() }
+    }
+
+    /// Each attached controller's `cgroup.procs`, as C strings: what a
+    /// confined child writes itself into between `clone` and `exec` (raw
+    /// file writes by design: only async-signal-safe calls are allowed
+    /// there, so no cgroups-rs).
+    pub fn procs_files(&self) -> Vec<CString> {
+        self.dirs.iter().filter_map(|dir| CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok()).collect()
     }
 
     /// What the cgroup has used so far (read through cgroups-rs except v2 `memory.events`).
@@ -822,33 +823,8 @@ impl ChildJoin {
             // Nothing to join would mean running unconfined: refuse.
             return Err(io::ErrorKind::NotFound.into());
         }
-        for path in &self.procs {
-            write_zero(path)?;
-        }
-        Ok(())
+        labfy_sys::steps::join_cgroups(&self.procs)
     }
-}
-
-/// Writes "0" to `path` with bare system calls (no allocation).
-#[allow(unsafe_code)]
-fn write_zero(path: &CStr) -> io::Result<()> {
-    // SAFETY: `path` is a valid NUL-terminated string that outlives the call;
-    // open(2) reads it and returns a new descriptor or -1.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is the descriptor just opened; the buffer is a static
-    // one-byte string, valid for the length passed.
-    let written = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-    let result = match written {
-        1 => Ok(()),
-        n if n < 0 => Err(io::Error::last_os_error()),
-        _ => Err(io::ErrorKind::WriteZero.into()),
-    };
-    // SAFETY: `fd` is ours and closed exactly once.
-    unsafe { libc::close(fd) };
-    result
 }
 
 /// Why a confined process ended.

@@ -19,9 +19,18 @@
 //! 5. A free port other than 8080 is chosen on the loopback of the workspace
 //!    server's network namespace (where llama-server will listen, reachable
 //!    by the server and nothing else).
-//! 6. The child, between fork and exec: dies with the governor, joins the
-//!    cgroup, enters the server's network namespace, gets fd 3, no core
-//!    dumps, no capability and no way to regain one.
+//! 6. The child is started through `labfy-sys`'s [`Jail`], the sequence the
+//!    workspace server also goes through (SPEC T1): it dies with the
+//!    governor; joins the cgroup before it runs anything; enters the
+//!    server's network namespace; gets mount, PID, IPC, UTS and cgroup
+//!    namespaces of its own and a minimal read-only root (the system's
+//!    libraries, its program's directory, `/dev/null` and friends, a
+//!    private `/proc` and `/tmp`; the GPU's device nodes and `/sys` when
+//!    layers are offloaded); the verified file as fd 3; no core dumps;
+//!    Landlock (its one TCP port to bind, no file outside its root but fd
+//!    3); no capability; the unprivileged uid [`MODEL_UID`]; a seccomp
+//!    allow-list. llama-server parses prompts built from hostile pages: if
+//!    one took it over, it could reach nothing the server cannot.
 //! 7. `/health` is polled inside that namespace until it answers 200 (503
 //!    while the model loads). A child that exits first is reported with the
 //!    tail of its log; a lost port race (another process took the port) is
@@ -37,15 +46,18 @@
 //! start, and never connects to port 8080.
 
 use std::collections::VecDeque;
+use std::ffi::CString;
 use std::io::{BufRead, Read};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use labfy_ipc::messages::governor::{Amounts, ModelEstimate, ModelSpec, ModelStatus, Refusal, ReservationKind};
+use labfy_sys::seccomp::{Policy, Sockets};
+use labfy_sys::{ConfinedChild, Jail, Root, SpawnError};
 use sha2::Digest;
 use tokio::sync::{Notify, watch};
 
@@ -100,6 +112,14 @@ pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub const MOVE_WAIT: Duration = Duration::from_secs(120);
 /// Hashing reads this much at a time.
 const HASH_CHUNK: usize = 1024 * 1024;
+/// The uid and gid llama-server runs as: the kernel's overflow id, `nobody`
+/// and `nogroup` on Debian — it owns no file, so the model reads only what
+/// any user may, plus the GPU devices through their group.
+pub const MODEL_UID: u32 = 65_534;
+/// Size of llama-server's private `/tmp`.
+pub const MODEL_TMP_BYTES: u64 = 16 << 20;
+/// Most GPU device nodes given to llama-server.
+const MAX_GPU_DEVICES: usize = 16;
 
 /// How the supervisor runs llama-server (from the governor's configuration).
 #[derive(Debug, Clone)]
@@ -368,65 +388,121 @@ struct Launch {
     bounds: Vec<String>,
 }
 
-/// Spawns llama-server confined (step 6).
+/// Spawns llama-server confined (step 6) through the shared confinement
+/// sequence of `labfy-sys` (SPEC T1): into its cgroup first; the workspace
+/// server's network namespace (its loopback, nothing else); its own mount,
+/// PID, IPC, UTS and cgroup namespaces; a minimal root holding the system's
+/// libraries, its program's directory, `/dev/null` and friends, a private
+/// `/proc` and `/tmp` — and the GPU's device nodes and `/sys` when layers
+/// are offloaded; the verified model file as fd 3 (reopened through
+/// `/proc/self/fd/3`, the only file outside its root Landlock lets it read);
+/// TCP bind on its one port; no capability; the unprivileged
+/// [`MODEL_UID`]; a seccomp allow-list.
 fn spawn(
     launch: &Launch,
     port: u16,
     ns: &Netns,
-    join: cgroup::ChildJoin,
+    procs: Vec<CString>,
     log: &LogTail,
-) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = tokio::process::Command::new(&launch.program);
-    cmd.env_clear()
-        .args(["-m", "/proc/self/fd/3", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .arg("-c")
-        .arg(launch.ctx.to_string())
-        .arg("-ngl")
-        .arg(launch.gpu_layers.to_string())
-        .arg("-t")
-        .arg(launch.threads.to_string())
-        .arg("--no-webui")
-        .args(&launch.bounds)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let ns_fd = if ns.is_own()? { None } else { Some(ns.raw_fd()) };
-    let model_fd = launch.model_fd;
-    // SAFETY: the closure runs in the child between fork and exec and only
-    // makes system calls on integers and on the CStrings `join` owns; it
-    // allocates nothing (io::Error::last_os_error builds no heap value).
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || {
-            use labfy_sys::steps;
-            // Dies with the governor: no orphan holds memory nobody accounts for.
-            steps::die_with_parent(libc::SIGKILL)?;
-            // Into its cgroup before it runs anything of its own.
-            join.join()?;
-            // Beside the workspace server: that namespace's loopback only.
-            if let Some(fd) = ns_fd {
-                netns::enter(fd)?;
+) -> Result<(ConfinedChild, Vec<String>), String> {
+    let program_dir = launch.program.parent().unwrap_or(Path::new("/"));
+    let devices = if launch.gpu_layers > 0 { gpu_devices() } else { Vec::new() };
+    let jail = || -> Result<Jail, SpawnError> {
+        let mut root = Root::new();
+        root.system()?.devices()?.proc()?.tmp(MODEL_TMP_BYTES)?.read_only(program_dir)?;
+        if !devices.is_empty() && Path::new("/sys").is_dir() {
+            // GPU runtimes find their devices and topology there.
+            root.read_only(Path::new("/sys"))?;
+        }
+        let mut jail = Jail::new(&launch.program, root);
+        jail.args(["-m", "/proc/self/fd/3", "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .arg("-c")
+            .arg(launch.ctx.to_string())
+            .arg("-ngl")
+            .arg(launch.gpu_layers.to_string())
+            .arg("-t")
+            .arg(launch.threads.to_string())
+            .arg("--no-webui")
+            .args(&launch.bounds);
+        jail.hostname("labfy-model")?
+            .pass_fd(launch.model_fd, 3)
+            .reopen_fd(3)
+            .join_network(ns.raw_fd())
+            .cgroup(procs)
+            .tcp_bind(port)
+            .limit(libc::RLIMIT_CORE, 0)
+            .seccomp(Policy { sockets: Sockets::UnixAndLoopback, driver_ioctl: !devices.is_empty() });
+        let mut groups = Vec::new();
+        for d in &devices {
+            jail.driver_device(&d.path)?;
+            if d.gid != 0 && !groups.contains(&d.gid) {
+                groups.push(d.gid);
             }
-            // The verified model file as fd 3; every other descriptor closes at exec.
-            steps::place_fd(model_fd, 3)?;
-            steps::close_from(4)?;
-            steps::no_core_dumps()?;
-            // No capability survives exec: it could otherwise setns back out.
-            steps::drop_capabilities()?;
-            steps::no_new_privs()
-        });
+        }
+        groups.truncate(labfy_sys::MAX_GROUPS);
+        jail.run_as(MODEL_UID, MODEL_UID, &groups);
+        Ok(jail)
+    };
+    let (read, write) = labfy_sys::pipe().map_err(|e| format!("log pipe: {e}"))?;
+    let mut jail = jail().map_err(|e| e.to_string())?;
+    jail.output(write.as_raw_fd());
+    let (child, confinement) = jail.spawn().map_err(|e| e.to_string())?;
+    // Our copy of its output's write end closes here: EOF when it exits.
+    drop(write);
+    log.follow(read);
+    if confinement.missing.is_empty() {
+        tracing::info!(pid = child.id(), confinement = %confinement, "llama-server confined");
+    } else {
+        tracing::warn!(pid = child.id(), confinement = %confinement, "llama-server confined, with protections MISSING");
     }
-    let mut child = cmd.spawn()?;
-    if let Some(out) = child.stdout.take().and_then(|o| o.into_owned_fd().ok()) {
-        log.follow(std::fs::File::from(out));
+    Ok((child, confinement.missing))
+}
+
+/// A GPU device node given to llama-server, with the group that may open it.
+struct GpuDevice {
+    path: PathBuf,
+    gid: u32,
+}
+
+/// The GPU device nodes of this machine: AMD's `/dev/kfd` and render nodes,
+/// NVIDIA's control, UVM and per-GPU nodes.
+fn gpu_devices() -> Vec<GpuDevice> {
+    let mut paths: Vec<PathBuf> = ["/dev/kfd", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
+    for (dir, prefix) in [("/dev/dri", "renderD"), ("/dev", "nvidia")] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .map(|e| e.path())
+                .collect();
+            found.sort();
+            paths.extend(found);
+        }
     }
-    if let Some(err) = child.stderr.take().and_then(|o| o.into_owned_fd().ok()) {
-        log.follow(std::fs::File::from(err));
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(&path).ok()?;
+            meta.file_type().is_char_device().then(|| GpuDevice { gid: meta.gid(), path })
+        })
+        .take(MAX_GPU_DEVICES)
+        .collect()
+}
+
+/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`].
+async fn terminate(child: &mut ConfinedChild) {
+    let _ = child.signal(libc::SIGTERM);
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+        let _ = child.kill().await;
     }
-    Ok(child)
 }
 
 /// How a run ended.
@@ -494,6 +570,13 @@ impl LocalModelSupervisor {
         let ns = Netns::of_pid(server).map_err(|e| {
             StartError::Unavailable(format!("cannot open the workspace server's network namespace: {e}"))
         })?;
+        if !cgroup::is_root() {
+            return Err(StartError::Unavailable(
+                "the model's confinement needs root: it joins the workspace server's network namespace and \
+                 gets mount and PID namespaces of its own beside it (run labfy up as root)"
+                    .into(),
+            ));
+        }
         ns.check_enterable().map_err(|e| {
             StartError::Unavailable(format!(
                 "cannot enter the workspace server's network namespace ({e}); the governor needs CAP_SYS_ADMIN \
@@ -762,7 +845,8 @@ impl LocalModelSupervisor {
         let before = confinement.usage();
         let mut port_tries = 0;
         let log = LogTail::default();
-        let (mut child, port) = loop {
+        // `missing`: protections this kernel could not give llama-server, said loudly.
+        let (mut child, port, missing) = loop {
             port_tries += 1;
             let port = match self.settings.port {
                 Some(p) if p != FORBIDDEN_PORT => p,
@@ -772,9 +856,12 @@ impl LocalModelSupervisor {
                     Err(e) => return Ended::Failed(format!("no free port in the server's namespace: {e}")),
                 },
             };
-            let child = match spawn(launch, port, ns, confinement.joiner(), &log) {
-                Ok(c) => c,
-                Err(e) => return Ended::Failed(format!("cannot start {}: {e}", launch.program.display())),
+            let (child, missing) = match spawn(launch, port, ns, confinement.procs_files(), &log) {
+                Ok(spawned) => spawned,
+                Err(e) => {
+                    let _ = confinement.delete();
+                    return Ended::Failed(format!("cannot start {} confined: {e}", launch.program.display()));
+                }
             };
             self.update(|s| {
                 s.state = "loading".into();
@@ -783,7 +870,7 @@ impl LocalModelSupervisor {
                 s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
             });
             match self.wait_ready(child, port, ns, &before, &log, stop, stop_reason, &confinement).await {
-                Ok(child) => break (child, port),
+                Ok(child) => break (child, port, missing),
                 Err(Ended::Exited(cause, tail))
                     if log.contains("couldn't bind") && port_tries < PORT_TRIES && self.settings.port.is_none() =>
                 {
@@ -810,6 +897,9 @@ impl LocalModelSupervisor {
             s.state = "ready".into();
             s.endpoint = Some(endpoint.clone());
             s.detail = format!("ready at {endpoint} in the workspace server's network namespace{retried}");
+            if !missing.is_empty() {
+                s.detail.push_str(&format!("; confinement MISSING: {}", missing.join("; ")));
+            }
         });
         tracing::info!(port, "llama-server ready");
         // Watch: usage into the ledger, exit, stop, namespace change.
@@ -852,7 +942,7 @@ impl LocalModelSupervisor {
     #[allow(clippy::too_many_arguments)]
     async fn wait_ready(
         &self,
-        mut child: tokio::process::Child,
+        mut child: ConfinedChild,
         port: u16,
         ns: &Netns,
         before: &Usage,
@@ -860,7 +950,7 @@ impl LocalModelSupervisor {
         stop: &Notify,
         stop_reason: &Mutex<Option<String>>,
         confinement: &Confinement,
-    ) -> Result<tokio::process::Child, Ended> {
+    ) -> Result<ConfinedChild, Ended> {
         let deadline = Instant::now() + self.settings.start_timeout;
         let mut last = String::from("not answering yet");
         loop {
@@ -934,20 +1024,6 @@ fn resident(pid: u32) -> (Option<u64>, Option<u64>) {
             .map(|kb| kb * 1024)
     };
     (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`].
-async fn terminate(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-        }
-    }
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-        let _ = child.kill().await;
-    }
 }
 
 #[cfg(test)]

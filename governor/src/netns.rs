@@ -4,8 +4,8 @@
 //! The local model's llama-server must be reachable by the server and by
 //! nothing else: it runs inside the server's network namespace, bound to
 //! that namespace's loopback. The governor finds the namespace through the
-//! server's pid (the one the supervisor allows on `governor.sock`), enters it
-//! in the llama-server child before exec, and reaches the model's `/health`
+//! server's pid (the one the supervisor allows on `governor.sock`), has the
+//! llama-server child join it (`labfy_sys::Jail::join_network`), and reaches the model's `/health`
 //! from a short-lived thread that enters it alone (a network namespace is
 //! per thread; the rest of the governor stays in the host's).
 //!
@@ -90,8 +90,8 @@ impl Netns {
     }
 }
 
-/// `setns(fd, CLONE_NEWNET)` for the calling thread. Async-signal-safe: also
-/// called between fork and exec.
+/// `setns(fd, CLONE_NEWNET)` for the calling thread (a short-lived thread
+/// of the governor's: llama-server itself joins through its `Jail`).
 pub fn enter(fd: RawFd) -> io::Result<()> {
     // SAFETY: setns(2) on a descriptor we hold open; it changes only the
     // calling thread's network namespace and touches no memory.

@@ -325,10 +325,28 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     // Confined: its cgroup is one of the governor's.
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(cgroups.contains("/labfy/model-"), "{cgroups}");
+    let cgroup_name = cgroups.lines().find_map(|l| l.split_once("/labfy/").map(|(_, name)| name.to_owned())).unwrap();
     // No capability left (CapEff 0), no way to regain one.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.lines().any(|l| l == "CapEff:\t0000000000000000"), "{status}");
     assert!(status.lines().any(|l| l == "NoNewPrivs:\t1"), "{status}");
+    // Through the shared confinement sequence (SPEC T1): unprivileged, a
+    // seccomp filter, the server's network namespace, its own PID and mount
+    // namespaces, and a root without the host's files.
+    assert!(status.lines().any(|l| l == "Uid:\t65534\t65534\t65534\t65534"), "{status}");
+    assert!(status.lines().any(|l| l == "Seccomp:\t2"), "{status}");
+    let ns = |pid: &str, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap();
+    let me = std::process::id().to_string();
+    assert_eq!(ns(&pid.to_string(), "net"), ns(&me, "net"), "not in the server's network namespace");
+    for own in ["pid", "mnt", "ipc", "uts", "cgroup"] {
+        assert_ne!(ns(&pid.to_string(), own), ns(&me, own), "{own} namespace shared with the host");
+    }
+    let root = |p: &str| std::path::Path::new(&format!("/proc/{pid}/root")).join(p);
+    assert!(root("usr/lib").is_dir(), "the system's libraries are in its root");
+    for hidden in ["etc/shadow", "etc/passwd", "home", "root", "var/lib", "run", "sys"] {
+        assert!(!root(hidden).exists(), "/{hidden} is visible to llama-server");
+    }
+    assert!(!root(gguf.trim_start_matches('/')).exists(), "the model is passed by descriptor, not by path");
     // A second start while it runs: a conflict, not a second server.
     assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, "CONFLICT");
     assert!(curl(&[&format!("{endpoint}/health")]).contains("ok"));
@@ -378,14 +396,27 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     let m = s.model.unwrap();
     assert_eq!(m.state, "stopped");
     assert!(!alive(again.pid.unwrap()));
-    let leftovers: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/memory/labfy")
-        .map(|rd| rd.filter_map(Result::ok).map(|e| e.file_name()).collect())
-        .unwrap_or_default();
-    assert!(
-        !leftovers.iter().any(|n| n.to_string_lossy().starts_with("model-")),
-        "no model cgroup is left behind: {leftovers:?}"
-    );
+    // Its own cgroup (other tests' models may run meanwhile) is gone.
+    for dir in ["memory", "pids"] {
+        let left = std::path::Path::new("/sys/fs/cgroup").join(dir).join("labfy").join(&cgroup_name);
+        assert!(!left.exists(), "{} is left behind", left.display());
+    }
     assert_eq!(failed(d.ask(GovernorRequest::ModelStop {}).await).0, "NOT_FOUND");
+
+    // The governor killed outright: its llama-server dies with it (the
+    // parent-death signal survives the change to the unprivileged uid).
+    let m = match d.ask(GovernorRequest::ModelStart(spec.clone())).await {
+        GovernorResponse::Model(m) => *m,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(m.state, "ready", "{m:?}");
+    let orphan = m.pid.unwrap();
+    drop(d);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(orphan) {
+        assert!(Instant::now() < deadline, "llama-server {orphan} outlived the governor");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -431,15 +462,32 @@ async fn a_lost_port_race_is_retried_on_another_port() {
     let gguf = dir.path().join("tiny.gguf");
     let bytes = model(&ModelShape::tiny()).to_bytes();
     std::fs::write(&gguf, &bytes).unwrap();
-    let marker = dir.path().join("tried-once");
+    // The fake cannot keep state between tries: it runs confined, with a
+    // read-only root and a private /tmp. So the test holds it, as a UDP
+    // socket in the same network namespace: while it is open (listed in
+    // /proc/net/udp), a try is the first one — it says so over UDP (the test
+    // closes the socket), waits for the socket to go, and loses the race.
+    let told = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let marker = told.local_addr().unwrap().port();
+    let tried = std::thread::spawn(move || {
+        told.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+        let mut buf = [0u8; 16];
+        told.recv(&mut buf).is_ok_and(|n| &buf[..n] == b"tried")
+    });
     let fake = dir.path().join("llama-server");
     let script = format!(
         r#"#!/usr/bin/python3
-import http.server, os, sys
+import http.server, socket, sys, time
 port = int(sys.argv[sys.argv.index("--port") + 1])
 assert port != 8080
-if not os.path.exists("{marker}"):
-    open("{marker}", "w").close()
+def held():
+    with open("/proc/net/udp") as f:
+        return any(int(l.split()[1].split(":")[1], 16) == {marker} for l in f.readlines()[1:])
+if held():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"tried", ("127.0.0.1", {marker}))
+    deadline = time.time() + 30
+    while held() and time.time() < deadline:
+        time.sleep(0.05)
     print("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: %d" % port, file=sys.stderr, flush=True)
     sys.exit(1)
 class H(http.server.BaseHTTPRequestHandler):
@@ -450,8 +498,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-"#,
-        marker = marker.display()
+"#
     );
     std::fs::write(&fake, script).unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -464,7 +511,7 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
     };
     assert_eq!(m.state, "ready", "{m:?}");
     assert!(m.detail.contains("after 2 port tries"), "{}", m.detail);
-    assert!(marker.exists());
+    assert!(tried.join().unwrap(), "the first try never said it lost");
     assert_eq!(m.restarts, 0);
     assert_eq!(d.ask(GovernorRequest::ModelStop {}).await, GovernorResponse::ModelStopped {});
 }

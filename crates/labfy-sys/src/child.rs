@@ -3,7 +3,7 @@
 //! reaping by pid (the child is ours, so its pid stays its until reaped).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -104,4 +104,17 @@ impl Drop for ConfinedChild {
             let _ = self.try_wait();
         }
     }
+}
+
+/// A close-on-exec pipe: the read end as a `File`, the write end to give a
+/// child with [`crate::Jail::output`] (then dropped by the caller, so the
+/// reader sees EOF when the child exits).
+pub fn pipe() -> io::Result<(std::fs::File, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    Ok(unsafe { (std::fs::File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

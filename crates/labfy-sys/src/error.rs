@@ -12,32 +12,38 @@ pub enum Step {
     Clone = 1,
     /// `PR_SET_PDEATHSIG` and `PR_SET_DUMPABLE`.
     ParentDeath = 2,
+    /// Joining the cgroup the caller prepared, then a cgroup namespace rooted there.
+    Cgroup = 3,
     /// The uid and gid maps of the new user namespace.
-    IdMaps = 3,
+    IdMaps = 4,
+    /// `setns` into the network namespace the caller named.
+    JoinNetwork = 5,
     /// The host name of the new UTS namespace.
-    Hostname = 4,
+    Hostname = 6,
     /// The listener on fd 3, every other descriptor close-on-exec.
-    Descriptors = 5,
+    Descriptors = 7,
     /// Building the minimal root (tmpfs, binds, masks).
-    Root = 6,
+    Root = 8,
     /// A private `/proc` of the new PID namespace.
-    Proc = 7,
+    Proc = 9,
     /// `pivot_root` into the new root and detaching the old one.
-    PivotRoot = 8,
+    PivotRoot = 10,
     /// Loopback up in the new network namespace.
-    Loopback = 9,
+    Loopback = 11,
     /// Resource limits.
-    Limits = 10,
+    Limits = 12,
     /// `PR_SET_NO_NEW_PRIVS`.
-    NoNewPrivs = 11,
+    NoNewPrivs = 13,
     /// The Landlock ruleset.
-    Landlock = 12,
+    Landlock = 14,
     /// Emptying the capability bounding set, locking `SECBIT_NOROOT`.
-    Capabilities = 13,
+    Capabilities = 15,
+    /// Becoming the unprivileged user the caller named (groups, gid, uid).
+    Identity = 16,
     /// Installing the seccomp filters.
-    Seccomp = 14,
+    Seccomp = 17,
     /// `execve` of the program.
-    Exec = 15,
+    Exec = 18,
 }
 
 impl Step {
@@ -47,7 +53,9 @@ impl Step {
             Prepare,
             Clone,
             ParentDeath,
+            Cgroup,
             IdMaps,
+            JoinNetwork,
             Hostname,
             Descriptors,
             Root,
@@ -58,6 +66,7 @@ impl Step {
             NoNewPrivs,
             Landlock,
             Capabilities,
+            Identity,
             Seccomp,
             Exec,
         ]
@@ -72,7 +81,9 @@ impl Step {
             Step::Prepare => "prepare",
             Step::Clone => "namespaces (clone3)",
             Step::ParentDeath => "parent-death signal",
+            Step::Cgroup => "cgroup",
             Step::IdMaps => "uid/gid maps",
+            Step::JoinNetwork => "network namespace (setns)",
             Step::Hostname => "host name",
             Step::Descriptors => "descriptors",
             Step::Root => "minimal root",
@@ -83,6 +94,7 @@ impl Step {
             Step::NoNewPrivs => "no_new_privs",
             Step::Landlock => "landlock",
             Step::Capabilities => "capabilities",
+            Step::Identity => "unprivileged identity",
             Step::Seccomp => "seccomp",
             Step::Exec => "execve",
         }

@@ -16,16 +16,14 @@ use crate::raw;
 use crate::root::Root;
 use crate::seccomp::Policy;
 
-/// Namespaces every confined child gets.
-const NAMESPACES: u64 = (libc::CLONE_NEWUSER
-    | libc::CLONE_NEWNS
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWNET
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWCGROUP) as u64;
-/// Their names, for reports.
-const NAMESPACE_NAMES: &str = "user, mount, PID, network, IPC, UTS and cgroup namespaces";
+/// Namespaces every confined child gets at `clone3` (a cgroup namespace
+/// too, at `clone3` or after the child has joined its cgroup; user and
+/// network ones unless it joins a network namespace).
+const NAMESPACES: u64 = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) as u64;
+/// The namespaces of a child with its own network, for reports.
+const OWN_NAMESPACES: &str = "user, mount, PID, network, IPC, UTS and cgroup namespaces";
+/// Those of a child that joins a network namespace.
+const JOINED_NAMESPACES: &str = "mount, PID, IPC, UTS and cgroup namespaces; the network namespace it was given";
 /// Most descriptors a child is given, numbered from 3.
 pub const MAX_FDS: usize = 4;
 /// Most arguments or environment variables a child is given.
@@ -76,6 +74,32 @@ impl fmt::Display for Confinement {
     }
 }
 
+/// Where a child's network comes from.
+#[derive(Debug, Clone, Copy)]
+enum Network {
+    /// A new user namespace and a new network namespace (loopback only),
+    /// both its own: the workspace server.
+    Own,
+    /// The network namespace open on this descriptor, joined with `setns`
+    /// — a child that must listen beside another (the local model, on the
+    /// workspace server's loopback). No user namespace then: joining needs
+    /// `CAP_SYS_ADMIN` over that namespace, which a new user namespace
+    /// would not have, so the caller is privileged and the child drops to
+    /// [`Jail::run_as`]'s identity before `execve`.
+    Join(RawFd),
+}
+
+/// The unprivileged identity a child of a privileged caller runs as.
+#[derive(Debug, Clone)]
+struct Identity {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+}
+
+/// Most supplementary groups of [`Jail::run_as`].
+pub const MAX_GROUPS: usize = 8;
+
 /// A child to confine: its program, arguments, environment, root, limits
 /// and filters. Nothing is inherited that is not named here: the
 /// environment starts empty, descriptors other than the listener close.
@@ -91,7 +115,19 @@ pub struct Jail {
     limits: Vec<(u32, u64)>,
     landlock: bool,
     tcp_connect: bool,
+    tcp_bind: Option<u16>,
     seccomp: Option<Policy>,
+    network: Network,
+    identity: Option<Identity>,
+    /// `cgroup.procs` files the child writes itself into, first thing.
+    cgroup: Vec<CString>,
+    /// Where stdout and stderr go (the caller's stderr, stdout to
+    /// `/dev/null`, when `None`).
+    output: Option<RawFd>,
+    /// Devices a driver is reached through (a GPU's), bound and allowed.
+    driver_devices: Vec<PathBuf>,
+    /// Passed descriptors (child numbering) readable again by path.
+    readable_fds: Vec<RawFd>,
 }
 
 /// Everything the child touches, built before the clone.
@@ -127,13 +163,79 @@ impl Jail {
             limits: Vec::new(),
             landlock: true,
             tcp_connect: false,
+            tcp_bind: None,
             seccomp: None,
+            network: Network::Own,
+            identity: None,
+            cgroup: Vec::new(),
+            output: None,
+            driver_devices: Vec::new(),
+            readable_fds: Vec::new(),
         }
+    }
+
+    /// Joins the network namespace open on `ns` instead of creating one (see
+    /// [`Network::Join`]); the caller must be privileged over it, and name
+    /// the identity the child drops to ([`Jail::run_as`]).
+    pub fn join_network(&mut self, ns: RawFd) -> &mut Self {
+        self.network = Network::Join(ns);
+        self
+    }
+
+    /// Runs the program as `uid`/`gid` with these supplementary groups
+    /// (with [`Jail::join_network`] only: a child in its own user namespace
+    /// keeps the caller's ids).
+    pub fn run_as(&mut self, uid: u32, gid: u32, groups: &[u32]) -> &mut Self {
+        self.identity = Some(Identity { uid, gid, groups: groups.to_vec() });
+        self
+    }
+
+    /// Writes the child into these `cgroup.procs` files (one per controller
+    /// hierarchy) before it runs anything, then gives it a cgroup namespace
+    /// rooted there. A write that fails fails the spawn: never unconfined.
+    pub fn cgroup(&mut self, procs: impl IntoIterator<Item = CString>) -> &mut Self {
+        self.cgroup = procs.into_iter().collect();
+        self
+    }
+
+    /// stdout and stderr both to `fd` (the caller's log pipe).
+    pub fn output(&mut self, fd: RawFd) -> &mut Self {
+        self.output = Some(fd);
+        self
+    }
+
+    /// A device a driver is reached through (a GPU's `/dev/kfd`, a render
+    /// node, `/dev/nvidia0`): bound into the root, readable, writable and
+    /// `ioctl`-able through Landlock.
+    pub fn driver_device(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        self.root.writable(path)?;
+        self.driver_devices.push(path.to_path_buf());
+        Ok(self)
+    }
+
+    /// The file passed as descriptor `target` may be reopened through
+    /// `/proc/self/fd/<target>` (Landlock would otherwise refuse a file
+    /// outside the new root).
+    pub fn reopen_fd(&mut self, target: RawFd) -> &mut Self {
+        self.readable_fds.push(target);
+        self
+    }
+
+    /// The one TCP port the child may `bind` (Landlock; none by default).
+    pub fn tcp_bind(&mut self, port: u16) -> &mut Self {
+        self.tcp_bind = Some(port);
+        self
     }
 
     /// One more argument.
     pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
         self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// More arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&mut self, args: I) -> &mut Self {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
@@ -216,6 +318,15 @@ impl Jail {
                 rules.device(Path::new(d))?;
             }
         }
+        for d in &self.driver_devices {
+            rules.driver_device(d)?;
+        }
+        for fd in &self.readable_fds {
+            rules.readable_fd(*fd)?;
+        }
+        if let Some(port) = self.tcp_bind {
+            rules.allow_tcp_bind(port)?;
+        }
         if self.tcp_connect {
             rules.allow_tcp_connect();
         }
@@ -224,7 +335,11 @@ impl Jail {
 
     /// What [`Jail::spawn`] will apply on this kernel.
     pub fn confinement(&self) -> Confinement {
-        let mut applied = vec![NAMESPACE_NAMES.to_owned(), "minimal root (pivot_root)".to_owned()];
+        let namespaces = match self.network {
+            Network::Own => OWN_NAMESPACES,
+            Network::Join(_) => JOINED_NAMESPACES,
+        };
+        let mut applied = vec![namespaces.to_owned(), "minimal root (pivot_root)".to_owned()];
         let (mut missing, mut missing_codes) = (Vec::new(), Vec::new());
         match crate::landlock::abi() {
             Some(abi) => match self.landlock_rules(abi) {
@@ -247,6 +362,9 @@ impl Jail {
             }
         }
         applied.push("no capabilities, no_new_privs".into());
+        if let Some(id) = &self.identity {
+            applied.push(format!("uid {} gid {}", id.uid, id.gid));
+        }
         Confinement { applied, missing, missing_codes }
     }
 
@@ -258,8 +376,24 @@ impl Jail {
                 "descriptors are passed as 3, 4… in a row, at most {MAX_FDS}: {targets:?}"
             )));
         }
-        if self.args.len() > MAX_ARGS || self.env.len() > MAX_ARGS {
-            return Err(SpawnError::prepare(format!("more than {MAX_ARGS} arguments or variables")));
+        if self.args.len() > MAX_ARGS || self.env.len() > MAX_ARGS || self.cgroup.len() > MAX_ARGS {
+            return Err(SpawnError::prepare(format!("more than {MAX_ARGS} arguments, variables or cgroups")));
+        }
+        match (&self.network, &self.identity) {
+            (Network::Own, Some(_)) => {
+                return Err(SpawnError::prepare(
+                    "run_as needs join_network: in its own user namespace a child keeps the caller's ids",
+                ));
+            }
+            (Network::Join(_), None) => {
+                return Err(SpawnError::prepare(
+                    "join_network needs run_as: without a user namespace the child would keep the caller's ids",
+                ));
+            }
+            (_, Some(id)) if id.groups.len() > MAX_GROUPS => {
+                return Err(SpawnError::prepare(format!("more than {MAX_GROUPS} supplementary groups")));
+            }
+            _ => {}
         }
         if !self.program.is_absolute() {
             return Err(SpawnError::prepare(format!("{} is not an absolute path", self.program.display())));
@@ -328,8 +462,15 @@ impl Jail {
         let plan = self.prepare()?;
         let (read_end, write_end) = report_pipe().map_err(|e| SpawnError::new(Step::Prepare, e))?;
         let mut pidfd: libc::c_int = -1;
+        let mut flags = NAMESPACES | libc::CLONE_PIDFD as u64;
+        if let Network::Own = self.network {
+            flags |= (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64;
+        }
+        if self.cgroup.is_empty() {
+            flags |= libc::CLONE_NEWCGROUP as u64;
+        }
         let args = CloneArgs {
-            flags: NAMESPACES | libc::CLONE_PIDFD as u64,
+            flags,
             pidfd: &mut pidfd as *mut libc::c_int as u64,
             exit_signal: libc::SIGCHLD as u64,
             ..CloneArgs::default()
@@ -386,7 +527,7 @@ impl Jail {
         unsafe { libc::_exit(127) }
     }
 
-    /// Steps 2–13; returns only on failure (or if `execve` returns).
+    /// Steps 2–16; returns only on failure (or if `execve` returns).
     fn child_steps(&self, plan: &Prepared, report: RawFd) -> Result<(), (Step, io::Error)> {
         let at = |step: Step| move |e: io::Error| (step, e);
 
@@ -396,21 +537,36 @@ impl Jail {
         raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong).map_err(at(Step::ParentDeath))?;
         raw::prctl(libc::PR_SET_DUMPABLE, 1).map_err(at(Step::ParentDeath))?;
 
-        // 3. Identity maps: the same ids inside as outside, so file access
-        //    and the SO_PEERCRED seen by the other daemons are unchanged.
-        raw::write_file(c"/proc/self/setgroups", b"deny").map_err(at(Step::IdMaps))?;
-        raw::write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes()).map_err(at(Step::IdMaps))?;
-        raw::write_file(c"/proc/self/gid_map", plan.gid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+        // 3. Into the caller's cgroup before it runs anything of its own,
+        //    then a cgroup namespace rooted there (it sees no other).
+        if !self.cgroup.is_empty() {
+            raw::join_cgroups(&self.cgroup).map_err(at(Step::Cgroup))?;
+            raw::unshare(libc::CLONE_NEWCGROUP).map_err(at(Step::Cgroup))?;
+        }
 
-        // 4. Its own host name.
+        match self.network {
+            // 4. Identity maps: the same ids inside as outside, so file
+            //    access and the SO_PEERCRED seen by the other daemons are
+            //    unchanged.
+            Network::Own => {
+                raw::write_file(c"/proc/self/setgroups", b"deny").map_err(at(Step::IdMaps))?;
+                raw::write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+                raw::write_file(c"/proc/self/gid_map", plan.gid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+            }
+            // 5. Or into the network namespace it was given.
+            Network::Join(fd) => raw::join_network(fd).map_err(at(Step::JoinNetwork))?,
+        }
+
+        // 6. Its own host name.
         let name = self.hostname.as_bytes();
         // SAFETY: a buffer of the stated length.
         raw::check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map_err(at(Step::Hostname))?;
 
-        // 5. A session of its own: no controlling terminal (nothing to type
+        // 7. A session of its own: no controlling terminal (nothing to type
         //    into with TIOCSTI), and a Ctrl-C in the operator's terminal
-        //    reaches the supervisor only. stdin and stdout are /dev/null;
-        //    stderr stays the supervisor's (the log).
+        //    reaches the supervisor only. stdin is /dev/null; stdout and
+        //    stderr go to the caller's output when it names one, otherwise
+        //    stdout is /dev/null and stderr stays the supervisor's (the log).
         //    The passed descriptors take their numbers (3, 4…); every
         //    descriptor above them is marked close-on-exec (the report pipe
         //    already is).
@@ -419,7 +575,15 @@ impl Jail {
             raw::check(libc::setsid()).map_err(at(Step::Descriptors))?;
             let null = raw::check(libc::open(c"/dev/null".as_ptr(), libc::O_RDWR)).map_err(at(Step::Descriptors))?;
             raw::check(libc::dup2(null, 0)).map_err(at(Step::Descriptors))?;
-            raw::check(libc::dup2(null, 1)).map_err(at(Step::Descriptors))?;
+            match self.output {
+                Some(out) => {
+                    raw::check(libc::dup2(out, 1)).map_err(at(Step::Descriptors))?;
+                    raw::check(libc::dup2(out, 2)).map_err(at(Step::Descriptors))?;
+                }
+                None => {
+                    raw::check(libc::dup2(null, 1)).map_err(at(Step::Descriptors))?;
+                }
+            }
             if null > 2 {
                 libc::close(null);
             }
@@ -441,13 +605,20 @@ impl Jail {
         raw::check(unsafe { libc::close_range(first_closed, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) })
             .map_err(at(Step::Descriptors))?;
 
-        // 6. The minimal root: nothing propagates back to the host; the new
+        // 8. The minimal root: nothing propagates back to the host; the new
         //    root is a tmpfs holding only what `Root` names; a private /proc
         //    of the new PID namespace (mounted while the host's is still
         //    visible, which the kernel requires); pivot_root; the old root
         //    detached; the new root read-only.
+        //    The root's own directories are made world-searchable whatever
+        //    the caller's umask (a child that drops to another uid must
+        //    reach its program); the caller's umask is restored after.
         raw::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(at(Step::Root))?;
+        // SAFETY: umask takes and returns plain integers.
+        let umask = unsafe { libc::umask(0o022) };
         self.root.build(&plan.staging).map_err(at(Step::Root))?;
+        // SAFETY: as above.
+        unsafe { libc::umask(umask) };
         if self.root.proc {
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
             // A service manager may forbid it (a masked host /proc); then the
@@ -459,32 +630,46 @@ impl Jail {
         raw::pivot_here().map_err(at(Step::PivotRoot))?;
         raw::set_readonly(c"/", true, false).map_err(at(Step::PivotRoot))?;
 
-        // 7. Loopback, the only interface of the new network namespace.
-        raw::loopback_up().map_err(at(Step::Loopback))?;
+        // 9. Loopback, the only interface of its own network namespace (a
+        //    joined one is its owner's to set up).
+        if let Network::Own = self.network {
+            raw::loopback_up().map_err(at(Step::Loopback))?;
+        }
 
-        // 8. Limits (core dumps off, open files bounded…).
+        // 10. Limits (core dumps off, open files bounded…).
         for (resource, value) in &self.limits {
             raw::set_limit(*resource, *value).map_err(at(Step::Limits))?;
         }
 
-        // 9. Nothing exec'd from here on can gain a privilege (and Landlock
-        //    and seccomp require it of an unprivileged caller).
+        // 11. Nothing exec'd from here on can gain a privilege (and Landlock
+        //     and seccomp require it of an unprivileged caller).
         raw::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(at(Step::NoNewPrivs))?;
 
-        // 10. Landlock, on the paths of the new root.
+        // 12. Landlock, on the paths of the new root.
         if let Some(rules) = &plan.landlock {
             rules.enforce().map_err(at(Step::Landlock))?;
         }
 
-        // 11. No capability survives exec, not even inside the namespaces.
+        // 13. No capability survives exec, not even inside the namespaces.
         raw::drop_capabilities().map_err(at(Step::Capabilities))?;
 
-        // 12. Seccomp last: it forbids mount, prctl and the rest used above.
+        // 14. The unprivileged identity, after the bounding set is emptied
+        //     (that needs CAP_SETPCAP) and before seccomp (which forbids
+        //     setuid): leaving uid 0 clears every remaining capability.
+        //     A change of credentials clears the parent-death signal: armed
+        //     again at once (a parent that died in between leaves the child
+        //     to the cgroup its caller kills).
+        if let Some(id) = &self.identity {
+            raw::set_identity(id.uid, id.gid, &id.groups).map_err(at(Step::Identity))?;
+            raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong).map_err(at(Step::Identity))?;
+        }
+
+        // 15. Seccomp last: it forbids mount, prctl and the rest used above.
         for program in &plan.seccomp {
             raw::install_seccomp(program).map_err(at(Step::Seccomp))?;
         }
 
-        // 13. execve; it returns only on failure.
+        // 16. execve; it returns only on failure.
         // SAFETY: NUL-terminated program path and null-terminated arrays of
         // pointers into CStrings that live in `plan`.
         unsafe { libc::execve(plan.program.as_ptr(), plan.argv_ptrs.as_ptr(), plan.envp_ptrs.as_ptr()) };

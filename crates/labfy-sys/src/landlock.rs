@@ -26,6 +26,8 @@ const SYS_LANDLOCK_RESTRICT_SELF: libc::c_long = 446;
 const CREATE_RULESET_VERSION: u32 = 1;
 /// `LANDLOCK_RULE_PATH_BENEATH`.
 const RULE_PATH_BENEATH: libc::c_int = 1;
+/// `LANDLOCK_RULE_NET_PORT` (ABI 4).
+const RULE_NET_PORT: libc::c_int = 2;
 
 /// `LANDLOCK_ACCESS_FS_*`, by ABI.
 mod fs {
@@ -68,6 +70,12 @@ struct RulesetAttr {
 struct PathBeneathAttr {
     allowed_access: u64,
     parent_fd: i32,
+}
+
+#[repr(C)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
 }
 
 /// The Landlock ABI of the running kernel; `None` when it has none (or it
@@ -116,22 +124,36 @@ pub struct Rules {
     abi: u32,
     /// Paths (inside the new root) and their rights.
     paths: Vec<(CString, u64)>,
+    /// Descriptors of the child (a file passed open) and their rights.
+    fds: Vec<(libc::c_int, u64)>,
+    /// TCP ports the child may bind (ABI 4).
+    bind_ports: Vec<u16>,
     allow_tcp_connect: bool,
 }
 
 /// Most paths one ruleset names.
-pub const MAX_RULES: usize = 16;
+pub const MAX_RULES: usize = 32;
 
 impl Rules {
     /// Rules for `abi`: the whole tree readable, nothing executable or
     /// writable yet, no TCP bind, no TCP connect unless
     /// [`Rules::allow_tcp_connect`].
     pub fn new(abi: u32) -> Self {
-        Self { abi, paths: vec![(c"/".to_owned(), READ)], allow_tcp_connect: false }
+        Self {
+            abi,
+            paths: vec![(c"/".to_owned(), READ)],
+            fds: Vec::new(),
+            bind_ports: Vec::new(),
+            allow_tcp_connect: false,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.paths.len() + self.fds.len() + self.bind_ports.len()
     }
 
     fn push(&mut self, path: &Path, rights: u64) -> Result<&mut Self, SpawnError> {
-        if self.paths.len() >= MAX_RULES {
+        if self.count() >= MAX_RULES {
             return Err(SpawnError::prepare(format!("more than {MAX_RULES} Landlock rules")));
         }
         let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| SpawnError::prepare("a path holds a NUL"))?;
@@ -159,6 +181,34 @@ impl Rules {
         self.push(path, fs::READ_FILE | fs::WRITE_FILE | truncate)
     }
 
+    /// `path`, a device a driver is reached through (a GPU's `/dev/kfd` or
+    /// render node): read, written, and — ABI 5 — its `ioctl` requests.
+    pub fn driver_device(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let extra = if self.abi >= 5 { fs::IOCTL_DEV } else { 0 };
+        self.push(path, fs::READ_FILE | fs::WRITE_FILE | extra)
+    }
+
+    /// The file open on descriptor `fd` of the child readable again by path
+    /// (`/proc/self/fd/N` reopens it; the file lies outside the new root, so
+    /// no path rule covers it). The rule names that very file, not a path.
+    pub fn readable_fd(&mut self, fd: libc::c_int) -> Result<&mut Self, SpawnError> {
+        if self.count() >= MAX_RULES {
+            return Err(SpawnError::prepare(format!("more than {MAX_RULES} Landlock rules")));
+        }
+        self.fds.push((fd, fs::READ_FILE));
+        Ok(self)
+    }
+
+    /// TCP `bind` allowed on `port` (a server's one listening port); every
+    /// other port stays forbidden.
+    pub fn allow_tcp_bind(&mut self, port: u16) -> Result<&mut Self, SpawnError> {
+        if self.count() >= MAX_RULES {
+            return Err(SpawnError::prepare(format!("more than {MAX_RULES} Landlock rules")));
+        }
+        self.bind_ports.push(port);
+        Ok(self)
+    }
+
     /// TCP connections allowed (the local model's loopback port, whose number
     /// is not known in advance); the network namespace still has loopback only.
     pub fn allow_tcp_connect(&mut self) -> &mut Self {
@@ -175,7 +225,13 @@ impl Rules {
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("Landlock ABI {}: file access by path", self.abi)];
         if self.abi >= 4 {
-            parts.push(if self.allow_tcp_connect { "no TCP bind".into() } else { "no TCP bind or connect".into() });
+            let bind = match self.bind_ports.as_slice() {
+                [] => "no TCP bind".to_owned(),
+                ports => {
+                    format!("TCP bind on port {} only", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", "))
+                }
+            };
+            parts.push(if self.allow_tcp_connect { bind } else { format!("{bind}, no TCP connect") });
         }
         if self.abi >= 6 {
             parts.push("abstract Unix sockets and signals scoped".into());
@@ -215,8 +271,30 @@ impl Rules {
         for (path, rights) in &self.paths {
             add_path(ruleset, path, *rights)?;
         }
+        for (fd, rights) in &self.fds {
+            add_fd(ruleset, *fd, *rights)?;
+        }
+        if self.abi >= 4 {
+            for port in &self.bind_ports {
+                let attr = NetPortAttr { allowed_access: NET_BIND_TCP, port: u64::from(*port) };
+                // SAFETY: a net-port attribute on this stack frame.
+                check_long(unsafe {
+                    libc::syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, &attr as *const NetPortAttr, 0u32)
+                })?;
+            }
+        }
         Ok(())
     }
+}
+
+fn add_fd(ruleset: libc::c_int, fd: libc::c_int, rights: u64) -> io::Result<()> {
+    let attr = PathBeneathAttr { allowed_access: rights, parent_fd: fd };
+    // SAFETY: a path-beneath attribute on this stack frame, naming a
+    // descriptor the child holds.
+    check_long(unsafe {
+        libc::syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, &attr as *const PathBeneathAttr, 0u32)
+    })
+    .map(drop)
 }
 
 fn add_path(ruleset: libc::c_int, path: &CStr, rights: u64) -> io::Result<()> {

@@ -12,7 +12,7 @@ mod root;
 pub mod seccomp;
 pub mod steps;
 
-pub use child::ConfinedChild;
+pub use child::{ConfinedChild, pipe};
 pub use error::{SpawnError, Step};
-pub use jail::{Confinement, Jail};
+pub use jail::{Confinement, Jail, MAX_GROUPS};
 pub use root::Root;

@@ -213,3 +213,37 @@ pub(crate) fn write_all(fd: libc::c_int, buf: &[u8]) {
         libc::write(fd, buf.as_ptr().cast(), buf.len());
     }
 }
+
+/// `setns(2)` into the network namespace behind `fd`.
+pub(crate) fn join_network(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns with plain integers.
+    check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// `unshare(2)` with `flags`.
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare with plain integers.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// Writes `0` (the writing process) to each open `cgroup.procs` path.
+pub(crate) fn join_cgroups(procs: &[std::ffi::CString]) -> io::Result<()> {
+    for path in procs {
+        write_file(path, b"0")?;
+    }
+    Ok(())
+}
+
+/// Supplementary groups, gid, then uid (the order that keeps the right to
+/// change the next): every id real, effective and saved alike.
+pub(crate) fn set_identity(uid: libc::uid_t, gid: libc::gid_t, groups: &[libc::gid_t]) -> io::Result<()> {
+    // SAFETY: a slice of the stated length; the others take plain integers.
+    // The raw system calls, not glibc's wrappers: those signal every thread,
+    // and the child has one.
+    unsafe {
+        check_long(libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()))?;
+        check_long(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+        check_long(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+    }
+    Ok(())
+}

@@ -33,6 +33,11 @@ pub enum Sockets {
 pub struct Policy {
     /// Socket families.
     pub sockets: Sockets,
+    /// Every `ioctl` request allowed: GPU drivers (`/dev/kfd`, render nodes,
+    /// `/dev/nvidia*`) are driven through requests no list can name. Only for
+    /// a child given such devices; Landlock (ABI 5) still limits device
+    /// requests to the devices it names, and the child has no terminal.
+    pub driver_ioctl: bool,
 }
 
 /// Namespace flags `clone` must not carry (`CLONE_NEWTIME` is clone3-only).
@@ -275,7 +280,11 @@ impl Policy {
         // ioctl: non-blocking and close-on-exec flags, bytes readable, and
         // whether a descriptor is a terminal — never TIOCSTI (typing into
         // the operator's terminal) nor any other request.
-        rules.insert(libc::SYS_ioctl, one_of(1, &requests)?);
+        if self.driver_ioctl {
+            rules.insert(libc::SYS_ioctl, vec![]);
+        } else {
+            rules.insert(libc::SYS_ioctl, one_of(1, &requests)?);
+        }
         // prctl: thread names and reads of its own state only.
         rules.insert(
             libc::SYS_prctl,
@@ -300,9 +309,11 @@ impl Policy {
 
     /// One line for reports.
     pub fn describe(&self) -> String {
-        match self.sockets {
-            Sockets::UnixOnly => "seccomp allow-list (Unix sockets only)".into(),
-            Sockets::UnixAndLoopback => "seccomp allow-list (Unix sockets; TCP on its own loopback)".into(),
-        }
+        let sockets = match self.sockets {
+            Sockets::UnixOnly => "Unix sockets only",
+            Sockets::UnixAndLoopback => "Unix sockets; TCP on its own loopback",
+        };
+        let ioctl = if self.driver_ioctl { "; device ioctl for its GPU" } else { "" };
+        format!("seccomp allow-list ({sockets}{ioctl})")
     }
 }

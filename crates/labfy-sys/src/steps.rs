@@ -1,8 +1,12 @@
-//! The confinement steps a `pre_exec` hook of another crate may take (the
-//! governor's llama-server, the supervisor's unconfined children), so that
-//! each rule is written once, here. Every function is async-signal-safe: a
-//! system call on integers, no allocation.
+//! The confinement steps a `pre_exec` hook of another crate may take, so
+//! that each rule is written once, here: the supervisor's governor and
+//! egress (which keep the host's namespaces: they need cgroups and the
+//! network) and the governor's cgroup tests. Every confined child — the
+//! workspace server, the governor's llama-server — goes through a
+//! [`crate::Jail`] instead. Every function is async-signal-safe: a system
+//! call on integers or prepared C strings, no allocation.
 
+use std::ffi::CString;
 use std::io;
 
 use crate::raw;
@@ -20,24 +24,8 @@ pub fn place_fd(fd: libc::c_int, target: libc::c_int) -> io::Result<()> {
         .map(drop)
 }
 
-/// Every descriptor from `first` up closes at exec.
-pub fn close_from(first: libc::c_uint) -> io::Result<()> {
-    // SAFETY: close_range with plain integers.
-    raw::check(unsafe { libc::close_range(first, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) }).map(drop)
-}
-
-/// No core dumps (they would hold what the process read).
-pub fn no_core_dumps() -> io::Result<()> {
-    raw::set_limit(libc::RLIMIT_CORE, 0)
-}
-
-/// No capability survives exec: the bounding set emptied, ambient cleared,
-/// root's automatic capabilities locked out (`SECBIT_NOROOT`).
-pub fn drop_capabilities() -> io::Result<()> {
-    raw::drop_capabilities()
-}
-
-/// Nothing exec'd from here on can gain a privilege.
-pub fn no_new_privs() -> io::Result<()> {
-    raw::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)
+/// Writes the calling process into each `cgroup.procs` file (`0`, "the
+/// writing process"): open, write, close.
+pub fn join_cgroups(procs: &[CString]) -> io::Result<()> {
+    raw::join_cgroups(procs)
 }

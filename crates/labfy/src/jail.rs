@@ -69,7 +69,7 @@ impl ServerJail<'_> {
             .tcp_connect(self.loopback_tcp);
         if self.seccomp {
             let sockets = if self.loopback_tcp { Sockets::UnixAndLoopback } else { Sockets::UnixOnly };
-            jail.seccomp(Policy { sockets });
+            jail.seccomp(Policy { sockets, driver_ioctl: false });
         }
         Ok(jail)
     }

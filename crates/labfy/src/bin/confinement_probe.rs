@@ -22,10 +22,17 @@ use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// One line on stderr in one `write` (stderr is shared with the
+/// supervisor's other children: a line written piecewise can be cut by
+/// theirs).
+fn say(line: String) {
+    let _ = io::Write::write_all(&mut io::stderr(), format!("{line}\n").as_bytes());
+}
+
 fn report(name: &str, rc: io::Result<()>) {
     match rc {
-        Ok(()) => eprintln!("PROBE {name} ok"),
-        Err(e) => eprintln!("PROBE {name} errno {}", e.raw_os_error().unwrap_or(-1)),
+        Ok(()) => say(format!("PROBE {name} ok")),
+        Err(e) => say(format!("PROBE {name} errno {}", e.raw_os_error().unwrap_or(-1))),
     }
 }
 
@@ -134,11 +141,11 @@ fn main() {
     };
 
     // Where it stands.
-    eprintln!("PROBE-PID {}", std::process::id());
+    say(format!("PROBE-PID {}", std::process::id()));
     let visible = std::fs::read_dir("/proc")
         .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok()).count())
         .unwrap_or(0);
-    eprintln!("PROBE-PROCS {visible}");
+    say(format!("PROBE-PROCS {visible}"));
 
     // Host services by path, and by abstract name.
     for (i, path) in get("unix").iter().enumerate() {
@@ -255,7 +262,7 @@ fn main() {
     let c = b'x';
     // SAFETY: TIOCSTI with a pointer to one byte.
     report("tiocsti", check(unsafe { libc::ioctl(2, libc::TIOCSTI, &c) } as libc::c_long).map(drop));
-    eprintln!("PROBE-END");
+    say("PROBE-END".into());
     // As the server would, stay up until stopped: the supervisor keeps us.
     std::thread::sleep(std::time::Duration::from_secs(3600));
 }
