@@ -147,13 +147,25 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
+    // A governor that logs a library warning (coloured, as a library may),
+    // says one line to the operator, and fails.
+    let broken = dir.path().join("broken-governor");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\n\
+         printf '2026-12-02T03:25:34.265709Z  \\033[33mWARN\\033[0m some_library: guard problem\\n' >&2\n\
+         echo 'labfy-governor: error: the operator must see this' >&2\n\
+         exit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let child = Command::new(BIN)
         .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(&data)
         .arg("--runtime-dir")
         .arg(&run)
-        .env("LABFY_GOVERNOR_BIN", "/bin/false")
+        .env("LABFY_GOVERNOR_BIN", &broken)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -180,6 +192,29 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     up.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("governor exited 5 times within 60 s"), "{err}");
     assert!(err.contains("restarting in 100 ms") && err.contains("restarting in 800 ms"), "no backoff: {err}");
+
+    // SPEC U8: the terminal gets the operator's lines, the state changes
+    // (each exit naming what it logged) and one summary of the library
+    // warnings — never the warnings themselves, never a colour code.
+    assert_eq!(err.matches("labfy-governor: error: the operator must see this").count(), 5, "{err}");
+    assert!(err.contains("last logged: guard problem"), "the exit does not say why: {err}");
+    assert!(!err.contains("some_library"), "a library line reached the terminal: {err}");
+    assert!(!err.contains('\u{1b}'), "colour codes on a terminal that is a pipe: {err}");
+    let log = data.join("logs").join("labfy.log");
+    assert!(
+        err.contains(&format!(
+            "labfy: governor: 5 warnings logged (last: guard problem); details in {}",
+            log.display()
+        )),
+        "no summary: {err}"
+    );
+    // The log file has every line, marked, without colour codes, 0600.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged.matches("governor | 2026-12-02T03:25:34.265709Z  WARN some_library: guard problem").count(), 5);
+    assert!(logged.contains("labfy    | "), "the supervisor's own lines are logged: {logged}");
+    assert!(!logged.contains('\u{1b}'), "{logged}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&log).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
 #[test]

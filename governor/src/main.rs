@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: under `labfy up` this goes to the log file (SPEC U8).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match GovernorConfig::from_args(Args::parse()) {
         Ok(c) => c,

@@ -98,6 +98,13 @@ pub struct ChildStatus {
     /// lacks; `None` for children that are not confined.
     #[serde(default)]
     pub confinement: Option<String>,
+    /// Warnings and errors it logged since `labfy up` started (SPEC U8:
+    /// the lines are in the log file, the count and the last reason here).
+    #[serde(default)]
+    pub warnings: u64,
+    /// The last one's message.
+    #[serde(default)]
+    pub last_warning: Option<String>,
 }
 
 /// Supervisor ↔ child, and `labfy status` ↔ supervisor.

@@ -213,6 +213,8 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: under `labfy up` this goes to the log file (SPEC U8).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config } => {
@@ -354,6 +356,10 @@ fn status_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
         if let Some(confinement) = &c.confinement {
             println!("{:<10} confinement: {confinement}", "");
         }
+        if c.warnings > 0 {
+            let last = c.last_warning.as_deref().unwrap_or("?");
+            println!("{:<10} warnings: {} logged (last: {last})", "", c.warnings);
+        }
     }
     Ok(())
 }
@@ -438,6 +444,7 @@ fn up(
         println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
         println!("Open {link}");
         println!("(a one-time link; `labfy open` prints a fresh one)");
+        println!("The processes' log: {}", crate::logs::log_file(&data_dir).display());
     }))?;
     eprintln!("labfy: stopped");
     Ok(())

@@ -8,7 +8,8 @@
 //!   random devices; a private `/proc` (its own PID namespace: no host
 //!   process to see or signal); a private 64 MiB `/tmp`;
 //! - its data directory, writable — except `<data>/egress`, egress's Tor
-//!   state, masked by an empty read-only tmpfs (T3);
+//!   state, and `<data>/logs`, the other processes' log, each masked by an
+//!   empty read-only tmpfs (T3);
 //! - the runtime directory **read-only** (the other daemons' sockets, the
 //!   IPC secret: it can connect and read, never replace — T3); its own
 //!   control channel is an inherited socket pair, not a file;
@@ -47,8 +48,8 @@ pub struct ServerJail<'a> {
 }
 
 impl ServerJail<'_> {
-    /// The jail; `data_dir`, `runtime_dir`, its `operator` directory and
-    /// `<data>/egress` must exist.
+    /// The jail; `data_dir`, `runtime_dir`, its `operator` directory,
+    /// `<data>/egress` and `<data>/logs` must exist.
     pub fn build(&self) -> Result<Jail, SpawnError> {
         let mut root = Root::new();
         root.system()?.devices()?.proc()?.tmp(SERVER_TMP_BYTES)?;
@@ -57,6 +58,8 @@ impl ServerJail<'_> {
         // of it.
         root.writable(self.data_dir)?;
         root.mask(&egress_state_dir(self.data_dir))?;
+        // The other processes' log (SPEC U8, T3): neither read nor rewritten.
+        root.mask(&crate::logs::log_dir(self.data_dir))?;
         root.read_only(self.runtime_dir)?;
         // The operator sockets accept any pid holding the secret (which the
         // server reads): no path to them.

@@ -9,6 +9,7 @@ mod cli;
 mod governor_cli;
 mod grant_cli;
 mod jail;
+mod logs;
 mod operator;
 mod supervisor;
 

@@ -25,6 +25,7 @@ use tokio::process::{Child, Command};
 
 use crate::cli::Failure;
 use crate::jail::ServerJail;
+use crate::logs::{LogBook, SUMMARY_PERIOD};
 
 /// First restart delay; doubled after each crash, up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -199,12 +200,18 @@ struct Slot {
     last_health: Instant,
     /// Last successful health answer (or start).
     last_ok: Instant,
+    /// Warnings it had logged when last started: one logged since is named
+    /// when it exits.
+    logged_at_start: u64,
     control: Option<Client<ControlRequest, ControlResponse>>,
 }
 
 impl Slot {
-    fn status(&self) -> ChildStatus {
+    fn status(&self, book: &LogBook) -> ChildStatus {
+        let warnings = book.warnings(self.role);
         ChildStatus {
+            warnings: warnings.total,
+            last_warning: warnings.last,
             role: self.role,
             state: self.state.to_owned(),
             pid: self.child.as_ref().and_then(Proc::id),
@@ -248,7 +255,7 @@ fn child_env(role: Role) -> Vec<(OsString, OsString)> {
 /// is cleared but for [`child_env`]; it dies with the supervisor
 /// (`PR_SET_PDEATHSIG`); the server gets the listening socket as fd 3 with
 /// `LISTEN_FDS=1`.
-fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::io::Result<Proc> {
+fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>, book: &Arc<LogBook>) -> std::io::Result<Proc> {
     let mut cmd = Command::new(&slot.program);
     cmd.env_clear().envs(child_env(slot.role));
     cmd.arg("--runtime-dir")
@@ -256,6 +263,8 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::i
         .args(&slot.args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
+        // Into the log book (SPEC U8), not onto the operator's terminal.
+        .stderr(std::process::Stdio::piped())
         // Their own process group: a Ctrl-C in the terminal reaches the
         // supervisor only, which then stops the children in order.
         .process_group(0)
@@ -284,7 +293,11 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::i
             Ok(())
         });
     }
-    cmd.spawn().map(Proc::Plain)
+    let mut child = cmd.spawn()?;
+    if let Some(err) = child.stderr.take().and_then(|e| e.into_owned_fd().ok()) {
+        book.follow(slot.role, std::fs::File::from(err));
+    }
+    Ok(Proc::Plain(child))
 }
 
 /// Starts the server confined ([`crate::jail`], SPEC T1) when the platform
@@ -294,12 +307,12 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>) -> std::i
 fn spawn_server(
     slot: &mut Slot,
     runtime_dir: &Path,
-    data_dir: &Path,
+    plan: &Plan,
     listener: RawFd,
     isolation: &mut Isolation,
-    real: bool,
-    loopback_tcp: bool,
+    book: &Arc<LogBook>,
 ) -> Result<std::io::Result<Proc>, Failure> {
+    let (data_dir, real, loopback_tcp) = (plan.data_dir.as_path(), plan.real_workspace, plan.loopback_tcp);
     // The control pair: our end stays in the slot, theirs becomes fd 4.
     let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
         Ok(pair) => pair,
@@ -308,8 +321,13 @@ fn spawn_server(
     slot.control_end = Some(ours);
     let fds = (listener, theirs.as_raw_fd());
     if matches!(isolation, Isolation::Unavailable(_)) {
-        return Ok(spawn(slot, runtime_dir, Some(fds)));
+        return Ok(spawn(slot, runtime_dir, Some(fds), book));
     }
+    // Its stderr into the log book, like the others'.
+    let (log_read, log_write) = match labfy_sys::pipe() {
+        Ok(pair) => pair,
+        Err(e) => return Ok(Err(e)),
+    };
     let spec = ServerJail { program: &slot.program, data_dir, runtime_dir, loopback_tcp, seccomp: true };
     let spawned = spec.build().and_then(|mut jail| {
         jail.arg("--runtime-dir").arg(runtime_dir);
@@ -324,12 +342,16 @@ fn spawn_server(
         // UI's badge); what is applied is decided here, not by the server.
         jail.env("LABFY_CONFINEMENT_MISSING", jail.confinement().missing_codes.join(","));
         jail.env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string()).pass_fd(fds.1, daemon::CONTROL_FD);
+        jail.output(log_write.as_raw_fd());
         jail.spawn()
     });
+    // Our copy of the write end closes: the reader ends when the server does.
+    drop(log_write);
     match spawned {
         Ok((child, confinement)) => {
+            book.follow(slot.role, log_read);
             if *isolation == Isolation::Untried {
-                eprintln!("labfy: workspace server confined: {confinement}");
+                book.event(&format!("labfy: workspace server confined: {confinement}"));
             }
             *isolation = Isolation::Confined;
             slot.confinement = Some(confinement.to_string());
@@ -343,10 +365,10 @@ fn spawn_server(
                     format!("{reason}: a REAL workspace is refused (SPEC P2, T1)"),
                 ));
             }
-            eprintln!("labfy: NOT ISOLATED — {reason}; serving SPECIMEN data only");
+            book.event(&format!("labfy: NOT ISOLATED — {reason}; serving SPECIMEN data only"));
             slot.confinement = Some(format!("NOT ISOLATED: {reason}"));
             *isolation = Isolation::Unavailable(reason);
-            Ok(spawn(slot, runtime_dir, Some(fds)))
+            Ok(spawn(slot, runtime_dir, Some(fds), book))
         }
         Err(e) => Ok(Err(std::io::Error::other(e.to_string()))),
     }
@@ -403,13 +425,16 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
     secret::create_private_dir(&daemon::operator_dir(&plan.runtime_dir)).map_err(storage)?;
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
+    // The log book (SPEC U8): the children's stderr into `<data>/logs`, which
+    // the server's view masks too; the terminal gets what is the operator's.
+    let book = LogBook::open(&plan.data_dir, Box::new(std::io::stderr()))?;
     // 3. This boot's login key (SPEC T4): the server reads it; `labfy open`
     //    mints links from it; `on_ready` gets the first link.
     let port = listener.local_addr()?.port();
     let key = LoginKey::generate();
     login::write_login_file(&plan.runtime_dir, port, &key).map_err(storage)?;
     let first_link = login::login_url(port, &key.mint_code(std::time::SystemTime::now()));
-    let result = supervise(&plan, &listener, &secret, move || on_ready(&first_link)).await;
+    let result = supervise(&plan, &listener, &secret, &book, move || on_ready(&first_link)).await;
     // Whatever happened, the runtime directory goes with the supervisor.
     if let Err(e) = std::fs::remove_dir_all(&plan.runtime_dir) {
         tracing::warn!(error = %e, "could not remove the runtime directory");
@@ -437,6 +462,7 @@ async fn supervise(
     plan: &Plan,
     listener: &std::net::TcpListener,
     secret: &Secret,
+    book: &Arc<LogBook>,
     on_ready: impl FnOnce(),
 ) -> Result<(), Failure> {
     let dir = plan.runtime_dir.as_path();
@@ -457,6 +483,7 @@ async fn supervise(
         started_at: now,
         last_health: now,
         last_ok: now,
+        logged_at_start: 0,
         control: None,
     };
     let server_args = vec![
@@ -484,7 +511,7 @@ async fn supervise(
         slot(Role::Server, &plan.programs.server, server_args),
     ];
     // `labfy status` asks here: same uid, the secret, any pid.
-    let statuses: Arc<Mutex<Vec<ChildStatus>>> = Arc::new(Mutex::new(slots.iter().map(Slot::status).collect()));
+    let statuses: Arc<Mutex<Vec<ChildStatus>>> = Arc::new(Mutex::new(slots.iter().map(|s| s.status(book)).collect()));
     let status_listener =
         server::bind(&supervisor_socket(dir)).map_err(|e| Failure::new(ErrorKind::Storage, e.to_string()))?;
     let policy = PeerPolicy {
@@ -514,16 +541,22 @@ async fn supervise(
     let mut on_ready = Some(on_ready);
     let mut isolation = Isolation::Untried;
     let mut ticker = tokio::time::interval(TICK);
+    let mut summaries = tokio::time::interval_at(tokio::time::Instant::now() + SUMMARY_PERIOD, SUMMARY_PERIOD);
     let outcome = loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break Ok(()),
             _ = term.recv() => break Ok(()),
+            _ = summaries.tick() => {
+                book.summarise();
+                continue;
+            }
             _ = ticker.tick() => {}
         }
-        if let Err(e) = tick(&mut slots, dir, plan, secret, listener.as_raw_fd(), &mut isolation).await {
+        if let Err(e) = tick(&mut slots, dir, plan, secret, listener.as_raw_fd(), &mut isolation, book).await {
             break Err(e);
         }
-        *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slots.iter().map(Slot::status).collect();
+        *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            slots.iter().map(|s| s.status(book)).collect();
         // Ready: the server healthy, every other child healthy or given up on
         // (a broken governor must not hide a working UI).
         let settled = slots.iter().all(|s| s.state == "healthy" || (s.role != Role::Server && s.state == "failed"));
@@ -533,15 +566,17 @@ async fn supervise(
             }
         }
     };
-    stop_all(&mut slots).await;
+    stop_all(&mut slots, book).await;
     status_task.abort();
+    // What was logged since the last summary, before the terminal is given back.
+    book.summarise();
     outcome
 }
 
 /// Counts a crash (an exit, or a failure to start): schedules the restart
 /// after the current backoff, or gives up after [`MAX_CRASHES`] within
 /// [`CRASH_WINDOW`] — which ends the supervisor when it is the server.
-fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
+fn record_crash(s: &mut Slot, now: Instant, what: &str, book: &LogBook) -> Result<(), Failure> {
     s.crashes.push_back(now);
     while s.crashes.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
         s.crashes.pop_front();
@@ -554,7 +589,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
             s.crashes.len(),
             CRASH_WINDOW.as_secs()
         );
-        eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+        book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
         if s.role == Role::Server {
             return Err(Failure::new(ErrorKind::Unavailable, format!("the workspace server {}", s.detail)));
         }
@@ -562,7 +597,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str) -> Result<(), Failure> {
     }
     s.state = "restarting";
     s.detail = format!("{what}; restarting in {} ms", s.backoff.as_millis());
-    eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+    book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
     s.restart_at = Some(now + s.backoff);
     s.backoff = (s.backoff * 2).min(BACKOFF_MAX);
     Ok(())
@@ -576,6 +611,7 @@ async fn tick(
     secret: &Secret,
     listener: RawFd,
     isolation: &mut Isolation,
+    book: &Arc<LogBook>,
 ) -> Result<(), Failure> {
     let now = Instant::now();
     // Children that answered their first health check this round.
@@ -586,16 +622,21 @@ async fn tick(
             if let Ok(Some(status)) = child.try_wait() {
                 s.child = None;
                 s.control = None;
-                record_crash(s, now, &format!("exited ({status})"))?;
+                let logged = book.warnings(s.role);
+                let why = match logged.last {
+                    Some(last) if logged.total > s.logged_at_start => format!("exited ({status}; last logged: {last})"),
+                    _ => format!("exited ({status})"),
+                };
+                record_crash(s, now, &why, book)?;
             }
         }
         // Start (or restart) what is due.
         if s.child.is_none() && s.restart_at.is_some_and(|t| now >= t) {
             s.restart_at = None;
             let spawned = if s.role == Role::Server {
-                spawn_server(s, dir, &plan.data_dir, listener, isolation, plan.real_workspace, plan.loopback_tcp)?
+                spawn_server(s, dir, plan, listener, isolation, book)?
             } else {
-                spawn(s, dir, None)
+                spawn(s, dir, None, book)
             };
             match spawned {
                 Ok(child) => {
@@ -606,9 +647,10 @@ async fn tick(
                     s.state = "starting";
                     s.started_at = now;
                     s.last_ok = now;
+                    s.logged_at_start = book.warnings(s.role).total;
                     s.last_health = now - HEALTH_PERIOD;
                 }
-                Err(e) => record_crash(s, now, &format!("cannot start {}: {e}", s.program.display()))?,
+                Err(e) => record_crash(s, now, &format!("cannot start {}: {e}", s.program.display()), book)?,
             }
         }
         // Health, once a period (more often while starting).
@@ -621,8 +663,18 @@ async fn tick(
                         newly_healthy.push(s.role);
                     }
                     s.last_ok = now;
+                    let detail = if ready { detail } else { format!("not ready: {detail}") };
+                    // One terminal line per change of state (SPEC U8), and
+                    // per change of readiness (Tor bootstrapped, say).
+                    let was_ready = !s.detail.starts_with("not ready");
+                    if s.state != "healthy" || (s.detail.is_empty() || was_ready) != ready {
+                        let pid =
+                            s.child.as_ref().and_then(Proc::id).map_or_else(String::new, |p| format!(" (pid {p})"));
+                        let state = if ready { "ready" } else { "running" };
+                        book.event(&format!("labfy: {} {state}{pid}: {detail}", role_name(s.role)));
+                    }
                     s.state = "healthy";
-                    s.detail = if ready { detail } else { format!("not ready: {detail}") };
+                    s.detail = detail;
                     // A healthy run resets the backoff.
                     if now.duration_since(s.started_at) > CRASH_WINDOW / 4 {
                         s.backoff = BACKOFF_START;
@@ -630,6 +682,9 @@ async fn tick(
                 }
                 Err(e) => {
                     if s.state != "starting" {
+                        if s.state != "unhealthy" {
+                            book.event(&format!("labfy: {} unhealthy: {e}", role_name(s.role)));
+                        }
                         s.state = "unhealthy";
                         s.detail = e.clone();
                     }
@@ -637,7 +692,7 @@ async fn tick(
                     if now.duration_since(s.last_ok) > START_TIMEOUT {
                         s.state = "unhealthy";
                         s.detail = format!("no health answer for {} s ({e}); killing it", START_TIMEOUT.as_secs());
-                        eprintln!("labfy: {} {}", role_name(s.role), s.detail);
+                        book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
                         if let Some(child) = s.child.as_mut() {
                             let _ = child.start_kill();
                         }
@@ -668,7 +723,7 @@ async fn tick(
 
 /// Orderly stop: the server first (it is the peers' client), then the others;
 /// each is asked over its control socket, then SIGKILLed after [`STOP_GRACE`].
-async fn stop_all(slots: &mut [Slot]) {
+async fn stop_all(slots: &mut [Slot], book: &LogBook) {
     slots.sort_by_key(|s| if s.role == Role::Server { 0 } else { 1 });
     for s in slots.iter_mut() {
         let Some(mut child) = s.child.take() else { continue };
@@ -677,7 +732,11 @@ async fn stop_all(slots: &mut [Slot]) {
             child.terminate();
         }
         if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-            eprintln!("labfy: {} did not stop within {} s; killing it", role_name(s.role), STOP_GRACE.as_secs());
+            book.event(&format!(
+                "labfy: {} did not stop within {} s; killing it",
+                role_name(s.role),
+                STOP_GRACE.as_secs()
+            ));
             let _ = child.kill().await;
         }
         s.state = "stopped";

@@ -183,6 +183,10 @@ fn main() {
     );
     report("rewrite_ipc_secret", std::fs::OpenOptions::new().write(true).open(run.join("ipc.secret")).map(drop));
     report("write_egress_state", create_file(&data.join("egress").join("probe-planted")));
+    // The other processes' log (SPEC U8, T3): neither read nor rewritten.
+    let log = data.join("logs").join("labfy.log");
+    report("read_log", std::fs::read(&log).map(drop));
+    report("rewrite_log", create_file(&log));
     report("write_own_data", create_file(&data.join("probe-planted")));
     // Sockets of other families.
     report("socket_inet", open_socket(libc::AF_INET, libc::SOCK_STREAM, 0));

@@ -1,0 +1,427 @@
+//! The appliance's log book (SPEC U8): what the children write on stderr
+//! goes to `<data>/logs/labfy.log`, not to the operator's terminal.
+//!
+//! The terminal keeps what is meant for the operator: the supervisor's own
+//! lines (one per process state change), the children's plain lines (a
+//! grant waiting for confirmation, printed by egress), and — once a
+//! [`SUMMARY_PERIOD`] at most — a summary of the library warnings each child
+//! logged (how many, and the last reason). The library lines themselves
+//! (arti's, hyper's, ours through `tracing`) are in the log file only, whole.
+//!
+//! The file lives in `<data>/logs/`, which the workspace server's root
+//! masks like egress's state (SPEC T3): a compromised server cannot write
+//! or rewrite what the other processes logged. Its stderr comes here through
+//! a pipe, like the others'; its lines are marked with its role.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use labfy_ipc::daemon::role_name;
+use labfy_ipc::messages::Role;
+
+/// How often the terminal gets a summary of new warnings.
+pub const SUMMARY_PERIOD: Duration = Duration::from_secs(60);
+/// The log file is renamed `labfy.log.1` (replacing the previous one) past this size.
+pub const MAX_LOG_BYTES: u64 = 32 << 20;
+/// Longest line kept, bytes (a longer one is cut, with a mark).
+pub const MAX_LINE_BYTES: usize = 8 * 1024;
+/// Longest "last reason" kept for a summary or `labfy status`, characters.
+pub const REASON_CHARS: usize = 200;
+/// Error records of one child shown on the terminal as they come, per
+/// summary period (an error is rare and says why a child stops; beyond
+/// this many, they are counted like warnings).
+pub const ERRORS_SHOWN: u64 = 5;
+
+/// The log directory under a data directory.
+pub fn log_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("logs")
+}
+
+/// The log file under a data directory.
+pub fn log_file(data_dir: &Path) -> PathBuf {
+    log_dir(data_dir).join("labfy.log")
+}
+
+/// Warnings one child logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Warnings {
+    /// Since `labfy up` started.
+    pub total: u64,
+    /// Since the last summary printed on the terminal.
+    pub unsummarised: u64,
+    /// The last one's message (level and target stripped).
+    pub last: Option<String>,
+    /// Errors shown on the terminal since the last summary.
+    errors_shown: u64,
+}
+
+/// What one stderr line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// A `tracing` record at this level (`2026-…Z  WARN target: message`).
+    Record(Level),
+    /// Anything else: a line meant for the operator.
+    Plain,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Quiet,
+    Warn,
+    Error,
+}
+
+/// Classifies a line the way `tracing-subscriber`'s default format writes
+/// records: an RFC 3339 UTC timestamp, then the level.
+fn classify(line: &str) -> Line {
+    let mut words = line.split_whitespace();
+    let (Some(time), Some(level)) = (words.next(), words.next()) else { return Line::Plain };
+    let timestamp = time.len() >= 20
+        && time.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+        && time.as_bytes()[4] == b'-'
+        && time.as_bytes()[10] == b'T'
+        && time.ends_with('Z');
+    if !timestamp {
+        return Line::Plain;
+    }
+    match level {
+        "WARN" => Line::Record(Level::Warn),
+        "ERROR" => Line::Record(Level::Error),
+        "TRACE" | "DEBUG" | "INFO" => Line::Record(Level::Quiet),
+        _ => Line::Plain,
+    }
+}
+
+/// A record's message: what follows `target: `, else the line after the level.
+fn reason(line: &str) -> String {
+    let after_level = ["ERROR", "WARN"]
+        .iter()
+        .find_map(|l| line.split_once(&format!(" {l} ")).map(|(_, rest)| rest.trim_start()))
+        .unwrap_or(line);
+    let message = after_level.split_once(": ").map_or(after_level, |(_, m)| m);
+    let mut out: String = message.chars().take(REASON_CHARS).collect();
+    if message.chars().count() > REASON_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// ANSI escape sequences removed (a library that colours regardless).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                // Parameters and intermediates, then one final byte in @..~.
+                for n in chars.by_ref() {
+                    if ('@'..='~').contains(&n) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+struct Book {
+    file: File,
+    written: u64,
+    /// By source name (`server`, `governor`, `egress`).
+    warnings: Vec<(&'static str, Warnings)>,
+}
+
+/// The log book of one `labfy up`.
+pub struct LogBook {
+    path: PathBuf,
+    book: Mutex<Book>,
+    /// Plain lines go here (the operator's terminal; a buffer in tests).
+    terminal: Mutex<Box<dyn Write + Send>>,
+}
+
+impl LogBook {
+    /// Opens (creating, 0700/0600 whatever the umask) `<data>/logs/labfy.log`
+    /// for appending; a file already past [`MAX_LOG_BYTES`] is rotated first.
+    pub fn open(data_dir: &Path, terminal: Box<dyn Write + Send>) -> io::Result<Arc<Self>> {
+        let dir = log_dir(data_dir);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        let path = log_file(data_dir);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
+            std::fs::rename(&path, dir.join("labfy.log.1"))?;
+        }
+        let file = open_log(&path)?;
+        let written = file.metadata()?.len();
+        Ok(Arc::new(Self {
+            path,
+            book: Mutex::new(Book { file, written, warnings: Vec::new() }),
+            terminal: Mutex::new(terminal),
+        }))
+    }
+
+    /// Reads `stream` (a child's stderr) line by line on a thread of its
+    /// own until EOF: every line into the file, marked with `role`; plain
+    /// lines to the terminal too; warnings counted.
+    pub fn follow(self: &Arc<Self>, role: Role, stream: impl Read + Send + 'static) {
+        let me = self.clone();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stream);
+            let mut raw = Vec::new();
+            loop {
+                raw.clear();
+                match (&mut reader).take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut raw) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let cut = raw.len() > MAX_LINE_BYTES && raw.last() != Some(&b'\n');
+                let mut line = strip_ansi(String::from_utf8_lossy(&raw).trim_end());
+                if cut {
+                    line.push_str(" [line cut]");
+                    // The rest of an over-long line is dropped.
+                    let mut sink = Vec::new();
+                    let _ = reader.read_until(b'\n', &mut sink);
+                }
+                me.record(role_name(role), &line);
+            }
+        });
+    }
+
+    /// One line of `source`'s (a child's role, or `labfy`).
+    fn record(&self, source: &'static str, line: &str) {
+        let kind = classify(line);
+        let mut shown = None;
+        {
+            let mut b = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+            // Records carry their own time; plain lines get one.
+            let entry = match kind {
+                Line::Record(_) => format!("{source:<8} | {line}\n"),
+                Line::Plain => {
+                    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                    format!("{source:<8} | {now}  {line}\n")
+                }
+            };
+            if b.written + entry.len() as u64 > MAX_LOG_BYTES {
+                self.rotate(&mut b);
+            }
+            if b.file.write_all(entry.as_bytes()).is_ok() {
+                b.written += entry.len() as u64;
+            }
+            if let Line::Record(level @ (Level::Warn | Level::Error)) = kind {
+                if !b.warnings.iter().any(|(r, _)| *r == source) {
+                    b.warnings.push((source, Warnings::default()));
+                }
+                if let Some((_, w)) = b.warnings.iter_mut().find(|(r, _)| *r == source) {
+                    let why = reason(line);
+                    w.total += 1;
+                    if level == Level::Error && w.errors_shown < ERRORS_SHOWN {
+                        w.errors_shown += 1;
+                        shown = Some(format!("labfy: {source}: error: {why}"));
+                    } else {
+                        w.unsummarised += 1;
+                    }
+                    w.last = Some(why);
+                }
+            }
+        }
+        match (kind, shown) {
+            (Line::Plain, _) => self.say(line),
+            (_, Some(error)) => self.say(&error),
+            _ => {}
+        }
+    }
+
+    /// One of the supervisor's own lines (a process state change): on the
+    /// terminal and in the file.
+    pub fn event(&self, line: &str) {
+        self.record("labfy", line);
+    }
+
+    /// A line on the terminal (and nothing else).
+    pub fn say(&self, line: &str) {
+        let mut t = self.terminal.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(t, "{line}");
+        let _ = t.flush();
+    }
+
+    fn rotate(&self, b: &mut Book) {
+        let _ = b.file.flush();
+        let older = self.path.with_extension("log.1");
+        if std::fs::rename(&self.path, &older).is_ok() {
+            if let Ok(file) = open_log(&self.path) {
+                b.file = file;
+                b.written = 0;
+            }
+        }
+    }
+
+    /// `role`'s warnings so far.
+    pub fn warnings(&self, role: Role) -> Warnings {
+        let b = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        b.warnings.iter().find(|(r, _)| *r == role_name(role)).map(|(_, w)| w.clone()).unwrap_or_default()
+    }
+
+    /// Prints, for each child with warnings since the last call, one line:
+    /// how many, the last reason, where the rest is. Returns how many
+    /// lines it printed.
+    pub fn summarise(&self) -> usize {
+        let lines: Vec<String> = {
+            let mut b = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+            b.warnings
+                .iter_mut()
+                .filter_map(|(source, w)| {
+                    w.errors_shown = 0;
+                    let n = std::mem::take(&mut w.unsummarised);
+                    (n > 0).then(|| {
+                        format!(
+                            "labfy: {source}: {n} warning{} logged (last: {}); details in {}",
+                            if n == 1 { "" } else { "s" },
+                            w.last.as_deref().unwrap_or("?"),
+                            self.path.display()
+                        )
+                    })
+                })
+                .collect()
+        };
+        for l in &lines {
+            self.say(l);
+        }
+        lines.len()
+    }
+}
+
+fn open_log(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// A terminal that keeps what it is given.
+    #[derive(Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Screen {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Screen {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    const ARTI_WARN: &str = "2026-12-02T03:25:34.265709Z  WARN tor_guardmgr::guard: Problem with guard [scrubbed]: \
+                             Connection timed out";
+
+    #[test]
+    fn tracing_records_are_told_from_the_operators_lines() {
+        assert_eq!(classify(ARTI_WARN), Line::Record(Level::Warn));
+        assert_eq!(classify("2026-12-02T03:25:34Z ERROR labfy_egress: gone"), Line::Record(Level::Error));
+        assert_eq!(classify("2026-12-02T03:25:34.1Z  INFO labfy_egress: up"), Line::Record(Level::Quiet));
+        assert_eq!(classify("labfy-egress: grant 0192 proposed: confirm with labfy grant approve"), Line::Plain);
+        assert_eq!(classify("WARN but not a record"), Line::Plain);
+        assert_eq!(classify(""), Line::Plain);
+        assert_eq!(reason(ARTI_WARN), "Problem with guard [scrubbed]: Connection timed out");
+        let long = format!("2026-12-02T03:25:34Z  WARN x: {}", "é".repeat(500));
+        assert_eq!(reason(&long).chars().count(), REASON_CHARS + 1);
+    }
+
+    #[test]
+    fn colour_codes_are_stripped() {
+        let coloured =
+            "\u{1b}[2m2026-12-02T03:25:34.265709Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m \u{1b}[2mtor\u{1b}[0m: x";
+        let plain = strip_ansi(coloured);
+        assert_eq!(plain, "2026-12-02T03:25:34.265709Z  WARN tor: x");
+        assert_eq!(classify(&plain), Line::Record(Level::Warn));
+    }
+
+    #[test]
+    fn lines_go_to_the_file_warnings_are_counted_and_summarised() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = Screen::default();
+        let book = LogBook::open(dir.path(), Box::new(screen.clone())).unwrap();
+        let stderr = format!(
+            "{ARTI_WARN}\n{ARTI_WARN}\nlabfy-egress: grant proposed; confirm it\n\u{1b}[33m2026-12-02T03:25:35Z ERROR \
+             labfy_egress::tor: bootstrap failed\u{1b}[0m\n"
+        );
+        book.follow(Role::Egress, io::Cursor::new(stderr.into_bytes()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while book.warnings(Role::Egress).total < 3 {
+            assert!(std::time::Instant::now() < deadline, "the lines were not read");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let w = book.warnings(Role::Egress);
+        assert_eq!(w.total, 3);
+        assert_eq!(w.last.as_deref(), Some("bootstrap failed"));
+        assert_eq!(book.warnings(Role::Server), Warnings::default());
+        // The operator's line and the error reached the terminal; the library warnings did not.
+        assert_eq!(screen.text(), "labfy-egress: grant proposed; confirm it\nlabfy: egress: error: bootstrap failed\n");
+        // Everything is in the file, marked, without colour codes, 0600 in a 0700 directory.
+        let logged = std::fs::read_to_string(log_file(dir.path())).unwrap();
+        assert_eq!(logged.lines().count(), 4, "{logged}");
+        assert!(logged.lines().all(|l| l.starts_with("egress   | 20")), "every line with its time: {logged}");
+        assert!(!logged.contains('\u{1b}'), "{logged}");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&log_file(dir.path())), 0o600);
+        assert_eq!(mode(&log_dir(dir.path())), 0o700);
+        // One summary line per child with news, then nothing until more come.
+        assert_eq!(book.summarise(), 1);
+        let text = screen.text();
+        let summary = text.lines().last().unwrap();
+        assert!(
+            summary.starts_with("labfy: egress: 2 warnings logged (last: bootstrap failed); details in "),
+            "{summary}"
+        );
+        assert_eq!(book.summarise(), 0);
+        assert_eq!(book.warnings(Role::Egress).total, 3, "the total survives a summary");
+    }
+
+    #[test]
+    fn an_over_long_line_is_cut_and_a_full_file_rotated() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = LogBook::open(dir.path(), Box::new(Screen::default())).unwrap();
+        let long = format!("{}\nnext\n", "x".repeat(MAX_LINE_BYTES * 3));
+        book.follow(Role::Server, io::Cursor::new(long.into_bytes()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let logged = std::fs::read_to_string(log_file(dir.path())).unwrap();
+            if logged.contains("next") {
+                let first = logged.lines().next().unwrap();
+                assert!(first.ends_with(" [line cut]"), "{}", &first[first.len() - 40..]);
+                assert!(first.len() < MAX_LINE_BYTES + 64);
+                assert_eq!(logged.lines().count(), 2, "the rest of the long line is dropped");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the lines were not read");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Rotation: a book whose file is past the bound starts a new one.
+        {
+            let mut b = book.book.lock().unwrap();
+            b.written = MAX_LOG_BYTES;
+        }
+        book.record("server", "after rotation");
+        let fresh = std::fs::read_to_string(log_file(dir.path())).unwrap();
+        assert!(fresh.starts_with("server   | 20") && fresh.ends_with("Z  after rotation\n"), "{fresh}");
+        assert!(std::fs::read_to_string(dir.path().join("logs/labfy.log.1")).unwrap().contains("[line cut]"));
+    }
+}
