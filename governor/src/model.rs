@@ -237,6 +237,27 @@ pub fn check_program(program: Option<&Path>) -> Result<PathBuf, StartError> {
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(StartError::Unavailable(format!("llama-server {} is not executable", p.display())));
     }
+    // It runs as MODEL_UID, with its directory bound into its root: both
+    // must be open to any user (a script must be readable too).
+    if meta.permissions().mode() & 0o005 != 0o005 {
+        return Err(StartError::Unavailable(format!(
+            "llama-server {} is mode {:o}: it runs as the unprivileged uid {MODEL_UID}, so it must be readable and \
+             executable by any user (chmod o+rx)",
+            p.display(),
+            meta.permissions().mode() & 0o7777
+        )));
+    }
+    if let Some(dir) = p.parent() {
+        let mode = std::fs::metadata(dir).map(|m| m.permissions().mode()).unwrap_or(0);
+        if mode & 0o001 == 0 {
+            return Err(StartError::Unavailable(format!(
+                "the directory of llama-server, {}, is mode {:o}: it runs as the unprivileged uid {MODEL_UID}, so \
+                 the directory must be searchable by any user (chmod o+x)",
+                dir.display(),
+                mode & 0o7777
+            )));
+        }
+    }
     Ok(p.to_path_buf())
 }
 
@@ -497,7 +518,10 @@ fn gpu_devices() -> Vec<GpuDevice> {
         .collect()
 }
 
-/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`].
+/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`]. It is PID 1 of its
+/// PID namespace, where a signal without a handler is ignored: llama-server
+/// handles SIGTERM (it finishes the request in flight); a program that does
+/// not is killed at the end of the grace.
 async fn terminate(child: &mut ConfinedChild) {
     let _ = child.signal(libc::SIGTERM);
     if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
@@ -1077,7 +1101,14 @@ mod tests {
         std::fs::write(&f, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("not executable")));
+        // Runnable by its owner only: the unprivileged uid could not run it.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("chmod o+rx")));
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A temporary directory is 0700: its files are out of reach.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("chmod o+x")));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(check_program(Some(&f)).unwrap(), f);
     }
 

@@ -477,7 +477,9 @@ async fn a_lost_port_race_is_retried_on_another_port() {
     let fake = dir.path().join("llama-server");
     let script = format!(
         r#"#!/usr/bin/python3
-import http.server, socket, sys, time
+import http.server, signal, socket, sys, time
+# PID 1 of its PID namespace: SIGTERM needs a handler (llama-server has one).
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 port = int(sys.argv[sys.argv.index("--port") + 1])
 assert port != 8080
 def held():

@@ -13,8 +13,11 @@ It serves:
 - `POST /v1/chat/completions`: the next answer of a script, as an
   OpenAI-compatible chat completion.
 
-It takes no environment and no extra argument, so its control files sit next
-to the program itself (the harness copies this file into its temp dir):
+It takes no environment and no extra argument, so its control file sits next
+to the program itself (the harness copies this file into its temp dir), and
+its reports go to its private `/tmp` when it runs confined (its own
+directory is read-only there, and it runs as uid 65534); the harness, root,
+reads them through `/proc/<pid>/root/tmp`:
 
 - `script.json` (written by the harness, atomically, before each step):
   `{"generation": "<id>", "answers": [{"content": "...", "delay_ms": 0,
@@ -36,6 +39,7 @@ to the program itself (the harness copies this file into its temp dir):
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -43,9 +47,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "script.json")
-REQUESTS = os.path.join(HERE, "requests.jsonl")
-ANSWERS = os.path.join(HERE, "answers.jsonl")
-STARTED = os.path.join(HERE, "started.json")
+OUT = HERE if os.access(HERE, os.W_OK) else "/tmp"
+REQUESTS = os.path.join(OUT, "requests.jsonl")
+ANSWERS = os.path.join(OUT, "answers.jsonl")
+STARTED = os.path.join(OUT, "started.json")
 MAX_BODY = 2 * 1024 * 1024
 MAX_DELAY_MS = 60_000
 INVESTIGATION = re.compile(r"Enquête : (investigation:[0-9a-f-]{36})")
@@ -193,6 +198,10 @@ def main(argv):
     server.daemon_threads = True
     sys.stderr.write(f"fake-llama-server: listening on {host}:{server.server_address[1]}, control dir {HERE}\n")
     sys.stderr.flush()
+    # PID 1 of its own PID namespace when confined: a signal without a
+    # handler is ignored there, so SIGTERM (the governor's stop) gets one,
+    # as llama-server has.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server.serve_forever()
     except KeyboardInterrupt:

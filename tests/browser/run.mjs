@@ -1128,12 +1128,15 @@ function tinyGguf() {
   return { bytes, sha256: crypto.createHash('sha256').update(bytes).digest('hex') };
 }
 
-// The fake's control files, beside its copy (it gets no environment).
+// The fake's control files: its script beside its copy (it gets no
+// environment); its reports in its private /tmp, read through
+// /proc/<pid>/root once the governor started it confined (`out`).
 function fakeControl(dir) {
+  let out = dir;
   const readJsonl = (file) => {
     let text = '';
     try {
-      text = fs.readFileSync(path.join(dir, file), 'utf8');
+      text = fs.readFileSync(path.join(out, file), 'utf8');
     } catch {
       return [];
     }
@@ -1142,6 +1145,11 @@ function fakeControl(dir) {
   let n = 0;
   return {
     dir,
+    // Where its reports are: /proc/<pid>/root/tmp of the running fake.
+    reportsIn(pid) {
+      out = `/proc/${pid}/root/tmp`;
+    },
+    started: () => JSON.parse(fs.readFileSync(path.join(out, 'started.json'), 'utf8')),
     // Writes a new script (a new generation, consumed from its first answer);
     // returns the generation.
     script(name, answers) {
@@ -1328,7 +1336,9 @@ async function setupLocal() {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-fake-'));
   tempDirs.push(work);
   const fakeDir = path.join(work, 'fake');
-  fs.mkdirSync(fakeDir, { mode: 0o700 });
+  // Bound into the fake's root as it is: searchable by its uid (65534).
+  fs.mkdirSync(fakeDir, { mode: 0o755 });
+  fs.chmodSync(fakeDir, 0o755);
   const program = path.join(fakeDir, 'llama-server');
   fs.copyFileSync(FAKE_SERVER, program);
   fs.chmodSync(program, 0o755);
@@ -1350,9 +1360,14 @@ async function setupLocal() {
   });
   const started = await modelStart(server, ggufPath, gguf.sha256);
   console.log(`# ${started.split('\n')[0]}`);
+  const status = await runLabfy(['model', 'status', '--json', '--runtime-dir', server.runtimeDir], 10_000);
+  assert(status.code === 0, `labfy model status: ${status.out}`);
+  const pid = JSON.parse(status.out).pid;
+  assert(Number.isInteger(pid), `no model pid in ${status.out}`);
+  fake.reportsIn(pid);
   // The governor ran the fake as llama-server: its arguments, and the model
   // file it checked handed over as fd 3.
-  const launched = JSON.parse(fs.readFileSync(path.join(fakeDir, 'started.json'), 'utf8'));
+  const launched = fake.started();
   const argv = launched.argv.join(' ');
   assert(argv.startsWith(`-m /proc/self/fd/3 --host 127.0.0.1 --port ${modelPort} -c 512 `) && launched.argv.includes('--no-webui'),
     `the fake was started with: ${argv}`);
