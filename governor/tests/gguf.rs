@@ -232,3 +232,22 @@ impl std::fmt::Debug for HeaderSummary<'_> {
             .finish()
     }
 }
+
+/// The in-memory reader (the fuzz target's) agrees with the file reader, and
+/// refuses a header cut short.
+#[test]
+fn a_header_in_memory_reads_as_the_file_does() {
+    let built = model(&ModelShape::tiny());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    let len = built.write_sparse(&path).unwrap();
+    let from_file = read_header(&path).unwrap();
+    let header = built.header_bytes();
+    let from_bytes = gguf::header_from_bytes(&header, len).unwrap();
+    assert_eq!(from_bytes.architecture, from_file.architecture);
+    assert_eq!(from_bytes.tensors.len(), from_file.tensors.len());
+    assert_eq!(from_bytes.tensor_data_offset, from_file.tensor_data_offset);
+    assert_eq!(from_bytes.file_size, len);
+    let cut = gguf::header_from_bytes(&header[..header.len() / 2], len).unwrap_err();
+    assert!(!cut.to_string().is_empty());
+}

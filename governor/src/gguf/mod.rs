@@ -230,6 +230,13 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
     Ok(header)
 }
 
+/// The same reading and checks as [`read_header`], on a header held in
+/// memory: the first bytes of a file that is `file_size` bytes long (the
+/// fuzz target `gguf_header` and tests; the governor itself reads files).
+pub fn header_from_bytes(bytes: &[u8], file_size: u64) -> Result<GgufHeader, GgufError> {
+    assemble(parse::parse_bytes(bytes, file_size)?)
+}
+
 /// Architectures whose sliding-window layers llama.cpp lays out by a
 /// period when the file has no `<arch>.attention.sliding_window_pattern`:
 /// (architecture, period, dense layer first). From each model's

@@ -158,6 +158,15 @@ pub(super) fn parse(path: &Path) -> Result<Parsed, GgufError> {
     })
 }
 
+/// Reads and checks a header held in memory, the start of a file of
+/// `file_size` bytes (at least `bytes.len()`): what [`parse`] does, without
+/// a file (fuzzing, tests). Reading past `bytes` is an I/O error.
+pub(super) fn parse_bytes(bytes: &[u8], file_size: u64) -> Result<Parsed, GgufError> {
+    let size = file_size.max(bytes.len() as u64);
+    let mut r = Reader { inner: BufReader::with_capacity(READ_BUFFER_BYTES, io::Cursor::new(bytes)), pos: 0, size };
+    r.parse()
+}
+
 /// A position-tracking reader over the file, checking every read against
 /// the file's size and the header budget.
 struct Reader<R> {
