@@ -108,21 +108,11 @@ pub fn reserved_range(ip: Ipv4Addr) -> Option<&'static str> {
     }
 }
 
-/// Whether `host` (lower case) is inside a scope: a pattern `*.example.org`
-/// covers sub-domains of `example.org` (not `example.org` itself); any other
-/// pattern covers exactly that host. An IPv4 literal is covered only by the
-/// same literal. The same semantics as the gateway's check
-/// (`labfy-gateway`, `grant_refusal`), written once here for egress.
-pub fn host_in_scope(host: &str, patterns: &[String]) -> bool {
-    let is_ip = host.parse::<Ipv4Addr>().is_ok();
-    patterns.iter().any(|p| match p.strip_prefix("*.") {
-        Some(base) if !is_ip && !base.is_empty() => {
-            host.len() > base.len() + 1 && host.ends_with(base) && host[..host.len() - base.len()].ends_with('.')
-        }
-        Some(_) => false,
-        None => p == host,
-    })
-}
+/// Whether `host` (lower case) is inside a scope of host patterns: the
+/// store's rule, the one the gateway applies too (`*.example.org` covers the
+/// sub-domains of `example.org`, not itself; any other pattern covers
+/// exactly that host; a wildcard never covers an address).
+pub use labfy_store::host_in_scope;
 
 /// Why `target` may not be reached under a scope, or `None` when it may.
 pub fn scope_refusal(target: &Target, patterns: &[String], grant: &str) -> Option<String> {

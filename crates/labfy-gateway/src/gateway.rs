@@ -555,22 +555,21 @@ impl AgentGateway {
         if !labfy_store::grant_is_active(&stored, chrono::Utc::now()) {
             return Some(format!("{grant} is revoked or expired; a human must grant a new research request"));
         }
-        // A URL whose host cannot be checked (credentials, another scheme, no
-        // host) is outside every scope; it must not pass as "no refusal".
-        let Some(host) = url_host(url) else {
-            return Some(format!("`{}` has no http(s) host that {grant} could cover", truncate_chars(url, 64)));
-        };
         let hosts: Vec<String> = stored
             .scope
             .get("hosts")
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
-        let inside = hosts.iter().any(|p| match p.strip_prefix("*.") {
-            Some(base) => host.ends_with(&format!(".{base}")),
-            None => *p == host,
-        });
-        (!inside).then(|| format!("host `{}` is outside the scope of {grant}", truncate_chars(&host, 64)))
+        // The one URL rule of a grant (WHATWG parsing, then the scope),
+        // `labfy-store`'s, which egress's ledger also applies: a URL whose
+        // host cannot be checked (credentials, another scheme, no host) is
+        // outside every scope.
+        match labfy_store::check_campaign_url(url, &hosts) {
+            Ok(_) => None,
+            Err(labfy_store::StoreError::Invalid(why)) => Some(format!("{grant} does not cover it: {why}")),
+            Err(e) => Some(format!("{grant} does not cover it: {e}")),
+        }
     }
 
     fn serve(
@@ -680,16 +679,6 @@ fn serialized_len(value: &impl serde::Serialize) -> usize {
 }
 
 /// The host of an `http(s)` URL, lower-cased, or `None` when it has none.
-fn url_host(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    if authority.contains('@') {
-        return None;
-    }
-    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
 fn check_envelope(req: &CallRequest) -> Result<(), GatewayError> {
     let key = &req.idempotency_key;
     if key.trim().is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {
@@ -719,18 +708,4 @@ fn intent_of(req: &CallRequest) -> [u8; 32] {
         "context": req.context, "object_refs": req.object_refs,
     });
     Sha256::digest(canonical_json(&v).as_bytes()).into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::url_host;
-
-    #[test]
-    fn url_host_takes_the_authority_only() {
-        assert_eq!(url_host("https://Example.org/a?b#c").as_deref(), Some("example.org"));
-        assert_eq!(url_host("http://example.org:8443/x").as_deref(), Some("example.org"));
-        assert_eq!(url_host("https://user@example.org/"), None);
-        assert_eq!(url_host("ftp://example.org/"), None);
-        assert_eq!(url_host("https:///path"), None);
-    }
 }

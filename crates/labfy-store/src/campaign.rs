@@ -248,13 +248,20 @@ fn sanitize_line(s: &str, max: usize) -> String {
 /// dotted IPv4, bracketed IPv6) is inside a scope of host patterns
 /// ([`crate::check_host_pattern`]): `*.x.org` covers the sub-domains of
 /// `x.org`, not `x.org`; any other pattern, an IPv4 literal included, covers
-/// exactly itself. IPv6 hosts are inside no scope.
+/// exactly itself (a wildcard never covers an address). IPv6 hosts are
+/// inside no scope. The one copy of the rule: the gateway (through
+/// [`check_campaign_url`]) and egress's ledger apply it too.
 pub fn host_in_scope(host: &str, scope_hosts: &[String]) -> bool {
     if host.is_empty() || host.starts_with('[') {
         return false;
     }
+    let address = host.parse::<std::net::Ipv4Addr>().is_ok();
     scope_hosts.iter().any(|p| match p.strip_prefix("*.") {
-        Some(base) => host.strip_suffix(base).and_then(|rest| rest.strip_suffix('.')).is_some_and(|l| !l.is_empty()),
+        Some(base) => {
+            !address
+                && !base.is_empty()
+                && host.strip_suffix(base).and_then(|rest| rest.strip_suffix('.')).is_some_and(|l| !l.is_empty())
+        }
         None => p == host,
     })
 }
