@@ -339,6 +339,22 @@ async function scenarioOpenUi({ page, context, base }) {
   assert((await textOf(page, tid('search-submit'))).trim() === 'Rechercher', 'search button is not French');
   assert((await textOf(page, tid('nav-overview'))).trim() === 'Vue d’ensemble', 'overview link is not French');
 
+  // The Tor badge speaks French too (SPEC U4): arti's English phase is
+  // translated; its error is named in French, whole in the tooltip. (The
+  // harness's arti configuration names a network that does not exist, so
+  // egress stays bootstrapping.)
+  await page.waitForSelector(`${tid('egress-status')}[data-state="bootstrapping"]`, { timeout: STEP_TIMEOUT_MS });
+  const tor = (await textOf(page, tid('egress-status'))).trim();
+  assert(tor.startsWith('Tor : amorçage'), `Tor badge: ${tor}`);
+  assert(!/connecting|directory|fetching|handshaking|bootstrap|Client/.test(tor), `English in the French Tor badge: ${tor}`);
+  // The processes' states are French; their own English words are behind
+  // a toggle; egress says it is running but not ready.
+  await page.waitForSelector(`${tid('process-list')}`, { timeout: STEP_TIMEOUT_MS });
+  const states = await page.$$eval('[data-testid="process-state"]', (els) => els.map((e) => e.textContent));
+  assert(states.length === 3 && states.every((x) => x === 'en service'), `process states: ${states.join(', ')}`);
+  assert(await page.locator(`${tid('process')}[data-role="egress"] ${tid('process-not-ready')}`).count() === 1, 'egress is not said to be not ready');
+  assert(await page.$$eval('[data-testid="process-detail"]', (els) => els.every((e) => e.tagName === 'DETAILS' && !e.open)), 'process details shown open in French');
+
   const cookies = await context.cookies(base);
   const session = cookies.find((c) => c.name === 'labfy_session');
   assert(session, `no labfy_session cookie (cookies: ${cookies.map((c) => c.name).join(', ') || 'none'})`);

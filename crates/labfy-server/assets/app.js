@@ -80,6 +80,15 @@ const I18N = {
     role_egress: 'egress (Tor)',
     processes_none: 'Non supervisé : {detail}',
     restarts: '{n} redémarrage(s)',
+    proc_state_starting: 'démarrage',
+    proc_state_healthy: 'en service',
+    proc_state_unhealthy: 'sans réponse',
+    proc_state_restarting: 'redémarrage',
+    proc_state_failed: 'abandonné',
+    proc_state_stopping: 'arrêt en cours',
+    proc_state_stopped: 'arrêté',
+    proc_not_ready: 'pas prêt',
+    proc_detail: 'Détail du processus (tel qu’il l’écrit, en anglais)',
     section_note: 'Ajouter une note',
     in_evidence_one: 'citée dans {n} pièce',
     in_evidence_other: 'citée dans {n} pièces',
@@ -274,6 +283,8 @@ const I18N = {
     egress_ready: 'Tor : prêt',
     egress_bootstrap: 'Tor : amorçage {p} % — {phase}',
     egress_last_error: 'dernière erreur : {error}',
+    egress_error_reported: 'erreur signalée (détail au survol)',
+    egress_arti_error: 'Dernière erreur du client Tor (arti, en anglais) : {error}',
     egress_unavailable: 'Tor : indisponible — {reason}',
     egress_poll_error: 'Tor : état inconnu — {message}',
     egress_title: 'Le seul réseau du poste passe par Tor (processus egress). En cours : {n} · récupérées {fetched}, refusées {refused}, indisponibles {unavailable}, en échec {failed}, arrêtées {stopped}.',
@@ -492,6 +503,15 @@ const I18N = {
     role_egress: 'egress (Tor)',
     processes_none: 'Not supervised: {detail}',
     restarts: '{n} restart(s)',
+    proc_state_starting: 'starting',
+    proc_state_healthy: 'running',
+    proc_state_unhealthy: 'not answering',
+    proc_state_restarting: 'restarting',
+    proc_state_failed: 'given up',
+    proc_state_stopping: 'stopping',
+    proc_state_stopped: 'stopped',
+    proc_not_ready: 'not ready',
+    proc_detail: 'Process detail',
     section_note: 'Add a note',
     in_evidence_one: 'in {n} evidence item',
     in_evidence_other: 'in {n} evidence items',
@@ -675,6 +695,8 @@ const I18N = {
     egress_ready: 'Tor: ready',
     egress_bootstrap: 'Tor: bootstrapping {p} % — {phase}',
     egress_last_error: 'last error: {error}',
+    egress_error_reported: 'error reported (details on hover)',
+    egress_arti_error: 'Last error of the Tor client (arti): {error}',
     egress_unavailable: 'Tor: unavailable — {reason}',
     egress_poll_error: 'Tor: state unknown — {message}',
     egress_title: 'This workstation’s only network goes through Tor (the egress process). In flight: {n} · fetched {fetched}, refused {refused}, unavailable {unavailable}, failed {failed}, stopped {stopped}.',
@@ -1419,11 +1441,19 @@ function renderProcesses(st) {
     ...st.processes.map((p) => {
       const role = String(p.role ?? '');
       const state = String(p.state ?? '');
+      const detail = String(p.detail ?? '');
+      // The supervisor's state in the chosen language; the process's own
+      // words (English, from its code or its libraries) behind a toggle in
+      // French (SPEC U4, U6: "running" and "not ready" are both said).
+      const notReady = detail.startsWith('not ready');
       return h('li', { class: 'process', testid: 'process', dataset: { role, state } },
         h('strong', { text: hasLabel(`role_${role}`) ? t(`role_${role}`) : role }), ' ',
-        h('span', { class: `badge badge-state-${cssToken(state)}`, text: state }), ' ',
+        h('span', { class: `badge badge-state-${cssToken(state)}`, testid: 'process-state', text: hasLabel(`proc_state_${state}`) ? t(`proc_state_${state}`) : state }), ' ',
+        notReady ? h('span', { class: 'badge badge-state-unhealthy', testid: 'process-not-ready', text: t('proc_not_ready') }) : null, notReady ? ' ' : null,
         h('span', { class: 'muted small', text: t('restarts', { n: String(p.restarts ?? 0) }) }),
-        p.detail ? h('p', { class: 'muted small', text: String(p.detail) }) : null);
+        !detail ? null
+          : lang === 'fr' ? h('details', { class: 'muted small', testid: 'process-detail' }, h('summary', { text: t('proc_detail') }), h('p', { text: detail }))
+            : h('p', { class: 'muted small', testid: 'process-detail', text: detail }));
     }));
 }
 
@@ -3751,6 +3781,30 @@ function resBoot() {
 }
 
 // ---------------------------------------------------------------------------
+// arti's bootstrap phase (`BootstrapStatus`, English: `15%: connecting
+// successfully; directory is fetching a consensus`) in the chosen language
+// (SPEC U4): the percentage it repeats goes, each known fragment is
+// translated, an unknown one stays as arti wrote it.
+const TOR_PHASES_FR = [
+  [/^handshaking with Tor relays$/, 'négociation avec les relais Tor'],
+  [/^connecting successfully$/, 'connexion établie'],
+  [/^connecting to the internet$/, 'connexion à Internet'],
+  [/^not connected to the internet$/, 'pas de connexion à Internet'],
+  [/^directory is fetching a consensus$/, 'l’annuaire télécharge un consensus'],
+  [/^directory is fetching authority certificates \((\d+)\/(\d+)\)$/, 'l’annuaire télécharge les certificats des autorités ($1/$2)'],
+  [/^directory is fetching microdescriptors \((\d+)\/(\d+)\)$/, 'l’annuaire télécharge les microdescripteurs ($1/$2)'],
+  [/^directory is usable$/, 'l’annuaire est utilisable'],
+];
+
+function torPhase(phase) {
+  const raw = String(phase ?? '').replace(/^\d+%:\s*/, '');
+  if (lang !== 'fr') return raw;
+  return raw.split(/;\s*/).map((part) => {
+    const hit = TOR_PHASES_FR.find(([re]) => re.test(part));
+    return hit ? part.replace(hit[0], hit[1]) : part;
+  }).join(' ; ');
+}
+
 // Tor status line (SPEC E1): egress's bootstrap progress and phase, in the
 // header, from GET /api/v1/egress — polled while the page is visible, more
 // often while Tor is not ready. Egress's phase, errors and reasons are text.
@@ -3826,8 +3880,13 @@ function renderEgress() {
       text = t('egress_ready');
     } else {
       st = 'bootstrapping';
-      text = t('egress_bootstrap', { p: fmtNumber(Math.min(100, countOf(e.bootstrap_percent))), phase: String(e.phase ?? '') });
-      if (e.last_error) text = `${text} · ${t('egress_last_error', { error: String(e.last_error) })}`;
+      text = t('egress_bootstrap', { p: fmtNumber(Math.min(100, countOf(e.bootstrap_percent))), phase: torPhase(e.phase) });
+      // arti's error is its own English text: named in the badge, shown
+      // whole in its tooltip (SPEC U4).
+      if (e.last_error) {
+        text = `${text} · ${t('egress_error_reported')}`;
+        title = `${title}\n${t('egress_arti_error', { error: String(e.last_error) })}`;
+      }
     }
   }
   el.textContent = text;
