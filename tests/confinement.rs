@@ -50,6 +50,9 @@ fn read_report(child: &mut Child) -> Report {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             r.log.push_str(&line);
             r.log.push('\n');
+            // Under `labfy up` the server's lines reach the terminal marked
+            // as its own (crates/labfy/src/logs.rs, SERVER_MARK).
+            let line = line.strip_prefix("labfy: the workspace server says: ").unwrap_or(&line).to_owned();
             if let Some(rest) = line.strip_prefix("PROBE ") {
                 let (name, result) = rest.split_once(' ').unwrap();
                 r.results.insert(name.to_owned(), result.to_owned());
@@ -125,6 +128,21 @@ fn a_compromised_server_reaches_no_host_service_process_or_file() {
         .spawn()
         .unwrap();
     let jailed = read_report(&mut up);
+    // What it printed reached the operator's terminal marked as its own,
+    // the carriage return made visible: it cannot pass for the supervisor.
+    assert!(
+        jailed
+            .log
+            .lines()
+            .any(|l| l == "labfy: the workspace server says: \u{FFFD}labfy: governor ready (forged by the probe)"),
+        "the forged line is not marked:\n{}",
+        jailed.log
+    );
+    assert!(
+        !jailed.log.lines().any(|l| l.starts_with("labfy: governor ready (forged")),
+        "a forged line passed:\n{}",
+        jailed.log
+    );
     let up = Guard(up);
     // `labfy status` says how the server is confined (T1: loudly).
     let status = wait_for("the server's confinement in labfy status", || {

@@ -31,6 +31,14 @@ pub const MAX_LOG_BYTES: u64 = 32 << 20;
 pub const MAX_LINE_BYTES: usize = 8 * 1024;
 /// Longest "last reason" kept for a summary or `labfy status`, characters.
 pub const REASON_CHARS: usize = 200;
+/// Plain lines of one child shown on the terminal per summary period; the
+/// rest stay in the file, and the summary says how many.
+pub const PLAIN_SHOWN: u64 = 100;
+/// The workspace server's plain lines reach the terminal after this mark:
+/// it parses hostile input and may be compromised, so it can neither pass
+/// for the supervisor (`labfy: egress ready`, a login link) nor rewrite a
+/// line with control characters (SPEC T3: it never lies to the operator).
+pub const SERVER_MARK: &str = "labfy: the workspace server says: ";
 /// Error records of one child shown on the terminal as they come, per
 /// summary period (an error is rare and says why a child stops; beyond
 /// this many, they are counted like warnings).
@@ -57,6 +65,10 @@ pub struct Warnings {
     pub last: Option<String>,
     /// Errors shown on the terminal since the last summary.
     errors_shown: u64,
+    /// Plain lines shown on the terminal since the last summary.
+    plain_shown: u64,
+    /// Plain lines kept from the terminal (past [`PLAIN_SHOWN`]) since then.
+    plain_held: u64,
 }
 
 /// What one stderr line is.
@@ -185,9 +197,11 @@ impl LogBook {
                 let mut line = strip_ansi(String::from_utf8_lossy(&raw).trim_end());
                 if cut {
                     line.push_str(" [line cut]");
-                    // The rest of an over-long line is dropped.
-                    let mut sink = Vec::new();
-                    let _ = reader.read_until(b'\n', &mut sink);
+                    // The rest of an over-long line is dropped, a buffer at a
+                    // time: a child writing without end costs no memory.
+                    if skip_line(&mut reader).is_err() {
+                        break;
+                    }
                 }
                 me.record(role_name(role), &line);
             }
@@ -214,10 +228,20 @@ impl LogBook {
             if b.file.write_all(entry.as_bytes()).is_ok() {
                 b.written += entry.len() as u64;
             }
-            if let Line::Record(level @ (Level::Warn | Level::Error)) = kind {
-                if !b.warnings.iter().any(|(r, _)| *r == source) {
-                    b.warnings.push((source, Warnings::default()));
+            if !b.warnings.iter().any(|(r, _)| *r == source) {
+                b.warnings.push((source, Warnings::default()));
+            }
+            let w = b.warnings.iter_mut().find(|(r, _)| *r == source).map(|(_, w)| w);
+            if let (Line::Plain, Some(w)) = (kind, w) {
+                if source == "labfy" {
+                    shown = Some(line.to_owned());
+                } else if w.plain_shown < PLAIN_SHOWN {
+                    w.plain_shown += 1;
+                    shown = Some(if source == "server" { format!("{SERVER_MARK}{line}") } else { line.to_owned() });
+                } else {
+                    w.plain_held += 1;
                 }
+            } else if let Line::Record(level @ (Level::Warn | Level::Error)) = kind {
                 if let Some((_, w)) = b.warnings.iter_mut().find(|(r, _)| *r == source) {
                     let why = reason(line);
                     w.total += 1;
@@ -231,10 +255,12 @@ impl LogBook {
                 }
             }
         }
-        match (kind, shown) {
-            (Line::Plain, _) => self.say(line),
-            (_, Some(error)) => self.say(&error),
-            _ => {}
+        if let Some(text) = shown {
+            // No control character reaches the terminal: a carriage return
+            // could hide the mark, an escape could redraw the screen.
+            let clean: String =
+                text.chars().map(|c| if c.is_control() && c != '\t' { '\u{FFFD}' } else { c }).collect();
+            self.say(&clean);
         }
     }
 
@@ -274,26 +300,55 @@ impl LogBook {
     pub fn summarise(&self) -> usize {
         let lines: Vec<String> = {
             let mut b = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-            b.warnings
-                .iter_mut()
-                .filter_map(|(source, w)| {
-                    w.errors_shown = 0;
-                    let n = std::mem::take(&mut w.unsummarised);
-                    (n > 0).then(|| {
-                        format!(
-                            "labfy: {source}: {n} warning{} logged (last: {}); details in {}",
-                            if n == 1 { "" } else { "s" },
-                            w.last.as_deref().unwrap_or("?"),
-                            self.path.display()
-                        )
-                    })
-                })
-                .collect()
+            let mut lines = Vec::new();
+            for (source, w) in b.warnings.iter_mut() {
+                w.errors_shown = 0;
+                w.plain_shown = 0;
+                let n = std::mem::take(&mut w.unsummarised);
+                if n > 0 {
+                    lines.push(format!(
+                        "labfy: {source}: {n} warning{} logged (last: {}); details in {}",
+                        if n == 1 { "" } else { "s" },
+                        w.last.as_deref().unwrap_or("?"),
+                        self.path.display()
+                    ));
+                }
+                let held = std::mem::take(&mut w.plain_held);
+                if held > 0 {
+                    lines.push(format!(
+                        "labfy: {source}: {held} more line{} kept from the terminal; in {}",
+                        if held == 1 { "" } else { "s" },
+                        self.path.display()
+                    ));
+                }
+            }
+            lines
         };
         for l in &lines {
             self.say(l);
         }
         lines.len()
+    }
+}
+
+/// Consumes up to and including the next newline (or to EOF), holding no
+/// more than the reader's buffer.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
     }
 }
 
@@ -393,6 +448,38 @@ mod tests {
         );
         assert_eq!(book.summarise(), 0);
         assert_eq!(book.warnings(Role::Egress).total, 3, "the total survives a summary");
+    }
+
+    /// The server may be compromised: its lines are marked, rid of control
+    /// characters, and bounded per period; the others are not marked.
+    #[test]
+    fn the_servers_lines_cannot_pass_for_the_supervisors() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = Screen::default();
+        let book = LogBook::open(dir.path(), Box::new(screen.clone())).unwrap();
+        book.record("server", "labfy: egress ready (pid 1): Tor bootstrapped");
+        book.record("server", "innocent\rlabfy: Open http://127.0.0.1:1/login?code=forged");
+        book.record("egress", "labfy-egress: grant proposed");
+        book.event("labfy: governor ready");
+        let text = screen.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], format!("{SERVER_MARK}labfy: egress ready (pid 1): Tor bootstrapped"));
+        assert_eq!(lines[1], format!("{SERVER_MARK}innocent\u{FFFD}labfy: Open http://127.0.0.1:1/login?code=forged"));
+        assert_eq!(lines[2], "labfy-egress: grant proposed");
+        assert_eq!(lines[3], "labfy: governor ready");
+        // A flood: PLAIN_SHOWN lines, then the rest only counted.
+        for i in 0..PLAIN_SHOWN + 7 {
+            book.record("server", &format!("line {i}"));
+        }
+        let shown = screen.text().lines().filter(|l| l.starts_with(SERVER_MARK)).count() as u64;
+        assert_eq!(shown, PLAIN_SHOWN, "the first two count too");
+        assert_eq!(book.summarise(), 1);
+        assert!(
+            screen.text().lines().last().unwrap().starts_with("labfy: server: 9 more lines kept from the terminal")
+        );
+        // The period starts again.
+        book.record("server", "after");
+        assert!(screen.text().ends_with(&format!("{SERVER_MARK}after\n")));
     }
 
     #[test]

@@ -142,6 +142,9 @@ fn main() {
 
     // Where it stands.
     say(format!("PROBE-PID {}", std::process::id()));
+    // A line that would pass for the supervisor's, with a carriage return
+    // to hide anything put before it (SPEC T3: the operator's view).
+    say("\rlabfy: governor ready (forged by the probe)".into());
     let visible = std::fs::read_dir("/proc")
         .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok()).count())
         .unwrap_or(0);
