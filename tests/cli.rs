@@ -357,3 +357,40 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_ne!(v["workspace_id"], real);
 }
+
+/// SPEC C4: `labfy extract` scans a workspace's evidence, once; a second run
+/// finds nothing to do; a reference of the wrong kind is a usage error.
+#[test]
+fn extract_fills_the_graph_once_and_refuses_what_is_not_a_case() {
+    let dir = TempDir::new().unwrap();
+    let o = run(&["specimen", "--size", "300"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ws = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    let o = run(&["extract", &ws], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stderr(&o);
+    assert!(said.contains("300 evidence items scanned"), "{said}");
+    assert!(String::from_utf8(o.stdout).unwrap().trim().starts_with("job:"));
+    let conn = rusqlite::Connection::open(dir.path().join("labfy.sqlite3")).unwrap();
+    let mentions: i64 = conn.query_row("SELECT count(*) FROM mentions", [], |r| r.get(0)).unwrap();
+    assert!(mentions > 300, "SPECIMEN pages name addresses and domains: {mentions}");
+    // The listing names the investigation; a second run over it scans nothing.
+    let o = run(&["workspace", "list"], dir.path());
+    let list = String::from_utf8(o.stdout).unwrap();
+    let inv = list.lines().nth(1).unwrap().trim().split('\t').next().unwrap().to_owned();
+    assert!(inv.starts_with("investigation:") && list.contains("300 evidence items"), "{list}");
+    let o = run(&["extract", &inv], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(": 0 evidence items scanned"), "{}", stderr(&o));
+    let again: i64 = conn.query_row("SELECT count(*) FROM mentions", [], |r| r.get(0)).unwrap();
+    assert_eq!(again, mentions);
+    for (target, said) in [
+        ("evidence:1b4e28ba-2fa1-11d2-883f-0016d3cca427", "expected an `investigation:` or `workspace:`"),
+        ("investigation:1b4e28ba-2fa1-11d2-883f-0016d3cca427", "not found"),
+        ("nonsense", "nonsense"),
+    ] {
+        let o = run(&["extract", target], dir.path());
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(said), "{target}: {}", stderr(&o));
+    }
+}

@@ -93,6 +93,15 @@ const I18N = {
     in_evidence_one: 'citée dans {n} pièce',
     in_evidence_other: 'citée dans {n} pièces',
     job_progress: 'Avancement',
+    job_kind_extraction: 'Extraction des sélecteurs',
+    job_extraction_detail: '{scanned} pièces lues sur {to_scan} · {mentions} mentions · {entities} nouvelles entités',
+    extract_start: 'Extraire les sélecteurs',
+    extract_help: 'Domaines, URL, courriels, adresses IP, téléphones, IBAN, adresses Bitcoin et Ethereum, services onion, empreintes : trouvés dans le texte des pièces, chaque mention avec sa position.',
+    extract_started: 'Extraction lancée.',
+    extract_done: 'Extraction terminée : {mentions} mentions, {entities} nouvelles entités.',
+    extract_failed: 'L’extraction s’est arrêtée ; elle reprendra au prochain démarrage du serveur.',
+    detail_extractor: 'Extracteur',
+    detail_version: 'Version de l’extracteur',
     note_title: 'Titre',
     note_content: 'Contenu',
     note_submit: 'Enregistrer la note',
@@ -163,6 +172,14 @@ const I18N = {
     kind_email: 'courriel',
     kind_location: 'lieu',
     kind_phone: 'téléphone',
+    kind_url: 'URL',
+    kind_ipv4: 'adresse IPv4',
+    kind_ipv6: 'adresse IPv6',
+    kind_iban: 'IBAN',
+    kind_btc_address: 'adresse Bitcoin',
+    kind_eth_address: 'adresse Ethereum',
+    kind_onion: 'service onion',
+    kind_file_hash: 'empreinte de fichier',
     kind_evidence: 'pièce',
     kind_entity: 'entité',
     kind_investigation: 'enquête',
@@ -515,6 +532,15 @@ const I18N = {
     in_evidence_one: 'in {n} evidence item',
     in_evidence_other: 'in {n} evidence items',
     job_progress: 'Progress',
+    job_kind_extraction: 'Selector extraction',
+    job_extraction_detail: '{scanned} of {to_scan} evidence items read · {mentions} mentions · {entities} new entities',
+    extract_start: 'Extract selectors',
+    extract_help: 'Domains, URLs, e-mail and IP addresses, phone numbers, IBANs, Bitcoin and Ethereum addresses, onion services, hashes: found in the evidence text, each mention with its position.',
+    extract_started: 'Extraction started.',
+    extract_done: 'Extraction finished: {mentions} mentions, {entities} new entities.',
+    extract_failed: 'The extraction stopped; it resumes when the server next starts.',
+    detail_extractor: 'Extractor',
+    detail_version: 'Extractor version',
     note_title: 'Title',
     note_content: 'Content',
     note_submit: 'Save note',
@@ -585,6 +611,14 @@ const I18N = {
     kind_email: 'email',
     kind_location: 'location',
     kind_phone: 'phone',
+    kind_url: 'URL',
+    kind_ipv4: 'IPv4 address',
+    kind_ipv6: 'IPv6 address',
+    kind_iban: 'IBAN',
+    kind_btc_address: 'Bitcoin address',
+    kind_eth_address: 'Ethereum address',
+    kind_onion: 'onion service',
+    kind_file_hash: 'file hash',
     kind_evidence: 'evidence',
     kind_entity: 'entity',
     kind_investigation: 'investigation',
@@ -1506,7 +1540,7 @@ async function renderOverview() {
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
-          section('section_jobs', 'jobs-panel', renderJobs(data.jobs)),
+          section('section_jobs', 'jobs-panel', renderJobs(data.jobs), renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
           section('section_note', 'note-panel', renderNoteForm(inv))))));
 
@@ -1587,12 +1621,83 @@ function renderJobs(items) {
         ? h('progress', { max: p > 1 ? '100' : '1', value: String(Math.max(0, p)), title: t('job_progress') })
         : null;
       return h('li', { class: 'job', testid: 'job', dataset: { status: String(j.status ?? '') } },
-        h('span', { class: 'job-kind', text: j.kind ?? j.id }),
+        h('span', { class: 'job-kind', text: j.kind ? enumLabel('job_kind', j.kind) : j.id }),
         h('span', { class: `pill status-${cssToken(j.status)}`, text: enumLabel('status', j.status) }),
         bar,
-        j.detail ? h('span', { class: 'muted small job-detail', text: j.detail }) : null,
+        jobDetail(j) ? h('span', { class: 'muted small job-detail', testid: 'job-detail', text: jobDetail(j) }) : null,
         j.updated_at ? h('span', { class: 'muted small' }, timeEl(j.updated_at)) : null);
     }));
+}
+
+// A job's detail in the chosen language where its figures are known; the
+// stored one-line detail otherwise.
+function jobDetail(j) {
+  const st = j.stats || {};
+  if (j.kind === 'extraction' && Number.isFinite(Number(st.scanned))) {
+    return t('job_extraction_detail', {
+      scanned: fmtNumber(st.scanned), to_scan: fmtNumber(st.to_scan),
+      mentions: fmtNumber(st.mentions), entities: fmtNumber(st.entities_created),
+    });
+  }
+  return j.detail || '';
+}
+
+const EXTRACT_POLL_MS = 500;
+
+// Starts the extraction of the investigation's selectors (SPEC C4) and
+// follows its job until it ends; the overview then reloads with the graph it
+// filled. A job already running is followed the same way.
+function renderExtractForm(ctx, inv, jobs) {
+  const button = h('button', { type: 'button', testid: 'extract-start', text: t('extract_start') });
+  const status = h('p', { class: 'form-status', testid: 'extract-status', role: 'status', hidden: true });
+  const say = (text, kind) => {
+    status.textContent = text;
+    status.dataset.kind = kind;
+    status.hidden = !text;
+  };
+  const follow = async (job) => {
+    button.disabled = true;
+    let j = job;
+    while (ctx.live() && j.status === 'RUNNING') {
+      say(`${t('extract_started')} ${jobDetail(j)}`, 'info');
+      await new Promise((r) => setTimeout(r, EXTRACT_POLL_MS));
+      if (!ctx.live()) return;
+      try {
+        j = await api(`/api/v1/jobs/${seg(j.id)}`);
+      } catch (err) {
+        say(errorText(err), 'error');
+        button.disabled = false;
+        return;
+      }
+    }
+    if (!ctx.live()) return;
+    button.disabled = false;
+    if (j.status === 'SUCCEEDED') {
+      const st = j.stats || {};
+      setStatusAfterRoute(t('extract_done', { mentions: fmtNumber(st.mentions ?? 0), entities: fmtNumber(st.entities_created ?? 0) }), 'ok');
+      route();
+    } else {
+      say(t('extract_failed'), 'error');
+    }
+  };
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    say(t('extract_started'), 'info');
+    try {
+      const job = await api(`/api/v1/investigations/${seg(inv)}/extraction`, { method: 'POST', body: {} });
+      await follow(job);
+    } catch (err) {
+      say(errorText(err), 'error');
+      showError(err);
+      button.disabled = false;
+    }
+  });
+  const running = Array.isArray(jobs) ? jobs.find((j) => j.kind === 'extraction' && j.status === 'RUNNING') : null;
+  if (running) queueMicrotask(() => follow(running));
+  return h('div', { class: 'extract-form', testid: 'extract-form' },
+    h('p', { class: 'muted small', text: t('extract_help') }),
+    h('div', { class: 'form-actions' }, button),
+    status);
 }
 
 function renderNoteForm(inv) {

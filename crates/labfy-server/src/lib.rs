@@ -5,6 +5,7 @@ pub mod db;
 pub mod egress;
 pub mod error;
 pub mod extract;
+pub mod extraction;
 pub mod http;
 pub mod isolation;
 pub mod listener;

@@ -117,6 +117,12 @@ fn main() -> anyhow::Result<()> {
             Ok(n) => tracing::info!(campaigns = n, "unfinished campaigns resumed"),
             Err(e) => tracing::error!(error = %e, "cannot read the unfinished campaigns; none resumed"),
         }
+        // So do extraction jobs (C4), from their cursor.
+        match labfy_server::extraction::resume(state.db(), workspace).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(jobs = n, "unfinished extractions resumed"),
+            Err(e) => tracing::error!(error = %e, "cannot read the unfinished extractions; none resumed"),
+        }
         let asked = match &args.runtime_dir {
             Some(dir) => {
                 let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, control, || {

@@ -533,3 +533,40 @@ fn tokio_stream(
 ) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
+
+/// SPEC C4: the analyst starts an extraction; it runs in the background and
+/// is followed as a job; the graph and the overview then show what it found.
+#[tokio::test]
+async fn c4_extraction_runs_as_a_job_and_fills_the_graph() {
+    let f = fixture();
+    let (cookie, csrf) = login(&f).await;
+    let inv = &f.investigation;
+    let uri = format!("/api/v1/investigations/{inv}/extraction");
+    let a = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), json!({}))).await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text());
+    let job = a.json();
+    assert_eq!(job["kind"], "extraction");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let mut done = Value::Null;
+    for _ in 0..400 {
+        done = api(&f, &cookie, &format!("/api/v1/jobs/{id}")).await.json();
+        if done["status"] != "RUNNING" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(done["status"], "SUCCEEDED", "{done}");
+    assert_eq!(done["progress"], 1.0);
+    assert!(done["detail"].as_str().unwrap().starts_with("80/80 evidence items scanned"), "{done}");
+    let jobs = api(&f, &cookie, &format!("/api/v1/investigations/{inv}/jobs")).await.json();
+    assert_eq!(jobs["jobs"][0]["id"], id.as_str());
+    // Nothing left to scan: a second run ends at once and finds nothing new.
+    let again = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&csrf), json!({}))).await.json();
+    assert_ne!(again["id"], id.as_str());
+    // Another workspace's investigation is not found, and nothing starts.
+    let other = labfy_store::specimen::workspace_id_for_seed(5);
+    let invs = f.state.db().read(move |r| r.investigations(other)).await.unwrap();
+    let foreign = format!("/api/v1/investigations/{}/extraction", invs[0].id);
+    let a = send(&f.app, post_note(&foreign, &cookie, Some(ORIGIN), Some(&csrf), json!({}))).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+}

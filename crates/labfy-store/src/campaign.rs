@@ -815,6 +815,7 @@ pub(crate) fn record_fetch(
             insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &row.grant, page, &checked)?;
             index_evidence(&tx, inserted.seq, inserted.seq)?;
             bump_investigation(&tx, &row.investigation.to_string(), 1, relations)?;
+            crate::extraction::scan_new_evidence(&tx, &row.investigation.to_string(), &inserted.evidence, text, &now)?;
             let end = ItemEnd {
                 status: ItemStatus::Fetched,
                 reason: None,

@@ -1060,8 +1060,7 @@ fn a_version_2_database_migrates_to_version_3_with_its_campaigns() {
         }
     }
     let mut store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 3);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
     store.integrity_check().unwrap();
     let done_ref = ObjectRef::new(RefKind::Campaign, done);
     let pending_ref = ObjectRef::new(RefKind::Campaign, pending);

@@ -256,6 +256,7 @@ pub(crate) fn add_note(
     };
     let Inserted { evidence: ev, seq, .. } = insert_text_evidence(&tx, &text, actor, "note", &[])?;
     index_evidence(&tx, seq, seq)?;
+    crate::extraction::scan_new_evidence(&tx, &inv.id().to_string(), &ev, &note.content, text.at)?;
     // Exactly one evidence row and one provenance row were added above.
     tx.execute(
         "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1

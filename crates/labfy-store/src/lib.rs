@@ -4,6 +4,7 @@ mod campaign;
 mod commands;
 mod db;
 mod error;
+mod extraction;
 mod migrations;
 mod model;
 mod reads;
@@ -28,6 +29,7 @@ pub use commands::{
 };
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
+pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
 pub use reads::*;
@@ -86,6 +88,23 @@ impl Store {
     /// Stores an analyst's note as a new evidence item.
     pub fn add_note(&mut self, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
         commands::add_note(&mut self.conn, ws, inv, note, actor)
+    }
+
+    /// Starts an extraction job over an investigation (SPEC C4), or finds the
+    /// one already running (`false`); [`Store::extraction_step`] runs it.
+    pub fn start_extraction(&mut self, ws: Uuid, inv: &ObjectRef, actor: &str) -> Result<(ObjectRef, bool)> {
+        extraction::start(&mut self.conn, ws, inv, actor)
+    }
+
+    /// Scans the next `batch` evidence items of a running extraction job in
+    /// one transaction; `done` once the job has `SUCCEEDED`.
+    pub fn extraction_step(&mut self, ws: Uuid, job: &ObjectRef, batch: u32) -> Result<ExtractionStep> {
+        extraction::step(&mut self.conn, ws, job, batch)
+    }
+
+    /// Extraction jobs of a workspace left `RUNNING` (the server resumes them).
+    pub fn running_extractions(&self, ws: Uuid) -> Result<Vec<ObjectRef>> {
+        extraction::running(&self.conn, ws)
     }
 
     /// Persists a human grant.
@@ -210,6 +229,8 @@ impl ReadOnlyStore {
 
 #[cfg(test)]
 mod campaign_tests;
+#[cfg(test)]
+mod extraction_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -328,4 +328,65 @@ CREATE TABLE fetch_provenance (
 CREATE TRIGGER fetch_provenance_immutable BEFORE UPDATE ON fetch_provenance BEGIN
     SELECT RAISE(ABORT, 'fetch provenance is immutable');
 END;
+"#;
+
+/// Version 4: extraction fills the graph (SPEC C4). Entities gain the kinds of
+/// `labfy-extract` (SQLite cannot change a CHECK, so the table is rebuilt
+/// with the same rows); every mention keeps its offset, length, extractor and
+/// version; each evidence item records the extractor version it was scanned
+/// with, so a run is idempotent and a new version scans again; a relation
+/// names who made it.
+const V4: &str = r#"
+CREATE TABLE entities_v4 (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL CHECK (kind IN ('person', 'organisation', 'domain', 'email', 'location', 'phone',
+                                                   'url', 'ipv4', 'ipv6', 'iban', 'btc_address', 'eth_address',
+                                                   'onion', 'file_hash')),
+    name             TEXT NOT NULL,
+    attributes       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(attributes)),
+    mention_count    INTEGER NOT NULL DEFAULT 0,
+    created_at       TEXT NOT NULL
+);
+INSERT INTO entities_v4 (id, investigation_id, kind, name, attributes, mention_count, created_at)
+    SELECT id, investigation_id, kind, name, attributes, mention_count, created_at FROM entities;
+DROP TABLE entities;
+ALTER TABLE entities_v4 RENAME TO entities;
+CREATE INDEX entities_investigation ON entities(investigation_id, kind);
+CREATE INDEX entities_mentions ON entities(investigation_id, mention_count DESC);
+-- Extraction finds an entity by its normalised value.
+CREATE INDEX entities_name ON entities(investigation_id, kind, name);
+
+-- Who made a relation: NULL for those written before version 4 (SPECIMEN),
+-- `labfy-extract` for a mention found by the extractors, `analyst` by hand.
+-- Extraction removes only the relations it made.
+ALTER TABLE relations ADD COLUMN producer TEXT;
+
+-- Where an extractor found an entity in an evidence item: offset and length
+-- in characters of the stored text, the extractor and the set's version.
+CREATE TABLE mentions (
+    evidence_id TEXT NOT NULL REFERENCES evidence(id) ON DELETE CASCADE,
+    start       INTEGER NOT NULL CHECK (start >= 0),
+    length      INTEGER NOT NULL CHECK (length > 0),
+    entity_id   TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    extractor   TEXT NOT NULL,
+    version     INTEGER NOT NULL CHECK (version > 0),
+    PRIMARY KEY (evidence_id, start, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX mentions_entity ON mentions(entity_id);
+
+-- The extractor version each evidence item was last scanned with.
+CREATE TABLE extraction_state (
+    evidence_id  TEXT PRIMARY KEY REFERENCES evidence(id) ON DELETE CASCADE,
+    version      INTEGER NOT NULL CHECK (version > 0),
+    mentions     INTEGER NOT NULL CHECK (mentions >= 0),
+    dropped      INTEGER NOT NULL CHECK (dropped >= 0),
+    extracted_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- A job's figures and cursor, so it resumes where it stopped.
+ALTER TABLE jobs ADD COLUMN stats TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(stats));
+-- One extraction at a time per investigation.
+CREATE UNIQUE INDEX jobs_one_extraction ON jobs(investigation_id)
+    WHERE kind = 'extraction' AND status IN ('QUEUED', 'RUNNING');
 "#;

@@ -144,6 +144,9 @@ pub struct Job {
     pub updated_at: String,
     /// Short human-readable detail.
     pub detail: String,
+    /// Its figures, by kind (an extraction's: `ExtractionStats`); `{}` when
+    /// it has none.
+    pub stats: serde_json::Value,
 }
 
 /// The overview of one investigation.

@@ -268,16 +268,35 @@ impl<'c> Reads<'c> {
 
     fn jobs_of(&self, inv_id: &str, limit: u32) -> Result<Vec<Job>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, kind, status, progress, created_at, updated_at, detail FROM jobs
+            "SELECT id, kind, status, progress, created_at, updated_at, detail, stats FROM jobs
              WHERE investigation_id = ?1 ORDER BY created_at DESC, id LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![inv_id, limit], |r| {
-            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get::<_, String>(7)?,
+            ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, kind, status, progress, created_at, updated_at, detail) = row?;
-            out.push(Job { id: parse_ref(RefKind::Job, &id)?, kind, status, progress, created_at, updated_at, detail });
+            let (id, kind, status, progress, created_at, updated_at, detail, stats) = row?;
+            let stats = json_column("jobs.stats", &stats)?;
+            out.push(Job {
+                id: parse_ref(RefKind::Job, &id)?,
+                kind,
+                status,
+                progress,
+                created_at,
+                updated_at,
+                detail,
+                stats,
+            });
         }
         Ok(out)
     }
@@ -621,13 +640,15 @@ impl<'c> Reads<'c> {
     pub fn job(&self, ws: Uuid, job: &ObjectRef) -> Result<Job> {
         self.require_kind(job, RefKind::Job)?;
         self.require_in_workspace(ws, job)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT kind, status, progress, created_at, updated_at, detail FROM jobs WHERE id = ?1")?;
-        let (kind, status, progress, created_at, updated_at, detail) = stmt.query_row([job.id().to_string()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })?;
-        Ok(Job { id: *job, kind, status, progress, created_at, updated_at, detail })
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT kind, status, progress, created_at, updated_at, detail, stats FROM jobs WHERE id = ?1",
+        )?;
+        let (kind, status, progress, created_at, updated_at, detail, stats): (_, _, _, _, _, _, String) = stmt
+            .query_row([job.id().to_string()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+            })?;
+        let stats = json_column("jobs.stats", &stats)?;
+        Ok(Job { id: *job, kind, status, progress, created_at, updated_at, detail, stats })
     }
 
     /// A grant (for the egress re-check and the UI).
@@ -684,4 +705,10 @@ impl<'c> Reads<'c> {
         }
         Ok(out)
     }
+}
+
+/// A JSON column as a value; the schema's `json_valid` checks make a failure
+/// a damaged file.
+fn json_column(name: &str, text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| StoreError::Damaged(format!("{name} is not JSON: {e}")))
 }

@@ -9,7 +9,7 @@ use crate::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use crate::*;
 
 /// Fails unless every derived figure equals a fresh count of its source rows.
-fn assert_derived_consistent(conn: &Connection) {
+pub(crate) fn assert_derived_consistent(conn: &Connection) {
     let wrong_mentions: i64 = conn
         .query_row(
             "SELECT count(*) FROM entities n WHERE mention_count <>
@@ -32,7 +32,7 @@ fn assert_derived_consistent(conn: &Connection) {
     assert_eq!(wrong_counts, 0, "investigation counts out of step");
 }
 
-fn specimen(dir: &TempDir, seed: u64, size: u64) -> (Store, uuid::Uuid, ObjectRef) {
+pub(crate) fn specimen(dir: &TempDir, seed: u64, size: u64) -> (Store, uuid::Uuid, ObjectRef) {
     let mut store = Store::open(dir.path()).unwrap();
     let outcome = specimen::generate(&mut store, SpecimenSpec { seed, size }, &mut |_, _| {}).unwrap();
     let SpecimenOutcome::Created { workspace, investigation, .. } = outcome else { panic!("not created: {outcome:?}") };

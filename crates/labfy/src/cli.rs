@@ -98,6 +98,11 @@ enum Command {
         #[arg(long, default_value_t = specimen::DEFAULT_SPECIMEN_SEED)]
         seed: u64,
     },
+    /// Find the selectors analysts pivot on (domains, URLs, addresses,
+    /// IBANs, crypto and onion addresses, hashes) in the evidence of an
+    /// investigation, or of every investigation of a workspace, and add them
+    /// to its graph with their positions (SPEC C4). Idempotent.
+    Extract(crate::case_cli::ExtractArgs),
     /// List or create workspaces.
     Workspace {
         #[command(subcommand)]
@@ -112,7 +117,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum WorkspaceWhat {
-    /// List every workspace: reference, class, status, name.
+    /// List every workspace (reference, class, status, name) and, indented
+    /// under it, its investigations (reference, evidence items, title).
     List {
         /// Data directory.
         #[arg(long, env = "LABFY_DATA_DIR")]
@@ -226,6 +232,7 @@ pub fn main() -> ExitCode {
         Command::Status { runtime_dir } => status_cmd(runtime_dir),
         Command::Open { runtime_dir } => open_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
+        Command::Extract(args) => crate::case_cli::extract(args),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
@@ -314,6 +321,9 @@ fn workspace_list(data_dir: PathBuf) -> Result<(), Failure> {
     let store = Store::open(&data_dir)?;
     for w in store.reads().workspaces()? {
         println!("{}\t{}\t{}\t{}", w.id, w.class.as_str(), w.status, w.name);
+        for i in store.reads().investigations(w.id.id())? {
+            println!("  {}\t{} evidence items\t{}", i.id, i.evidence_count, i.title);
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ mod bench_confinement;
 mod bench_gateway;
 mod bench_governor;
 mod bench_runtime;
+mod case_cli;
 mod cli;
 mod governor_cli;
 mod grant_cli;

@@ -31,6 +31,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
         .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
+        .route("/api/v1/investigations/{investigation}/extraction", axum::routing::post(start_extraction))
         .route("/api/v1/evidence/{evidence}", get(evidence))
         .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
         .route("/api/v1/graph/nodes/{node}", get(node))
@@ -156,6 +157,24 @@ async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path
     let ws = s.session.workspace;
     let list: Vec<Job> = st.db().read(move |r| r.jobs(ws, &inv)).await?;
     Ok(Json(json!({ "jobs": list })))
+}
+
+/// Starts an extraction over the investigation (SPEC C4), or answers the one
+/// already running: `202` with the job either way, to follow at
+/// `/api/v1/jobs/{job}`.
+async fn start_extraction(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+) -> ApiResult<(StatusCode, Json<Job>)> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let (job, created) = st.db().write(move |store| store.start_extraction(ws, &inv, "analyst")).await?;
+    if created {
+        tracing::info!(%job, "extraction started");
+        crate::extraction::spawn(st.db().clone(), ws, job);
+    }
+    Ok((StatusCode::ACCEPTED, Json(st.db().read(move |r| r.job(ws, &job)).await?)))
 }
 
 async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {

@@ -1,0 +1,398 @@
+//! Extraction fills the graph (SPEC C4): `labfy-extract` finds the selectors
+//! in an evidence item's text; here each mention becomes a row with its
+//! offset, length, extractor and version, the value an entity (found by kind
+//! and name, or created with its provenance), and the pair a `mentions`
+//! relation made by `labfy-extract`.
+//!
+//! Idempotent per evidence item: `extraction_state` records the version each
+//! item was scanned with; scanning it again replaces its mentions and
+//! removes the relations extraction made that no mention backs any more
+//! (never those of SPECIMEN or of an analyst). New evidence (a note, a
+//! fetched page) is scanned in the transaction that stores it; a job scans
+//! a whole investigation in batches, resumable from its cursor.
+
+use std::collections::{BTreeSet, HashMap};
+
+use labfy_core::{ObjectRef, RefKind};
+use labfy_extract::{Kind, VERSION};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::commands::audit;
+use crate::error::{Result, StoreError};
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// `jobs.kind` of an extraction over an investigation.
+pub const EXTRACTION_JOB: &str = "extraction";
+
+/// Evidence items scanned per transaction of a job: small enough that the
+/// writer is free again within tens of milliseconds.
+pub const EXTRACTION_BATCH: u32 = 200;
+
+/// Who made a relation found by extraction (`relations.producer`).
+pub const EXTRACTION_PRODUCER: &str = labfy_extract::PRODUCER;
+
+/// What an extraction did, cumulative over a job (its `stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractionStats {
+    /// Evidence items the job must scan (counted when it started).
+    pub to_scan: u64,
+    /// Evidence items scanned so far.
+    pub scanned: u64,
+    /// Mentions stored.
+    pub mentions: u64,
+    /// Mentions found beyond the per-text bound and not stored.
+    pub dropped: u64,
+    /// Entities created.
+    pub entities_created: u64,
+    /// `mentions` relations created.
+    pub relations_created: u64,
+    /// `mentions` relations removed (a new version no longer finds them).
+    pub relations_removed: u64,
+    /// Last `evidence.seq` scanned: the job resumes after it.
+    pub cursor: i64,
+}
+
+impl ExtractionStats {
+    fn add(&mut self, o: &ExtractionStats) {
+        self.scanned += o.scanned;
+        self.mentions += o.mentions;
+        self.dropped += o.dropped;
+        self.entities_created += o.entities_created;
+        self.relations_created += o.relations_created;
+        self.relations_removed += o.relations_removed;
+    }
+
+    /// The job's one-line detail.
+    fn detail(&self) -> String {
+        format!(
+            "{}/{} evidence items scanned (labfy-extract/{VERSION}); {} mentions, {} new entities, {} new relations",
+            self.scanned, self.to_scan, self.mentions, self.entities_created, self.relations_created
+        )
+    }
+}
+
+/// Where a job stands after one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExtractionStep {
+    /// Its figures so far.
+    pub stats: ExtractionStats,
+    /// True once every item is scanned and the job `SUCCEEDED`.
+    pub done: bool,
+}
+
+/// Entity ids already found in this transaction, by kind and value.
+type EntityCache = HashMap<(Kind, String), String>;
+
+/// Counters an extraction moves, applied once per transaction.
+#[derive(Default)]
+struct Touched {
+    entities: BTreeSet<String>,
+    stats: ExtractionStats,
+}
+
+/// Scans one evidence item in the caller's transaction, replacing what an
+/// earlier scan stored.
+fn scan(
+    tx: &Connection,
+    inv: &str,
+    ev: &str,
+    text: &str,
+    now: &str,
+    cache: &mut EntityCache,
+    t: &mut Touched,
+) -> Result<()> {
+    let ev_ref = format!("evidence:{ev}");
+    let before: BTreeSet<String> = tx
+        .prepare_cached("SELECT DISTINCT entity_id FROM mentions WHERE evidence_id = ?1")?
+        .query_map([ev], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    tx.prepare_cached("DELETE FROM mentions WHERE evidence_id = ?1")?.execute([ev])?;
+
+    let found = labfy_extract::extract(text);
+    let mut after = BTreeSet::new();
+    for m in &found.mentions {
+        let entity = entity_for(tx, inv, &ev_ref, m.kind, &m.value, now, cache, t)?;
+        let n = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO mentions (evidence_id, start, length, entity_id, extractor, version)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![ev, m.start as i64, m.len as i64, entity, m.kind.extractor(), VERSION])?;
+        t.stats.mentions += n as u64;
+        after.insert(entity);
+    }
+    for entity in &after {
+        let dst = format!("entity:{entity}");
+        let exists: Option<i64> = tx
+            .prepare_cached("SELECT 1 FROM relations WHERE src = ?1 AND kind = 'mentions' AND dst = ?2 LIMIT 1")?
+            .query_row(params![ev_ref, dst], |r| r.get(0))
+            .optional()?;
+        if exists.is_none() {
+            tx.prepare_cached(
+                "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+                 VALUES (?1, ?2, 'mentions', ?3, ?4, 1.0, ?5, ?6)",
+            )?
+            .execute(params![Uuid::now_v7().to_string(), inv, ev_ref, dst, now, EXTRACTION_PRODUCER])?;
+            t.stats.relations_created += 1;
+            t.entities.insert(entity.clone());
+        }
+    }
+    for gone in before.difference(&after) {
+        let n = tx
+            .prepare_cached(
+                "DELETE FROM relations WHERE src = ?1 AND kind = 'mentions' AND dst = ?2 AND producer = ?3",
+            )?
+            .execute(params![ev_ref, format!("entity:{gone}"), EXTRACTION_PRODUCER])?;
+        t.stats.relations_removed += n as u64;
+        t.entities.insert(gone.clone());
+    }
+    tx.prepare_cached(
+        "INSERT INTO extraction_state (evidence_id, version, mentions, dropped, extracted_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (evidence_id) DO UPDATE SET version = excluded.version, mentions = excluded.mentions,
+             dropped = excluded.dropped, extracted_at = excluded.extracted_at",
+    )?
+    .execute(params![ev, VERSION, found.mentions.len() as i64, found.dropped as i64, now])?;
+    t.stats.dropped += found.dropped as u64;
+    t.stats.scanned += 1;
+    Ok(())
+}
+
+/// The entity an extracted value names in this investigation: the first of
+/// that kind and name, or a new one with a provenance record whose input is
+/// the evidence it was first found in.
+#[allow(clippy::too_many_arguments)]
+fn entity_for(
+    tx: &Connection,
+    inv: &str,
+    ev_ref: &str,
+    kind: Kind,
+    value: &str,
+    now: &str,
+    cache: &mut EntityCache,
+    t: &mut Touched,
+) -> Result<String> {
+    let key = (kind, value.to_owned());
+    if let Some(id) = cache.get(&key) {
+        return Ok(id.clone());
+    }
+    let mut found: Option<String> = tx
+        .prepare_cached("SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3 LIMIT 1")?
+        .query_row(params![inv, kind.as_str(), value], |r| r.get(0))
+        .optional()?;
+    if found.is_none() && kind == Kind::Phone {
+        // A number written by hand or by SPECIMEN (`+33 6 12 34 56 78`) is
+        // the same number as its E.164 form.
+        found = tx
+            .prepare_cached(
+                "SELECT id FROM entities WHERE investigation_id = ?1 AND kind = 'phone'
+                   AND replace(replace(replace(replace(replace(name, ' ', ''), '.', ''), '-', ''), '(', ''), ')', '') = ?2
+                 LIMIT 1",
+            )?
+            .query_row(params![inv, value], |r| r.get(0))
+            .optional()?;
+    }
+    let id = match found {
+        Some(id) => id,
+        None => {
+            let id = Uuid::now_v7().to_string();
+            let attributes = serde_json::json!({"extractor": kind.extractor(), "version": VERSION});
+            tx.prepare_cached(
+                "INSERT INTO entities (id, investigation_id, kind, name, attributes, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![id, inv, kind.as_str(), value, attributes.to_string(), now])?;
+            let prov = Uuid::now_v7().to_string();
+            tx.prepare_cached(
+                "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at)
+                 VALUES (?1, ?2, ?3, ?4, 'extraction', ?5)",
+            )?
+            .execute(params![
+                prov,
+                inv,
+                format!("entity:{id}"),
+                format!("{EXTRACTION_PRODUCER}/{VERSION}"),
+                now
+            ])?;
+            tx.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, 0, ?2)")?
+                .execute(params![prov, ev_ref])?;
+            t.stats.entities_created += 1;
+            t.entities.insert(id.clone());
+            id
+        }
+    };
+    cache.insert(key, id.clone());
+    Ok(id)
+}
+
+/// Moves the derived figures for what a transaction's scans changed: the
+/// mention counts of the entities touched, and the investigation's relation
+/// and provenance counters by exact increments.
+fn settle(tx: &Connection, inv: &str, t: &Touched) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "UPDATE entities SET mention_count =
+             (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || entities.id AND r.kind = 'mentions')
+         WHERE id = ?1",
+    )?;
+    for e in &t.entities {
+        stmt.execute([e])?;
+    }
+    let relations = t.stats.relations_created as i64 - t.stats.relations_removed as i64;
+    tx.prepare_cached(
+        "UPDATE investigations SET relation_count = relation_count + ?2, provenance_count = provenance_count + ?3
+         WHERE id = ?1",
+    )?
+    .execute(params![inv, relations, t.stats.entities_created as i64])?;
+    Ok(())
+}
+
+/// Scans one new evidence item in the transaction that stores it (a note, a
+/// fetched page), so a REAL investigation's graph grows with its evidence.
+pub(crate) fn scan_new_evidence(tx: &Connection, inv: &str, ev: &ObjectRef, text: &str, now: &str) -> Result<()> {
+    let mut t = Touched::default();
+    scan(tx, inv, &ev.id().to_string(), text, now, &mut EntityCache::new(), &mut t)?;
+    settle(tx, inv, &t)
+}
+
+/// Starts an extraction job over an investigation, or finds the one already
+/// running (`false`). It counts what it must scan: items never scanned or
+/// scanned by another version.
+pub(crate) fn start(conn: &mut Connection, ws: Uuid, inv: &ObjectRef, actor: &str) -> Result<(ObjectRef, bool)> {
+    if inv.kind() != RefKind::Investigation {
+        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+    }
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let inv_id = inv.id().to_string();
+    let running: Option<String> = tx
+        .query_row(
+            "SELECT id FROM jobs WHERE investigation_id = ?1 AND kind = ?2 AND status IN ('QUEUED', 'RUNNING')",
+            params![inv_id, EXTRACTION_JOB],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = running {
+        let job = Uuid::parse_str(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?;
+        return Ok((ObjectRef::new(RefKind::Job, job), false));
+    }
+    let to_scan: i64 = tx.query_row(
+        "SELECT count(*) FROM evidence e WHERE e.investigation_id = ?1
+           AND NOT EXISTS (SELECT 1 FROM extraction_state s WHERE s.evidence_id = e.id AND s.version = ?2)",
+        params![inv_id, VERSION],
+        |r| r.get(0),
+    )?;
+    let stats = ExtractionStats { to_scan: to_scan as u64, ..ExtractionStats::default() };
+    let job = Uuid::now_v7();
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO jobs (id, investigation_id, kind, status, progress, detail, created_at, updated_at, stats)
+         VALUES (?1, ?2, ?3, 'RUNNING', 0, ?4, ?5, ?5, ?6)",
+        params![job.to_string(), inv_id, EXTRACTION_JOB, stats.detail(), now, stats_json(&stats)?],
+    )?;
+    let job_ref = ObjectRef::new(RefKind::Job, job);
+    audit(
+        &tx,
+        actor,
+        "extraction.start",
+        Some(ws),
+        Some(&job_ref),
+        &serde_json::json!({"investigation": inv, "to_scan": to_scan, "version": VERSION}),
+    )?;
+    tx.commit()?;
+    Ok((job_ref, true))
+}
+
+fn stats_json(s: &ExtractionStats) -> Result<String> {
+    serde_json::to_string(s).map_err(|e| StoreError::Invalid(format!("job stats: {e}")))
+}
+
+/// Scans the next `batch` items of a running extraction job in one
+/// transaction and moves its progress; the job `SUCCEEDED` once none is left.
+pub(crate) fn step(conn: &mut Connection, ws: Uuid, job: &ObjectRef, batch: u32) -> Result<ExtractionStep> {
+    if job.kind() != RefKind::Job {
+        return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
+    }
+    let batch = batch.clamp(1, 10_000);
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, job)?;
+    let (inv, kind, status, stats): (String, String, String, String) = tx.query_row(
+        "SELECT investigation_id, kind, status, stats FROM jobs WHERE id = ?1",
+        [job.id().to_string()],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    if kind != EXTRACTION_JOB {
+        return Err(StoreError::Invalid(format!("{job} is a `{kind}` job, not an extraction")));
+    }
+    let mut stats: ExtractionStats =
+        serde_json::from_str(&stats).map_err(|e| StoreError::Damaged(format!("stats of {job}: {e}")))?;
+    if status != "RUNNING" {
+        return Ok(ExtractionStep { stats, done: true });
+    }
+    let rows: Vec<(i64, String, String)> = tx
+        .prepare_cached(
+            "SELECT e.seq, e.id, e.content FROM evidence e
+             WHERE e.investigation_id = ?1 AND e.seq > ?2
+               AND NOT EXISTS (SELECT 1 FROM extraction_state s WHERE s.evidence_id = e.id AND s.version = ?3)
+             ORDER BY e.seq LIMIT ?4",
+        )?
+        .query_map(params![inv, stats.cursor, VERSION, batch], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<std::result::Result<_, _>>()?;
+    let now = now_rfc3339();
+    let mut t = Touched::default();
+    let mut cache = EntityCache::new();
+    for (seq, ev, text) in &rows {
+        scan(&tx, &inv, ev, text, &now, &mut cache, &mut t)?;
+        stats.cursor = *seq;
+    }
+    settle(&tx, &inv, &t)?;
+    stats.add(&t.stats);
+    // Items added while the job runs are scanned as they are stored, so the
+    // count may pass what the job set out to do.
+    stats.to_scan = stats.to_scan.max(stats.scanned);
+    let done = (rows.len() as u32) < batch;
+    let progress = if done || stats.to_scan == 0 { 1.0 } else { stats.scanned as f64 / stats.to_scan as f64 };
+    tx.execute(
+        "UPDATE jobs SET status = ?2, progress = ?3, detail = ?4, stats = ?5, updated_at = ?6 WHERE id = ?1",
+        params![
+            job.id().to_string(),
+            if done { "SUCCEEDED" } else { "RUNNING" },
+            progress,
+            stats.detail(),
+            stats_json(&stats)?,
+            now
+        ],
+    )?;
+    if done {
+        audit(
+            &tx,
+            "labfy",
+            "extraction.finish",
+            Some(ws),
+            Some(job),
+            &serde_json::to_value(stats).unwrap_or_default(),
+        )?;
+    }
+    tx.commit()?;
+    Ok(ExtractionStep { stats, done })
+}
+
+/// Extraction jobs left `RUNNING` in a workspace (a server stopped mid-job):
+/// the server resumes them from their cursor.
+pub(crate) fn running(conn: &Connection, ws: Uuid) -> Result<Vec<ObjectRef>> {
+    let ids: Vec<String> = conn
+        .prepare_cached(
+            "SELECT j.id FROM jobs j JOIN investigations i ON i.id = j.investigation_id
+             WHERE i.workspace_id = ?1 AND j.kind = ?2 AND j.status = 'RUNNING' ORDER BY j.created_at",
+        )?
+        .query_map(params![ws.to_string(), EXTRACTION_JOB], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    ids.iter()
+        .map(|id| {
+            Uuid::parse_str(id)
+                .map(|u| ObjectRef::new(RefKind::Job, u))
+                .map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))
+        })
+        .collect()
+}

@@ -1,0 +1,225 @@
+//! Extraction into the graph (SPEC C4): mentions with offsets and version,
+//! entities found or created with provenance, relations made and unmade only
+//! by extraction, a job that resumes and is idempotent.
+
+use labfy_core::{ObjectRef, RefKind};
+use rusqlite::params;
+use tempfile::TempDir;
+
+use crate::tests::{assert_derived_consistent, specimen};
+use crate::*;
+
+fn note(title: &str, content: &str) -> NewNote {
+    NewNote { title: title.into(), content: content.into(), source: None }
+}
+
+fn entity(store: &Store, inv: &ObjectRef, kind: &str, name: &str) -> Option<(String, i64)> {
+    store
+        .conn()
+        .query_row(
+            "SELECT id, mention_count FROM entities WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3",
+            params![inv.id().to_string(), kind, name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok()
+}
+
+fn run_to_end(store: &mut Store, ws: uuid::Uuid, job: &ObjectRef, batch: u32) -> (ExtractionStep, usize) {
+    let mut steps = 0;
+    loop {
+        let s = store.extraction_step(ws, job, batch).unwrap();
+        steps += 1;
+        assert!(steps < 10_000, "the job never ends");
+        if s.done {
+            return (s, steps);
+        }
+    }
+}
+
+#[test]
+fn a_note_is_scanned_as_it_is_stored() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Delta", "analyst").unwrap();
+    let ws = ws.id();
+    let text = "Écrire à Contact@Delta-Import.fr ; serveur 203.0.113.7, miroir delta-import.fr.";
+    let ev = store.add_note(ws, &inv, &note("Source A", text), "analyst").unwrap();
+
+    let (email, n) = entity(&store, &inv, "email", "contact@delta-import.fr").expect("the address is an entity");
+    assert_eq!(n, 1);
+    let (domain, n) = entity(&store, &inv, "domain", "delta-import.fr").expect("the domain is an entity");
+    assert_eq!(n, 1, "two mentions in one item are one `mentions` relation");
+    assert!(entity(&store, &inv, "ipv4", "203.0.113.7").is_some());
+
+    // Each mention keeps where it is, what found it and which version.
+    let chars: Vec<char> = text.chars().collect();
+    let rows: Vec<(i64, i64, String, String, u32)> = store
+        .conn()
+        .prepare(
+            "SELECT start, length, entity_id, extractor, version FROM mentions WHERE evidence_id = ?1 ORDER BY start",
+        )
+        .unwrap()
+        .query_map([ev.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    let written: Vec<(String, &str)> = rows
+        .iter()
+        .map(|(s, l, e, x, v)| {
+            assert_eq!(*v, labfy_extract::VERSION);
+            let w: String = chars[*s as usize..(*s + *l) as usize].iter().collect();
+            assert!((e == &email) == (x == "email"), "{x} → {e}");
+            (w, x.as_str())
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("Contact@Delta-Import.fr".to_owned(), "email"),
+            ("Delta-Import.fr".to_owned(), "domain"),
+            ("203.0.113.7".to_owned(), "ipv4"),
+            ("delta-import.fr".to_owned(), "domain"),
+        ]
+    );
+    // The entity's provenance names the extractor and the item it came from.
+    let trace =
+        store.reads().provenance_trace(ws, &ObjectRef::new(RefKind::Entity, domain.parse().unwrap()), 2).unwrap();
+    let own = &trace.records[0];
+    assert_eq!(own.producer, format!("labfy-extract/{}", labfy_extract::VERSION));
+    assert_eq!(own.activity, "extraction");
+    assert_eq!(own.inputs.iter().map(|i| i.id).collect::<Vec<_>>(), [ev]);
+
+    // A second item mentioning the domain points at the same entity.
+    store.add_note(ws, &inv, &note("Source B", "Vu sur https://delta-import.fr/contact"), "analyst").unwrap();
+    assert_eq!(entity(&store, &inv, "domain", "delta-import.fr").unwrap(), (domain, 2));
+    assert!(entity(&store, &inv, "url", "https://delta-import.fr/contact").is_some());
+    // The overview's top entities and the neighbours now see the graph.
+    let overview = store.reads().overview(ws, &inv).unwrap();
+    assert_eq!(overview.top_entities[0].name, "delta-import.fr");
+    assert_eq!(overview.top_entities[0].evidence_count, 2);
+    let near = store.reads().neighbors(ws, &ev, 50).unwrap();
+    assert_eq!(near.total, 3);
+    assert_derived_consistent(store.conn());
+}
+
+#[test]
+fn a_job_scans_an_investigation_in_batches_once() {
+    let dir = TempDir::new().unwrap();
+    let (mut store, ws, inv) = specimen(&dir, 7, 300);
+    let relations_before: i64 = store.conn().query_row("SELECT count(*) FROM relations", [], |r| r.get(0)).unwrap();
+    let (job, created) = store.start_extraction(ws, &inv, "analyst").unwrap();
+    assert!(created);
+    // Asked again while it runs: the same job.
+    assert_eq!(store.start_extraction(ws, &inv, "analyst").unwrap(), (job, false));
+    let first = store.extraction_step(ws, &job, 64).unwrap();
+    assert!(!first.done);
+    assert_eq!(first.stats.scanned, 64);
+    let running = store.reads().job(ws, &job).unwrap();
+    assert_eq!(running.status, "RUNNING");
+    assert!(running.progress > 0.0 && running.progress < 1.0, "{}", running.progress);
+    assert_eq!(store.running_extractions(ws).unwrap(), [job]);
+
+    let (end, _) = run_to_end(&mut store, ws, &job, 64);
+    let evidence: i64 = store.conn().query_row("SELECT count(*) FROM evidence", [], |r| r.get(0)).unwrap();
+    assert_eq!(end.stats.scanned, evidence as u64);
+    assert_eq!(end.stats.to_scan, evidence as u64);
+    let done = store.reads().job(ws, &job).unwrap();
+    assert_eq!((done.kind.as_str(), done.status.as_str(), done.progress), ("extraction", "SUCCEEDED", 1.0));
+    assert!(done.detail.starts_with(&format!("{evidence}/{evidence} evidence items scanned")), "{}", done.detail);
+    assert!(store.running_extractions(ws).unwrap().is_empty());
+    let stored: i64 = store.conn().query_row("SELECT count(*) FROM mentions", [], |r| r.get(0)).unwrap();
+    assert_eq!(stored as u64, end.stats.mentions);
+    assert!(stored > 0, "SPECIMEN pages mention domains and addresses");
+    let relations_after: i64 = store.conn().query_row("SELECT count(*) FROM relations", [], |r| r.get(0)).unwrap();
+    assert_eq!(relations_after - relations_before, end.stats.relations_created as i64);
+    assert_derived_consistent(store.conn());
+
+    // Idempotent: a second run has nothing to scan and changes nothing.
+    let (again, created) = store.start_extraction(ws, &inv, "analyst").unwrap();
+    assert!(created);
+    let (second, steps) = run_to_end(&mut store, ws, &again, 64);
+    assert_eq!((second.stats.to_scan, second.stats.scanned, steps), (0, 0, 1));
+    let relations_again: i64 = store.conn().query_row("SELECT count(*) FROM relations", [], |r| r.get(0)).unwrap();
+    assert_eq!(relations_again, relations_after);
+    let audit: Vec<String> = store.reads().audit(ws, 10).unwrap().into_iter().map(|a| a.action).collect();
+    assert!(audit.contains(&"extraction.finish".to_owned()) && audit.contains(&"extraction.start".to_owned()));
+}
+
+#[test]
+fn a_new_version_replaces_mentions_and_unmakes_only_its_own_relations() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Epsilon", "analyst").unwrap();
+    let ws = ws.id();
+    let ev = store.add_note(ws, &inv, &note("Source", "hôte epsilon.fr"), "analyst").unwrap();
+    let (domain, _) = entity(&store, &inv, "domain", "epsilon.fr").unwrap();
+    // As if an older extractor had also found `old.example.com` here, and an
+    // analyst had linked the item to it by hand.
+    let stale = uuid::Uuid::now_v7().to_string();
+    let ev_ref = ev.to_string();
+    let inv_id = inv.id().to_string();
+    let c = store.conn();
+    c.execute(
+        "INSERT INTO entities (id, investigation_id, kind, name, created_at) VALUES (?1, ?2, 'domain', 'old.example.com', 'x')",
+        params![stale, inv_id],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO mentions (evidence_id, start, length, entity_id, extractor, version) VALUES (?1, 0, 3, ?2, 'domain', 9)",
+        params![ev.id().to_string(), stale],
+    )
+    .unwrap();
+    for (id, producer) in [("r-extract", "labfy-extract"), ("r-analyst", "analyst")] {
+        c.execute(
+            "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1.0, 'x', ?6)",
+            params![
+                id,
+                inv_id,
+                if producer == "analyst" { "linked_to" } else { "mentions" },
+                ev_ref,
+                format!("entity:{stale}"),
+                producer
+            ],
+        )
+        .unwrap();
+    }
+    c.execute("UPDATE extraction_state SET version = 9", []).unwrap();
+    crate::commands::recount_derived(c, &inv_id).unwrap();
+
+    let (job, _) = store.start_extraction(ws, &inv, "analyst").unwrap();
+    let (end, _) = run_to_end(&mut store, ws, &job, 10);
+    assert_eq!((end.stats.to_scan, end.stats.scanned, end.stats.relations_removed), (1, 1, 1));
+    let kept: Vec<String> = store
+        .conn()
+        .prepare("SELECT id FROM relations ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(kept.contains(&"r-analyst".to_owned()) && !kept.contains(&"r-extract".to_owned()), "{kept:?}");
+    let mentioned: Vec<String> = store
+        .conn()
+        .prepare("SELECT entity_id FROM mentions WHERE evidence_id = ?1")
+        .unwrap()
+        .query_map([ev.id().to_string()], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(mentioned, [domain]);
+    assert_derived_consistent(store.conn());
+}
+
+#[test]
+fn a_job_refuses_what_is_not_its_own() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("A", "analyst").unwrap();
+    let (other, _) = store.create_real_workspace("B", "analyst").unwrap();
+    assert!(matches!(store.start_extraction(other.id(), &inv, "analyst"), Err(StoreError::NotFound(_))));
+    assert!(matches!(store.start_extraction(ws.id(), &ws, "analyst"), Err(StoreError::Invalid(_))));
+    let (job, _) = store.start_extraction(ws.id(), &inv, "analyst").unwrap();
+    assert!(matches!(store.extraction_step(other.id(), &job, 10), Err(StoreError::NotFound(_))));
+    assert!(matches!(store.extraction_step(ws.id(), &inv, 10), Err(StoreError::Invalid(_))));
+}
