@@ -394,3 +394,50 @@ fn extract_fills_the_graph_once_and_refuses_what_is_not_a_case() {
         assert!(stderr(&o).contains(said), "{target}: {}", stderr(&o));
     }
 }
+
+/// SPEC C5: `labfy export` writes a bundle and prints its fingerprint;
+/// `labfy verify` passes on it, and fails — naming the file and the hash
+/// expected — once a byte of an item's text changes.
+#[test]
+fn export_then_verify_and_a_tampered_bundle_fails() {
+    let dir = TempDir::new().unwrap();
+    let o = run(&["specimen", "--size", "120"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["workspace", "list"], dir.path());
+    let list = String::from_utf8(o.stdout).unwrap();
+    let inv = list.lines().nth(1).unwrap().trim().split('\t').next().unwrap().to_owned();
+    assert!(run(&["extract", &inv], dir.path()).status.success());
+    let out = dir.path().join("bundle");
+    let o = run(&["export", &inv, out.to_str().unwrap()], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fingerprint = String::from_utf8(o.stdout.clone()).unwrap().trim().to_owned();
+    assert_eq!(fingerprint.len(), 64, "{fingerprint}");
+    assert!(stderr(&o).contains(&format!("--fingerprint {fingerprint}")), "{}", stderr(&o));
+    // Twice into the same place: refused, the first bundle untouched.
+    let o = run(&["export", &inv, out.to_str().unwrap()], dir.path());
+    assert!(!o.status.success() && stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["verify", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Command::new(BIN).args(&args).output().unwrap()
+    };
+    let o = verify(&["--fingerprint", &fingerprint]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), fingerprint);
+    let o = verify(&["--fingerprint", &"0".repeat(64)]);
+    assert!(!o.status.success() && stderr(&o).contains("fingerprint"), "{}", stderr(&o));
+
+    let text = std::fs::read_dir(out.join("evidence")).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&text).unwrap();
+    bytes.push(b'!');
+    std::fs::write(&text, bytes).unwrap();
+    let o = verify(&[]);
+    assert!(!o.status.success());
+    let said = stderr(&o);
+    let name = text.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        said.contains("verification FAILED") && said.contains(&name) && said.contains("the manifest says"),
+        "{said}"
+    );
+}

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod bundle;
 mod campaign;
 mod commands;
 mod db;
@@ -210,6 +211,26 @@ pub struct ReadOnlyStore {
 }
 
 impl ReadOnlyStore {
+    /// Exports investigation `inv` into a bundle from one read snapshot
+    /// (SPEC C5); the caller may add files, then finishes the bundle.
+    /// Returns the manifest's header fields (what was exported, when, by
+    /// which schema and software), for [`bundle::BundleWriter::finish`].
+    pub fn export(
+        &self,
+        inv: &ObjectRef,
+        w: &mut bundle::BundleWriter,
+    ) -> std::result::Result<serde_json::Map<String, serde_json::Value>, bundle::BundleError> {
+        let ws = self.reads().workspace_of(inv)?;
+        bundle::export(&self.conn, ws, inv, w)?;
+        let mut header = serde_json::Map::new();
+        header.insert("investigation".into(), serde_json::json!(inv));
+        header.insert("workspace".into(), serde_json::json!(ObjectRef::new(labfy_core::RefKind::Workspace, ws)));
+        header.insert("exported_at".into(), serde_json::json!(now_rfc3339()));
+        header.insert("schema_version".into(), serde_json::json!(migrations::LATEST));
+        header.insert("software".into(), serde_json::json!(format!("labfy {}", env!("CARGO_PKG_VERSION"))));
+        Ok(header)
+    }
+
     /// Opens `<data_dir>/labfy.sqlite3` read-only; it must exist and be migrated.
     pub fn open(data_dir: &Path) -> Result<Self> {
         let (conn, path) = db::open_read_only(data_dir)?;
@@ -227,6 +248,8 @@ impl ReadOnlyStore {
     }
 }
 
+#[cfg(test)]
+mod bundle_tests;
 #[cfg(test)]
 mod campaign_tests;
 #[cfg(test)]

@@ -114,6 +114,11 @@ impl<'c> Reads<'c> {
         ws.map(|w| Uuid::try_parse(&w).map_err(|_| StoreError::Internal(format!("bad workspace id `{w}`")))).transpose()
     }
 
+    /// The workspace that owns `r`; `NotFound` when `r` does not exist.
+    pub fn workspace_of(&self, r: &ObjectRef) -> Result<Uuid> {
+        self.owner(r)?.ok_or_else(|| StoreError::NotFound(r.to_string()))
+    }
+
     /// Fails with `NotFound` unless `r` exists inside workspace `ws`.
     pub fn require_in_workspace(&self, ws: Uuid, r: &ObjectRef) -> Result<()> {
         match self.owner(r)? {

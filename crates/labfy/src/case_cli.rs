@@ -1,4 +1,4 @@
-//! `labfy extract`: the analyst's commands over a case's data, run against
+//! `labfy extract`, `labfy export`, `labfy verify`: the analyst's commands over a case's data, run against
 //! the data directory directly (SQLite serialises them with a running
 //! server's writes).
 
@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_store::bundle::{self, BundleError, BundleWriter};
 use labfy_store::{EXTRACTION_BATCH, Store};
 use uuid::Uuid;
 
@@ -97,4 +98,136 @@ pub fn extract(args: ExtractArgs) -> Result<(), Failure> {
         println!("{job}");
     }
     Ok(())
+}
+
+/// `labfy export`.
+#[derive(Args)]
+pub struct ExportArgs {
+    /// Data directory.
+    #[arg(long, env = "LABFY_DATA_DIR")]
+    data_dir: PathBuf,
+    /// The investigation to export (`investigation:<uuid>`).
+    investigation: String,
+    /// A new (or empty) directory for the bundle.
+    out: PathBuf,
+}
+
+/// Exports an investigation as a bundle (SPEC C5), with egress's own record
+/// of its grants and fetches when egress has one, and prints the bundle's
+/// fingerprint to hand over with it.
+pub fn export(args: ExportArgs) -> Result<(), Failure> {
+    let inv: ObjectRef = args
+        .investigation
+        .parse()
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{}: {e}", args.investigation)))?;
+    if inv.kind() != RefKind::Investigation {
+        return Err(Failure::new(
+            ErrorKind::InvalidInput,
+            format!("expected an `investigation:` reference, got a `{}:` one", inv.kind().as_str()),
+        ));
+    }
+    let started = Instant::now();
+    // Migrates an older file first; the export itself reads one snapshot.
+    drop(Store::open(&args.data_dir)?);
+    let store = labfy_store::ReadOnlyStore::open(&args.data_dir)?;
+    store.reads().workspace_of(&inv)?;
+    let mut w = BundleWriter::create(&args.out).map_err(bundle_failure)?;
+    let header = store.export(&inv, &mut w).map_err(bundle_failure)?;
+    add_egress_ledger(&args.data_dir, &args.out, &mut w)?;
+    let done = w.finish(header).map_err(bundle_failure)?;
+    sync_file_system(&done.dir)?;
+    eprintln!(
+        "labfy: {inv} exported to {}: {} files, {:.1} MB, in {:.1} s",
+        done.dir.display(),
+        done.files,
+        done.bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    eprintln!("labfy: check it anywhere with `labfy verify {} --fingerprint {}`", done.dir.display(), done.fingerprint);
+    println!("{}", done.fingerprint);
+    Ok(())
+}
+
+/// Egress's ledger rows for the grants the bundle holds (`egress/…`): its
+/// own decisions and its fetch log, which the server cannot write (T2).
+fn add_egress_ledger(data_dir: &std::path::Path, out: &std::path::Path, w: &mut BundleWriter) -> Result<(), Failure> {
+    let ledger = data_dir.join("egress").join("ledger.sqlite3");
+    if !ledger.exists() {
+        return Ok(());
+    }
+    let conn = rusqlite::Connection::open_with_flags(&ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| Failure::new(ErrorKind::Unavailable, format!("{}: {e}", ledger.display())))?;
+    let grants: Vec<String> = std::fs::read_to_string(out.join("grants.jsonl"))
+        .map_err(|e| Failure::new(ErrorKind::Internal, format!("grants.jsonl: {e}")))?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["id"].as_str().map(|id| format!("grant:{id}")))
+        .collect();
+    let ids = serde_json::to_string(&grants).unwrap_or_else(|_| "[]".into());
+    let q = |sql: &str| bundle::query_rows(&conn, sql, &[&ids]).map_err(bundle_failure);
+    let g = q("SELECT * FROM grants WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY proposed_at, id")?;
+    let log = q("SELECT * FROM fetch_log WHERE grant_id IN (SELECT value FROM json_each(?1)) ORDER BY seq")?;
+    w.add_jsonl("egress/grants.jsonl", g).map_err(bundle_failure)?;
+    w.add_jsonl("egress/fetch_log.jsonl", log).map_err(bundle_failure)?;
+    Ok(())
+}
+
+/// Makes every file of the bundle durable with one `syncfs(2)` of the file
+/// system that holds it, rather than one journal commit per file.
+fn sync_file_system(dir: &std::path::Path) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    let d = std::fs::File::open(dir)
+        .map_err(|e| Failure::new(ErrorKind::Unavailable, format!("{}: {e}", dir.display())))?;
+    // SAFETY: syncfs takes a file descriptor this function owns for the call.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::syncfs(d.as_raw_fd()) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Failure::new(ErrorKind::Unavailable, format!("{}: cannot sync: {e}", dir.display())));
+    }
+    Ok(())
+}
+
+/// `labfy verify`.
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// The bundle's directory.
+    bundle: PathBuf,
+    /// The fingerprint handed over with the bundle (`labfy export` printed
+    /// it): the manifest must be that one.
+    #[arg(long)]
+    fingerprint: Option<String>,
+}
+
+/// Checks a bundle offline; the first mismatch is the error.
+pub fn verify(args: VerifyArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let v = bundle::verify(&args.bundle, args.fingerprint.as_deref()).map_err(|e| {
+        Failure::new(ErrorKind::Conflict, format!("{}: verification FAILED: {e}", args.bundle.display()))
+    })?;
+    eprintln!(
+        "labfy: {} verified: {} files ({:.1} MB) hashed, {} rows cross-checked, in {:.1} s{}",
+        args.bundle.display(),
+        v.files,
+        v.bytes as f64 / 1e6,
+        v.rows,
+        started.elapsed().as_secs_f64(),
+        if args.fingerprint.is_some() { ", fingerprint as handed over" } else { "" }
+    );
+    println!("{}", v.fingerprint);
+    Ok(())
+}
+
+fn bundle_failure(e: BundleError) -> Failure {
+    match e {
+        BundleError::Store(s) => s.into(),
+        other => {
+            let kind = match other {
+                BundleError::Exists(_) => ErrorKind::Conflict,
+                BundleError::Io { .. } => ErrorKind::Unavailable,
+                _ => ErrorKind::Internal,
+            };
+            Failure::new(kind, other.to_string())
+        }
+    }
 }

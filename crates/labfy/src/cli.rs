@@ -103,6 +103,16 @@ enum Command {
     /// investigation, or of every investigation of a workspace, and add them
     /// to its graph with their positions (SPEC C4). Idempotent.
     Extract(crate::case_cli::ExtractArgs),
+    /// Export an investigation as a bundle anyone can check offline (SPEC
+    /// C5): evidence and its text, entities, relations, mentions,
+    /// provenance, fetches, grants, campaigns, the audit log and egress's
+    /// fetch log as JSON Lines, the graph as STIX 2.1, and a manifest of
+    /// SHA-256 hashes. Prints the bundle's fingerprint.
+    Export(crate::case_cli::ExportArgs),
+    /// Check a bundle offline: every hash and every cross-reference; the
+    /// first mismatch is named. With --fingerprint, the manifest must be the
+    /// one handed over.
+    Verify(crate::case_cli::VerifyArgs),
     /// List or create workspaces.
     Workspace {
         #[command(subcommand)]
@@ -233,6 +243,8 @@ pub fn main() -> ExitCode {
         Command::Open { runtime_dir } => open_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Extract(args) => crate::case_cli::extract(args),
+        Command::Export(args) => crate::case_cli::export(args),
+        Command::Verify(args) => crate::case_cli::verify(args),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
