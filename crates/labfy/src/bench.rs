@@ -74,7 +74,7 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+pub(crate) fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();
     let out = f();
     (out, start.elapsed())

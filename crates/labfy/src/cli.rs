@@ -154,6 +154,10 @@ enum BenchWhat {
     /// IPC round trip over a Unix socket (authenticated, typed) against a bare
     /// echo of the same bytes on a Unix socket, in the same run.
     Ipc(crate::bench::IpcBenchArgs),
+    /// A real case's work over a SPECIMEN investigation: the extraction job
+    /// against the bare extractors, the export against a raw copy of the
+    /// database, the verification against `sha256sum -c` (SPEC C4, C5).
+    Cases(crate::bench_cases::CasesBenchArgs),
     /// `labfy up` on an existing data directory until every child is healthy
     /// and the UI answers (needs the sibling programs built beside labfy).
     Up(crate::bench::UpBenchArgs),
@@ -249,6 +253,7 @@ pub fn main() -> ExitCode {
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
+        Command::Bench { what: BenchWhat::Cases(args) } => crate::bench_cases::cases(args),
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
         Command::Bench { what: BenchWhat::Confinement(args) } => crate::bench_confinement::confinement(args),
         Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),

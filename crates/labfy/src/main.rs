@@ -1,6 +1,7 @@
 //! `labfy`: the appliance's command line (and, with `up`, its supervisor).
 
 mod bench;
+mod bench_cases;
 mod bench_confinement;
 mod bench_gateway;
 mod bench_governor;

@@ -1,0 +1,142 @@
+//! `labfy bench cases`: a real case's extraction, export and verification
+//! over a SPECIMEN investigation (SPEC C4, C5), each against a bare
+//! reference in the same run: the extractors alone over the same texts, a
+//! raw copy of the database file, `sha256sum -c` over the same bundle.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use clap::Args;
+use labfy_core::ErrorKind;
+use labfy_store::bundle::{self, BundleWriter};
+use labfy_store::{EXTRACTION_BATCH, ReadOnlyStore};
+
+use crate::bench::{BenchSpecimen, time};
+use crate::cli::Failure;
+
+/// `labfy bench cases`.
+#[derive(Args)]
+pub struct CasesBenchArgs {
+    /// SPECIMEN size in evidence items.
+    #[arg(long, default_value_t = 100_000)]
+    size: u64,
+    /// SPECIMEN seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write the SPECIMEN (default: a fresh temporary directory).
+    /// Reused untimed when it holds one of the same seed; its extraction must
+    /// not have run yet for the extraction figures to mean anything.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
+    Failure::new(ErrorKind::Internal, format!("{what}: {e}"))
+}
+
+/// Runs the three measurements and prints one line each with its reference.
+pub fn cases(args: CasesBenchArgs) -> Result<(), Failure> {
+    let BenchSpecimen { _tmp, dir, mut store, workspace, investigation: inv } =
+        BenchSpecimen::open("cases", args.data_dir.as_deref(), args.size, args.seed)?;
+    let ws = workspace.id();
+
+    // Reference: the extractors alone over every text, nothing written.
+    let texts: Vec<String> = {
+        let ro = ReadOnlyStore::open(&dir)?;
+        let conn = rusqlite::Connection::open_with_flags(ro.path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| failed("open", e))?;
+        let mut stmt = conn.prepare("SELECT content FROM evidence ORDER BY seq").map_err(|e| failed("read", e))?;
+        stmt.query_map([], |r| r.get(0))
+            .map_err(|e| failed("read", e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| failed("read", e))?
+    };
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let (found, bare) = time(|| texts.iter().map(|t| labfy_extract::extract(t).mentions.len()).sum::<usize>());
+    drop(texts);
+    let (job, _) = store.start_extraction(ws, &inv, "labfy bench cases")?;
+    let (stats, took) = time(|| -> Result<_, Failure> {
+        loop {
+            let step = store.extraction_step(ws, &job, EXTRACTION_BATCH)?;
+            if step.done {
+                return Ok(step.stats);
+            }
+        }
+    });
+    let stats = stats?;
+    println!(
+        "{:<28} {} items, {:.1} MB in {:.2} s ({:.0} items/s); {} mentions, {} new entities, {} new relations",
+        "extraction job",
+        stats.scanned,
+        bytes as f64 / 1e6,
+        took.as_secs_f64(),
+        stats.scanned as f64 / took.as_secs_f64(),
+        stats.mentions,
+        stats.entities_created,
+        stats.relations_created
+    );
+    println!(
+        "{:<28} {found} mentions in {:.2} s; job / bare = {:.2}",
+        "  bare extractors",
+        bare.as_secs_f64(),
+        took.as_secs_f64() / bare.as_secs_f64()
+    );
+
+    // Export, against a raw copy of the database file (synced).
+    let out = tempfile::TempDir::new_in(&dir)?;
+    let bundle_dir = out.path().join("bundle");
+    let ro = ReadOnlyStore::open(&dir)?;
+    let (exported, took) = time(|| -> Result<_, Failure> {
+        let mut w = BundleWriter::create(&bundle_dir).map_err(|e| failed("export", e))?;
+        let header = ro.export(&inv, &mut w).map_err(|e| failed("export", e))?;
+        let done = w.finish(header).map_err(|e| failed("export", e))?;
+        Command::new("sync").arg("-f").arg(&bundle_dir).status()?;
+        Ok(done)
+    });
+    let exported = exported?;
+    let copy = out.path().join("copy.sqlite3");
+    let (copied, raw) = time(|| -> std::io::Result<u64> {
+        let n = std::fs::copy(ro.path(), &copy)?;
+        std::fs::File::open(&copy)?.sync_all()?;
+        Ok(n)
+    });
+    let copied = copied?;
+    println!(
+        "{:<28} {} files, {:.1} MB in {:.2} s",
+        "export",
+        exported.files,
+        exported.bytes as f64 / 1e6,
+        took.as_secs_f64()
+    );
+    println!(
+        "{:<28} {:.1} MB in {:.2} s; export / copy = {:.1}",
+        "  raw copy of the database",
+        copied as f64 / 1e6,
+        raw.as_secs_f64(),
+        took.as_secs_f64() / raw.as_secs_f64()
+    );
+
+    // Verify, against sha256sum over the same files.
+    let (verified, took) = time(|| bundle::verify(&bundle_dir, Some(&exported.fingerprint)));
+    let verified = verified.map_err(|e| failed("verify", e))?;
+    let (status, sums) = time(|| {
+        Command::new("sha256sum").args(["--quiet", "-c", bundle::SHA256SUMS]).current_dir(&bundle_dir).status()
+    });
+    let status = status?;
+    println!(
+        "{:<28} {} files, {:.1} MB, {} rows cross-checked in {:.2} s",
+        "verify",
+        verified.files,
+        verified.bytes as f64 / 1e6,
+        verified.rows,
+        took.as_secs_f64()
+    );
+    println!(
+        "{:<28} {} in {:.2} s; verify / sha256sum = {:.2}",
+        "  sha256sum -c (hashes only)",
+        if status.success() { "ok" } else { "FAILED" },
+        sums.as_secs_f64(),
+        took.as_secs_f64() / sums.as_secs_f64()
+    );
+    Ok(())
+}
