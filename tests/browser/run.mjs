@@ -516,6 +516,84 @@ async function scenarioAddNote({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// SPEC C4: a note's selectors are entities as soon as it is stored, named in
+// French; the overview's « Extraire les sélecteurs » runs the job over the
+// investigation, follows it and reloads with what it found.
+async function scenarioExtraction({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const stamp = Date.now().toString(36);
+  await page.fill(tid('note-title'), `Sélecteurs ${stamp}`, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('note-content'),
+    `Virement depuis FR76 3000 6000 0112 3456 7890 189 vers 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa ; serveur 198.51.100.${stamp.length} ; miroir duckduckgogg42xjoc72x3sjasowoarfbgcmvfimaftt6twagswzczad.onion`,
+    { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('evidence-entities'), { timeout: STEP_TIMEOUT_MS });
+  const kinds = await page.$$eval(`${tid('evidence-entity')} .kind`, (els) => els.map((e) => e.textContent));
+  for (const k of ['IBAN', 'adresse Bitcoin', 'adresse IPv4', 'service onion']) {
+    assert(kinds.includes(k), `the note's entities lack « ${k} »: ${JSON.stringify(kinds)}`);
+  }
+  const names = await page.$$eval(`${tid('evidence-entity')} .obj-label`, (els) => els.map((e) => e.textContent));
+  assert(names.includes('FR7630006000011234567890189'), `IBAN not normalised: ${JSON.stringify(names)}`);
+
+  // The analyst's hand: link the address to the Bitcoin wallet, then delete
+  // the address (two clicks) — each said in French.
+  const refOf = (label) => page.$$eval(tid('evidence-entity'), (els, l) =>
+    els.find((e) => e.querySelector('.kind')?.textContent === l)?.dataset.ref, label);
+  const wallet = await refOf('adresse Bitcoin');
+  const ip = await refOf('adresse IPv4');
+  assert(wallet && ip, `entity refs: ${wallet} ${ip}`);
+  await page.goto(`${base}/#/node/${ip}`);
+  await page.waitForSelector(tid('entity-edit'), { timeout: STEP_TIMEOUT_MS });
+  await page.selectOption(tid('edit-link-kind'), 'linked_to');
+  await page.fill(tid('edit-link-target'), wallet);
+  await page.click(tid('edit-link'));
+  await page.waitForFunction(() => /Relation ajoutée/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('neighbour-relation'), { timeout: STEP_TIMEOUT_MS });
+  const rels = await page.$$eval(tid('neighbour-relation'), (els) => els.map((e) => e.textContent));
+  assert(rels.includes('lié à'), `the new relation is not among the neighbours: ${JSON.stringify(rels)}`);
+  const shotEdit = path.join(outDir, 'entity-edit.png');
+  await page.screenshot({ path: shotEdit, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shotEdit);
+  await page.click(tid('edit-delete'));
+  assert(/Confirmer la suppression/.test(await page.textContent(tid('edit-delete'))), 'delete asks no confirmation');
+  await page.click(tid('edit-delete'));
+  await page.waitForFunction(() => /supprimée/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  allowedConsole.push(/status of 404/);
+  let gone;
+  try {
+    gone = await page.evaluate(async (r) => (await fetch(`/api/v1/graph/nodes/${r}`)).status, ip);
+  } finally {
+    allowedConsole.pop();
+  }
+  assert(gone === 404, `the deleted entity still answers ${gone}`);
+
+  await openOverview(page, base);
+  await page.click(tid('extract-start'), { timeout: STEP_TIMEOUT_MS });
+  try {
+    await page.waitForFunction(() => {
+      const s = document.querySelector('[data-testid="status"]');
+      return s && /Extraction terminée/.test(s.textContent);
+    }, null, { timeout: 60_000 });
+  } catch {
+    const said = await page.textContent(tid('extract-status')).catch(() => '');
+    throw new Error(`the extraction did not finish in the UI (it says: ${said})`);
+  }
+  const job = await page.$eval(tid('job'), (el) => ({
+    status: el.dataset.status,
+    kind: el.querySelector('.job-kind')?.textContent,
+    detail: el.querySelector('[data-testid="job-detail"]')?.textContent ?? '',
+  }));
+  assert(job.status === 'SUCCEEDED' && job.kind === 'Extraction des sélecteurs', `job row: ${JSON.stringify(job)}`);
+  assert(/pièces lues sur/.test(job.detail) && !/evidence items/.test(job.detail), `job detail not in French: ${job.detail}`);
+  const shot = path.join(outDir, 'extraction.png');
+  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  assertNoNewEvents(before);
+}
+
 async function scenarioOverviewScreenshot({ page, base }) {
   const before = eventCounts();
   await openOverview(page, base);
@@ -1651,6 +1729,7 @@ const SCENARIOS = [
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
   ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
+  ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
   ['agent demo flow (plan, tool cards, review: risk medium and fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile],

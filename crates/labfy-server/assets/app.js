@@ -96,6 +96,20 @@ const I18N = {
     job_kind_extraction: 'Extraction des sélecteurs',
     job_extraction_detail: '{scanned} pièces lues sur {to_scan} · {mentions} mentions · {entities} nouvelles entités',
     extract_start: 'Extraire les sélecteurs',
+    edit_heading: 'Modifier l’entité',
+    edit_rename: 'Renommer',
+    edit_merge_label: 'Fusionner dans l’entité (référence entity:…)',
+    edit_merge: 'Fusionner',
+    edit_link_label: 'Relier à (référence entity:… ou evidence:…)',
+    edit_link: 'Relier',
+    edit_delete: 'Supprimer l’entité',
+    edit_delete_confirm: 'Confirmer la suppression (ses relations et mentions aussi)',
+    edit_renamed: 'Entité renommée ; l’ancien nom reste un alias.',
+    edit_merged: 'Entités fusionnées.',
+    edit_linked: 'Relation ajoutée.',
+    edit_deleted: 'Entité « {name} » supprimée.',
+    detail_aliases: 'Alias',
+    rel_uses_phone: 'utilise le téléphone',
     extract_help: 'Domaines, URL, courriels, adresses IP, téléphones, IBAN, adresses Bitcoin et Ethereum, services onion, empreintes : trouvés dans le texte des pièces, chaque mention avec sa position.',
     extract_started: 'Extraction lancée.',
     extract_done: 'Extraction terminée : {mentions} mentions, {entities} nouvelles entités.',
@@ -535,6 +549,20 @@ const I18N = {
     job_kind_extraction: 'Selector extraction',
     job_extraction_detail: '{scanned} of {to_scan} evidence items read · {mentions} mentions · {entities} new entities',
     extract_start: 'Extract selectors',
+    edit_heading: 'Edit the entity',
+    edit_rename: 'Rename',
+    edit_merge_label: 'Merge into the entity (reference entity:…)',
+    edit_merge: 'Merge',
+    edit_link_label: 'Link to (reference entity:… or evidence:…)',
+    edit_link: 'Link',
+    edit_delete: 'Delete the entity',
+    edit_delete_confirm: 'Confirm the deletion (its relations and mentions too)',
+    edit_renamed: 'Entity renamed; the former name stays an alias.',
+    edit_merged: 'Entities merged.',
+    edit_linked: 'Relation added.',
+    edit_deleted: 'Entity “{name}” deleted.',
+    detail_aliases: 'Aliases',
+    rel_uses_phone: 'uses phone',
     extract_help: 'Domains, URLs, e-mail and IP addresses, phone numbers, IBANs, Bitcoin and Ethereum addresses, onion services, hashes: found in the evidence text, each mention with its position.',
     extract_started: 'Extraction started.',
     extract_done: 'Extraction finished: {mentions} mentions, {entities} new entities.',
@@ -1184,6 +1212,8 @@ async function api(path, { method = 'GET', body } = {}) {
     throw new ApiError(res.status, String(e.code ?? 'http_error'),
       String(e.message ?? res.statusText ?? ''), res.headers.get('Retry-After'));
   }
+  // 204 (a deletion) answers nothing, on purpose.
+  if (res.status === 204) return {};
   if (data === null || typeof data !== 'object') {
     throw new ApiError(res.status, 'bad_response', t('err_unexpected'));
   }
@@ -1961,9 +1991,75 @@ async function renderNode(ref) {
               ...(node.degree !== undefined ? [[t('node_degree'), fmtNumber(node.degree)]] : []),
               ...details.map(([k, v]) => [enumLabel('detail', k), detailValue(k, v)]),
             ], 'node-details'),
-            details.length === 0 ? emptyNote('node_no_details') : null)))));
+            details.length === 0 ? emptyNote('node_no_details') : null),
+          node.kind === 'entity' ? renderEntityEdit(ctx, node) : null))));
   if (!shown) return;
   fill(nb);
+}
+
+const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'derived_from'];
+
+// The analyst's hand on an entity (SPEC C4): rename, merge into another,
+// link to another object, delete. Each change goes through the API (audited,
+// provenance `analyst`) and the view reloads with the result.
+function renderEntityEdit(ctx, node) {
+  const id = String(node.id);
+  const status = h('p', { class: 'form-status', testid: 'edit-status', role: 'status', hidden: true });
+  const say = (text, kind) => {
+    status.textContent = text;
+    status.dataset.kind = kind;
+    status.hidden = !text;
+  };
+  const act = async (button, call, done) => {
+    button.disabled = true;
+    say('', 'info');
+    try {
+      const out = await call();
+      if (!ctx.live()) return;
+      done(out);
+    } catch (err) {
+      say(errorText(err), 'error');
+    } finally {
+      button.disabled = false;
+    }
+  };
+  const name = h('input', { type: 'text', id: 'edit-name', testid: 'edit-name', value: String(node.label ?? ''), autocomplete: 'off' });
+  const rename = h('button', { type: 'button', testid: 'edit-rename', text: t('edit_rename') });
+  rename.addEventListener('click', () => act(rename,
+    () => api(`/api/v1/entities/${seg(id)}/rename`, { method: 'POST', body: { name: name.value } }),
+    () => { setStatusAfterRoute(t('edit_renamed'), 'ok'); route(); }));
+  const into = h('input', { type: 'text', id: 'edit-merge', testid: 'edit-merge-into', placeholder: 'entity:…', autocomplete: 'off' });
+  const merge = h('button', { type: 'button', testid: 'edit-merge', text: t('edit_merge') });
+  merge.addEventListener('click', () => act(merge,
+    () => api(`/api/v1/entities/${seg(id)}/merge`, { method: 'POST', body: { into: into.value.trim() } }),
+    (kept) => { setStatusAfterRoute(t('edit_merged'), 'ok'); location.hash = hrefFor(kept.id, 'entity'); }));
+  const relKind = h('select', { testid: 'edit-link-kind', 'aria-label': t('edit_link') },
+    RELATION_KINDS.map((k) => h('option', { value: k, text: enumLabel('rel', k) })));
+  const target = h('input', { type: 'text', id: 'edit-link', testid: 'edit-link-target', placeholder: 'entity:… / evidence:…', autocomplete: 'off' });
+  const link = h('button', { type: 'button', testid: 'edit-link', text: t('edit_link') });
+  link.addEventListener('click', () => act(link,
+    () => api(`/api/v1/investigations/${seg(state.investigationId)}/relations`, { method: 'POST', body: { kind: relKind.value, src: id, dst: target.value.trim() } }),
+    () => { setStatusAfterRoute(t('edit_linked'), 'ok'); route(); }));
+  const del = h('button', { type: 'button', class: 'danger', testid: 'edit-delete', text: t('edit_delete') });
+  let armed = false;
+  del.addEventListener('click', () => {
+    if (!armed) {
+      armed = true;
+      del.textContent = t('edit_delete_confirm');
+      return;
+    }
+    act(del, () => api(`/api/v1/entities/${seg(id)}`, { method: 'DELETE' }), () => {
+      setStatusAfterRoute(t('edit_deleted', { name: node.label ?? id }), 'ok');
+      location.hash = '#/';
+    });
+  });
+  return h('section', { class: 'panel entity-edit', testid: 'entity-edit' },
+    h('h3', { text: t('edit_heading') }),
+    h('label', { for: 'edit-name', text: t('edit_rename') }), h('div', { class: 'form-actions' }, name, rename),
+    h('label', { for: 'edit-merge', text: t('edit_merge_label') }), h('div', { class: 'form-actions' }, into, merge),
+    h('label', { for: 'edit-link', text: t('edit_link_label') }), h('div', { class: 'form-actions' }, relKind, target, link),
+    h('div', { class: 'form-actions' }, del),
+    status);
 }
 
 // ---------------------------------------------------------------------------

@@ -178,10 +178,8 @@ fn entity_for(
     if let Some(id) = cache.get(&key) {
         return Ok(id.clone());
     }
-    let mut found: Option<String> = tx
-        .prepare_cached("SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3 LIMIT 1")?
-        .query_row(params![inv, kind.as_str(), value], |r| r.get(0))
-        .optional()?;
+    // By name, or by an alias an analyst's rename or merge left.
+    let mut found = crate::graph_edit::find_entity(tx, inv, kind.as_str(), value)?;
     if found.is_none() && kind == Kind::Phone {
         // A number written by hand or by SPECIMEN (`+33 6 12 34 56 78`) is
         // the same number as its E.164 form.

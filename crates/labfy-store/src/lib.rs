@@ -6,6 +6,7 @@ mod commands;
 mod db;
 mod error;
 mod extraction;
+mod graph_edit;
 mod migrations;
 mod model;
 mod reads;
@@ -31,6 +32,7 @@ pub use commands::{
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
 pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
+pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
 pub use reads::*;
@@ -106,6 +108,36 @@ impl Store {
     /// Extraction jobs of a workspace left `RUNNING` (the server resumes them).
     pub fn running_extractions(&self, ws: Uuid) -> Result<Vec<ObjectRef>> {
         extraction::running(&self.conn, ws)
+    }
+
+    /// Creates an entity drawn by the analyst (SPEC C4).
+    pub fn create_entity(&mut self, ws: Uuid, inv: &ObjectRef, e: &NewEntity, actor: &str) -> Result<ObjectRef> {
+        graph_edit::create_entity(&mut self.conn, ws, inv, e, actor)
+    }
+
+    /// Renames an entity; the former name becomes an alias.
+    pub fn rename_entity(&mut self, ws: Uuid, ent: &ObjectRef, name: &str, actor: &str) -> Result<()> {
+        graph_edit::rename_entity(&mut self.conn, ws, ent, name, actor)
+    }
+
+    /// Merges entity `gone` into `keep` (same kind and investigation).
+    pub fn merge_entities(&mut self, ws: Uuid, gone: &ObjectRef, keep: &ObjectRef, actor: &str) -> Result<()> {
+        graph_edit::merge_entities(&mut self.conn, ws, gone, keep, actor)
+    }
+
+    /// Deletes an entity with its relations, mentions and provenance.
+    pub fn delete_entity(&mut self, ws: Uuid, ent: &ObjectRef, actor: &str) -> Result<()> {
+        graph_edit::delete_entity(&mut self.conn, ws, ent, actor)
+    }
+
+    /// Draws a relation between two objects of an investigation.
+    pub fn create_relation(&mut self, ws: Uuid, inv: &ObjectRef, rel: &NewRelation, actor: &str) -> Result<ObjectRef> {
+        graph_edit::create_relation(&mut self.conn, ws, inv, rel, actor)
+    }
+
+    /// Deletes a relation with its provenance.
+    pub fn delete_relation(&mut self, ws: Uuid, rel: &ObjectRef, actor: &str) -> Result<()> {
+        graph_edit::delete_relation(&mut self.conn, ws, rel, actor)
     }
 
     /// Persists a human grant.
@@ -254,6 +286,8 @@ mod bundle_tests;
 mod campaign_tests;
 #[cfg(test)]
 mod extraction_tests;
+#[cfg(test)]
+mod graph_edit_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

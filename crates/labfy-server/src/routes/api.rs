@@ -8,8 +8,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::{
-    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewNote, Node, Overview, ProvenanceTrace,
-    SearchResult, WorkspaceSummary,
+    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewEntity, NewNote, NewRelation, Node, Overview,
+    ProvenanceTrace, SearchResult, WorkspaceSummary,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -32,6 +32,12 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
         .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
         .route("/api/v1/investigations/{investigation}/extraction", axum::routing::post(start_extraction))
+        .route("/api/v1/investigations/{investigation}/entities", axum::routing::post(create_entity))
+        .route("/api/v1/investigations/{investigation}/relations", axum::routing::post(create_relation))
+        .route("/api/v1/entities/{entity}", axum::routing::delete(delete_entity))
+        .route("/api/v1/entities/{entity}/rename", axum::routing::post(rename_entity))
+        .route("/api/v1/entities/{entity}/merge", axum::routing::post(merge_entity))
+        .route("/api/v1/relations/{relation}", axum::routing::delete(delete_relation))
         .route("/api/v1/evidence/{evidence}", get(evidence))
         .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
         .route("/api/v1/graph/nodes/{node}", get(node))
@@ -175,6 +181,118 @@ async fn start_extraction(
         crate::extraction::spawn(st.db().clone(), ws, job);
     }
     Ok((StatusCode::ACCEPTED, Json(st.db().read(move |r| r.job(ws, &job)).await?)))
+}
+
+/// The analyst draws an entity (SPEC C4): `201` with its node.
+async fn create_entity(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiJson(e): ApiJson<NewEntity>,
+) -> ApiResult<(StatusCode, Json<Node>)> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let node = st
+        .db()
+        .write(move |store| {
+            let r = store.create_entity(ws, &inv, &e, "analyst")?;
+            store.reads().node(ws, &r)
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(node)))
+}
+
+/// The analyst draws a relation: `201` with its node.
+async fn create_relation(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiJson(rel): ApiJson<NewRelation>,
+) -> ApiResult<(StatusCode, Json<Node>)> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let node = st
+        .db()
+        .write(move |store| {
+            let r = store.create_relation(ws, &inv, &rel, "analyst")?;
+            store.reads().node(ws, &r)
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(node)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rename {
+    name: String,
+}
+
+/// Renames an entity (its former name becomes an alias): its node.
+async fn rename_entity(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ent): Path<String>,
+    ApiJson(body): ApiJson<Rename>,
+) -> ApiResult<Json<Node>> {
+    let ent = path_ref(&ent, Some(RefKind::Entity))?;
+    let ws = s.session.workspace;
+    let node = st
+        .db()
+        .write(move |store| {
+            store.rename_entity(ws, &ent, &body.name, "analyst")?;
+            store.reads().node(ws, &ent)
+        })
+        .await?;
+    Ok(Json(node))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Merge {
+    into: ObjectRef,
+}
+
+/// Merges the entity into `into`: the node kept.
+async fn merge_entity(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ent): Path<String>,
+    ApiJson(body): ApiJson<Merge>,
+) -> ApiResult<Json<Node>> {
+    let ent = path_ref(&ent, Some(RefKind::Entity))?;
+    let ws = s.session.workspace;
+    let node = st
+        .db()
+        .write(move |store| {
+            store.merge_entities(ws, &ent, &body.into, "analyst")?;
+            store.reads().node(ws, &body.into)
+        })
+        .await?;
+    Ok(Json(node))
+}
+
+/// Deletes an entity with its relations and mentions: `204`.
+async fn delete_entity(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ent): Path<String>,
+) -> ApiResult<StatusCode> {
+    let ent = path_ref(&ent, Some(RefKind::Entity))?;
+    let ws = s.session.workspace;
+    st.db().write(move |store| store.delete_entity(ws, &ent, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes a relation: `204`.
+async fn delete_relation(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(rel): Path<String>,
+) -> ApiResult<StatusCode> {
+    let rel = path_ref(&rel, Some(RefKind::Relation))?;
+    let ws = s.session.workspace;
+    st.db().write(move |store| store.delete_relation(ws, &rel, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {

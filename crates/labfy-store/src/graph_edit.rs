@@ -1,0 +1,467 @@
+//! The analyst's hand on the graph (SPEC C4): create, rename, merge and
+//! delete entities; create and delete relations. Each is one transaction
+//! with its audit row; what is created carries a provenance record whose
+//! producer is the analyst. A value of a kind the extractors know (a domain,
+//! an IBAN…) is normalised as they would, so a hand-made entity and an
+//! extracted one meet; a name an entity loses (renamed, merged away) stays
+//! among its `aliases`, where extraction finds it again.
+
+use labfy_core::{ObjectRef, RefKind};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::commands::{audit, check_text};
+use crate::error::{Result, StoreError};
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// Entity kinds (the schema's list, SPECIMEN's and the extractors').
+pub const ENTITY_KINDS: &[&str] = &[
+    "person",
+    "organisation",
+    "location",
+    "domain",
+    "email",
+    "phone",
+    "url",
+    "ipv4",
+    "ipv6",
+    "iban",
+    "btc_address",
+    "eth_address",
+    "onion",
+    "file_hash",
+];
+
+/// Relation kinds an analyst may draw (the schema's list).
+pub const RELATION_KINDS: &[&str] =
+    &["mentions", "works_for", "owns_domain", "uses_email", "uses_phone", "located_in", "linked_to", "derived_from"];
+
+/// Longest entity name, in characters.
+pub const MAX_ENTITY_NAME_CHARS: usize = 200;
+
+/// Most aliases an entity keeps (older ones drop off).
+pub const MAX_ALIASES: usize = 64;
+
+/// A new entity drawn by the analyst.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEntity {
+    /// One of [`ENTITY_KINDS`].
+    pub kind: String,
+    /// Its name (normalised for the extractors' kinds).
+    pub name: String,
+}
+
+/// A new relation drawn by the analyst.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRelation {
+    /// One of [`RELATION_KINDS`].
+    pub kind: String,
+    /// Its source (`evidence:` or `entity:` of the same investigation).
+    pub src: ObjectRef,
+    /// Its target (likewise, not the source).
+    pub dst: ObjectRef,
+    /// 0.0–1.0; 1.0 when absent.
+    #[serde(default)]
+    pub confidence: Option<f64>,
+}
+
+/// The name an entity of `kind` gets: the extractors' normal form for their
+/// kinds (`Exemple.FR.` → `exemple.fr`), refused when it is not one whole
+/// value of that kind; trimmed text otherwise.
+fn normal_name(kind: &str, name: &str) -> Result<String> {
+    check_text("name", name, MAX_ENTITY_NAME_CHARS)?;
+    if !ENTITY_KINDS.contains(&kind) {
+        return Err(StoreError::Invalid(format!("unknown entity kind `{kind}` (one of {})", ENTITY_KINDS.join(", "))));
+    }
+    let name = name.trim();
+    let Some(k) = labfy_extract::Kind::parse(kind) else {
+        return Ok(name.to_owned());
+    };
+    // A trailing dot (a domain's root, or the sentence it was copied from)
+    // is not part of the value.
+    let name = name.trim_end_matches('.');
+    let found = labfy_extract::extract(name);
+    let whole = found.mentions.iter().find(|m| m.kind == k && m.start == 0 && m.len == name.chars().count());
+    match whole {
+        Some(m) => Ok(m.value.clone()),
+        None => {
+            Err(StoreError::Invalid(format!("`{name}` is not a valid {kind} (the extractors' rules: labfy-extract)")))
+        }
+    }
+}
+
+fn insert_provenance(
+    tx: &Connection,
+    inv: &str,
+    object: &str,
+    actor: &str,
+    activity: &str,
+    inputs: &[String],
+) -> Result<()> {
+    let prov = Uuid::now_v7().to_string();
+    tx.prepare_cached(
+        "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![prov, inv, object, actor, activity, now_rfc3339()])?;
+    for (pos, input) in inputs.iter().enumerate() {
+        tx.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)")?
+            .execute(params![prov, pos as i64, input])?;
+    }
+    Ok(())
+}
+
+/// The investigation of an entity, relation or evidence item of `ws`.
+fn investigation_of(tx: &Connection, ws: Uuid, r: &ObjectRef) -> Result<String> {
+    Reads { conn: tx }.require_in_workspace(ws, r)?;
+    let table = match r.kind() {
+        RefKind::Entity => "entities",
+        RefKind::Relation => "relations",
+        RefKind::Evidence => "evidence",
+        _ => {
+            return Err(StoreError::Invalid(format!(
+                "expected an `entity:`, `relation:` or `evidence:` reference, got `{r}`"
+            )));
+        }
+    };
+    Ok(tx.query_row(&format!("SELECT investigation_id FROM {table} WHERE id = ?1"), [r.id().to_string()], |x| {
+        x.get(0)
+    })?)
+}
+
+fn require(r: &ObjectRef, kind: RefKind) -> Result<()> {
+    if r.kind() == kind {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!("expected a `{kind}:` reference, got `{r}`")))
+    }
+}
+
+fn recount_entity(tx: &Connection, id: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE entities SET mention_count =
+             (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || entities.id AND r.kind = 'mentions')
+         WHERE id = ?1",
+    )?
+    .execute([id])?;
+    Ok(())
+}
+
+fn bump(tx: &Connection, inv: &str, relations: i64, provenance: i64) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE investigations SET relation_count = relation_count + ?2, provenance_count = provenance_count + ?3 WHERE id = ?1",
+    )?
+    .execute(params![inv, relations, provenance])?;
+    Ok(())
+}
+
+/// Creates an entity; `Conflict` naming the existing one when the
+/// investigation already has it (by name or alias).
+pub(crate) fn create_entity(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    e: &NewEntity,
+    actor: &str,
+) -> Result<ObjectRef> {
+    require(inv, RefKind::Investigation)?;
+    let name = normal_name(&e.kind, &e.name)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let inv_id = inv.id().to_string();
+    if let Some(existing) = find_entity(&tx, &inv_id, &e.kind, &name)? {
+        return Err(StoreError::Conflict(format!("entity:{existing} is already the {} `{name}`", e.kind)));
+    }
+    let id = Uuid::now_v7();
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO entities (id, investigation_id, kind, name, attributes, created_at) VALUES (?1, ?2, ?3, ?4, '{}', ?5)",
+        params![id.to_string(), inv_id, e.kind, name, now],
+    )?;
+    let r = ObjectRef::new(RefKind::Entity, id);
+    insert_provenance(&tx, &inv_id, &r.to_string(), actor, "analyst.create", &[])?;
+    bump(&tx, &inv_id, 0, 1)?;
+    audit(&tx, actor, "entity.create", Some(ws), Some(&r), &serde_json::json!({"kind": e.kind, "name": name}))?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// The entity of this kind whose name or one of whose aliases is `name`.
+pub(crate) fn find_entity(tx: &Connection, inv: &str, kind: &str, name: &str) -> Result<Option<String>> {
+    let by_name: Option<String> = tx
+        .prepare_cached("SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3 LIMIT 1")?
+        .query_row(params![inv, kind, name], |r| r.get(0))
+        .optional()?;
+    if by_name.is_some() {
+        return Ok(by_name);
+    }
+    Ok(tx
+        .prepare_cached(
+            "SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2
+               AND json_type(attributes, '$.aliases') = 'array'
+               AND EXISTS (SELECT 1 FROM json_each(attributes, '$.aliases') a WHERE a.value = ?3)
+             LIMIT 1",
+        )?
+        .query_row(params![inv, kind, name], |r| r.get(0))
+        .optional()?)
+}
+
+/// Adds `names` to an entity's aliases (bounded, no duplicates, not its own name).
+fn add_aliases(tx: &Connection, id: &str, names: &[String]) -> Result<()> {
+    let (name, attributes): (String, String) =
+        tx.query_row("SELECT name, attributes FROM entities WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let mut attrs: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&attributes).unwrap_or_default();
+    let mut aliases: Vec<String> = attrs
+        .get("aliases")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    for n in names {
+        if *n != name && !aliases.contains(n) {
+            aliases.push(n.clone());
+        }
+    }
+    let skip = aliases.len().saturating_sub(MAX_ALIASES);
+    attrs.insert("aliases".into(), serde_json::json!(aliases[skip..]));
+    tx.execute(
+        "UPDATE entities SET attributes = ?2 WHERE id = ?1",
+        params![id, serde_json::Value::Object(attrs).to_string()],
+    )?;
+    Ok(())
+}
+
+/// Renames an entity; its former name becomes an alias.
+pub(crate) fn rename_entity(conn: &mut Connection, ws: Uuid, ent: &ObjectRef, name: &str, actor: &str) -> Result<()> {
+    require(ent, RefKind::Entity)?;
+    let tx = conn.transaction()?;
+    let inv = investigation_of(&tx, ws, ent)?;
+    let id = ent.id().to_string();
+    let (kind, old): (String, String) =
+        tx.query_row("SELECT kind, name FROM entities WHERE id = ?1", [&id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let name = normal_name(&kind, name)?;
+    if name == old {
+        return Ok(());
+    }
+    if let Some(other) = find_entity(&tx, &inv, &kind, &name)?.filter(|o| *o != id) {
+        return Err(StoreError::Conflict(format!("entity:{other} is already the {kind} `{name}`; merge them instead")));
+    }
+    tx.execute("UPDATE entities SET name = ?2 WHERE id = ?1", params![id, name])?;
+    add_aliases(&tx, &id, std::slice::from_ref(&old))?;
+    audit(&tx, actor, "entity.rename", Some(ws), Some(ent), &serde_json::json!({"from": old, "to": name}))?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Merges `gone` into `keep` (same investigation, same kind): its relations
+/// and mentions move over (a relation that would repeat one of `keep`'s or
+/// join `keep` to itself is dropped), its name and aliases become `keep`'s
+/// aliases, and it is deleted. `keep` gets a provenance record of the merge.
+pub(crate) fn merge_entities(
+    conn: &mut Connection,
+    ws: Uuid,
+    gone: &ObjectRef,
+    keep: &ObjectRef,
+    actor: &str,
+) -> Result<()> {
+    require(gone, RefKind::Entity)?;
+    require(keep, RefKind::Entity)?;
+    if gone == keep {
+        return Err(StoreError::Invalid("an entity cannot be merged into itself".into()));
+    }
+    let tx = conn.transaction()?;
+    let inv = investigation_of(&tx, ws, gone)?;
+    if investigation_of(&tx, ws, keep)? != inv {
+        return Err(StoreError::Invalid(format!("{gone} and {keep} belong to different investigations")));
+    }
+    let (g, k) = (gone.id().to_string(), keep.id().to_string());
+    let kind_of = |id: &str| -> Result<(String, String, String)> {
+        Ok(tx.query_row("SELECT kind, name, attributes FROM entities WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?)
+    };
+    let (gk, gname, gattrs) = kind_of(&g)?;
+    let (kk, _, _) = kind_of(&k)?;
+    if gk != kk {
+        return Err(StoreError::Invalid(format!(
+            "{gone} is a {gk} and {keep} a {kk}: only entities of one kind merge"
+        )));
+    }
+    let (gr, kr) = (gone.to_string(), keep.to_string());
+    // Relations: repoint, unless that repeats one of keep's or loops.
+    let before: i64 =
+        tx.query_row("SELECT count(*) FROM relations WHERE investigation_id = ?1", [&inv], |r| r.get(0))?;
+    let dropped: Vec<String> = tx
+        .prepare(
+            "SELECT id FROM relations WHERE
+                (src = ?1 AND (dst = ?2 OR EXISTS (SELECT 1 FROM relations o
+                                                    WHERE o.src = ?2 AND o.dst = relations.dst AND o.kind = relations.kind)))
+             OR (dst = ?1 AND (src = ?2 OR EXISTS (SELECT 1 FROM relations o
+                                                    WHERE o.dst = ?2 AND o.src = relations.src AND o.kind = relations.kind)))",
+        )?
+        .query_map(params![gr, kr], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let mut prov = 0i64;
+    for id in &dropped {
+        tx.execute("DELETE FROM relations WHERE id = ?1", [id])?;
+        prov += tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [format!("relation:{id}")])? as i64;
+    }
+    tx.execute("UPDATE relations SET src = ?2 WHERE src = ?1", params![gr, kr])?;
+    tx.execute("UPDATE relations SET dst = ?2 WHERE dst = ?1", params![gr, kr])?;
+    let after: i64 =
+        tx.query_row("SELECT count(*) FROM relations WHERE investigation_id = ?1", [&inv], |r| r.get(0))?;
+    tx.execute("UPDATE OR IGNORE mentions SET entity_id = ?2 WHERE entity_id = ?1", params![g, k])?;
+    let mut names = vec![gname.clone()];
+    if let Ok(serde_json::Value::Object(a)) = serde_json::from_str::<serde_json::Value>(&gattrs) {
+        if let Some(serde_json::Value::Array(xs)) = a.get("aliases") {
+            names.extend(xs.iter().filter_map(|v| v.as_str().map(str::to_owned)));
+        }
+    }
+    add_aliases(&tx, &k, &names)?;
+    prov += tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [&gr])? as i64;
+    tx.execute("DELETE FROM entities WHERE id = ?1", [&g])?;
+    insert_provenance(&tx, &inv, &kr, actor, "analyst.merge", std::slice::from_ref(&gr))?;
+    recount_entity(&tx, &k)?;
+    bump(&tx, &inv, after - before, 1 - prov)?;
+    audit(&tx, actor, "entity.merge", Some(ws), Some(keep), &serde_json::json!({"merged": gr, "name": gname}))?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Deletes an entity with its relations, mentions and provenance records.
+pub(crate) fn delete_entity(conn: &mut Connection, ws: Uuid, ent: &ObjectRef, actor: &str) -> Result<()> {
+    require(ent, RefKind::Entity)?;
+    let tx = conn.transaction()?;
+    let inv = investigation_of(&tx, ws, ent)?;
+    let (id, r) = (ent.id().to_string(), ent.to_string());
+    let (kind, name): (String, String) =
+        tx.query_row("SELECT kind, name FROM entities WHERE id = ?1", [&id], |x| Ok((x.get(0)?, x.get(1)?)))?;
+    let others: Vec<String> = tx
+        .prepare("SELECT substr(dst, 8) FROM relations WHERE src = ?1 AND dst LIKE 'entity:%'")?
+        .query_map([&r], |x| x.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let rel_ids: Vec<String> = tx
+        .prepare("SELECT 'relation:' || id FROM relations WHERE src = ?1 OR dst = ?1")?
+        .query_map([&r], |x| x.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let rels = tx.execute("DELETE FROM relations WHERE src = ?1 OR dst = ?1", [&r])? as i64;
+    let mut prov = tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [&r])? as i64;
+    for rel in &rel_ids {
+        prov += tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [rel])? as i64;
+    }
+    tx.execute("DELETE FROM entities WHERE id = ?1", [&id])?;
+    for o in &others {
+        recount_entity(&tx, o)?;
+    }
+    bump(&tx, &inv, -rels, -prov)?;
+    audit(
+        &tx,
+        actor,
+        "entity.delete",
+        Some(ws),
+        Some(ent),
+        &serde_json::json!({"kind": kind, "name": name, "relations": rels}),
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Draws a relation between two objects of one investigation.
+pub(crate) fn create_relation(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    rel: &NewRelation,
+    actor: &str,
+) -> Result<ObjectRef> {
+    require(inv, RefKind::Investigation)?;
+    if !RELATION_KINDS.contains(&rel.kind.as_str()) {
+        return Err(StoreError::Invalid(format!(
+            "unknown relation kind `{}` (one of {})",
+            rel.kind,
+            RELATION_KINDS.join(", ")
+        )));
+    }
+    let confidence = rel.confidence.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&confidence) {
+        return Err(StoreError::Invalid(format!("confidence {confidence} is not between 0 and 1")));
+    }
+    if rel.src == rel.dst {
+        return Err(StoreError::Invalid("a relation joins two different objects".into()));
+    }
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let inv_id = inv.id().to_string();
+    for end in [&rel.src, &rel.dst] {
+        if !matches!(end.kind(), RefKind::Entity | RefKind::Evidence) {
+            return Err(StoreError::Invalid(format!("a relation joins entities and evidence items, not `{end}`")));
+        }
+        if investigation_of(&tx, ws, end)? != inv_id {
+            return Err(StoreError::Invalid(format!("{end} belongs to another investigation")));
+        }
+    }
+    let (src, dst) = (rel.src.to_string(), rel.dst.to_string());
+    let exists: Option<String> = tx
+        .query_row(
+            "SELECT id FROM relations WHERE src = ?1 AND dst = ?2 AND kind = ?3",
+            params![src, dst, rel.kind],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = exists {
+        return Err(StoreError::Conflict(format!("relation:{id} already joins {src} to {dst} as {}", rel.kind)));
+    }
+    let id = Uuid::now_v7();
+    tx.execute(
+        "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'analyst')",
+        params![id.to_string(), inv_id, rel.kind, src, dst, confidence, now_rfc3339()],
+    )?;
+    let r = ObjectRef::new(RefKind::Relation, id);
+    insert_provenance(&tx, &inv_id, &r.to_string(), actor, "analyst.create", &[])?;
+    if rel.dst.kind() == RefKind::Entity {
+        recount_entity(&tx, &rel.dst.id().to_string())?;
+    }
+    bump(&tx, &inv_id, 1, 1)?;
+    audit(
+        &tx,
+        actor,
+        "relation.create",
+        Some(ws),
+        Some(&r),
+        &serde_json::json!({"kind": rel.kind, "src": src, "dst": dst}),
+    )?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// Deletes a relation (any: SPECIMEN's, extraction's, an analyst's) with its
+/// provenance records. Extraction does not draw it again for the same items
+/// unless the extractors' version changes.
+pub(crate) fn delete_relation(conn: &mut Connection, ws: Uuid, rel: &ObjectRef, actor: &str) -> Result<()> {
+    require(rel, RefKind::Relation)?;
+    let tx = conn.transaction()?;
+    let inv = investigation_of(&tx, ws, rel)?;
+    let (kind, src, dst): (String, String, String) =
+        tx.query_row("SELECT kind, src, dst FROM relations WHERE id = ?1", [rel.id().to_string()], |x| {
+            Ok((x.get(0)?, x.get(1)?, x.get(2)?))
+        })?;
+    tx.execute("DELETE FROM relations WHERE id = ?1", [rel.id().to_string()])?;
+    let prov = tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [rel.to_string()])? as i64;
+    if let Some(e) = dst.strip_prefix("entity:") {
+        recount_entity(&tx, e)?;
+    }
+    bump(&tx, &inv, -1, -prov)?;
+    audit(
+        &tx,
+        actor,
+        "relation.delete",
+        Some(ws),
+        Some(rel),
+        &serde_json::json!({"kind": kind, "src": src, "dst": dst}),
+    )?;
+    tx.commit()?;
+    Ok(())
+}
