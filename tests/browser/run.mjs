@@ -581,6 +581,8 @@ async function scenarioExtraction({ page, base }) {
     const said = await page.textContent(tid('extract-status')).catch(() => '');
     throw new Error(`the extraction did not finish in the UI (it says: ${said})`);
   }
+  // The overview reloads with the graph the job filled.
+  await page.waitForSelector(tid('job'), { timeout: STEP_TIMEOUT_MS });
   const job = await page.$eval(tid('job'), (el) => ({
     status: el.dataset.status,
     kind: el.querySelector('.job-kind')?.textContent,

@@ -1440,6 +1440,9 @@ function parseHash() {
 function beginView(className, testid) {
   const gen = ++state.gen;
   clearStatus();
+  // What the last action said (a note saved, an entity merged) shows once
+  // the view it led to starts.
+  flushPendingStatus();
   const view = clear($('view'));
   view.className = `view ${className}`;
   view.dataset.view = testid;
@@ -1810,7 +1813,6 @@ function renderFetch(f) {
 
 async function renderEvidence(ref) {
   const ctx = beginView('view-evidence', 'evidence');
-  flushPendingStatus();
   setTitle(t('evidence_heading'));
   let ev;
   try {
