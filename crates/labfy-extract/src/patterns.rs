@@ -106,14 +106,25 @@ pub(crate) fn normalise_domain(name: &str, free_text: bool) -> Option<String> {
 pub(crate) fn urls(text: &str, out: &mut BTreeSet<Found>) {
     for m in URL.find_iter(text) {
         let mut s = m.as_str();
+        // The brackets are counted once and the closing count kept up to date
+        // as they are trimmed: counting them again for each trimmed character
+        // made a URL followed by n `)` cost n² (64 KiB of them: seconds).
+        let count = |c: u8| s.bytes().filter(|&b| b == c).count();
+        let (open_paren, mut close_paren) = (count(b'('), count(b')'));
+        let (open_bracket, mut close_bracket) = (count(b'['), count(b']'));
         while let Some(last) = s.chars().next_back() {
             let unbalanced = match last {
-                ')' => s.matches('(').count() < s.matches(')').count(),
-                ']' => s.matches('[').count() < s.matches(']').count(),
+                ')' => open_paren < close_paren,
+                ']' => open_bracket < close_bracket,
                 _ => false,
             };
             if matches!(last, '.' | ',' | ';' | ':' | '!' | '?' | '*' | '\'' | '"') || unbalanced {
                 s = &s[..s.len() - last.len_utf8()];
+                match last {
+                    ')' => close_paren -= 1,
+                    ']' => close_bracket -= 1,
+                    _ => {}
+                }
             } else {
                 break;
             }

@@ -51,6 +51,20 @@ fn urls_lose_the_sentence_around_them_and_their_fragment() {
 }
 
 #[test]
+fn a_url_followed_by_many_closing_brackets_is_trimmed_in_linear_time() {
+    // Found by the `extract` fuzz target (tests/fuzz, a libFuzzer timeout):
+    // the brackets were counted again for each one trimmed, so 64 KiB of
+    // `)` after a URL took seconds, and a page of them would take hours.
+    // Quadratic, this input takes hours (the test run's timeout says so);
+    // linear, milliseconds. No timing is asserted here.
+    let text = format!("voir http://exemple.fr/a_(b){}", ")".repeat(200_000));
+    assert_eq!(values(&text, Kind::Url), ["http://exemple.fr/a_(b)"]);
+    // The counts follow what is trimmed, brackets and parentheses apart.
+    assert_eq!(values("(http://exemple.fr/[x]]).", Kind::Url), ["http://exemple.fr/[x]"]);
+    assert_eq!(values("http://exemple.fr/(a)[b]);]", Kind::Url), ["http://exemple.fr/(a)[b]"]);
+}
+
+#[test]
 fn ipv4_takes_dotted_quads_and_leaves_versions() {
     assert_eq!(values("serveur 203.0.113.7, passerelle 10.0.0.1.", Kind::Ipv4), ["203.0.113.7", "10.0.0.1"]);
     for text in ["version 1.2.3.4", "v1.2.3.4", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "build: 10.0.19.41"] {
