@@ -8,7 +8,7 @@
 //!   investigation.json       the investigation and its workspace
 //!   evidence.jsonl           one item per line (no text); `text` names its file
 //!   evidence/<uuid>.txt      the stored text, whose SHA-256 is the item's `sha256`
-//!   entities.jsonl  relations.jsonl  mentions.jsonl
+//!   entities.jsonl  entity_aliases.jsonl  relations.jsonl  mentions.jsonl
 //!   provenance.jsonl  provenance_inputs.jsonl  fetch_provenance.jsonl
 //!   research_requests.jsonl  grants.jsonl  campaigns.jsonl  campaign_items.jsonl  jobs.jsonl
 //!   audit.jsonl              the workspace's audit log
@@ -435,6 +435,7 @@ fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter)
         |table: &str, order: &str| format!("SELECT * FROM {table} WHERE investigation_id = ?1 ORDER BY {order}");
     for (table, file, order) in [
         ("entities", "entities.jsonl", "id"),
+        ("entity_aliases", "entity_aliases.jsonl", "kind, name"),
         ("relations", "relations.jsonl", "id"),
         ("provenance", "provenance.jsonl", "id"),
         ("research_requests", "research_requests.jsonl", "created_at, id"),
@@ -760,6 +761,14 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
         each_line(dir, f, |line, o| {
             objects.insert(format!("entity:{}", field(f, line, o, "id")?));
             Ok(())
+        })?,
+    );
+    let f = "entity_aliases.jsonl";
+    counts.insert(
+        f.into(),
+        each_line(dir, f, |line, o| {
+            let e = format!("entity:{}", field(f, line, o, "entity_id")?);
+            if objects.contains(&e) { Ok(()) } else { Err(bad(f, line, format!("{e} is not in the bundle"))) }
         })?,
     );
     let f = "relations.jsonl";

@@ -27,9 +27,11 @@ use crate::reads::Reads;
 /// `jobs.kind` of an extraction over an investigation.
 pub const EXTRACTION_JOB: &str = "extraction";
 
-/// Evidence items scanned per transaction of a job: small enough that the
-/// writer is free again within tens of milliseconds.
-pub const EXTRACTION_BATCH: u32 = 200;
+/// Evidence items scanned per transaction of a job: the writer is free again
+/// within about 0.4 s (release build), and a commit's fsync is paid once per
+/// thousand items (200 per batch took 63 s over 100,000 items, 1,000 took
+/// 36 s: docs/PERFORMANCE.md).
+pub const EXTRACTION_BATCH: u32 = 1000;
 
 /// Who made a relation found by extraction (`relations.producer`).
 pub const EXTRACTION_PRODUCER: &str = labfy_extract::PRODUCER;
@@ -83,14 +85,26 @@ pub struct ExtractionStep {
     pub done: bool,
 }
 
-/// Entity ids already found in this transaction, by kind and value.
-type EntityCache = HashMap<(Kind, String), String>;
+/// Entity ids already found in this transaction, by kind and value; and,
+/// built at the first phone that matches no name, the investigation's phone
+/// entities by their digits (one scan per transaction, not one per mention).
+#[derive(Default)]
+struct EntityCache {
+    ids: HashMap<(Kind, String), String>,
+    phones: Option<HashMap<String, String>>,
+}
 
-/// Counters an extraction moves, applied once per transaction.
+/// Counters an extraction moves, applied once per transaction: the change
+/// of each entity's `mentions` relations, and the figures.
 #[derive(Default)]
 struct Touched {
-    entities: BTreeSet<String>,
+    mentions: HashMap<String, i64>,
     stats: ExtractionStats,
+}
+
+/// `+33 6 12 34 56 78`, `+33.6.12.34.56.78` → `+33612345678`.
+fn phone_digits(name: &str) -> String {
+    name.chars().filter(|c| c.is_ascii_digit() || *c == '+').collect()
 }
 
 /// Scans one evidence item in the caller's transaction, replacing what an
@@ -137,7 +151,7 @@ fn scan(
             )?
             .execute(params![Uuid::now_v7().to_string(), inv, ev_ref, dst, now, EXTRACTION_PRODUCER])?;
             t.stats.relations_created += 1;
-            t.entities.insert(entity.clone());
+            *t.mentions.entry(entity.clone()).or_default() += 1;
         }
     }
     for gone in before.difference(&after) {
@@ -147,7 +161,7 @@ fn scan(
             )?
             .execute(params![ev_ref, format!("entity:{gone}"), EXTRACTION_PRODUCER])?;
         t.stats.relations_removed += n as u64;
-        t.entities.insert(gone.clone());
+        *t.mentions.entry(gone.clone()).or_default() -= n as i64;
     }
     tx.prepare_cached(
         "INSERT INTO extraction_state (evidence_id, version, mentions, dropped, extracted_at) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -175,7 +189,7 @@ fn entity_for(
     t: &mut Touched,
 ) -> Result<String> {
     let key = (kind, value.to_owned());
-    if let Some(id) = cache.get(&key) {
+    if let Some(id) = cache.ids.get(&key) {
         return Ok(id.clone());
     }
     // By name, or by an alias an analyst's rename or merge left.
@@ -183,14 +197,17 @@ fn entity_for(
     if found.is_none() && kind == Kind::Phone {
         // A number written by hand or by SPECIMEN (`+33 6 12 34 56 78`) is
         // the same number as its E.164 form.
-        found = tx
-            .prepare_cached(
-                "SELECT id FROM entities WHERE investigation_id = ?1 AND kind = 'phone'
-                   AND replace(replace(replace(replace(replace(name, ' ', ''), '.', ''), '-', ''), '(', ''), ')', '') = ?2
-                 LIMIT 1",
-            )?
-            .query_row(params![inv, value], |r| r.get(0))
-            .optional()?;
+        if cache.phones.is_none() {
+            let mut map = HashMap::new();
+            let mut stmt =
+                tx.prepare_cached("SELECT id, name FROM entities WHERE investigation_id = ?1 AND kind = 'phone'")?;
+            let mut rows = stmt.query([inv])?;
+            while let Some(r) = rows.next()? {
+                map.entry(phone_digits(&r.get::<_, String>(1)?)).or_insert(r.get::<_, String>(0)?);
+            }
+            cache.phones = Some(map);
+        }
+        found = cache.phones.as_ref().and_then(|m| m.get(value)).cloned();
     }
     let id = match found {
         Some(id) => id,
@@ -217,25 +234,23 @@ fn entity_for(
             tx.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, 0, ?2)")?
                 .execute(params![prov, ev_ref])?;
             t.stats.entities_created += 1;
-            t.entities.insert(id.clone());
+            if let Some(phones) = cache.phones.as_mut() {
+                phones.insert(phone_digits(value), id.clone());
+            }
             id
         }
     };
-    cache.insert(key, id.clone());
+    cache.ids.insert(key, id.clone());
     Ok(id)
 }
 
-/// Moves the derived figures for what a transaction's scans changed: the
-/// mention counts of the entities touched, and the investigation's relation
-/// and provenance counters by exact increments.
+/// Moves the derived figures for what a transaction's scans changed, by
+/// exact increments: each entity's mention count by the `mentions` relations
+/// it gained or lost, the investigation's relation and provenance counters.
 fn settle(tx: &Connection, inv: &str, t: &Touched) -> Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "UPDATE entities SET mention_count =
-             (SELECT count(*) FROM relations r WHERE r.dst = 'entity:' || entities.id AND r.kind = 'mentions')
-         WHERE id = ?1",
-    )?;
-    for e in &t.entities {
-        stmt.execute([e])?;
+    let mut stmt = tx.prepare_cached("UPDATE entities SET mention_count = mention_count + ?2 WHERE id = ?1")?;
+    for (e, delta) in t.mentions.iter().filter(|(_, d)| **d != 0) {
+        stmt.execute(params![e, delta])?;
     }
     let relations = t.stats.relations_created as i64 - t.stats.relations_removed as i64;
     tx.prepare_cached(
@@ -250,7 +265,7 @@ fn settle(tx: &Connection, inv: &str, t: &Touched) -> Result<()> {
 /// fetched page), so a REAL investigation's graph grows with its evidence.
 pub(crate) fn scan_new_evidence(tx: &Connection, inv: &str, ev: &ObjectRef, text: &str, now: &str) -> Result<()> {
     let mut t = Touched::default();
-    scan(tx, inv, &ev.id().to_string(), text, now, &mut EntityCache::new(), &mut t)?;
+    scan(tx, inv, &ev.id().to_string(), text, now, &mut EntityCache::default(), &mut t)?;
     settle(tx, inv, &t)
 }
 
@@ -339,7 +354,7 @@ pub(crate) fn step(conn: &mut Connection, ws: Uuid, job: &ObjectRef, batch: u32)
         .collect::<std::result::Result<_, _>>()?;
     let now = now_rfc3339();
     let mut t = Touched::default();
-    let mut cache = EntityCache::new();
+    let mut cache = EntityCache::default();
     for (seq, ev, text) in &rows {
         scan(&tx, &inv, ev, text, &now, &mut cache, &mut t)?;
         stats.cursor = *seq;

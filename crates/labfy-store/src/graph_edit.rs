@@ -41,7 +41,8 @@ pub const RELATION_KINDS: &[&str] =
 /// Longest entity name, in characters.
 pub const MAX_ENTITY_NAME_CHARS: usize = 200;
 
-/// Most aliases an entity keeps (older ones drop off).
+/// Most aliases an entity shows in its attributes (older ones drop off
+/// there; `entity_aliases` keeps them all for lookups).
 pub const MAX_ALIASES: usize = 64;
 
 /// A new entity drawn by the analyst.
@@ -199,12 +200,7 @@ pub(crate) fn find_entity(tx: &Connection, inv: &str, kind: &str, name: &str) ->
         return Ok(by_name);
     }
     Ok(tx
-        .prepare_cached(
-            "SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2
-               AND json_type(attributes, '$.aliases') = 'array'
-               AND EXISTS (SELECT 1 FROM json_each(attributes, '$.aliases') a WHERE a.value = ?3)
-             LIMIT 1",
-        )?
+        .prepare_cached("SELECT entity_id FROM entity_aliases WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3")?
         .query_row(params![inv, kind, name], |r| r.get(0))
         .optional()?)
 }
@@ -223,6 +219,17 @@ fn add_aliases(tx: &Connection, id: &str, names: &[String]) -> Result<()> {
         if *n != name && !aliases.contains(n) {
             aliases.push(n.clone());
         }
+    }
+    let (inv, kind): (String, String) =
+        tx.query_row("SELECT investigation_id, kind FROM entities WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    for n in names.iter().filter(|n| **n != name) {
+        // The latest entity to lose a name is the one it finds.
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO entity_aliases (investigation_id, kind, name, entity_id) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![inv, kind, n, id])?;
     }
     let skip = aliases.len().saturating_sub(MAX_ALIASES);
     attrs.insert("aliases".into(), serde_json::json!(aliases[skip..]));
@@ -319,6 +326,7 @@ pub(crate) fn merge_entities(
             names.extend(xs.iter().filter_map(|v| v.as_str().map(str::to_owned)));
         }
     }
+    tx.execute("UPDATE OR REPLACE entity_aliases SET entity_id = ?2 WHERE entity_id = ?1", params![g, k])?;
     add_aliases(&tx, &k, &names)?;
     prov += tx.execute("DELETE FROM provenance WHERE object_ref = ?1", [&gr])? as i64;
     tx.execute("DELETE FROM entities WHERE id = ?1", [&g])?;

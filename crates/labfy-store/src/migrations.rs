@@ -357,6 +357,17 @@ CREATE INDEX entities_mentions ON entities(investigation_id, mention_count DESC)
 -- Extraction finds an entity by its normalised value.
 CREATE INDEX entities_name ON entities(investigation_id, kind, name);
 
+-- Names an entity lost (renamed, merged away), so extraction and the
+-- analyst's duplicate check still find it by them.
+CREATE TABLE entity_aliases (
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL,
+    name             TEXT NOT NULL,
+    entity_id        TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    PRIMARY KEY (investigation_id, kind, name)
+) WITHOUT ROWID;
+CREATE INDEX entity_aliases_entity ON entity_aliases(entity_id);
+
 -- Who made a relation: NULL for those written before version 4 (SPECIMEN),
 -- `labfy-extract` for a mention found by the extractors, `analyst` by hand.
 -- Extraction removes only the relations it made.
