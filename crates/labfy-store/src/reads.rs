@@ -272,38 +272,11 @@ impl<'c> Reads<'c> {
     }
 
     fn jobs_of(&self, inv_id: &str, limit: u32) -> Result<Vec<Job>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, kind, status, progress, created_at, updated_at, detail, stats FROM jobs
-             WHERE investigation_id = ?1 ORDER BY created_at DESC, id LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![inv_id, limit], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get::<_, String>(7)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, kind, status, progress, created_at, updated_at, detail, stats) = row?;
-            let stats = json_column("jobs.stats", &stats)?;
-            out.push(Job {
-                id: parse_ref(RefKind::Job, &id)?,
-                kind,
-                status,
-                progress,
-                created_at,
-                updated_at,
-                detail,
-                stats,
-            });
-        }
-        Ok(out)
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE investigation_id = ?1 ORDER BY created_at DESC, id LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![inv_id, limit], JobRow::read)?;
+        rows.map(|row| row?.into_job()).collect()
     }
 
     /// Full-text search over the evidence of an investigation (FTS5, best first).
@@ -645,15 +618,8 @@ impl<'c> Reads<'c> {
     pub fn job(&self, ws: Uuid, job: &ObjectRef) -> Result<Job> {
         self.require_kind(job, RefKind::Job)?;
         self.require_in_workspace(ws, job)?;
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT kind, status, progress, created_at, updated_at, detail, stats FROM jobs WHERE id = ?1",
-        )?;
-        let (kind, status, progress, created_at, updated_at, detail, stats): (_, _, _, _, _, _, String) = stmt
-            .query_row([job.id().to_string()], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
-            })?;
-        let stats = json_column("jobs.stats", &stats)?;
-        Ok(Job { id: *job, kind, status, progress, created_at, updated_at, detail, stats })
+        let mut stmt = self.conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?;
+        stmt.query_row([job.id().to_string()], JobRow::read)?.into_job()
     }
 
     /// A grant (for the egress re-check and the UI).
@@ -716,4 +682,47 @@ impl<'c> Reads<'c> {
 /// a damaged file.
 fn json_column(name: &str, text: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|e| StoreError::Damaged(format!("{name} is not JSON: {e}")))
+}
+
+/// The columns [`JobRow::read`] reads, in its order.
+const JOB_COLUMNS: &str = "id, kind, status, progress, created_at, updated_at, detail, stats";
+
+/// A `jobs` row as stored.
+struct JobRow {
+    id: String,
+    kind: String,
+    status: String,
+    progress: f64,
+    created_at: String,
+    updated_at: String,
+    detail: String,
+    stats: String,
+}
+
+impl JobRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get(0)?,
+            kind: r.get(1)?,
+            status: r.get(2)?,
+            progress: r.get(3)?,
+            created_at: r.get(4)?,
+            updated_at: r.get(5)?,
+            detail: r.get(6)?,
+            stats: r.get(7)?,
+        })
+    }
+
+    fn into_job(self) -> Result<Job> {
+        Ok(Job {
+            id: parse_ref(RefKind::Job, &self.id)?,
+            kind: self.kind,
+            status: self.status,
+            progress: self.progress,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            detail: self.detail,
+            stats: json_column("jobs.stats", &self.stats)?,
+        })
+    }
 }
