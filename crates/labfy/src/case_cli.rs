@@ -1,6 +1,6 @@
-//! `labfy extract`, `labfy export`, `labfy verify`: the analyst's commands over a case's data, run against
-//! the data directory directly (SQLite serialises them with a running
-//! server's writes).
+//! `labfy extract`, `labfy export`, `labfy verify`: the analyst's commands
+//! over a case's data, run against the data directory directly (SQLite
+//! serialises them with a running server's writes).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -28,20 +28,17 @@ pub struct ExtractArgs {
 /// The investigations `target` names, each with its workspace.
 fn investigations_of(store: &Store, target: &str) -> Result<Vec<(Uuid, ObjectRef)>, Failure> {
     let r: ObjectRef = target.parse().map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{target}: {e}")))?;
+    if !matches!(r.kind(), RefKind::Workspace | RefKind::Investigation) {
+        return Err(Failure::new(
+            ErrorKind::InvalidInput,
+            format!("expected an `investigation:` or `workspace:` reference, got a `{}:` one", r.kind().as_str()),
+        ));
+    }
     let mut out = Vec::new();
     for ws in store.reads().workspaces()? {
         let invs = store.reads().investigations(ws.id.id())?;
-        match r.kind() {
-            RefKind::Workspace if ws.id == r => out.extend(invs.into_iter().map(|i| (ws.id.id(), i.id))),
-            RefKind::Investigation => out.extend(invs.into_iter().filter(|i| i.id == r).map(|i| (ws.id.id(), i.id))),
-            RefKind::Workspace => {}
-            other => {
-                return Err(Failure::new(
-                    ErrorKind::InvalidInput,
-                    format!("expected an `investigation:` or `workspace:` reference, got a `{}:` one", other.as_str()),
-                ));
-            }
-        }
+        let wanted = |i: &ObjectRef| if r.kind() == RefKind::Workspace { ws.id == r } else { *i == r };
+        out.extend(invs.into_iter().filter(|i| wanted(&i.id)).map(|i| (ws.id.id(), i.id)));
     }
     if out.is_empty() {
         return Err(Failure::new(ErrorKind::NotFound, format!("{r} not found in this data directory")));
