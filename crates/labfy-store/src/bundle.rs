@@ -720,6 +720,15 @@ pub fn verify(dir: &Path, fingerprint: Option<&str>) -> Result<Verified> {
     Ok(Verified { fingerprint: found, files: files.len(), bytes, rows, investigation })
 }
 
+/// `Ok` when the bundle holds `r`; else the reference error of `file:line`.
+fn held(set: &HashSet<String>, r: &str, file: &str, line: usize) -> Result<()> {
+    if set.contains(r) {
+        Ok(())
+    } else {
+        Err(BundleError::Reference { file: file.into(), line, detail: format!("{r} is not in the bundle") })
+    }
+}
+
 /// The cross-references of a bundle whose files all hash as listed.
 fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Value) -> Result<u64> {
     let bad = |file: &str, line: usize, detail: String| BundleError::Reference { file: file.into(), line, detail };
@@ -768,7 +777,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
         f.into(),
         each_line(dir, f, |line, o| {
             let e = format!("entity:{}", field(f, line, o, "entity_id")?);
-            if objects.contains(&e) { Ok(()) } else { Err(bad(f, line, format!("{e} is not in the bundle"))) }
+            held(&objects, &e, f, line)
         })?,
     );
     let f = "relations.jsonl";
@@ -796,9 +805,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
                 return Err(bad(f, line, format!("{ev} is not in the bundle")));
             };
             let ent = format!("entity:{}", field(f, line, o, "entity_id")?);
-            if !objects.contains(&ent) {
-                return Err(bad(f, line, format!("{ent} is not in the bundle")));
-            }
+            held(&objects, &ent, f, line)?;
             let (start, len) = (int(f, line, o, "start")?, int(f, line, o, "length")?);
             if start < 0 || len <= 0 || start + len > *chars {
                 return Err(bad(f, line, format!("characters {start}+{len} lie outside {ev} ({chars} characters)")));
@@ -830,16 +837,14 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
     let f = "campaigns.jsonl";
     each_line(dir, f, |line, o| {
         let g = format!("grant:{}", field(f, line, o, "grant_id")?);
-        if grants.contains(&g) { Ok(()) } else { Err(bad(f, line, format!("{g} is not in the bundle"))) }
+        held(&grants, &g, f, line)
     })?;
     let f = "campaign_items.jsonl";
     counts.insert(
         f.into(),
         each_line(dir, f, |line, o| {
             let c = format!("campaign:{}", field(f, line, o, "campaign_id")?);
-            if !campaigns.contains(&c) {
-                return Err(bad(f, line, format!("{c} is not in the bundle")));
-            }
+            held(&campaigns, &c, f, line)?;
             if let Some(ev) = o.get("evidence_id").and_then(Value::as_str) {
                 if !evidence.contains_key(&format!("evidence:{ev}")) {
                     return Err(bad(f, line, format!("evidence:{ev} is not in the bundle")));
@@ -890,9 +895,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             }
             for (col, kind, set) in [("campaign_id", "campaign", &campaigns), ("grant_id", "grant", &grants)] {
                 let r = format!("{kind}:{}", field(f, line, o, col)?);
-                if !set.contains(&r) {
-                    return Err(bad(f, line, format!("{r} is not in the bundle")));
-                }
+                held(&set, &r, f, line)?;
             }
             Ok(())
         })?,
