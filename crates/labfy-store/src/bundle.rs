@@ -895,7 +895,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             }
             for (col, kind, set) in [("campaign_id", "campaign", &campaigns), ("grant_id", "grant", &grants)] {
                 let r = format!("{kind}:{}", field(f, line, o, col)?);
-                held(&set, &r, f, line)?;
+                held(set, &r, f, line)?;
             }
             Ok(())
         })?,
