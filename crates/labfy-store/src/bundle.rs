@@ -7,7 +7,10 @@
 //!   SHA256SUMS               the same hashes, for `sha256sum -c`
 //!   investigation.json       the investigation and its workspace
 //!   evidence.jsonl           one item per line (no text); `text` names its file
-//!   evidence/<uuid>.txt      the stored text, whose SHA-256 is the item's `sha256`
+//!   evidence/<uuid>.txt      the stored text, whose SHA-256 is the item's `sha256` (unless it has
+//!                            original bytes)
+//!   blobs/<sha256>           an imported item's original bytes (SPEC C2), whose SHA-256 is its `sha256`
+//!   imports.jsonl  import_outcomes.jsonl   each file imported, and each import job's outcomes
 //!   entities.jsonl  entity_aliases.jsonl  relations.jsonl  mentions.jsonl
 //!   provenance.jsonl  provenance_inputs.jsonl  fetch_provenance.jsonl
 //!   research_requests.jsonl  grants.jsonl  campaigns.jsonl  campaign_items.jsonl  jobs.jsonl
@@ -385,16 +388,28 @@ fn rows(conn: &Connection, table: &str, sql: &str, args: &[&str], skip: &[&str])
 
 /// Exports investigation `inv` (of workspace `ws`) into `w` from one read
 /// snapshot of `conn`; the caller may add files, then [`BundleWriter::finish`].
-pub(crate) fn export(conn: &Connection, ws: uuid::Uuid, inv: &ObjectRef, w: &mut BundleWriter) -> Result<()> {
+pub(crate) fn export(
+    conn: &Connection,
+    blobs: &crate::blobs::BlobStore,
+    ws: uuid::Uuid,
+    inv: &ObjectRef,
+    w: &mut BundleWriter,
+) -> Result<()> {
     let inv_id = inv.id().to_string();
     let ws_id = ws.to_string();
     conn.execute_batch("BEGIN").map_err(crate::StoreError::from)?;
-    let out = export_snapshot(conn, &ws_id, &inv_id, w);
+    let out = export_snapshot(conn, blobs, &ws_id, &inv_id, w);
     let _ = conn.execute_batch("COMMIT");
     out
 }
 
-fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter) -> Result<()> {
+fn export_snapshot(
+    conn: &Connection,
+    blobs: &crate::blobs::BlobStore,
+    ws: &str,
+    inv: &str,
+    w: &mut BundleWriter,
+) -> Result<()> {
     let a = [inv];
     let investigation = rows(conn, "investigations", "SELECT * FROM investigations WHERE id = ?1", &a, &[])?;
     let workspace = rows(conn, "workspaces", "SELECT * FROM workspaces WHERE id = ?1", &[ws], &[])?;
@@ -408,6 +423,7 @@ fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter)
     let path = w.dir.join(rel);
     let mut lines = w.open(rel)?;
     let mut texts = Vec::new();
+    let mut originals = std::collections::BTreeSet::new();
     let dir = w.dir.clone();
     let n = each_row(
         conn,
@@ -424,12 +440,25 @@ fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter)
             let text = format!("evidence/{id}.txt");
             texts.push(write_whole(&dir, &text, content.as_bytes())?);
             ev.insert("text".into(), json!(text));
+            if let Some(sha) = ev.get("blob_sha256").and_then(Value::as_str).map(str::to_owned) {
+                ev.insert("original".into(), json!(format!("blobs/{sha}")));
+                originals.insert(sha);
+            }
             write_line(&mut lines, &path, &Value::Object(ev))
         },
     )?;
     w.close(rel, lines)?;
     w.files.extend(texts);
     w.rows.push((rel.to_owned(), n));
+    // The original bytes of imported items, each blob once.
+    for sha in originals {
+        let src = blobs.path(&sha);
+        let mut from = File::open(&src).map_err(io(&src))?;
+        let rel = format!("blobs/{sha}");
+        let mut to = w.open(&rel)?;
+        std::io::copy(&mut from, &mut to).map_err(io(&src))?;
+        w.close(&rel, to)?;
+    }
 
     let by_inv =
         |table: &str, order: &str| format!("SELECT * FROM {table} WHERE investigation_id = ?1 ORDER BY {order}");
@@ -442,6 +471,7 @@ fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter)
         ("grants", "grants.jsonl", "decided_at, id"),
         ("campaigns", "campaigns.jsonl", "created_at, id"),
         ("jobs", "jobs.jsonl", "created_at, id"),
+        ("imports", "imports.jsonl", "imported_at, provenance_id"),
     ] {
         w.add_query(file, conn, table, &by_inv(table, order), &a)?;
     }
@@ -451,6 +481,12 @@ fn export_snapshot(conn: &Connection, ws: &str, inv: &str, w: &mut BundleWriter)
             "mentions.jsonl",
             "SELECT m.* FROM mentions m JOIN evidence e ON e.id = m.evidence_id WHERE e.investigation_id = ?1
              ORDER BY e.seq, m.start, m.entity_id",
+        ),
+        (
+            "import_outcomes",
+            "import_outcomes.jsonl",
+            "SELECT o.* FROM import_outcomes o JOIN jobs j ON j.id = o.job_id WHERE j.investigation_id = ?1
+             ORDER BY o.job_id, o.position",
         ),
         (
             "provenance_inputs",
@@ -741,10 +777,19 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             let id = field(f, line, o, "id")?;
             let text = field(f, line, o, "text")?;
             let sha = field(f, line, o, "sha256")?;
-            match listed.get(text) {
+            // An imported item's hash is its original bytes'; its text is
+            // derived from them (and hashed in the manifest like any file).
+            let hashed = match o.get("blob_sha256").and_then(Value::as_str) {
+                Some(_) => field(f, line, o, "original")?,
+                None => text,
+            };
+            if !listed.contains_key(text) {
+                return Err(bad(f, line, format!("{text} is not in the bundle")));
+            }
+            match listed.get(hashed) {
                 Some(h) if h == sha => {}
-                Some(h) => return Err(bad(f, line, format!("{text} hashes to {h}, the item's sha256 is {sha}"))),
-                None => return Err(bad(f, line, format!("{text} is not in the bundle"))),
+                Some(h) => return Err(bad(f, line, format!("{hashed} hashes to {h}, the item's sha256 is {sha}"))),
+                None => return Err(bad(f, line, format!("{hashed} is not in the bundle"))),
             }
             evidence.insert(format!("evidence:{id}"), int(f, line, o, "char_len")?);
             Ok(())

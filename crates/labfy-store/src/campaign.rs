@@ -810,6 +810,7 @@ pub(crate) fn record_fetch(
                 source: &checked.final_url,
                 mime: &checked.mime,
                 at: &now,
+                original: None,
             };
             let (inserted, relations) = insert_campaign_page(&tx, &origin, &doc, "tor_fetch")?;
             insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &row.grant, page, &checked)?;

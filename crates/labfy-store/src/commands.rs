@@ -116,6 +116,9 @@ pub(crate) struct TextEvidence<'a> {
     pub(crate) mime: &'a str,
     /// Collection time, RFC 3339.
     pub(crate) at: &'a str,
+    /// The original bytes it was read from, when they are kept (SPEC C2):
+    /// then `sha256` and `byte_len` are theirs, not the text's.
+    pub(crate) original: Option<&'a crate::blobs::Blob>,
 }
 
 /// What [`insert_text_evidence`] wrote.
@@ -144,20 +147,21 @@ pub(crate) fn insert_text_evidence(
     let inv = doc.investigation.to_string();
     conn.prepare_cached(
         "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
-                               collected_at, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                               collected_at, created_at, blob_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
     )?
     .execute(params![
         ev.id().to_string(),
         inv,
         doc.title,
         doc.content,
-        sha256_hex(doc.content.as_bytes()),
+        doc.original.map_or_else(|| sha256_hex(doc.content.as_bytes()), |b| b.sha256.clone()),
         doc.source,
         doc.mime,
-        doc.content.len() as i64,
+        doc.original.map_or(doc.content.len() as i64, |b| b.len as i64),
         doc.content.chars().count() as i64,
-        doc.at
+        doc.at,
+        doc.original.map(|b| b.sha256.as_str()),
     ])?;
     let seq = conn.last_insert_rowid();
     let prov = Uuid::now_v7().to_string();
@@ -253,6 +257,7 @@ pub(crate) fn add_note(
         source: &source,
         mime: TEXT_PLAIN,
         at: &now_rfc3339(),
+        original: None,
     };
     let Inserted { evidence: ev, seq, .. } = insert_text_evidence(&tx, &text, actor, "note", &[])?;
     index_evidence(&tx, seq, seq)?;

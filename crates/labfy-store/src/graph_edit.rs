@@ -95,14 +95,14 @@ fn normal_name(kind: &str, name: &str) -> Result<String> {
     }
 }
 
-fn insert_provenance(
+pub(crate) fn insert_provenance(
     tx: &Connection,
     inv: &str,
     object: &str,
     actor: &str,
     activity: &str,
     inputs: &[String],
-) -> Result<()> {
+) -> Result<String> {
     let prov = Uuid::now_v7().to_string();
     tx.prepare_cached(
         "INSERT INTO provenance (id, investigation_id, object_ref, producer, activity, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -112,7 +112,7 @@ fn insert_provenance(
         tx.prepare_cached("INSERT INTO provenance_inputs (provenance_id, position, input_ref) VALUES (?1, ?2, ?3)")?
             .execute(params![prov, pos as i64, input])?;
     }
-    Ok(())
+    Ok(prov)
 }
 
 /// The investigation of an entity, relation or evidence item of `ws`.

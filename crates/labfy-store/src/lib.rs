@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod blobs;
 pub mod bundle;
 mod campaign;
 mod commands;
@@ -7,6 +8,7 @@ mod db;
 mod error;
 mod extraction;
 mod graph_edit;
+mod import;
 mod migrations;
 mod model;
 mod reads;
@@ -33,6 +35,10 @@ pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
 pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
 pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
+pub use import::{
+    IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportRecord, ImportReportLine, ImportStats, ImportedFile,
+    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path,
+};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
 pub use reads::*;
@@ -108,6 +114,39 @@ impl Store {
     /// Extraction jobs of a workspace left `RUNNING` (the server resumes them).
     pub fn running_extractions(&self, ws: Uuid) -> Result<Vec<ObjectRef>> {
         extraction::running(&self.conn, ws)
+    }
+
+    /// Starts an import job into an investigation (SPEC C2); `expected`:
+    /// the number of files announced, for its progress.
+    pub fn start_import(&mut self, ws: Uuid, inv: &ObjectRef, expected: Option<u64>, actor: &str) -> Result<ObjectRef> {
+        import::start(&mut self.conn, ws, inv, expected, actor)
+    }
+
+    /// Records one imported file, its bytes already in the blob store.
+    pub fn import_file(
+        &mut self,
+        ws: Uuid,
+        job: &ObjectRef,
+        file: &ImportedFile<'_>,
+        actor: &str,
+    ) -> Result<ImportOutcome> {
+        import::record(&mut self.conn, ws, job, file, actor)
+    }
+
+    /// Records a file an import refused, with why.
+    pub fn import_refused(&mut self, ws: Uuid, job: &ObjectRef, path: &str, reason: &str) -> Result<()> {
+        import::refuse(&mut self.conn, ws, job, path, reason)
+    }
+
+    /// Ends an import job (`failure`: why the batch stopped early).
+    pub fn finish_import(
+        &mut self,
+        ws: Uuid,
+        job: &ObjectRef,
+        failure: Option<&str>,
+        actor: &str,
+    ) -> Result<ImportStats> {
+        import::finish(&mut self.conn, ws, job, failure, actor)
     }
 
     /// Creates an entity drawn by the analyst (SPEC C4).
@@ -253,7 +292,8 @@ impl ReadOnlyStore {
         w: &mut bundle::BundleWriter,
     ) -> std::result::Result<serde_json::Map<String, serde_json::Value>, bundle::BundleError> {
         let ws = self.reads().workspace_of(inv)?;
-        bundle::export(&self.conn, ws, inv, w)?;
+        let data_dir = self.path.parent().unwrap_or(Path::new("."));
+        bundle::export(&self.conn, &blobs::BlobStore::at(data_dir), ws, inv, w)?;
         let mut header = serde_json::Map::new();
         header.insert("investigation".into(), serde_json::json!(inv));
         header.insert("workspace".into(), serde_json::json!(ObjectRef::new(labfy_core::RefKind::Workspace, ws)));
@@ -288,6 +328,8 @@ mod campaign_tests;
 mod extraction_tests;
 #[cfg(test)]
 mod graph_edit_tests;
+#[cfg(test)]
+mod import_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -400,4 +400,50 @@ ALTER TABLE jobs ADD COLUMN stats TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(s
 -- One extraction at a time per investigation.
 CREATE UNIQUE INDEX jobs_one_extraction ON jobs(investigation_id)
     WHERE kind = 'extraction' AND status IN ('QUEUED', 'RUNNING');
+"#;
+
+/// Version 5: imported files (SPEC C2). Their original bytes lie in the
+/// content-addressed blob store (`blobs`, one row per stored blob) and the
+/// evidence item names its blob; its `sha256` is then the hash of those
+/// bytes, so the same bytes imported twice are found as one item. Each
+/// import is a provenance record with its file's name, path, size and hash
+/// (`imports`); each file of an import job has an outcome.
+const V5: &str = r#"
+CREATE TABLE blobs (
+    sha256     TEXT PRIMARY KEY CHECK (length(sha256) = 64),
+    byte_len   INTEGER NOT NULL CHECK (byte_len >= 0),
+    created_at TEXT NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE evidence ADD COLUMN blob_sha256 TEXT REFERENCES blobs(sha256);
+CREATE INDEX evidence_sha256 ON evidence(investigation_id, sha256);
+
+CREATE TABLE imports (
+    provenance_id    TEXT PRIMARY KEY REFERENCES provenance(id) ON DELETE CASCADE,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    evidence_id      TEXT NOT NULL REFERENCES evidence(id) ON DELETE CASCADE,
+    job_id           TEXT,
+    original_name    TEXT NOT NULL,
+    original_path    TEXT NOT NULL,
+    byte_len         INTEGER NOT NULL CHECK (byte_len >= 0),
+    sha256           TEXT NOT NULL CHECK (length(sha256) = 64),
+    format           TEXT NOT NULL,
+    parser_version   INTEGER NOT NULL,
+    encoding         TEXT,
+    metadata         TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+    notes            TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(notes)),
+    imported_by      TEXT NOT NULL,
+    imported_at      TEXT NOT NULL
+);
+CREATE INDEX imports_evidence ON imports(evidence_id);
+CREATE INDEX imports_investigation ON imports(investigation_id);
+
+CREATE TABLE import_outcomes (
+    job_id      TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    position    INTEGER NOT NULL CHECK (position >= 0),
+    path        TEXT NOT NULL,
+    outcome     TEXT NOT NULL CHECK (outcome IN ('imported', 'duplicate', 'refused')),
+    evidence_id TEXT,
+    reason      TEXT,
+    PRIMARY KEY (job_id, position)
+) WITHOUT ROWID;
 "#;

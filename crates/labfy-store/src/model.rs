@@ -271,6 +271,12 @@ pub struct EvidenceSummary {
     pub entities: Vec<MentionedEntity>,
     /// The fetch it came from, when a campaign fetched it through egress.
     pub fetch: Option<FetchProvenance>,
+    /// Each import of its bytes (SPEC C2), oldest first; empty when it was
+    /// not imported.
+    pub imports: Vec<crate::ImportRecord>,
+    /// Whether its original bytes are kept in the blob store (they can be
+    /// downloaded).
+    pub original: bool,
 }
 
 /// A bounded slice of an evidence item's text.

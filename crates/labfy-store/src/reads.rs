@@ -425,6 +425,8 @@ impl<'c> Reads<'c> {
             created_at,
             entities,
             fetch: self.fetch_of_evidence(ev)?,
+            imports: self.imports_of(ws, ev)?,
+            original: self.blob_of(ws, ev)?.is_some(),
         })
     }
 

@@ -679,6 +679,7 @@ fn run_synthetic(
             source: url,
             mime: TEXT_PLAIN,
             at: &now,
+            original: None,
         };
         let (inserted, added) = insert_campaign_page(tx, &origin, &page, "synthetic_fetch")?;
         first_seq.get_or_insert(inserted.seq);

@@ -11,6 +11,7 @@ mod raw;
 mod root;
 pub mod seccomp;
 pub mod steps;
+pub mod worker;
 
 pub use child::{ConfinedChild, pipe};
 pub use error::{SpawnError, Step};

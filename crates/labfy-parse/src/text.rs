@@ -1,0 +1,119 @@
+//! Plain text and HTML: the character encoding found (BOM, declaration,
+//! UTF-8, else Mozilla's detector), then the text.
+
+use encoding_rs::{Encoding, UTF_8};
+
+use crate::{Format, Parsed};
+
+/// Decodes `bytes`: a BOM first, then `declared` (an HTML page's charset),
+/// then UTF-8 if the bytes are valid UTF-8, else the detector's guess.
+pub(crate) fn decode(bytes: &[u8], declared: Option<&'static Encoding>) -> (String, &'static Encoding) {
+    if let Some((enc, _)) = Encoding::for_bom(bytes) {
+        let (text, _) = enc.decode_with_bom_removal(bytes);
+        return (text.into_owned(), enc);
+    }
+    let enc = match declared {
+        Some(e) => e,
+        None if std::str::from_utf8(bytes).is_ok() => UTF_8,
+        None => {
+            let mut det = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Allow);
+            det.feed(bytes, true);
+            det.guess(None, chardetng::Utf8Detection::Allow)
+        }
+    };
+    let (text, _, _) = enc.decode(bytes);
+    (text.into_owned(), enc)
+}
+
+/// A plain-text document.
+pub(crate) fn plain(bytes: &[u8]) -> Parsed {
+    let (text, enc) = decode(bytes, None);
+    let mut p = Parsed::binary("text/plain");
+    p.format = Format::Text;
+    p.text = text;
+    p.encoding = Some(enc.name().to_owned());
+    p
+}
+
+/// The charset an HTML page declares in its first 1024 bytes
+/// (`<meta charset=…>` or `content="…; charset=…"`), as the HTML standard's
+/// prescan would find it in the common cases.
+fn declared_charset(bytes: &[u8]) -> Option<&'static Encoding> {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).to_ascii_lowercase();
+    let at = head.find("charset")?;
+    let rest = head[at + "charset".len()..].trim_start().strip_prefix('=')?.trim_start();
+    let rest = rest.trim_start_matches(['"', '\'']);
+    let label: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || "-_:.".contains(*c)).collect();
+    let enc = Encoding::for_label(label.as_bytes())?;
+    // A page that says UTF-16 in ASCII is not UTF-16 (the standard's rule).
+    Some(if enc == encoding_rs::UTF_16LE || enc == encoding_rs::UTF_16BE { UTF_8 } else { enc })
+}
+
+/// The text of a page's `<title>`.
+fn title(html: &str) -> Option<String> {
+    let lower = html.to_ascii_lowercase();
+    let open = lower.find("<title")?;
+    let start = open + lower[open..].find('>')? + 1;
+    let end = start + lower[start..].find("</title")?;
+    let t = html.get(start..end)?;
+    let t = html2text::config::plain().string_from_read(t.as_bytes(), usize::MAX / 4).ok()?;
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!t.is_empty()).then_some(t)
+}
+
+/// An HTML page: its text as a reader sees it (no markup, no script), its
+/// title.
+pub(crate) fn html(bytes: &[u8]) -> Parsed {
+    let (source, enc) = decode(bytes, declared_charset(bytes));
+    let mut p = Parsed::binary("text/html");
+    p.format = Format::Html;
+    p.encoding = Some(enc.name().to_owned());
+    p.title = title(&source);
+    match html2text::config::plain().string_from_read(source.as_bytes(), 10_000) {
+        Ok(t) => p.text = t.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim().to_owned(),
+        Err(e) => p.notes.push(format!("text not extracted: HTML: {e}")),
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latin1_text_is_detected_and_decoded() {
+        let bytes = b"Le pr\xe9sident de l'association a d\xe9clar\xe9 que les fonds \xe9taient \xe0 l'\xe9tranger.";
+        let p = plain(bytes);
+        assert!(p.text.contains("président"), "{}", p.text);
+        assert_eq!(p.encoding.as_deref(), Some("windows-1252"));
+    }
+
+    #[test]
+    fn utf16_with_a_bom_is_decoded() {
+        let mut bytes = vec![0xFF, 0xFE];
+        for u in "Élodie".encode_utf16() {
+            bytes.extend(u.to_le_bytes());
+        }
+        let p = plain(&bytes);
+        assert_eq!(p.text, "Élodie");
+        assert_eq!(p.encoding.as_deref(), Some("UTF-16LE"));
+    }
+
+    #[test]
+    fn a_page_declared_in_latin1_is_read_in_latin1() {
+        let page = b"<html><head><meta charset=\"iso-8859-1\"><title>Soci\xe9t\xe9 &amp; fils</title>\
+            <script>var secret = 1;</script></head><body><p>Caf\xe9 cr\xe8me</p></body></html>";
+        let p = html(page);
+        assert_eq!(p.title.as_deref(), Some("Société & fils"));
+        assert!(p.text.contains("Café crème"), "{}", p.text);
+        assert!(!p.text.contains("secret"), "scripts are not text: {}", p.text);
+        assert_eq!(p.encoding.as_deref(), Some("windows-1252"));
+    }
+
+    #[test]
+    fn an_http_equiv_charset_is_honoured() {
+        let page =
+            b"<meta http-equiv='Content-Type' content='text/html; charset=koi8-r'><p>\xf0\xd2\xc9\xd7\xc5\xd4</p>";
+        assert!(html(page).text.contains("Привет"));
+    }
+}

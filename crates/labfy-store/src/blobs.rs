@@ -1,0 +1,233 @@
+//! The content-addressed blob store (SPEC C2): the original bytes of every
+//! imported file, under `<data>/blobs/sha256/<2 hex>/<64 hex>`, named by
+//! their SHA-256.
+//!
+//! A blob is written to `<data>/blobs/tmp/` while it is hashed, flushed to
+//! disk (`fsync`), then renamed into place and its directory flushed: a
+//! crash leaves either no blob or a whole one, never half of one under its
+//! final name. A blob is referenced from SQLite (`blobs`, `evidence.
+//! blob_sha256`) only after it is in place, so no row names a missing blob;
+//! a whole blob whose row was never committed is harmless (the next import
+//! of the same bytes finds it), and what a crash left in `tmp/` is removed
+//! when the store is next opened.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The blob store's folder under a data directory.
+pub fn blob_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("blobs")
+}
+
+/// Why a blob was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    /// More bytes than the bound.
+    #[error("larger than {max} bytes")]
+    TooLarge {
+        /// The bound.
+        max: u64,
+    },
+    /// The disk is full.
+    #[error("the disk is full")]
+    DiskFull,
+    /// Any other failure of the file system.
+    #[error("blob store: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl BlobError {
+    fn of(e: io::Error) -> Self {
+        if e.raw_os_error() == Some(libc_enospc()) { BlobError::DiskFull } else { BlobError::Io(e) }
+    }
+}
+
+/// `ENOSPC` on Linux (the store does not link `libc` for one constant).
+const fn libc_enospc() -> i32 {
+    28
+}
+
+/// A stored blob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// Hex SHA-256 of its bytes.
+    pub sha256: String,
+    /// Its size.
+    pub len: u64,
+}
+
+/// The blob store of one data directory.
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    root: PathBuf,
+}
+
+impl BlobStore {
+    /// Opens (creating) `<data>/blobs`, removing what an interrupted write
+    /// left in its `tmp/`.
+    pub fn open(data_dir: &Path) -> io::Result<Self> {
+        let root = blob_dir(data_dir);
+        fs::create_dir_all(root.join("tmp"))?;
+        fs::create_dir_all(root.join("sha256"))?;
+        for entry in fs::read_dir(root.join("tmp"))? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(BlobStore { root })
+    }
+
+    /// The blob store of `data_dir`, for reading only (nothing created).
+    pub fn at(data_dir: &Path) -> Self {
+        BlobStore { root: blob_dir(data_dir) }
+    }
+
+    /// Where the blob named `sha256` lies (whether or not it exists).
+    pub fn path(&self, sha256: &str) -> PathBuf {
+        let prefix = sha256.get(..2).unwrap_or("xx");
+        self.root.join("sha256").join(prefix).join(sha256)
+    }
+
+    /// Opens a stored blob for reading.
+    pub fn open_blob(&self, sha256: &str) -> io::Result<File> {
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("not a SHA-256: {sha256:?}")));
+        }
+        File::open(self.path(sha256))
+    }
+
+    /// A writer for a new blob of at most `max` bytes.
+    pub fn writer(&self, max: u64) -> Result<BlobWriter, BlobError> {
+        let tmp = self.root.join("tmp").join(Uuid::now_v7().to_string());
+        let file = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(BlobError::of)?;
+        Ok(BlobWriter { store: self.clone(), tmp, file: Some(file), hash: Sha256::new(), len: 0, max })
+    }
+
+    /// Stores everything `reader` gives, up to `max` bytes.
+    pub fn put(&self, reader: &mut impl Read, max: u64) -> Result<Blob, BlobError> {
+        let mut w = self.writer(max)?;
+        let mut buf = vec![0u8; 256 << 10];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(BlobError::Io(e)),
+            };
+            w.write(&buf[..n])?;
+        }
+        w.commit()
+    }
+}
+
+/// A blob being written; dropped without [`BlobWriter::commit`], it leaves
+/// nothing.
+pub struct BlobWriter {
+    store: BlobStore,
+    tmp: PathBuf,
+    file: Option<File>,
+    hash: Sha256,
+    len: u64,
+    max: u64,
+}
+
+impl BlobWriter {
+    /// Appends `bytes`; refused past the bound.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), BlobError> {
+        self.len += bytes.len() as u64;
+        if self.len > self.max {
+            return Err(BlobError::TooLarge { max: self.max });
+        }
+        self.hash.update(bytes);
+        let file = self.file.as_mut().ok_or_else(|| BlobError::Io(io::Error::other("blob already committed")))?;
+        file.write_all(bytes).map_err(BlobError::of)
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Flushes the bytes to disk and moves them under their name (or drops
+    /// them if that blob is already stored).
+    pub fn commit(mut self) -> Result<Blob, BlobError> {
+        let file = self.file.take().ok_or_else(|| BlobError::Io(io::Error::other("blob already committed")))?;
+        file.sync_all().map_err(BlobError::of)?;
+        drop(file);
+        let sha256 = hex::encode(std::mem::take(&mut self.hash).finalize());
+        let dest = self.store.path(&sha256);
+        let dir = dest.parent().ok_or_else(|| BlobError::Io(io::Error::other("blob path has no parent")))?;
+        fs::create_dir_all(dir).map_err(BlobError::of)?;
+        if dest.exists() {
+            fs::remove_file(&self.tmp)?;
+        } else {
+            fs::rename(&self.tmp, &dest).map_err(BlobError::of)?;
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(Blob { sha256, len: self.len })
+    }
+}
+
+impl Drop for BlobWriter {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blob_is_named_by_its_hash_and_stored_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = BlobStore::open(dir.path()).expect("open");
+        let a = store.put(&mut &b"bonjour"[..], 100).expect("put");
+        assert_eq!(a.sha256, crate::sha256_hex(b"bonjour"));
+        assert_eq!(a.len, 7);
+        assert_eq!(fs::read(store.path(&a.sha256)).expect("read"), b"bonjour");
+        let b = store.put(&mut &b"bonjour"[..], 100).expect("again");
+        assert_eq!(a, b);
+        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 0);
+    }
+
+    #[test]
+    fn a_blob_over_the_bound_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = BlobStore::open(dir.path()).expect("open");
+        let err = store.put(&mut &[7u8; 1000][..], 999).unwrap_err();
+        assert!(matches!(err, BlobError::TooLarge { max: 999 }), "{err}");
+        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 0);
+        assert!(!store.path(&crate::sha256_hex(&[7u8; 1000])).exists());
+    }
+
+    #[test]
+    fn what_a_crash_left_in_tmp_is_removed_at_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = BlobStore::open(dir.path()).expect("open");
+        let w = store.writer(10).expect("writer");
+        std::mem::forget(w);
+        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 1);
+        BlobStore::open(dir.path()).expect("reopen");
+        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 0);
+    }
+
+    #[test]
+    fn only_a_hash_names_a_blob() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = BlobStore::open(dir.path()).expect("open");
+        assert!(store.open_blob("../../etc/passwd").is_err());
+    }
+}

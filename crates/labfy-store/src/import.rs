@@ -1,0 +1,510 @@
+//! Import of files (SPEC C2): an import job, one outcome per file, and for
+//! each file read its evidence item (or the item those bytes already are),
+//! its provenance record with the file's name, path, size and hash, its
+//! mentions (extraction runs in the same transaction) and, for an embedded
+//! document, its `derived_from` relation to its parent.
+//!
+//! The bytes are in the blob store before a row names them
+//! ([`crate::blobs`]); each file is one transaction, so a crash mid-import
+//! leaves the files before it whole and nothing of the one it was on.
+
+use labfy_core::{ObjectRef, RefKind};
+use labfy_parse::Parsed;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::blobs::Blob;
+use crate::commands::{Inserted, TextEvidence, audit, index_evidence, insert_text_evidence};
+use crate::error::{Result, StoreError};
+use crate::graph_edit::insert_provenance;
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// `jobs.kind` of an import.
+pub const IMPORT_JOB: &str = "import";
+/// Producer of imported evidence and of their `derived_from` relations.
+pub const IMPORT_PRODUCER: &str = "labfy-import";
+/// Longest file name kept, in characters.
+pub const MAX_IMPORT_NAME_CHARS: usize = 255;
+/// Longest original path kept, in characters.
+pub const MAX_IMPORT_PATH_CHARS: usize = 4096;
+/// Longest refusal reason kept, in characters.
+pub const MAX_IMPORT_REASON_CHARS: usize = 500;
+
+/// An import job's figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportStats {
+    /// Files announced by the client (the UI knows how many it drops).
+    pub expected: Option<u64>,
+    /// Files with an outcome (embedded documents not counted).
+    pub files: u64,
+    /// Files stored as new evidence.
+    pub imported: u64,
+    /// Files whose bytes were already evidence of the investigation.
+    pub duplicates: u64,
+    /// Files refused, each with its reason.
+    pub refused: u64,
+    /// Bytes of the files taken (imported or duplicate).
+    pub bytes: u64,
+    /// Embedded documents stored (attachments, messages of a mailbox).
+    pub embedded: u64,
+}
+
+impl ImportStats {
+    fn detail(&self) -> String {
+        format!(
+            "{} files: {} imported, {} duplicates, {} refused; {} embedded documents",
+            self.files, self.imported, self.duplicates, self.refused, self.embedded
+        )
+    }
+
+    fn progress(&self) -> f64 {
+        match self.expected {
+            Some(n) if n > 0 => (self.files as f64 / n as f64).min(1.0),
+            _ => 0.0,
+        }
+    }
+}
+
+/// One file to record: where it came from, its stored bytes, what the
+/// parser read.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportedFile<'a> {
+    /// Its file name.
+    pub name: &'a str,
+    /// Its path as given (relative to the folder imported, or the name of
+    /// an upload; `parent!child` for an embedded document).
+    pub path: &'a str,
+    /// Its bytes, in the blob store.
+    pub blob: &'a Blob,
+    /// What the parser read (checked by the caller with `Reply::check`).
+    pub parsed: &'a Parsed,
+    /// The document it was embedded in.
+    pub parent: Option<&'a ObjectRef>,
+}
+
+/// What became of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportOutcome {
+    /// Stored as a new evidence item.
+    Imported(ObjectRef),
+    /// The same bytes already were this evidence item: one more provenance
+    /// record.
+    Duplicate(ObjectRef),
+}
+
+impl ImportOutcome {
+    /// The evidence item.
+    pub fn evidence(&self) -> &ObjectRef {
+        match self {
+            ImportOutcome::Imported(e) | ImportOutcome::Duplicate(e) => e,
+        }
+    }
+}
+
+/// An outcome as read back, for a job's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportReportLine {
+    /// Order in the job.
+    pub position: i64,
+    /// The file's path as given.
+    pub path: String,
+    /// `imported`, `duplicate`, `refused`.
+    pub outcome: String,
+    /// Its evidence item.
+    pub evidence: Option<ObjectRef>,
+    /// Why it was refused.
+    pub reason: Option<String>,
+}
+
+/// An import provenance record, for an evidence item's detail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportRecord {
+    /// File name.
+    pub original_name: String,
+    /// Path as given.
+    pub original_path: String,
+    /// Size in bytes.
+    pub byte_len: i64,
+    /// SHA-256 of the bytes.
+    pub sha256: String,
+    /// How the parser read it (`text`, `pdf`…).
+    pub format: String,
+    /// Parser set version.
+    pub parser_version: i64,
+    /// Character encoding of its text, where it had one.
+    pub encoding: Option<String>,
+    /// Format fields.
+    pub metadata: serde_json::Value,
+    /// The parser's notes.
+    pub notes: serde_json::Value,
+    /// Who imported it.
+    pub imported_by: String,
+    /// When.
+    pub imported_at: String,
+    /// The job.
+    pub job: Option<ObjectRef>,
+}
+
+/// Checks a file name or path given for an import: no control character
+/// (a terminal escape in a report), no `..` component, within bounds.
+pub fn check_import_path(what: &str, value: &str, max_chars: usize) -> std::result::Result<(), String> {
+    if value.is_empty() {
+        return Err(format!("empty {what}"));
+    }
+    if value.chars().count() > max_chars {
+        return Err(format!("{what} longer than {max_chars} characters"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(format!("{what} contains control characters"));
+    }
+    if value.split(['/', '\\']).any(|c| c == "..") {
+        return Err(format!("{what} contains a `..` component"));
+    }
+    Ok(())
+}
+
+fn stats_of(conn: &Connection, job: &str) -> Result<(String, String, ImportStats)> {
+    let (inv, status, stats): (String, String, String) = conn
+        .query_row(
+            "SELECT investigation_id, status, stats FROM jobs WHERE id = ?1 AND kind = ?2",
+            params![job, IMPORT_JOB],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("job:{job} (an import)")))?;
+    let stats =
+        serde_json::from_str(&stats).map_err(|e| StoreError::Damaged(format!("import job {job} stats: {e}")))?;
+    Ok((inv, status, stats))
+}
+
+fn save_stats(conn: &Connection, job: &str, stats: &ImportStats, status: &str) -> Result<()> {
+    let json = serde_json::to_string(stats).map_err(|e| StoreError::Invalid(format!("job stats: {e}")))?;
+    let progress = if status == "SUCCEEDED" { 1.0 } else { stats.progress() };
+    conn.prepare_cached(
+        "UPDATE jobs SET status = ?2, progress = ?3, detail = ?4, stats = ?5, updated_at = ?6 WHERE id = ?1",
+    )?
+    .execute(params![job, status, progress, stats.detail(), json, now_rfc3339()])?;
+    Ok(())
+}
+
+/// The running import job `job` of `ws`, with its investigation and figures.
+fn running(conn: &Connection, ws: Uuid, job: &ObjectRef) -> Result<(String, ImportStats)> {
+    if job.kind() != RefKind::Job {
+        return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
+    }
+    Reads { conn }.require_in_workspace(ws, job)?;
+    let (inv, status, stats) = stats_of(conn, &job.id().to_string())?;
+    if status != "RUNNING" {
+        return Err(StoreError::Conflict(format!("{job} is {status}, not running")));
+    }
+    Ok((inv, stats))
+}
+
+fn outcome_row(
+    conn: &Connection,
+    job: &str,
+    position: u64,
+    path: &str,
+    outcome: &str,
+    ev: Option<&ObjectRef>,
+    reason: Option<&str>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO import_outcomes (job_id, position, path, outcome, evidence_id, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![job, position as i64, path, outcome, ev.map(|e| e.id().to_string()), reason])?;
+    Ok(())
+}
+
+/// Starts an import job into an investigation.
+pub(crate) fn start(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    expected: Option<u64>,
+    actor: &str,
+) -> Result<ObjectRef> {
+    if inv.kind() != RefKind::Investigation {
+        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+    }
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let job = Uuid::now_v7();
+    let now = now_rfc3339();
+    let stats = ImportStats { expected, ..ImportStats::default() };
+    tx.execute(
+        "INSERT INTO jobs (id, investigation_id, kind, status, progress, detail, created_at, updated_at, stats)
+         VALUES (?1, ?2, ?3, 'RUNNING', 0, ?4, ?5, ?5, '{}')",
+        params![job.to_string(), inv.id().to_string(), IMPORT_JOB, stats.detail(), now],
+    )?;
+    save_stats(&tx, &job.to_string(), &stats, "RUNNING")?;
+    let job_ref = ObjectRef::new(RefKind::Job, job);
+    audit(
+        &tx,
+        actor,
+        "import.start",
+        Some(ws),
+        Some(&job_ref),
+        &serde_json::json!({"investigation": inv, "expected": expected}),
+    )?;
+    tx.commit()?;
+    Ok(job_ref)
+}
+
+/// Records one file (and counts it in the job unless it is embedded).
+pub(crate) fn record(
+    conn: &mut Connection,
+    ws: Uuid,
+    job: &ObjectRef,
+    file: &ImportedFile<'_>,
+    actor: &str,
+) -> Result<ImportOutcome> {
+    check_import_path("file name", file.name, MAX_IMPORT_NAME_CHARS).map_err(StoreError::Invalid)?;
+    check_import_path("path", file.path, MAX_IMPORT_PATH_CHARS).map_err(StoreError::Invalid)?;
+    let tx = conn.transaction()?;
+    let (inv, mut stats) = running(&tx, ws, job)?;
+    let job_id = job.id().to_string();
+    let now = now_rfc3339();
+    let p = file.parsed;
+    tx.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, byte_len, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![file.blob.sha256, file.blob.len as i64, now])?;
+    let existing: Option<String> = tx
+        .prepare_cached("SELECT id FROM evidence WHERE investigation_id = ?1 AND sha256 = ?2 ORDER BY seq LIMIT 1")?
+        .query_row(params![inv, file.blob.sha256], |r| r.get(0))
+        .optional()?;
+    let activity = if file.parent.is_some() { "import.embedded" } else { "import" };
+    let inputs: Vec<String> = file.parent.map(ToString::to_string).into_iter().collect();
+    let (outcome, provenance, new_relations) = match existing {
+        Some(id) => {
+            let ev = ObjectRef::new(
+                RefKind::Evidence,
+                Uuid::parse_str(&id).map_err(|e| StoreError::Damaged(format!("evidence id {id}: {e}")))?,
+            );
+            let prov = insert_provenance(&tx, &inv, &ev.to_string(), actor, activity, &inputs)?;
+            tx.execute("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1", [&inv])?;
+            (ImportOutcome::Duplicate(ev), prov, 0)
+        }
+        None => {
+            let title = p.title.clone().unwrap_or_else(|| file.name.to_owned());
+            let source = format!("import: {}", file.path);
+            let source: String = source.chars().take(crate::MAX_NOTE_SOURCE_CHARS).collect();
+            let doc = TextEvidence {
+                investigation: Uuid::parse_str(&inv)
+                    .map_err(|e| StoreError::Damaged(format!("investigation id {inv}: {e}")))?,
+                title: &title,
+                content: &p.text,
+                source: &source,
+                mime: &p.mime,
+                at: &now,
+                original: Some(file.blob),
+            };
+            let Inserted { evidence: ev, seq, provenance } = insert_text_evidence(
+                &tx,
+                &doc,
+                actor,
+                activity,
+                &file.parent.copied().into_iter().collect::<Vec<_>>(),
+            )?;
+            index_evidence(&tx, seq, seq)?;
+            if !p.text.is_empty() {
+                crate::extraction::scan_new_evidence(&tx, &inv, &ev, &p.text, &now)?;
+            }
+            tx.execute(
+                "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1 WHERE id = ?1",
+                [&inv],
+            )?;
+            (ImportOutcome::Imported(ev), provenance, 1)
+        }
+    };
+    let mut relations = 0;
+    if let Some(parent) = file.parent {
+        let ev = outcome.evidence().to_string();
+        let exists: bool = tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM relations WHERE investigation_id = ?1 AND kind = 'derived_from' AND src = ?2 AND dst = ?3)",
+            params![inv, ev, parent.to_string()],
+            |r| r.get(0),
+        )?;
+        if !exists && ev != parent.to_string() {
+            tx.execute(
+                "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+                 VALUES (?1, ?2, 'derived_from', ?3, ?4, 1.0, ?5, ?6)",
+                params![Uuid::now_v7().to_string(), inv, ev, parent.to_string(), now, IMPORT_PRODUCER],
+            )?;
+            relations = 1;
+        }
+    }
+    if relations > 0 {
+        tx.execute(
+            "UPDATE investigations SET relation_count = relation_count + ?2 WHERE id = ?1",
+            params![inv, relations],
+        )?;
+    }
+    let metadata = serde_json::to_string(&p.metadata).map_err(|e| StoreError::Invalid(format!("metadata: {e}")))?;
+    let notes = serde_json::to_string(&p.notes).map_err(|e| StoreError::Invalid(format!("notes: {e}")))?;
+    tx.prepare_cached(
+        "INSERT INTO imports (provenance_id, investigation_id, evidence_id, job_id, original_name, original_path, byte_len,
+                              sha256, format, parser_version, encoding, metadata, notes, imported_by, imported_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )?
+    .execute(params![
+        provenance,
+        inv,
+        outcome.evidence().id().to_string(),
+        job_id,
+        file.name,
+        file.path,
+        file.blob.len as i64,
+        file.blob.sha256,
+        p.format.as_str(),
+        labfy_parse::VERSION,
+        p.encoding,
+        metadata,
+        notes,
+        actor,
+        now
+    ])?;
+    if file.parent.is_some() {
+        if new_relations > 0 {
+            stats.embedded += 1;
+        }
+    } else {
+        let (label, count) = match &outcome {
+            ImportOutcome::Imported(_) => ("imported", &mut stats.imported),
+            ImportOutcome::Duplicate(_) => ("duplicate", &mut stats.duplicates),
+        };
+        *count += 1;
+        outcome_row(&tx, &job_id, stats.files, file.path, label, Some(outcome.evidence()), None)?;
+        stats.files += 1;
+        stats.bytes += file.blob.len;
+    }
+    save_stats(&tx, &job_id, &stats, "RUNNING")?;
+    tx.commit()?;
+    Ok(outcome)
+}
+
+/// Records a file refused, with its reason.
+pub(crate) fn refuse(conn: &mut Connection, ws: Uuid, job: &ObjectRef, path: &str, reason: &str) -> Result<()> {
+    let tx = conn.transaction()?;
+    let (_, mut stats) = running(&tx, ws, job)?;
+    let job_id = job.id().to_string();
+    // The path is shown as given, made printable: it may be the very reason.
+    let path: String =
+        path.chars().take(MAX_IMPORT_PATH_CHARS).map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    let reason: String =
+        reason.chars().take(MAX_IMPORT_REASON_CHARS).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    outcome_row(&tx, &job_id, stats.files, &path, "refused", None, Some(&reason))?;
+    stats.files += 1;
+    stats.refused += 1;
+    save_stats(&tx, &job_id, &stats, "RUNNING")?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Ends an import job: `SUCCEEDED` (every file has its outcome), or
+/// `FAILED` with `failure` (the batch stopped: the files recorded stay).
+pub(crate) fn finish(
+    conn: &mut Connection,
+    ws: Uuid,
+    job: &ObjectRef,
+    failure: Option<&str>,
+    actor: &str,
+) -> Result<ImportStats> {
+    let tx = conn.transaction()?;
+    let (_, stats) = running(&tx, ws, job)?;
+    let job_id = job.id().to_string();
+    save_stats(&tx, &job_id, &stats, if failure.is_some() { "FAILED" } else { "SUCCEEDED" })?;
+    if let Some(f) = failure {
+        let detail: String = format!("{} — stopped: {f}", stats.detail()).chars().take(1000).collect();
+        tx.execute("UPDATE jobs SET detail = ?2 WHERE id = ?1", params![job_id, detail])?;
+    }
+    audit(&tx, actor, "import.finish", Some(ws), Some(job), &serde_json::to_value(&stats).unwrap_or_default())?;
+    tx.commit()?;
+    Ok(stats)
+}
+
+impl Reads<'_> {
+    /// The outcomes of an import job, in order, from `after` (exclusive).
+    pub fn import_report(
+        &self,
+        ws: Uuid,
+        job: &ObjectRef,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ImportReportLine>> {
+        if job.kind() != RefKind::Job {
+            return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
+        }
+        self.require_in_workspace(ws, job)?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT position, path, outcome, evidence_id, reason FROM import_outcomes
+             WHERE job_id = ?1 AND position > ?2 ORDER BY position LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![job.id().to_string(), after.unwrap_or(-1), limit.clamp(1, 1000)], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (position, path, outcome, ev, reason) = row?;
+            let evidence = ev
+                .map(|id| Uuid::parse_str(&id).map(|u| ObjectRef::new(RefKind::Evidence, u)))
+                .transpose()
+                .map_err(|e| StoreError::Damaged(format!("import outcome evidence: {e}")))?;
+            out.push(ImportReportLine { position, path, outcome, evidence, reason });
+        }
+        Ok(out)
+    }
+
+    /// The import records of an evidence item (one per time its bytes were
+    /// imported), oldest first.
+    pub fn imports_of(&self, ws: Uuid, ev: &ObjectRef) -> Result<Vec<ImportRecord>> {
+        self.require_in_workspace(ws, ev)?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT original_name, original_path, byte_len, sha256, format, parser_version, encoding, metadata, notes,
+                    imported_by, imported_at, job_id
+             FROM imports WHERE evidence_id = ?1 ORDER BY imported_at, provenance_id",
+        )?;
+        let rows = stmt.query_map([ev.id().to_string()], |r| {
+            let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+                let s: String = r.get(i)?;
+                Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::Null))
+            };
+            let job: Option<String> = r.get(11)?;
+            Ok(ImportRecord {
+                original_name: r.get(0)?,
+                original_path: r.get(1)?,
+                byte_len: r.get(2)?,
+                sha256: r.get(3)?,
+                format: r.get(4)?,
+                parser_version: r.get(5)?,
+                encoding: r.get(6)?,
+                metadata: json(7)?,
+                notes: json(8)?,
+                imported_by: r.get(9)?,
+                imported_at: r.get(10)?,
+                job: job.and_then(|j| Uuid::parse_str(&j).ok()).map(|u| ObjectRef::new(RefKind::Job, u)),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The blob an evidence item was read from, if its bytes are kept.
+    pub fn blob_of(&self, ws: Uuid, ev: &ObjectRef) -> Result<Option<(String, String, i64)>> {
+        self.require_in_workspace(ws, ev)?;
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT blob_sha256, mime, byte_len FROM evidence WHERE id = ?1 AND blob_sha256 IS NOT NULL",
+                [ev.id().to_string()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?)
+    }
+}

@@ -1,0 +1,135 @@
+//! Import (SPEC C2): one evidence item per distinct bytes, one provenance
+//! record per import, embedded documents as children, refusals in the
+//! report, extraction in the same transaction.
+
+use labfy_core::{ObjectRef, RefKind};
+use labfy_parse::parse;
+use tempfile::TempDir;
+
+use crate::blobs::BlobStore;
+use crate::tests::assert_derived_consistent;
+use crate::*;
+
+fn real(dir: &TempDir) -> (Store, BlobStore, uuid::Uuid, ObjectRef) {
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Alpha", "test").unwrap();
+    (store, BlobStore::open(dir.path()).unwrap(), ws.id(), inv)
+}
+
+fn import(store: &mut Store, blobs: &BlobStore, ws: uuid::Uuid, job: &ObjectRef, name: &str, bytes: &[u8], parent: Option<&ObjectRef>) -> ImportOutcome {
+    let blob = blobs.put(&mut &bytes[..], 1 << 20).unwrap();
+    let parsed = parse(bytes, name);
+    store.import_file(ws, job, &ImportedFile { name, path: name, blob: &blob, parsed: &parsed, parent }, "analyste").unwrap()
+}
+
+#[test]
+fn the_same_bytes_twice_are_one_evidence_with_two_provenance_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, Some(3), "analyste").unwrap();
+    let text = b"Contact : jean@alpha.example, IBAN FR76 3000 6000 0112 3456 7890 189";
+    let a = import(&mut store, &blobs, ws, &job, "a.txt", text, None);
+    let b = import(&mut store, &blobs, ws, &job, "copie/a.txt", text, None);
+    assert!(matches!(a, ImportOutcome::Imported(_)), "{a:?}");
+    assert_eq!(b, ImportOutcome::Duplicate(a.evidence().to_owned()));
+    store.import_refused(ws, &job, "bad\u{1b}name", "file name contains control characters").unwrap();
+    let stats = store.finish_import(ws, &job, None, "analyste").unwrap();
+    assert_eq!((stats.files, stats.imported, stats.duplicates, stats.refused), (3, 1, 1, 1));
+    assert_eq!(stats.bytes, 2 * text.len() as u64);
+
+    let reads = store.reads();
+    let records = reads.imports_of(ws, a.evidence()).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].original_path, "copie/a.txt");
+    assert_eq!(records[0].sha256, sha256_hex(text));
+    let ev = reads.evidence_summary(ws, a.evidence()).unwrap();
+    assert!(ev.original);
+    assert_eq!(ev.imports.len(), 2);
+    assert_eq!(ev.sha256, sha256_hex(text), "an imported item's hash is its bytes'");
+    let report = reads.import_report(ws, &job, None, 10).unwrap();
+    assert_eq!(report.iter().map(|l| l.outcome.as_str()).collect::<Vec<_>>(), ["imported", "duplicate", "refused"]);
+    assert_eq!(report[2].path, "bad\u{fffd}name", "a control character is not echoed");
+    let job_row = reads.job(ws, &job).unwrap();
+    assert_eq!((job_row.status.as_str(), job_row.progress), ("SUCCEEDED", 1.0));
+    // Extraction ran with the import: the address and the IBAN are entities.
+    let ents: Vec<String> = store
+        .conn
+        .prepare("SELECT kind || ':' || name FROM entities ORDER BY 1")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(ents.contains(&"email:jean@alpha.example".to_owned()), "{ents:?}");
+    assert!(ents.iter().any(|e| e.starts_with("iban:FR76")), "{ents:?}");
+    assert_derived_consistent(&store.conn);
+    assert!(store.import_refused(ws, &job, "x", "y").is_err(), "a finished job takes no more files");
+}
+
+#[test]
+fn an_attachment_is_a_child_evidence_derived_from_its_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let mail = b"From: a@alpha.example\r\nSubject: Facture\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\
+Content-Type: text/plain\r\n\r\nci-joint\r\n--b\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename=f.txt\r\n\r\n\
+paye par 198.51.100.7\r\n--b--\r\n";
+    let parsed = parse(mail, "m.eml");
+    assert_eq!(parsed.children.len(), 1);
+    let parent = import(&mut store, &blobs, ws, &job, "m.eml", mail, None);
+    let child = &parsed.children[0];
+    let c = import(&mut store, &blobs, ws, &job, &child.name, &child.bytes, Some(parent.evidence()));
+    let stats = store.finish_import(ws, &job, None, "analyste").unwrap();
+    assert_eq!((stats.files, stats.embedded), (1, 1));
+    let n = store.reads().neighbors(ws, c.evidence(), 10).unwrap();
+    assert!(
+        n.neighbors.iter().any(|x| x.relation.kind == "derived_from" && x.node.id == *parent.evidence()),
+        "{n:?}"
+    );
+    assert_eq!(store.reads().evidence_summary(ws, parent.evidence()).unwrap().title, "Facture");
+    assert_derived_consistent(&store.conn);
+}
+
+#[test]
+fn bad_names_and_foreign_jobs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let blob = blobs.put(&mut &b"x"[..], 10).unwrap();
+    let parsed = parse(b"x", "x.txt");
+    for (name, path) in [("x.txt", "../x.txt"), ("a\nb", "a"), ("", "a")] {
+        let f = ImportedFile { name, path, blob: &blob, parsed: &parsed, parent: None };
+        assert!(matches!(store.import_file(ws, &job, &f, "t"), Err(StoreError::Invalid(_))), "{name:?} {path:?}");
+    }
+    let other = ObjectRef::new(RefKind::Job, uuid::Uuid::now_v7());
+    assert!(store.import_refused(ws, &other, "x", "y").is_err());
+    assert!(store.start_import(ws, &ObjectRef::new(RefKind::Investigation, uuid::Uuid::now_v7()), None, "t").is_err());
+}
+
+#[test]
+fn an_export_carries_the_original_bytes_and_verify_checks_them() {
+    use crate::bundle::{BundleError, BundleWriter, verify};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let page = b"<html><head><title>Alpha</title></head><body>Voir alpha.example</body></html>";
+    import(&mut store, &blobs, ws, &job, "page.html", page, None);
+    import(&mut store, &blobs, ws, &job, "image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR binary", None);
+    store.finish_import(ws, &job, None, "analyste").unwrap();
+    drop(store);
+    let out = dir.path().join("bundle");
+    let ro = ReadOnlyStore::open(dir.path()).unwrap();
+    let mut w = BundleWriter::create(&out).unwrap();
+    let header = ro.export(&inv, &mut w).unwrap();
+    let fp = w.finish(header).unwrap().fingerprint;
+    verify(&out, Some(&fp)).expect("a fresh export verifies");
+    let original = out.join("blobs").join(sha256_hex(page));
+    assert_eq!(std::fs::read(&original).unwrap(), page);
+    assert_eq!(std::fs::read_to_string(out.join("imports.jsonl")).unwrap().lines().count(), 2);
+    // One byte of the original changed: verify names the file.
+    let mut bytes = page.to_vec();
+    bytes[1] ^= 0x20;
+    std::fs::write(&original, &bytes).unwrap();
+    let err = verify(&out, None).unwrap_err();
+    assert!(matches!(&err, BundleError::HashMismatch { path, .. } if path.starts_with("blobs/")), "{err}");
+}

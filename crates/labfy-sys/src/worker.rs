@@ -1,0 +1,128 @@
+//! A parser worker confines itself (SPEC C2, T1): a short-lived child that
+//! reads hostile bytes on one descriptor and writes its answer on another.
+//! Before it reads anything it lowers its limits and installs a seccomp
+//! allow-list of pure computation — read, write, memory, time, exit — so that
+//! a parser an input has taken over can open no file, create no socket, start
+//! no program and signal nothing. Under the workspace server it also keeps
+//! every protection of the server's own jail (it is the server's child);
+//! under `labfy import` this filter and these limits are its confinement.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{FromRawFd, RawFd};
+
+use seccompiler::{BpfProgram, SeccompAction, SeccompRule, TargetArch};
+
+use crate::error::SpawnError;
+
+/// The limits a worker puts on itself.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerLimits {
+    /// Address space, in bytes (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// CPU time, in seconds (`RLIMIT_CPU`: SIGXCPU, then SIGKILL).
+    pub cpu_seconds: u64,
+}
+
+/// The system calls a worker may make: no `open`, no `socket`, no
+/// `execve`, no `clone`, no `kill` of another process.
+fn compute_calls() -> Vec<libc::c_long> {
+    let mut calls = vec![
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_readv,
+        libc::SYS_writev,
+        libc::SYS_close,
+        libc::SYS_fstat,
+        libc::SYS_statx,
+        libc::SYS_lseek,
+        libc::SYS_mmap,
+        libc::SYS_munmap,
+        libc::SYS_mremap,
+        libc::SYS_mprotect,
+        libc::SYS_madvise,
+        libc::SYS_brk,
+        libc::SYS_futex,
+        libc::SYS_rt_sigaction,
+        libc::SYS_rt_sigprocmask,
+        libc::SYS_rt_sigreturn,
+        libc::SYS_sigaltstack,
+        libc::SYS_clock_gettime,
+        libc::SYS_getrandom,
+        libc::SYS_sched_yield,
+        libc::SYS_getpid,
+        libc::SYS_gettid,
+        libc::SYS_exit,
+        libc::SYS_exit_group,
+    ];
+    // abort() after a failed allocation raises SIGABRT on itself.
+    calls.push(libc::SYS_tgkill);
+    #[cfg(target_arch = "x86_64")]
+    calls.push(libc::SYS_poll);
+    calls
+}
+
+fn compute_filter() -> Result<BpfProgram, SpawnError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = compute_calls().into_iter().map(|c| (c, vec![])).collect();
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SpawnError::prepare(format!("no seccomp filter for {}", std::env::consts::ARCH)))?;
+    let filter = seccompiler::SeccompFilter::new(rules, SeccompAction::KillProcess, SeccompAction::Allow, arch)
+        .map_err(|e| SpawnError::prepare(format!("seccomp filter: {e}")))?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| SpawnError::prepare(format!("seccomp filter: {e}")))
+}
+
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
+    // SAFETY: `lim` is a valid rlimit that outlives the call.
+    if unsafe { libc::setrlimit(resource, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Confines the calling process for good: limits (memory, CPU, no file
+/// written, no core dump, no new descriptor beyond a few), no new
+/// privileges, then the compute-only seccomp filter (a call outside it
+/// kills the process). Call it first thing, single-threaded, before reading
+/// any input.
+pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
+    let program = compute_filter()?;
+    let step = |what: &str, e: io::Error| SpawnError::prepare(format!("worker confinement, {what}: {e}"));
+    set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
+    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
+    set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| step("RLIMIT_FSIZE", e))?;
+    set_limit(libc::RLIMIT_CORE, 0).map_err(|e| step("RLIMIT_CORE", e))?;
+    set_limit(libc::RLIMIT_NOFILE, 16).map_err(|e| step("RLIMIT_NOFILE", e))?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(step("no_new_privs", io::Error::last_os_error()));
+    }
+    seccompiler::apply_filter(&program).map_err(|e| SpawnError::prepare(format!("worker seccomp: {e}")))?;
+    Ok(())
+}
+
+/// Takes ownership of descriptor `fd`, passed by the parent for this
+/// process alone; refused if it is not open.
+pub fn inherited(fd: RawFd) -> io::Result<File> {
+    if fd < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {fd}")));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("descriptor {fd} is not open")));
+    }
+    // SAFETY: `fd` is open, and the parent passed it to this process to be
+    // owned once, here (the worker's arguments name each descriptor once).
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_compiles_for_this_architecture() {
+        assert!(!compute_filter().expect("filter").is_empty());
+    }
+}
