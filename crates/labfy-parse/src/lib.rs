@@ -14,8 +14,11 @@
 //! anything else is binary, with its media type where its signature is known.
 
 mod detect;
+#[doc(hidden)]
+pub mod fixtures;
 mod mail;
 mod office;
+pub mod run;
 mod text;
 pub mod worker;
 

@@ -16,10 +16,20 @@ fn real(dir: &TempDir) -> (Store, BlobStore, uuid::Uuid, ObjectRef) {
     (store, BlobStore::open(dir.path()).unwrap(), ws.id(), inv)
 }
 
-fn import(store: &mut Store, blobs: &BlobStore, ws: uuid::Uuid, job: &ObjectRef, name: &str, bytes: &[u8], parent: Option<&ObjectRef>) -> ImportOutcome {
+fn import(
+    store: &mut Store,
+    blobs: &BlobStore,
+    ws: uuid::Uuid,
+    job: &ObjectRef,
+    name: &str,
+    bytes: &[u8],
+    parent: Option<&ObjectRef>,
+) -> ImportOutcome {
     let blob = blobs.put(&mut &bytes[..], 1 << 20).unwrap();
     let parsed = parse(bytes, name);
-    store.import_file(ws, job, &ImportedFile { name, path: name, blob: &blob, parsed: &parsed, parent }, "analyste").unwrap()
+    store
+        .import_file(ws, job, &ImportedFile { name, path: name, blob: &blob, parsed: &parsed, parent }, "analyste")
+        .unwrap()
 }
 
 #[test]
@@ -82,10 +92,7 @@ paye par 198.51.100.7\r\n--b--\r\n";
     let stats = store.finish_import(ws, &job, None, "analyste").unwrap();
     assert_eq!((stats.files, stats.embedded), (1, 1));
     let n = store.reads().neighbors(ws, c.evidence(), 10).unwrap();
-    assert!(
-        n.neighbors.iter().any(|x| x.relation.kind == "derived_from" && x.node.id == *parent.evidence()),
-        "{n:?}"
-    );
+    assert!(n.neighbors.iter().any(|x| x.relation.kind == "derived_from" && x.node.id == *parent.evidence()), "{n:?}");
     assert_eq!(store.reads().evidence_summary(ws, parent.evidence()).unwrap().title, "Facture");
     assert_derived_consistent(&store.conn);
 }

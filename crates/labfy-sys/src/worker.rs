@@ -12,7 +12,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompRule, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule, TargetArch,
+};
 
 use crate::error::SpawnError;
 
@@ -64,7 +66,13 @@ fn compute_calls() -> Vec<libc::c_long> {
 }
 
 fn compute_filter() -> Result<BpfProgram, SpawnError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = compute_calls().into_iter().map(|c| (c, vec![])).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = compute_calls().into_iter().map(|c| (c, vec![])).collect();
+    // fcntl(fd, F_GETFD) only: the standard library checks a descriptor is
+    // open when it closes it (debug builds).
+    let getfd = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::F_GETFD as u64)
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| SpawnError::prepare(format!("seccomp rule: {e}")))?;
+    rules.insert(libc::SYS_fcntl, vec![getfd]);
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| SpawnError::prepare(format!("no seccomp filter for {}", std::env::consts::ARCH)))?;
     let filter = seccompiler::SeccompFilter::new(rules, SeccompAction::KillProcess, SeccompAction::Allow, arch)
@@ -124,5 +132,28 @@ mod tests {
     #[test]
     fn the_filter_compiles_for_this_architecture() {
         assert!(!compute_filter().expect("filter").is_empty());
+    }
+
+    /// The probe, run in a child (this test binary again): confined, it
+    /// computes and writes, then tries to open a file.
+    #[test]
+    fn a_confined_worker_computes_but_is_killed_when_it_opens_a_file() {
+        use std::os::unix::process::ExitStatusExt;
+        if std::env::var_os("LABFY_WORKER_PROBE").is_some() {
+            confine_self(WorkerLimits { memory_bytes: 1 << 30, cpu_seconds: 5 }).expect("confine");
+            let v: Vec<u64> = (0..100_000).collect();
+            println!("sum {}", v.iter().sum::<u64>());
+            let _ = File::open("/etc/hostname");
+            std::process::exit(0);
+        }
+        let exe = std::env::current_exe().expect("exe");
+        let out = std::process::Command::new(exe)
+            .args(["--exact", "worker::tests::a_confined_worker_computes_but_is_killed_when_it_opens_a_file"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env("LABFY_WORKER_PROBE", "1")
+            .output()
+            .expect("probe");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("sum 4999950000"), "it computed and wrote");
+        assert_eq!(out.status.signal(), Some(libc::SIGSYS), "killed at open: {:?}", out.status);
     }
 }

@@ -103,6 +103,9 @@ enum Command {
     /// investigation, or of every investigation of a workspace, and add them
     /// to its graph with their positions (SPEC C4). Idempotent.
     Extract(crate::case_cli::ExtractArgs),
+    /// Import files and folders into an investigation (SPEC C2): originals
+    /// kept by hash, text read by a confined parser, one outcome per file.
+    Import(crate::import_cli::ImportArgs),
     /// Export an investigation as a bundle anyone can check offline (SPEC
     /// C5): evidence and its text, entities, relations, mentions,
     /// provenance, fetches, grants, campaigns, the audit log and egress's
@@ -247,6 +250,7 @@ pub fn main() -> ExitCode {
         Command::Open { runtime_dir } => open_cmd(runtime_dir),
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Extract(args) => crate::case_cli::extract(args),
+        Command::Import(args) => crate::import_cli::import(args),
         Command::Export(args) => crate::case_cli::export(args),
         Command::Verify(args) => crate::case_cli::verify(args),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),

@@ -10,6 +10,7 @@ mod case_cli;
 mod cli;
 mod governor_cli;
 mod grant_cli;
+mod import_cli;
 mod jail;
 mod logs;
 mod operator;
@@ -18,5 +19,7 @@ mod supervisor;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A parser worker started by `labfy import` runs and exits here (SPEC C2).
+    labfy_parse::worker::run_if_worker();
     cli::main()
 }

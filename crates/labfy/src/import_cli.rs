@@ -1,0 +1,249 @@
+//! `labfy import`: files and folders into an investigation (SPEC C2), run
+//! against the data directory directly like `labfy extract`. Each file is
+//! copied into the blob store (hashed, flushed, renamed), read by a parser
+//! worker (this program, started again as a self-confining child: no file,
+//! no socket, no program, bounded memory and time), and recorded with its
+//! provenance in one transaction. Every file gets an outcome — imported,
+//! duplicate, refused with its reason — and the rest of the batch goes on.
+
+use std::fs::{self, File};
+use std::io::IsTerminal;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_store::blobs::{BlobError, BlobStore};
+use labfy_store::{MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path};
+
+use crate::cli::Failure;
+
+/// Default bound on one imported file, in MiB.
+pub const DEFAULT_MAX_FILE_MIB: u64 = 256;
+
+/// `labfy import`.
+#[derive(Args)]
+pub struct ImportArgs {
+    /// Data directory.
+    #[arg(long, env = "LABFY_DATA_DIR")]
+    data_dir: PathBuf,
+    /// The investigation the files join (`investigation:<uuid>`).
+    #[arg(long)]
+    investigation: String,
+    /// Its workspace (`workspace:<uuid>`), checked when given.
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Largest file taken, in MiB; larger ones are refused.
+    #[arg(long, default_value_t = DEFAULT_MAX_FILE_MIB, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_file_mib: u64,
+    /// Files and folders (folders are walked recursively).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+/// A file found by the walk: where it is, the path recorded, or why it is
+/// refused before it is read.
+struct Found {
+    path: PathBuf,
+    shown: String,
+    refused: Option<String>,
+}
+
+fn shown(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// Walks `root` (a file or a folder); paths are recorded from the folder's
+/// own name down. A symbolic link is followed only to a file inside the
+/// folder imported; anything that is not a regular file is refused.
+fn walk(root: &Path, out: &mut Vec<Found>) {
+    let base = root.parent().unwrap_or(Path::new(""));
+    let rel = |p: &Path| shown(p.strip_prefix(base).unwrap_or(p));
+    let meta = match fs::metadata(root) {
+        Ok(m) => m,
+        Err(e) => {
+            out.push(Found { path: root.into(), shown: shown(root), refused: Some(format!("unreadable: {e}")) });
+            return;
+        }
+    };
+    if meta.is_file() {
+        out.push(Found { path: root.into(), shown: rel(root), refused: None });
+        return;
+    }
+    let Ok(top) = fs::canonicalize(root) else {
+        out.push(Found { path: root.into(), shown: shown(root), refused: Some("unreadable folder".into()) });
+        return;
+    };
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let mut entries: Vec<_> = match fs::read_dir(&dir) {
+            Ok(e) => e.filter_map(Result::ok).collect(),
+            Err(e) => {
+                out.push(Found {
+                    path: dir.clone(),
+                    shown: rel(&dir),
+                    refused: Some(format!("unreadable folder: {e}")),
+                });
+                continue;
+            }
+        };
+        entries.sort_by_key(|e| e.file_name());
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let path = e.path();
+            let shown = rel(&path);
+            let refuse = |why: &str| Found { path: path.clone(), shown: shown.clone(), refused: Some(why.to_owned()) };
+            let Ok(ft) = e.file_type() else {
+                out.push(refuse("unreadable"));
+                continue;
+            };
+            if ft.is_dir() {
+                subdirs.push(path);
+            } else if ft.is_file() {
+                out.push(Found { path, shown, refused: None });
+            } else if ft.is_symlink() {
+                match fs::canonicalize(&path) {
+                    Ok(t) if !t.starts_with(&top) => {
+                        out.push(refuse("symbolic link pointing outside the imported folder"))
+                    }
+                    Ok(t) if t.is_file() => out.push(Found { path: t, shown, refused: None }),
+                    Ok(_) => out.push(refuse("symbolic link to something other than a file (not followed)")),
+                    Err(_) => out.push(refuse("broken symbolic link")),
+                }
+            } else if ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device() {
+                out.push(refuse("not a regular file (device, pipe or socket)"));
+            }
+        }
+        // Depth first, in name order.
+        stack.extend(subdirs.into_iter().rev());
+    }
+}
+
+/// Runs an import job over `args.paths`, with a progress bar on a terminal,
+/// and prints its summary and each refusal.
+pub fn import(args: ImportArgs) -> Result<(), Failure> {
+    let inv: ObjectRef = args
+        .investigation
+        .parse()
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{}: {e}", args.investigation)))?;
+    if inv.kind() != RefKind::Investigation {
+        return Err(Failure::new(
+            ErrorKind::InvalidInput,
+            format!("--investigation: expected an `investigation:` reference, got a `{}:` one", inv.kind().as_str()),
+        ));
+    }
+    let worker = std::env::current_exe()
+        .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot find this program for the parser: {e}")))?;
+    let mut store = Store::open(&args.data_dir)?;
+    let ws = store.reads().workspace_of(&inv)?;
+    if let Some(w) = &args.workspace {
+        let w: ObjectRef =
+            w.parse().map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--workspace {w}: {e}")))?;
+        if w.kind() != RefKind::Workspace || w.id() != ws {
+            return Err(Failure::new(ErrorKind::InvalidInput, format!("{inv} is not in {w}")));
+        }
+    }
+    let blobs = BlobStore::open(&args.data_dir)
+        .map_err(|e| Failure::new(ErrorKind::Storage, format!("blob store of {}: {e}", args.data_dir.display())))?;
+    let mut found = Vec::new();
+    for p in &args.paths {
+        walk(p, &mut found);
+    }
+    let max = args.max_file_mib << 20;
+    let started = Instant::now();
+    let job = store.start_import(ws, &inv, Some(found.len() as u64), "labfy import")?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(found.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "import {bar:40} {human_pos}/{human_len} fichiers · {per_sec} · reste {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut parse = |blob: &labfy_store::blobs::Blob, name: &str| match blobs.open_blob(&blob.sha256) {
+        Ok(f) => labfy_parse::run::parse_confined(&worker, f, blob.len, name),
+        Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
+    };
+    let mut refusals = Vec::new();
+    let mut failure = None;
+    for f in &found {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        let outcome = match take(f, &blobs, max) {
+            Err(why) => Err(why),
+            Ok((name, blob)) => {
+                match store.import_document(&blobs, ws, &job, &name, &f.shown, &blob, &mut parse, "labfy import") {
+                    Ok(o) => Ok(o),
+                    Err(labfy_store::StoreError::Invalid(why)) => Err(why),
+                    Err(e) => {
+                        failure = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+        };
+        if let Err(why) = outcome {
+            store.import_refused(ws, &job, &f.shown, &why)?;
+            refusals.push((f.shown.clone(), why));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let stats = store.finish_import(ws, &job, failure.as_deref(), "labfy import")?;
+    let secs = started.elapsed().as_secs_f64();
+    for (path, why) in &refusals {
+        eprintln!("labfy: refused {}: {why}", path.escape_debug());
+    }
+    eprintln!(
+        "labfy: {inv}: {} files in {secs:.1} s ({:.0} files/s, {:.1} MB/s): {} imported, {} duplicates, {} refused; \
+         {} embedded documents",
+        stats.files,
+        stats.files as f64 / secs.max(1e-9),
+        stats.bytes as f64 / 1e6 / secs.max(1e-9),
+        stats.imported,
+        stats.duplicates,
+        stats.refused,
+        stats.embedded
+    );
+    println!("{job}");
+    match failure {
+        Some(f) => Err(Failure::new(ErrorKind::Storage, format!("import stopped: {f}"))),
+        None => Ok(()),
+    }
+}
+
+/// Checks one found file and copies it into the blob store.
+fn take(f: &Found, blobs: &BlobStore, max: u64) -> Result<(String, labfy_store::blobs::Blob), String> {
+    if let Some(why) = &f.refused {
+        return Err(why.clone());
+    }
+    let name = f
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| "file name is not valid UTF-8".to_owned())?
+        .to_owned();
+    check_import_path("file name", &name, MAX_IMPORT_NAME_CHARS)?;
+    check_import_path("path", &f.shown, MAX_IMPORT_PATH_CHARS)?;
+    let mut file = File::open(&f.path).map_err(|e| format!("unreadable: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("unreadable: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() == 0 {
+        return Err("empty file (0 bytes)".into());
+    }
+    if meta.len() > max {
+        return Err(format!("larger than the bound ({} bytes > {max})", meta.len()));
+    }
+    let blob = blobs.put(&mut file, max).map_err(|e| match e {
+        BlobError::TooLarge { max } => format!("grew past the bound of {max} bytes while read"),
+        e => e.to_string(),
+    })?;
+    Ok((name, blob))
+}

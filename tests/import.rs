@@ -1,0 +1,179 @@
+//! `labfy import` for real (SPEC C2): a folder of real documents — text in
+//! Latin-1, an HTML page declaring its charset, a PDF, a `.docx`, an e-mail
+//! with an attachment, a mailbox, an image — and the bad inputs of the
+//! issue: an empty file, a name with a control character, a symbolic link
+//! out of the folder, a file over the bound, the same bytes twice. Each gets
+//! its outcome; the parsed text, the provenance, the graph and an export
+//! that verifies follow.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::Command;
+
+use labfy_core::ObjectRef;
+use labfy_parse::fixtures;
+use labfy_store::Store;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_labfy");
+
+fn labfy(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().expect("run labfy")
+}
+
+fn folder(root: &Path) {
+    fs::create_dir_all(root.join("copie")).unwrap();
+    fs::create_dir_all(root.join("courriels")).unwrap();
+    let latin1 = b"Le pr\xe9sident de l'association \xe9crit depuis jean.dupont@alpha.example ; \
+        l'IBAN est FR76 3000 6000 0112 3456 7890 189.";
+    fs::write(root.join("note-latin1.txt"), latin1).unwrap();
+    fs::write(root.join("copie/note-latin1.txt"), latin1).unwrap();
+    fs::write(
+        root.join("page.html"),
+        b"<html><head><meta charset=\"iso-8859-1\"><title>Soci\xe9t\xe9 Alpha</title></head>\
+          <body><p>Si\xe8ge : voir https://alpha.example/contact</p><script>var x = 'cach\xe9';</script></body></html>",
+    )
+    .unwrap();
+    fs::write(root.join("rapport.pdf"), fixtures::pdf(&["Rapport sur Alpha", "Serveur 198.51.100.23"])).unwrap();
+    fs::write(root.join("note.docx"), fixtures::docx("Note interne", &["Contact : marie@beta.example"])).unwrap();
+    fs::write(
+        root.join("courriels/facture.eml"),
+        fixtures::eml(
+            "Jean <jean.dupont@alpha.example>",
+            "Facture",
+            "Voir la pièce.",
+            ("iban.txt", "Réglé sur FR7630006000011234567890189"),
+        ),
+    )
+    .unwrap();
+    fs::write(
+        root.join("courriels/boite.mbox"),
+        fixtures::mbox(&[("a@alpha.example", "Premier", "un"), ("b@beta.example", "Second", "deux")]),
+    )
+    .unwrap();
+    fs::write(root.join("image.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDRpixels").unwrap();
+    fs::write(root.join("vide.txt"), b"").unwrap();
+    fs::write(root.join("nom\u{1b}[2J.txt"), b"escape").unwrap();
+    fs::write(root.join("gros.bin"), vec![7u8; (1 << 20) + 1]).unwrap();
+    symlink("/etc/hostname", root.join("dehors")).unwrap();
+    symlink(root.join("page.html"), root.join("interne.html")).unwrap();
+}
+
+#[test]
+fn a_folder_is_imported_with_an_outcome_per_file_and_exports_verifiably() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Alpha", "test").unwrap();
+    let root = dir.path().join("dossier");
+    folder(&root);
+
+    let o = labfy(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--investigation",
+        &inv.to_string(),
+        "--workspace",
+        &ws.to_string(),
+        "--max-file-mib",
+        "1",
+        root.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let job: ObjectRef = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    assert!(!err.contains('\u{1b}'), "a control character in a name is never echoed: {err:?}");
+
+    let store = Store::open(&data).unwrap();
+    let reads = store.reads();
+    let report = reads.import_report(ws.id(), &job, None, 100).unwrap();
+    let outcome = |suffix: &str| {
+        report
+            .iter()
+            .find(|l| l.path.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no outcome for {suffix}: {report:#?}"))
+    };
+    for f in ["note-latin1.txt", "interne.html", "rapport.pdf", "note.docx", "facture.eml", "boite.mbox", "image.png"] {
+        assert_eq!(outcome(f).outcome, "imported", "{f}: {:?}", outcome(f));
+    }
+    assert_eq!(outcome("copie/note-latin1.txt").outcome, "duplicate");
+    // The link inside the folder is followed (names in order: it comes first).
+    assert_eq!(outcome("page.html").outcome, "duplicate");
+    assert_eq!(outcome("copie/note-latin1.txt").evidence, outcome("dossier/note-latin1.txt").evidence);
+    for (f, why) in [
+        ("vide.txt", "empty"),
+        ("gros.bin", "larger than the bound"),
+        ("dehors", "outside the imported folder"),
+        (".txt", "control characters"),
+    ] {
+        let l = outcome(f);
+        assert_eq!(l.outcome, "refused", "{f}");
+        assert!(l.reason.as_deref().unwrap_or("").contains(why), "{f}: {l:?}");
+    }
+    assert_eq!(report.len(), 13, "{report:#?}");
+
+    let text = |suffix: &str| {
+        let ev = outcome(suffix).evidence.unwrap();
+        reads.excerpt(ws.id(), &ev, 0, 4000).unwrap().text
+    };
+    let latin = text("note-latin1.txt");
+    assert!(latin.contains("président"), "Latin-1 decoded: {latin:?}");
+    let page = text("page.html");
+    assert!(page.contains("Siège") && !page.contains("caché"), "{page}");
+    assert!(text("rapport.pdf").contains("Rapport sur Alpha"));
+    assert!(text("note.docx").contains("marie@beta.example"));
+    assert!(text("facture.eml").contains("Subject: Facture"));
+    let summary = reads.evidence_summary(ws.id(), &outcome("page.html").evidence.unwrap()).unwrap();
+    assert_eq!(summary.title, "Société Alpha");
+    assert_eq!(summary.imports.len(), 2, "imported through the link, then found again");
+    assert!(summary.imports[0].original_path.ends_with("dossier/interne.html"));
+    assert!(summary.imports[1].original_path.ends_with("dossier/page.html"));
+    assert_eq!(summary.imports[0].encoding.as_deref(), Some("windows-1252"));
+    assert!(summary.original);
+
+    // The attachment and the two messages are evidence of their own, and
+    // extraction found the selectors in every text.
+    let job_row = reads.job(ws.id(), &job).unwrap();
+    assert_eq!(job_row.stats["embedded"], 3, "{:?}", job_row.stats);
+    assert_eq!(job_row.status, "SUCCEEDED");
+    let ov = reads.overview(ws.id(), &inv).unwrap();
+    assert_eq!(ov.counts.evidence, 10, "7 files and 3 embedded documents");
+    let found = reads.search(ws.id(), &inv, "FR7630006000011234567890189", 10).unwrap();
+    assert!(!found.hits.is_empty(), "the attachment's text is indexed");
+    drop(store);
+
+    // The bundle carries the original bytes and verifies.
+    let out = dir.path().join("bundle");
+    let o = labfy(&["export", "--data-dir", data.to_str().unwrap(), &inv.to_string(), out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pdf = fs::read(root.join("rapport.pdf")).unwrap();
+    let sha = labfy_store::sha256_hex(&pdf);
+    assert_eq!(fs::read(out.join("blobs").join(&sha)).unwrap(), pdf);
+    let o = labfy(&["verify", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn an_unknown_investigation_or_a_wrong_workspace_is_refused_before_anything_is_read() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (_ws, inv) = Store::open(&data).unwrap().create_real_workspace("A", "test").unwrap();
+    let (ws2, _) = Store::open(&data).unwrap().create_real_workspace("B", "test").unwrap();
+    let o = labfy(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--investigation",
+        &inv.to_string(),
+        "--workspace",
+        &ws2.to_string(),
+        "/nonexistent",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not in"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = labfy(&["import", "--data-dir", data.to_str().unwrap(), "--investigation", "workspace:x", "/tmp"]);
+    assert!(!o.status.success());
+}
