@@ -50,11 +50,7 @@ fn xml_text(xml: &[u8], out: &mut String) -> Result<(), String> {
     let mut depth_in_text = 0usize;
     loop {
         match reader.read_event_into(&mut buf) {
-            Ok(Event::Start(e)) => {
-                if TEXT_ELEMENTS.contains(&e.name().as_ref()) {
-                    depth_in_text += 1;
-                }
-            }
+            Ok(Event::Start(e)) if TEXT_ELEMENTS.contains(&e.name().as_ref()) => depth_in_text += 1,
             Ok(Event::Empty(e)) => match e.name().as_ref() {
                 b"w:tab" | b"text:tab" => out.push('\t'),
                 b"w:br" | b"text:line-break" | b"a:br" => out.push('\n'),

@@ -161,6 +161,9 @@ enum BenchWhat {
     /// against the bare extractors, the export against a raw copy of the
     /// database, the verification against `sha256sum -c` (SPEC C4, C5).
     Cases(crate::bench_cases::CasesBenchArgs),
+    /// `labfy import` of mixed small files with extraction, against reading
+    /// and hashing them (SPEC C2).
+    Import(crate::bench_import::ImportBenchArgs),
     /// `labfy up` on an existing data directory until every child is healthy
     /// and the UI answers (needs the sibling programs built beside labfy).
     Up(crate::bench::UpBenchArgs),
@@ -258,6 +261,7 @@ pub fn main() -> ExitCode {
         Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
         Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
         Command::Bench { what: BenchWhat::Cases(args) } => crate::bench_cases::cases(args),
+        Command::Bench { what: BenchWhat::Import(args) } => crate::bench_import::import(args),
         Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
         Command::Bench { what: BenchWhat::Confinement(args) } => crate::bench_confinement::confinement(args),
         Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),

@@ -5,6 +5,7 @@ mod bench_cases;
 mod bench_confinement;
 mod bench_gateway;
 mod bench_governor;
+mod bench_import;
 mod bench_runtime;
 mod case_cli;
 mod cli;
