@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod support;
+
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -176,4 +178,54 @@ fn an_unknown_investigation_or_a_wrong_workspace_is_refused_before_anything_is_r
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not in"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = labfy(&["import", "--data-dir", data.to_str().unwrap(), "--investigation", "workspace:x", "/tmp"]);
     assert!(!o.status.success());
+}
+
+/// The worker under the confined workspace server (`labfy up`): the server
+/// starts `/proc/self/exe` as the parser, which stacks its compute-only
+/// filter on the server's and still reads an HTML page in its declared
+/// charset; the upload is a `multipart/form-data` request like the UI's.
+#[test]
+fn the_confined_server_parses_an_upload_in_its_worker() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (_guard, port) = support::start_up(BIN, &data);
+    let run = support::runtime_dir(&data);
+    let (cookie, csrf) = support::login(port, &run);
+    let inv = support::first_investigation(port, &cookie);
+    let (status, v) = support::post(
+        port,
+        &cookie,
+        &csrf,
+        &format!("/api/v1/investigations/{inv}/imports"),
+        &serde_json::json!({"expected": 2}),
+    );
+    assert_eq!(status, 201, "{v}");
+    let job = v["job"].as_str().unwrap().to_owned();
+    let boundary = "labfy-b";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dossier/page.html\"\r\n\r\n\
+         <html><head><meta charset=\"utf-8\"><title>Société Gamma</title></head><body><p>Écrire à contact@gamma.example</p></body></html>\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dossier/note.txt\"\r\n\r\n\
+         Serveur 203.0.113.77\r\n--{boundary}--\r\n"
+    );
+    let origin = format!("http://127.0.0.1:{port}");
+    let ct = format!("multipart/form-data; boundary={boundary}");
+    let a = support::http(
+        port,
+        "POST",
+        &format!("/api/v1/imports/{job}/files"),
+        &[("Cookie", &cookie), ("Origin", &origin), ("X-CSRF-Token", &csrf), ("Content-Type", &ct)],
+        &body,
+    )
+    .unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    let v: serde_json::Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v["files"][0]["outcome"], "imported", "{v}");
+    assert_eq!(v["files"][1]["outcome"], "imported", "{v}");
+    let ev = v["files"][0]["evidence"].as_str().unwrap();
+    let (_, e) = support::get(port, &cookie, &format!("/api/v1/evidence/{ev}"));
+    assert_eq!(e["title"], "Société Gamma", "the worker ran and read the page: {e}");
+    assert_eq!(e["imports"][0]["format"], "html", "{e}");
+    assert!(e["imports"][0]["notes"].as_array().unwrap().is_empty(), "{e}");
+    assert!(e["entities"].as_array().unwrap().iter().any(|x| x["name"] == "contact@gamma.example"), "{e}");
 }

@@ -1,17 +1,4 @@
-//! Labfy's document parsers (SPEC C2): the bytes of an imported or fetched
-//! file in, its text, title, metadata and embedded documents out.
-//!
-//! Every parser here reads hostile bytes, so none runs in a process that
-//! holds anything: [`worker`] is the entry point of a short-lived child that
-//! confines itself (`labfy_sys::worker`) before reading its input, and
-//! [`Reply::check`] is what the parent applies to that child's answer,
-//! which it trusts no more than the file.
-//!
-//! Formats: plain text in any common encoding (BOM, UTF-8, else Mozilla's
-//! detector), HTML (BOM, then `<meta charset>`, then detection), PDF,
-//! `.eml`, `.mbox` (each message a child document), office files (OOXML
-//! `.docx`/`.xlsx`/`.pptx` and OpenDocument `.odt`/`.ods`/`.odp`);
-//! anything else is binary, with its media type where its signature is known.
+#![doc = include_str!("../README.md")]
 
 mod detect;
 #[doc(hidden)]

@@ -26,6 +26,11 @@ impl Db {
         Self { data_dir, writer: Arc::new(Mutex::new(store)), readers: Arc::new(Mutex::new(Vec::new())) }
     }
 
+    /// The data directory (its blob store lies under it).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
     /// Runs `f` with read models on a pooled read-only connection.
     pub async fn read<T, F>(&self, f: F) -> ApiResult<T>
     where

@@ -53,6 +53,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::runtime::router())
         .merge(routes::resources::router())
         .merge(routes::egress::router())
+        .merge(routes::import::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
         .with_state(state.clone());

@@ -60,6 +60,9 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // A parser worker started by this server's imports runs and exits here,
+    // before anything else (SPEC C2).
+    labfy_parse::worker::run_if_worker();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -84,6 +87,9 @@ fn main() -> anyhow::Result<()> {
     // directory (a server started by hand with --runtime-dir).
     let control = inherited_control()?;
     let store = Store::open(&args.data_dir)?;
+    // The blob store of imports: created if missing, what an interrupted
+    // upload left in its tmp/ removed (SPEC C2).
+    labfy_store::blobs::BlobStore::open(&args.data_dir).context("the blob store")?;
     let workspace = match &args.workspace {
         Some(text) => ObjectRef::parse_kind(text, RefKind::Workspace).map_err(anyhow::Error::msg)?.id(),
         None => match store.reads().workspaces()?.into_iter().find(|w| w.status == "READY") {

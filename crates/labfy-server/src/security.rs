@@ -80,7 +80,14 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let h = response.headers_mut();
     h.reserve(RESPONSE_HEADERS.len() + 1);
     for (name, value) in RESPONSE_HEADERS {
-        h.insert(name, HeaderValue::from_static(value));
+        // A handler's own policy (a download's `sandbox`) is kept beside
+        // the global one: a browser enforces every policy it is sent, so
+        // the two together are stricter than either.
+        if name == header::CONTENT_SECURITY_POLICY && h.contains_key(&name) {
+            h.append(name, HeaderValue::from_static(value));
+        } else {
+            h.insert(name, HeaderValue::from_static(value));
+        }
     }
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -117,11 +124,16 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
     // byte of it is read (its connection slot is not held for it).
     let announced =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > crate::MAX_BODY_BYTES as u64) {
+    let bound = if is_upload(request.uri().path()) {
+        crate::routes::import::MAX_UPLOAD_REQUEST_BYTES
+    } else {
+        crate::MAX_BODY_BYTES
+    };
+    if announced.is_some_and(|n| n > bound as u64) {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "BODY_TOO_LARGE",
-            format!("a request body is at most {} bytes", crate::MAX_BODY_BYTES),
+            format!("a request body is at most {bound} bytes"),
         ));
     }
     if is_read_only(request.method()) && PUBLIC_PATHS.contains(&request.uri().path()) {
@@ -182,4 +194,11 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 
 fn is_read_only(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
+}
+/// Whether `path` is the one route that takes files (`POST
+/// /api/v1/imports/{job}/files`), whose bodies may be larger.
+fn is_upload(path: &str) -> bool {
+    path.strip_prefix("/api/v1/imports/")
+        .and_then(|rest| rest.strip_suffix("/files"))
+        .is_some_and(|job| !job.is_empty() && !job.contains('/'))
 }

@@ -40,8 +40,11 @@ struct Inner {
     campaigns: CampaignRunner,
     read_pool: Arc<tokio::sync::Semaphore>,
     change_pool: Arc<tokio::sync::Semaphore>,
+    parser: PathBuf,
 }
 
+/// The parser worker's program under `labfy up`: the server itself.
+pub const DEFAULT_PARSER: &str = "/proc/self/exe";
 /// How long an observed egress readiness is reused before asking again.
 pub const EGRESS_PROBE_TTL: Duration = Duration::from_secs(2);
 /// Longest wait for egress to answer a readiness probe.
@@ -103,8 +106,25 @@ impl AppState {
                 campaigns,
                 read_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_READS)),
                 change_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_CHANGES)),
+                parser: PathBuf::from(DEFAULT_PARSER),
             }),
         })
+    }
+
+    /// The program started as the parser worker of imports (SPEC C2): by
+    /// default this very program (`/proc/self/exe`, which `labfy-server`'s
+    /// `main` turns into the worker); tests name the built `labfy-server`.
+    /// Call before the state is cloned; later calls change nothing.
+    pub fn with_parser(mut self, program: PathBuf) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.parser = program;
+        }
+        self
+    }
+
+    /// The parser worker's program.
+    pub fn parser(&self) -> &Path {
+        &self.inner.parser
     }
 
     /// Records the supervisor's runtime directory, where the supervisor,

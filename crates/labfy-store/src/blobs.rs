@@ -103,7 +103,9 @@ impl BlobStore {
 
     /// A writer for a new blob of at most `max` bytes.
     pub fn writer(&self, max: u64) -> Result<BlobWriter, BlobError> {
-        let tmp = self.root.join("tmp").join(Uuid::now_v7().to_string());
+        let dir = self.root.join("tmp");
+        fs::create_dir_all(&dir).map_err(BlobError::of)?;
+        let tmp = dir.join(Uuid::now_v7().to_string());
         let file = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(BlobError::of)?;
         Ok(BlobWriter { store: self.clone(), tmp, file: Some(file), hash: Sha256::new(), len: 0, max })
     }

@@ -513,54 +513,50 @@ impl Reads<'_> {
 /// attachment, a message attached to that).
 pub const MAX_EMBED_DEPTH: usize = 3;
 
-impl crate::Store {
-    /// Imports one file whose bytes are already in `blobs`, reading it with
-    /// `parse` (the caller's confined worker), then each document embedded in
-    /// it, as children, down to [`MAX_EMBED_DEPTH`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn import_document(
-        &mut self,
-        blobs: &crate::blobs::BlobStore,
-        ws: Uuid,
-        job: &ObjectRef,
-        name: &str,
-        path: &str,
-        blob: &Blob,
-        parse: &mut dyn FnMut(&Blob, &str) -> Parsed,
-        actor: &str,
-    ) -> Result<ImportOutcome> {
-        let parsed = parse(blob, name);
-        let file = ImportedFile { name, path, blob, parsed: &parsed, parent: None };
-        let outcome = self.import_file(ws, job, &file, actor)?;
-        let mut queue: Vec<(ObjectRef, String, Parsed, usize)> =
-            vec![(*outcome.evidence(), path.to_owned(), parsed, 1)];
-        while let Some((parent, parent_path, parsed, depth)) = queue.pop() {
-            for child in parsed.children {
-                let child_path = format!("{parent_path}!{}", child.name);
-                let name =
-                    if child.name.is_empty() { "(sans nom)".to_owned() } else { child.name.replace(['/', '\\'], "_") };
-                let child_blob = blobs
-                    .put(&mut &child.bytes[..], child.bytes.len() as u64)
-                    .map_err(|e| StoreError::Invalid(format!("embedded document {child_path}: {e}")))?;
-                let child_parsed = parse(&child_blob, &name);
-                let checked = check_import_path("path", &child_path, MAX_IMPORT_PATH_CHARS)
-                    .and_then(|()| check_import_path("file name", &name, MAX_IMPORT_NAME_CHARS));
-                if checked.is_err() {
-                    continue;
-                }
-                let f = ImportedFile {
-                    name: &name,
-                    path: &child_path,
-                    blob: &child_blob,
-                    parsed: &child_parsed,
-                    parent: Some(&parent),
-                };
-                let o = self.import_file(ws, job, &f, actor)?;
-                if depth < MAX_EMBED_DEPTH && matches!(o, ImportOutcome::Imported(_)) {
-                    queue.push((*o.evidence(), child_path, child_parsed, depth + 1));
-                }
+/// Imports one file whose bytes are already in `blobs`, reading it with
+/// `parse` (the caller's confined worker) and storing it with `record`
+/// (the caller's [`crate::Store::import_file`] for its job — called once per
+/// document, so a caller can hold its writer only for the transaction, not
+/// while a parser runs), then each document embedded in it, as children,
+/// down to [`MAX_EMBED_DEPTH`].
+pub fn import_tree(
+    blobs: &crate::blobs::BlobStore,
+    name: &str,
+    path: &str,
+    blob: &Blob,
+    parse: &mut dyn FnMut(&Blob, &str) -> Parsed,
+    record: &mut dyn FnMut(&ImportedFile<'_>) -> Result<ImportOutcome>,
+) -> Result<ImportOutcome> {
+    let parsed = parse(blob, name);
+    let outcome = record(&ImportedFile { name, path, blob, parsed: &parsed, parent: None })?;
+    let mut queue: Vec<(ObjectRef, String, Parsed, usize)> = vec![(*outcome.evidence(), path.to_owned(), parsed, 1)];
+    while let Some((parent, parent_path, parsed, depth)) = queue.pop() {
+        for child in parsed.children {
+            let name =
+                if child.name.is_empty() { "(sans nom)".to_owned() } else { child.name.replace(['/', '\\'], "_") };
+            let child_path = format!("{parent_path}!{name}");
+            if check_import_path("path", &child_path, MAX_IMPORT_PATH_CHARS)
+                .and_then(|()| check_import_path("file name", &name, MAX_IMPORT_NAME_CHARS))
+                .is_err()
+            {
+                continue;
+            }
+            let child_blob = blobs
+                .put(&mut &child.bytes[..], child.bytes.len() as u64)
+                .map_err(|e| StoreError::Invalid(format!("embedded document {child_path}: {e}")))?;
+            let child_parsed = parse(&child_blob, &name);
+            let f = ImportedFile {
+                name: &name,
+                path: &child_path,
+                blob: &child_blob,
+                parsed: &child_parsed,
+                parent: Some(&parent),
+            };
+            let o = record(&f)?;
+            if depth < MAX_EMBED_DEPTH && matches!(o, ImportOutcome::Imported(_)) {
+                queue.push((*o.evidence(), child_path, child_parsed, depth + 1));
             }
         }
-        Ok(outcome)
     }
+    Ok(outcome)
 }

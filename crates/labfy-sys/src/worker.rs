@@ -95,18 +95,26 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> 
 /// kills the process). Call it first thing, single-threaded, before reading
 /// any input.
 pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
-    let program = compute_filter()?;
+    let program: Vec<libc::sock_filter> =
+        compute_filter()?.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
     let step = |what: &str, e: io::Error| SpawnError::prepare(format!("worker confinement, {what}: {e}"));
     set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
     set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
     set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| step("RLIMIT_FSIZE", e))?;
     set_limit(libc::RLIMIT_CORE, 0).map_err(|e| step("RLIMIT_CORE", e))?;
     set_limit(libc::RLIMIT_NOFILE, 16).map_err(|e| step("RLIMIT_NOFILE", e))?;
+    // Under the workspace server the flag is inherited, and its own filter
+    // forbids setting it again: set it only where it is not yet.
     // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1
+        // SAFETY: prctl with integer arguments only.
+        && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
+    {
         return Err(step("no_new_privs", io::Error::last_os_error()));
     }
-    seccompiler::apply_filter(&program).map_err(|e| SpawnError::prepare(format!("worker seccomp: {e}")))?;
+    // The `seccomp` system call itself (which the server's filter allows for
+    // adding a filter), not seccompiler's helper, which sets the flag again.
+    crate::raw::install_seccomp(&program).map_err(|e| step("seccomp", e))?;
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use std::time::Instant;
 use clap::Args;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_store::blobs::{BlobError, BlobStore};
-use labfy_store::{MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path};
+use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
 
 use crate::cli::Failure;
 
@@ -176,7 +176,8 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         let outcome = match take(f, &blobs, max) {
             Err(why) => Err(why),
             Ok((name, blob)) => {
-                match store.import_document(&blobs, ws, &job, &name, &f.shown, &blob, &mut parse, "labfy import") {
+                let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, "labfy import");
+                match import_tree(&blobs, &name, &f.shown, &blob, &mut parse, &mut record) {
                     Ok(o) => Ok(o),
                     Err(labfy_store::StoreError::Invalid(why)) => Err(why),
                     Err(e) => {

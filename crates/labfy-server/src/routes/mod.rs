@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod api;
 pub mod egress;
+pub mod import;
 pub mod resources;
 pub mod runtime;
 pub mod ui;

@@ -1,0 +1,207 @@
+//! Import from the browser (SPEC C2) through the router: a job, a
+//! `multipart/form-data` batch streamed part by part into the blob store,
+//! each part read by the real parser worker (the built `labfy-server`
+//! started as the worker) and given its outcome; the report; the original
+//! bytes downloaded as an attachment only.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::path::PathBuf;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use labfy_parse::fixtures;
+use labfy_server::session::RateLimit;
+use labfy_server::{AppState, app, db::Db};
+use labfy_store::Store;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+mod common;
+use common::{HOST, PORT, open_session};
+const ORIGIN: &str = "http://127.0.0.1:7345";
+const BOUNDARY: &str = "labfy-test-boundary-7d1e";
+
+struct Fixture {
+    _dir: TempDir,
+    app: Router,
+    cookie: String,
+    csrf: String,
+    investigation: String,
+}
+
+async fn fixture() -> Fixture {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Alpha", "test").unwrap();
+    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, ws.id(), RateLimit::default())
+        .unwrap()
+        .with_parser(PathBuf::from(env!("CARGO_BIN_EXE_labfy-server")));
+    let app = app(state.clone());
+    let (cookie, csrf) = open_session(&app, &state).await;
+    Fixture { _dir: dir, app, cookie, csrf, investigation: inv.to_string() }
+}
+
+impl Fixture {
+    fn request(&self, method: &str, uri: &str) -> axum::http::request::Builder {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, HOST)
+            .header(header::COOKIE, &self.cookie)
+            .header(header::ORIGIN, ORIGIN)
+            .header("X-CSRF-Token", &self.csrf)
+    }
+
+    async fn send(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+        let res = self.app.clone().oneshot(req).await.unwrap();
+        let (status, headers) = (res.status(), res.headers().clone());
+        (status, headers, res.into_body().collect().await.unwrap().to_bytes().to_vec())
+    }
+
+    async fn json(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let (status, _, body) = self.send(req).await;
+        (status, serde_json::from_slice(&body).unwrap_or_else(|_| json!(String::from_utf8_lossy(&body))))
+    }
+}
+
+fn multipart(parts: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, bytes) in parts {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+                 Content-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+#[tokio::test]
+async fn c2_files_dropped_in_the_browser_are_imported_with_an_outcome_each() {
+    let f = fixture().await;
+    let inv = &f.investigation;
+    let start = f
+        .request("POST", &format!("/api/v1/investigations/{inv}/imports"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({"expected": 5}).to_string()))
+        .unwrap();
+    let (status, v) = f.json(start).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let job = v["job"].as_str().unwrap().to_owned();
+
+    let text = "Écrit par jean@alpha.example depuis 198.51.100.9".as_bytes();
+    let pdf = fixtures::pdf(&["Rapport Alpha", "IBAN FR76 3000 6000 0112 3456 7890 189"]);
+    let body = multipart(&[
+        ("dossier/a.txt", text),
+        ("dossier/rapport.pdf", &pdf),
+        ("dossier/vide.txt", b""),
+        ("../dehors.txt", b"x"),
+        ("dossier/copie.txt", text),
+    ]);
+    let upload = f
+        .request("POST", &format!("/api/v1/imports/{job}/files"))
+        .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={BOUNDARY}"))
+        .header(header::CONTENT_LENGTH, body.len())
+        .body(Body::from(body))
+        .unwrap();
+    let (status, v) = f.json(upload).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let outcomes: Vec<(&str, &str)> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["path"].as_str().unwrap(), o["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("dossier/a.txt", "imported"),
+            ("dossier/rapport.pdf", "imported"),
+            ("dossier/vide.txt", "refused"),
+            ("../dehors.txt", "refused"),
+            ("dossier/copie.txt", "duplicate"),
+        ],
+        "{v}"
+    );
+    assert!(v["files"][3]["reason"].as_str().unwrap().contains(".."), "{v}");
+    let pdf_ev = v["files"][1]["evidence"].as_str().unwrap().to_owned();
+    assert_eq!(v["files"][4]["evidence"], v["files"][0]["evidence"]);
+
+    let (status, stats) =
+        f.json(f.request("POST", &format!("/api/v1/imports/{job}/finish")).body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(
+        (stats["files"].as_u64(), stats["imported"].as_u64(), stats["refused"].as_u64()),
+        (Some(5), Some(2), Some(2))
+    );
+    let (_, report) =
+        f.json(f.request("GET", &format!("/api/v1/jobs/{job}/report")).body(Body::empty()).unwrap()).await;
+    assert_eq!(report.as_array().unwrap().len(), 5);
+
+    // The PDF was read by the worker: its text and its selectors.
+    let (_, ev) = f.json(f.request("GET", &format!("/api/v1/evidence/{pdf_ev}")).body(Body::empty()).unwrap()).await;
+    assert_eq!(ev["mime"], "application/pdf");
+    assert_eq!(ev["original"], true);
+    assert_eq!(ev["imports"][0]["format"], "pdf", "{ev}");
+    assert!(ev["entities"].as_array().unwrap().iter().any(|e| e["kind"] == "iban"), "{ev}");
+
+    // The original, byte for byte, as an attachment that is never rendered.
+    let (status, headers, bytes) =
+        f.send(f.request("GET", &format!("/api/v1/evidence/{pdf_ev}/original")).body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(bytes, pdf);
+    assert_eq!(headers[header::CONTENT_TYPE], "application/octet-stream");
+    assert_eq!(headers[header::CONTENT_DISPOSITION], "attachment; filename=\"rapport.pdf\"");
+    let policies: Vec<&str> =
+        headers.get_all(header::CONTENT_SECURITY_POLICY).iter().map(|v| v.to_str().unwrap()).collect();
+    assert!(policies.iter().any(|p| p.starts_with("sandbox")), "{policies:?}");
+    assert!(policies.contains(&labfy_server::security::CSP), "the global policy still applies: {policies:?}");
+
+    // A finished job takes no more files.
+    let body = multipart(&[("b.txt", b"more")]);
+    let late = f
+        .request("POST", &format!("/api/v1/imports/{job}/files"))
+        .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={BOUNDARY}"))
+        .body(Body::from(body))
+        .unwrap();
+    let (status, v) = f.json(late).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+}
+
+#[tokio::test]
+async fn c2_an_upload_announced_over_the_bound_is_refused_before_it_is_read() {
+    let f = fixture().await;
+    let inv = &f.investigation;
+    let start = f
+        .request("POST", &format!("/api/v1/investigations/{inv}/imports"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{}"))
+        .unwrap();
+    let (_, v) = f.json(start).await;
+    let job = v["job"].as_str().unwrap().to_owned();
+    let req = f
+        .request("POST", &format!("/api/v1/imports/{job}/files"))
+        .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={BOUNDARY}"))
+        .header(header::CONTENT_LENGTH, (labfy_server::routes::import::MAX_UPLOAD_REQUEST_BYTES + 1).to_string())
+        .body(Body::empty())
+        .unwrap();
+    let (status, v) = f.json(req).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    // Anything but the upload route keeps the small bound.
+    let req = f
+        .request("POST", &format!("/api/v1/investigations/{inv}/imports"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, (labfy_server::MAX_BODY_BYTES + 1).to_string())
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(f.json(req).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
