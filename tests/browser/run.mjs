@@ -1726,6 +1726,86 @@ async function scenarioLocalReadOnly({ page, base, fake }) {
   assertNoNewEvents(before);
 }
 
+// SPEC C2 as the analyst lives it, in a REAL workspace (the confined
+// server): files chosen in « Importer des fichiers » are sent with a
+// progress bar, each gets its outcome (the refused one first, with its
+// reason, in French); an imported page shows where it came from, how it
+// was read and the original to download; a selector found in it is opened
+// and linked by hand to another.
+async function scenarioImport({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.waitForSelector(tid('import-form'), { timeout: STEP_TIMEOUT_MS });
+  const latin1 = Buffer.from('Le tr\xe9sorier a \xe9crit depuis tresorier@durand.example ; serveur 203.0.113.41.', 'latin1');
+  const page1 = Buffer.from('<html><head><meta charset="utf-8"><title>Société Durand — contacts</title></head>'
+    + '<body><p>Écrire à direction@durand.example ou voir https://durand.example/equipe</p><script>alert(1)</script></body></html>');
+  const mail = Buffer.from('From: Paul <paul@durand.example>\r\nTo: banque@exemple.example\r\nSubject: Virement\r\n'
+    + 'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="s"\r\n\r\n--s\r\nContent-Type: text/plain\r\n\r\nCi-joint le RIB.\r\n'
+    + '--s\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename="rib.txt"\r\n\r\nFR76 3000 6000 0112 3456 7890 189\r\n--s--\r\n');
+  await page.setInputFiles(tid('import-files'), [
+    { name: 'note-latin1.txt', mimeType: 'text/plain', buffer: latin1 },
+    { name: 'contacts.html', mimeType: 'text/html', buffer: page1 },
+    { name: 'virement.eml', mimeType: 'message/rfc822', buffer: mail },
+    { name: 'vide.txt', mimeType: 'text/plain', buffer: Buffer.alloc(0) },
+  ]);
+  await page.waitForFunction(() => /Import terminé/.test(document.querySelector('[data-testid="import-status"]')?.textContent ?? ''),
+    null, { timeout: 60_000 });
+  const said = await page.textContent(tid('import-status'));
+  assert(/3 importés, 0 doublon, 1 refusé, 1 document joint/.test(said), `import summary: ${said}`);
+  const lines = await page.$$eval(tid('import-line'), (els) => els.map((e) => [e.dataset.outcome, e.textContent]));
+  assert(lines.length === 4 && lines[0][0] === 'refused', `report: ${JSON.stringify(lines)}`);
+  assert(/refusé/.test(lines[0][1]) && /vide\.txt/.test(lines[0][1]) && /fichier vide \(0 octet\)/.test(lines[0][1]), `refusal: ${lines[0][1]}`);
+  // The overview came back with the new items and the job, named in French.
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="job"] .job-kind')].some((e) => e.textContent === 'Import de fichiers'),
+    null, { timeout: STEP_TIMEOUT_MS });
+  for (const [w, hgt, name] of [[1440, 900, 'import-1440.png'], [1024, 700, 'import-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    const panel = await page.$(tid('import-panel'));
+    await panel.scrollIntoViewIfNeeded();
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+
+  // The page, as imported: its title, its origin, how it was read, the original.
+  const link = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /contacts\.html/.test(e.textContent))?.getAttribute('href'));
+  assert(link, 'no link to the imported page');
+  await page.goto(`${base}/${link}`);
+  await page.waitForSelector(tid('evidence-imports'), { timeout: STEP_TIMEOUT_MS });
+  assert(await textOf(page, tid('evidence-title')) === 'Société Durand — contacts', 'imported page title');
+  assert(await textOf(page, tid('evidence-import-format')) === 'page HTML', 'format not in French');
+  assert(await textOf(page, tid('evidence-import-encoding')) === 'UTF-8', 'encoding');
+  await loadAllText(page);
+  const text = await textOf(page, tid('evidence-text'));
+  assert(/direction@durand\.example/.test(text) && !/alert/.test(text), `page text: ${text}`);
+  const href = await page.getAttribute(tid('evidence-download'), 'href');
+  const got = await page.evaluate(async (u) => {
+    const r = await fetch(u);
+    return { status: r.status, type: r.headers.get('content-type'), disp: r.headers.get('content-disposition'), body: await r.text() };
+  }, href);
+  assert(got.status === 200 && got.type === 'application/octet-stream' && /attachment/.test(got.disp), `download: ${JSON.stringify(got)}`);
+  assert(got.body.includes('<script>alert(1)</script>'), 'the original is byte for byte');
+  const shot = path.join(outDir, 'import-evidence.png');
+  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+
+  // A selector the import found, opened and linked by hand to another.
+  await page.waitForSelector(tid('evidence-entities'), { timeout: STEP_TIMEOUT_MS });
+  const refs = await page.$$eval(tid('evidence-entity'), (els) => els.map((e) => [e.querySelector('.kind')?.textContent, e.dataset.ref]));
+  const email = refs.find(([k]) => k === 'courriel');
+  const domain = refs.find(([k]) => k === 'domaine');
+  assert(email && domain, `extracted entities: ${JSON.stringify(refs)}`);
+  await page.goto(`${base}/#/node/${email[1]}`);
+  await page.waitForSelector(tid('entity-edit'), { timeout: STEP_TIMEOUT_MS });
+  await page.selectOption(tid('edit-link-kind'), 'uses_email');
+  await page.fill(tid('edit-link-target'), domain[1]);
+  await page.click(tid('edit-link'));
+  await page.waitForFunction(() => /Relation ajoutée/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -1743,6 +1823,8 @@ const SCENARIOS = [
   // On a `labfy up` serving a REAL workspace.
   ['REAL grant: a proposal until a human confirms it on egress\'s page (exact URLs, another origin; screenshots) (T2)',
     scenarioRealGrantConfirmed, { real: true }],
+  ['REAL import: files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand (C2; screenshots at 1440 and 1024)',
+    scenarioImport, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true }],

@@ -89,6 +89,40 @@ const I18N = {
     proc_state_stopped: 'arrêté',
     proc_not_ready: 'pas prêt',
     proc_detail: 'Détail du processus (tel qu’il l’écrit, en anglais)',
+    section_import: 'Importer des fichiers',
+    import_drop: 'Déposez ici des fichiers ou un dossier',
+    import_or: 'ou',
+    import_pick_files: 'Choisir des fichiers',
+    import_pick_folder: 'Choisir un dossier',
+    import_help: 'Texte (tout encodage courant), HTML, PDF, courriels .eml et boîtes .mbox (pièces jointes et messages deviennent des pièces liées), documents bureautiques ; le reste est gardé tel quel. Les originaux sont conservés et empreintés (SHA-256), lus par un analyseur confiné, puis les sélecteurs sont extraits.',
+    import_sending: 'Envoi : {done} fichiers sur {total} · {sent} sur {bytes}',
+    import_reading: 'Lecture des fichiers reçus par l’analyseur confiné…',
+    import_done: 'Import terminé : {counts}.',
+    import_n_imported_one: '{n} importé', import_n_imported_other: '{n} importés',
+    import_n_duplicates_one: '{n} doublon', import_n_duplicates_other: '{n} doublons',
+    import_n_refused_one: '{n} refusé', import_n_refused_other: '{n} refusés',
+    import_n_embedded_one: '{n} document joint', import_n_embedded_other: '{n} documents joints',
+    import_failed: 'L’import s’est arrêté : {reason}',
+    import_outcome_imported: 'importé',
+    import_outcome_duplicate: 'déjà présent',
+    import_outcome_refused: 'refusé',
+    import_report: 'Résultat fichier par fichier',
+    job_kind_import: 'Import de fichiers',
+    job_import_detail: '{files} fichiers · {imported} importés · {duplicates} doublons · {refused} refusés · {embedded} documents joints',
+    import_heading: 'Fichier importé',
+    import_name: 'Nom d’origine',
+    import_path: 'Chemin d’origine',
+    import_size: 'Taille',
+    import_format: 'Lu comme',
+    import_encoding: 'Encodage',
+    import_notes: 'Remarques de l’analyseur',
+    import_by: 'Importé par',
+    import_at: 'Importé le',
+    import_download: 'Télécharger l’original',
+    import_bytes: '{bytes} octets',
+    actor_analyst: 'analyste (navigateur)',
+    'actor_labfy import': 'labfy import (ligne de commande)',
+    format_text: 'texte', format_html: 'page HTML', format_pdf: 'PDF', format_email: 'courriel', format_mbox: 'boîte de courriels', format_office: 'document bureautique', format_binary: 'binaire (non lu)',
     section_note: 'Ajouter une note',
     in_evidence_one: 'citée dans {n} pièce',
     in_evidence_other: 'citée dans {n} pièces',
@@ -543,6 +577,40 @@ const I18N = {
     proc_state_stopped: 'stopped',
     proc_not_ready: 'not ready',
     proc_detail: 'Process detail',
+    section_import: 'Import files',
+    import_drop: 'Drop files or a folder here',
+    import_or: 'or',
+    import_pick_files: 'Choose files',
+    import_pick_folder: 'Choose a folder',
+    import_help: 'Text (any common encoding), HTML, PDF, .eml messages and .mbox mailboxes (attachments and messages become linked evidence), office documents; anything else is kept as it is. Originals are kept and fingerprinted (SHA-256), read by a confined parser, then their selectors are extracted.',
+    import_sending: 'Sending: {done} of {total} files · {sent} of {bytes}',
+    import_reading: 'The confined parser is reading the files received…',
+    import_done: 'Import finished: {counts}.',
+    import_n_imported_one: '{n} imported', import_n_imported_other: '{n} imported',
+    import_n_duplicates_one: '{n} duplicate', import_n_duplicates_other: '{n} duplicates',
+    import_n_refused_one: '{n} refused', import_n_refused_other: '{n} refused',
+    import_n_embedded_one: '{n} embedded document', import_n_embedded_other: '{n} embedded documents',
+    import_failed: 'The import stopped: {reason}',
+    import_outcome_imported: 'imported',
+    import_outcome_duplicate: 'already here',
+    import_outcome_refused: 'refused',
+    import_report: 'File by file',
+    job_kind_import: 'File import',
+    job_import_detail: '{files} files · {imported} imported · {duplicates} duplicates · {refused} refused · {embedded} embedded documents',
+    import_heading: 'Imported file',
+    import_name: 'Original name',
+    import_path: 'Original path',
+    import_size: 'Size',
+    import_format: 'Read as',
+    import_encoding: 'Encoding',
+    import_notes: 'Parser notes',
+    import_by: 'Imported by',
+    import_at: 'Imported at',
+    import_download: 'Download the original',
+    import_bytes: '{bytes} bytes',
+    actor_analyst: 'analyst (browser)',
+    'actor_labfy import': 'labfy import (command line)',
+    format_text: 'text', format_html: 'HTML page', format_pdf: 'PDF', format_email: 'e-mail', format_mbox: 'mailbox', format_office: 'office document', format_binary: 'binary (not read)',
     section_note: 'Add a note',
     in_evidence_one: 'in {n} evidence item',
     in_evidence_other: 'in {n} evidence items',
@@ -1575,6 +1643,7 @@ async function renderOverview() {
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
+          section('section_import', 'import-panel', renderImportForm(ctx, inv)),
           section('section_jobs', 'jobs-panel', renderJobs(data.jobs), renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
           section('section_note', 'note-panel', renderNoteForm(inv))))));
@@ -1668,6 +1737,12 @@ function renderJobs(items) {
 // stored one-line detail otherwise.
 function jobDetail(j) {
   const st = j.stats || {};
+  if (j.kind === 'import' && Number.isFinite(Number(st.files))) {
+    return t('job_import_detail', {
+      files: fmtNumber(st.files), imported: fmtNumber(st.imported ?? 0), duplicates: fmtNumber(st.duplicates ?? 0),
+      refused: fmtNumber(st.refused ?? 0), embedded: fmtNumber(st.embedded ?? 0),
+    });
+  }
   if (j.kind === 'extraction' && Number.isFinite(Number(st.scanned))) {
     return t('job_extraction_detail', {
       scanned: fmtNumber(st.scanned), to_scan: fmtNumber(st.to_scan),
@@ -1733,6 +1808,238 @@ function renderExtractForm(ctx, inv, jobs) {
     h('p', { class: 'muted small', text: t('extract_help') }),
     h('div', { class: 'form-actions' }, button),
     status);
+}
+
+// ---------------------------------------------------------------------------
+// Import (SPEC C2): files dropped or chosen are sent in batches as
+// multipart/form-data to an import job; the bytes sent show as a progress
+// bar, each file's outcome as a line of the report. The last report stays
+// on the overview until another import starts.
+
+const IMPORT_BATCH_FILES = 50;
+const IMPORT_BATCH_BYTES = 64 * 1024 * 1024;
+const IMPORT_REQUEST_TIMEOUT_MS = 10 * 60 * 1000;
+let lastImport = null; // { inv, lines: [{path, outcome, evidence, reason}], summary, kind }
+
+// One batch, with the bytes sent reported as they go.
+function uploadBatch(job, files, onProgress) {
+  return new Promise((resolve, reject) => {
+    const form = new FormData();
+    for (const f of files) form.append('file', f, f.webkitRelativePath || f.name);
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', `/api/v1/imports/${seg(job)}/files`);
+    xhr.setRequestHeader('Accept', 'application/json');
+    const token = state.csrf || metaToken();
+    if (token) xhr.setRequestHeader('X-CSRF-Token', token);
+    xhr.timeout = IMPORT_REQUEST_TIMEOUT_MS;
+    xhr.upload.addEventListener('progress', (e) => onProgress(e.loaded));
+    xhr.addEventListener('load', () => {
+      let data = null;
+      try {
+        data = JSON.parse(xhr.responseText);
+      } catch {
+        data = null;
+      }
+      if (xhr.status >= 200 && xhr.status < 300 && data && Array.isArray(data.files)) {
+        resolve(data.files);
+      } else {
+        const e = data && data.error ? data.error : {};
+        reject(new ApiError(xhr.status, String(e.code ?? 'http_error'), String(e.message ?? xhr.statusText ?? ''), xhr.getResponseHeader('Retry-After')));
+      }
+    });
+    xhr.addEventListener('error', () => reject(new ApiError(0, 'network', t('err_unexpected'), null)));
+    xhr.addEventListener('timeout', () => reject(new ApiError(0, 'timeout', t('err_unexpected'), null)));
+    xhr.send(form);
+  });
+}
+
+// Refusal reasons and parser notes are written by Labfy's own code in
+// English, in a fixed wording; in French each known one is said in French,
+// its figures kept (an unknown one is shown as written).
+const IMPORT_PHRASES = [
+  [/^empty file \(0 bytes\)$/, () => 'fichier vide (0 octet)'],
+  [/^larger than the bound of (\d+) bytes$/, (m) => `plus grand que la limite de ${fmtNumber(m[1])} octets`],
+  [/^larger than the bound \((\d+) bytes > (\d+)\)$/, (m) => `plus grand que la limite (${fmtNumber(m[1])} octets > ${fmtNumber(m[2])})`],
+  [/^(file name|path) contains control characters$/, (m) => `${m[1] === 'path' ? 'le chemin' : 'le nom'} contient des caractères de contrôle`],
+  [/^(file name|path) contains a `\.\.` component$/, (m) => `${m[1] === 'path' ? 'le chemin' : 'le nom'} contient un composant « .. »`],
+  [/^empty (file name|path)$/, () => 'nom de fichier vide'],
+  [/^(file name|path) longer than (\d+) characters$/, (m) => `nom plus long que ${fmtNumber(m[2])} caractères`],
+  [/^the disk is full$/, () => 'le disque est plein'],
+  [/^symbolic link pointing outside the imported folder$/, () => 'lien symbolique vers l’extérieur du dossier importé'],
+  [/^text not extracted: (.*)$/, (m) => `texte non extrait : ${m[1]}`],
+  [/^text cut at (\d+) bytes of (\d+)$/, (m) => `texte coupé à ${fmtNumber(m[1])} octets sur ${fmtNumber(m[2])}`],
+  [/^no text layer \(a scan\?\)$/, () => 'pas de couche texte (un document numérisé ?)'],
+  [/^only the first (\d+) (attachments|of (\d+) messages) were taken$/, (m) => (m[3]
+    ? `seuls les ${m[1]} premiers des ${fmtNumber(m[3])} messages ont été pris`
+    : `seules les ${m[1]} premières pièces jointes ont été prises`)],
+  [/^inflated size above (\d+) bytes: text cut$/, (m) => `plus de ${fmtNumber(m[1])} octets une fois décompressé : texte coupé`],
+];
+
+function importPhrase(text) {
+  const raw = String(text ?? '');
+  if (lang !== 'fr') return raw;
+  for (const [re, say] of IMPORT_PHRASES) {
+    const m = raw.match(re);
+    if (m) return say(m);
+  }
+  return raw;
+}
+
+function importLine(l) {
+  const outcome = String(l.outcome ?? '');
+  return h('li', { class: `import-line outcome-${cssToken(outcome)}`, testid: 'import-line', dataset: { outcome } },
+    h('span', { class: `pill status-${outcome === 'refused' ? 'failed' : (outcome === 'imported' ? 'succeeded' : 'queued')}`, text: enumLabel('import_outcome', outcome) }),
+    l.evidence
+      ? h('a', { href: hrefFor(l.evidence, 'evidence'), class: 'import-path', testid: 'import-line-link', text: String(l.path ?? '') })
+      : h('span', { class: 'import-path', text: String(l.path ?? '') }),
+    l.reason ? h('span', { class: 'muted small import-reason', testid: 'import-reason', text: importPhrase(l.reason) }) : null);
+}
+
+function renderImportForm(ctx, inv) {
+  const pickFiles = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-files' });
+  const pickFolder = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-folder' });
+  pickFolder.webkitdirectory = true;
+  const filesButton = h('button', { type: 'button', testid: 'import-pick-files', text: t('import_pick_files') });
+  const folderButton = h('button', { type: 'button', class: 'secondary', testid: 'import-pick-folder', text: t('import_pick_folder') });
+  const zone = h('div', { class: 'drop-zone', testid: 'import-drop', tabindex: '0', role: 'button', 'aria-label': t('import_drop') },
+    h('p', { text: t('import_drop') }),
+    h('p', { class: 'muted small', text: t('import_or') }),
+    h('div', { class: 'form-actions' }, filesButton, folderButton));
+  const bar = h('progress', { max: '1', value: '0', testid: 'import-progress', hidden: true });
+  const status = h('p', { class: 'form-status', testid: 'import-status', role: 'status', hidden: true });
+  const report = h('ol', { class: 'rows import-report', testid: 'import-report' });
+  const reportHead = h('h4', { class: 'small', text: t('import_report'), hidden: true });
+  const say = (text, kind) => {
+    status.textContent = text;
+    status.dataset.kind = kind;
+    status.hidden = !text;
+  };
+  const show = (imp) => {
+    clear(report);
+    reportHead.hidden = true;
+    if (!imp || imp.inv !== inv) return;
+    // Refusals first: they are what needs the analyst's eye.
+    const order = { refused: 0, imported: 1, duplicate: 2 };
+    const sorted = [...imp.lines].sort((a, b) => (order[a.outcome] ?? 3) - (order[b.outcome] ?? 3));
+    report.append(...sorted.map(importLine));
+    reportHead.hidden = !sorted.length;
+    if (imp.summary) say(imp.summary, imp.kind);
+  };
+  const busy = (on) => {
+    filesButton.disabled = on;
+    folderButton.disabled = on;
+    zone.classList.toggle('busy', on);
+  };
+  const run = async (list) => {
+    const files = Array.from(list || []);
+    if (!files.length) return;
+    busy(true);
+    lastImport = { inv, lines: [], summary: '', kind: 'info' };
+    show(lastImport);
+    const total = files.reduce((n, f) => n + f.size, 0);
+    let sentBefore = 0;
+    let done = 0;
+    bar.hidden = false;
+    bar.max = String(Math.max(total, 1));
+    bar.value = '0';
+    const progress = (sentNow) => {
+      bar.value = String(Math.min(total, sentBefore + sentNow));
+      say(t('import_sending', { done: fmtNumber(done), total: fmtNumber(files.length), sent: fmtBytes(sentBefore + sentNow), bytes: fmtBytes(total) }), 'info');
+    };
+    try {
+      const { job } = await api(`/api/v1/investigations/${seg(inv)}/imports`, { method: 'POST', body: { expected: files.length } });
+      let batch = [];
+      let batchBytes = 0;
+      const flush = async () => {
+        if (!batch.length) return;
+        const size = batchBytes;
+        progress(0);
+        const lines = await uploadBatch(job, batch, (n) => {
+          progress(n);
+          if (n >= size) say(t('import_reading'), 'info');
+        });
+        sentBefore += size;
+        done += batch.length;
+        lastImport.lines.push(...lines);
+        if (ctx.live()) show(lastImport);
+        progress(0);
+        batch = [];
+        batchBytes = 0;
+      };
+      for (const f of files) {
+        if (batch.length && (batch.length >= IMPORT_BATCH_FILES || batchBytes + f.size > IMPORT_BATCH_BYTES)) await flush();
+        batch.push(f);
+        batchBytes += f.size;
+      }
+      await flush();
+      const st = await api(`/api/v1/imports/${seg(job)}/finish`, { method: 'POST', body: {} });
+      lastImport.summary = t('import_done', {
+        counts: ['imported', 'duplicates', 'refused', 'embedded'].map((k) => tn(`import_n_${k}`, Number(st[k] ?? 0))).join(', '),
+      });
+      // Refusals are listed first, in red; the summary itself is not an error.
+      lastImport.kind = (st.refused ?? 0) > 0 ? 'info' : 'ok';
+      // The overview again, with its new counts; the report stays under it.
+      if (ctx.live()) route();
+    } catch (err) {
+      lastImport.summary = t('import_failed', { reason: errorText(err) });
+      lastImport.kind = 'error';
+      if (ctx.live()) {
+        show(lastImport);
+        showError(err);
+      }
+    } finally {
+      busy(false);
+      bar.hidden = true;
+    }
+  };
+  filesButton.addEventListener('click', () => pickFiles.click());
+  folderButton.addEventListener('click', () => pickFolder.click());
+  pickFiles.addEventListener('change', () => run(pickFiles.files).finally(() => { pickFiles.value = ''; }));
+  pickFolder.addEventListener('change', () => run(pickFolder.files).finally(() => { pickFolder.value = ''; }));
+  zone.addEventListener('keydown', (e) => {
+    if (e.target === zone && (e.key === 'Enter' || e.key === ' ')) {
+      e.preventDefault();
+      pickFiles.click();
+    }
+  });
+  zone.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    zone.classList.add('over');
+  });
+  zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+  zone.addEventListener('drop', async (e) => {
+    e.preventDefault();
+    zone.classList.remove('over');
+    run(await droppedFiles(e.dataTransfer));
+  });
+  show(lastImport);
+  return h('div', { class: 'import-form', testid: 'import-form' },
+    zone, pickFiles, pickFolder,
+    h('p', { class: 'muted small', text: t('import_help') }),
+    bar, status, reportHead, report);
+}
+
+// The files of a drop, folders walked (their files carry their relative
+// path, like a folder chosen with the picker).
+async function droppedFiles(dt) {
+  const items = Array.from(dt?.items || []).map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+  if (!items.length || items.some((e) => !e)) return Array.from(dt?.files || []);
+  const out = [];
+  const walk = async (entry, prefix) => {
+    if (entry.isFile) {
+      const file = await new Promise((res, rej) => entry.file(res, rej));
+      out.push(new File([file], `${prefix}${file.name}`, { type: file.type, lastModified: file.lastModified }));
+      return;
+    }
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+      if (!batch.length) break;
+      for (const child of batch) await walk(child, `${prefix}${entry.name}/`);
+    }
+  };
+  for (const e of items) await walk(e, '');
+  return out;
 }
 
 function renderNoteForm(inv) {
@@ -1813,6 +2120,29 @@ function renderFetch(f) {
   ], 'evidence-fetch-meta'));
 }
 
+// Each import of an evidence item's bytes (SPEC C2): the file it came from,
+// how the confined parser read it, and the original to download.
+function renderImports(ev) {
+  const imports = Array.isArray(ev.imports) ? ev.imports : [];
+  if (!imports.length) return null;
+  return section('import_heading', 'evidence-imports',
+    ev.original
+      ? h('p', null, h('a', { href: `/api/v1/evidence/${seg(ev.id)}/original`, download: '', testid: 'evidence-download', text: t('import_download') }))
+      : null,
+    ...imports.map((i) => dl([
+      [t('import_name'), String(i.original_name ?? ''), 'evidence-import-name'],
+      [t('import_path'), h('code', { class: 'camp-url', text: String(i.original_path ?? '') }), 'evidence-import-path'],
+      [t('import_size'), t('import_bytes', { bytes: fmtNumber(i.byte_len ?? 0) }), 'evidence-import-size'],
+      [t('import_format'), enumLabel('format', i.format), 'evidence-import-format'],
+      i.encoding ? [t('import_encoding'), String(i.encoding), 'evidence-import-encoding'] : null,
+      Array.isArray(i.notes) && i.notes.length
+        ? [t('import_notes'), h('ul', null, i.notes.map((n) => h('li', { text: importPhrase(n) }))), 'evidence-import-notes']
+        : null,
+      [t('import_by'), enumLabel('actor', i.imported_by), 'evidence-import-by'],
+      [t('import_at'), timeEl(i.imported_at), 'evidence-import-at'],
+    ].filter(Boolean), 'evidence-import')));
+}
+
 async function renderEvidence(ref) {
   const ctx = beginView('view-evidence', 'evidence');
   setTitle(t('evidence_heading'));
@@ -1852,6 +2182,7 @@ async function renderEvidence(ref) {
         [t('meta_id'), h('code', { class: 'hash', text: ev.id ?? ref }), 'evidence-id'],
       ], 'evidence-meta'),
       ev.fetch && typeof ev.fetch === 'object' ? renderFetch(ev.fetch) : null,
+      renderImports(ev),
       h('div', { class: 'reader' },
         h('section', { class: 'panel reader-main', testid: 'evidence-reader' },
           h('h3', { text: t('reader_text') }), pre, readerError,
