@@ -1734,7 +1734,18 @@ async function scenarioLocalReadOnly({ page, base, fake }) {
 // and linked by hand to another.
 async function scenarioImport({ page, base }) {
   const before = eventCounts();
+  // A new investigation, created from « Enquêtes », opens on its own overview.
   await openOverview(page, base);
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('case-new'), { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('case-new-title'), 'Piste des virements', { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('case-new-summary'), 'Les comptes de la société Durand', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('case-create'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.querySelector('[data-testid="overview-title"]')?.textContent === 'Piste des virements',
+    null, { timeout: STEP_TIMEOUT_MS });
+  assert(/Enquête « Piste des virements » créée/.test(await textOf(page, tid('status'))), 'creation not said');
+  const picked = await page.$eval(tid('investigation-select'), (s) => s.selectedOptions[0]?.textContent);
+  assert(picked === 'Piste des virements', `the picker shows ${picked}`);
   await page.waitForSelector(tid('import-form'), { timeout: STEP_TIMEOUT_MS });
   const latin1 = Buffer.from('Le tr\xe9sorier a \xe9crit depuis tresorier@durand.example ; serveur 203.0.113.41.', 'latin1');
   const page1 = Buffer.from('<html><head><meta charset="utf-8"><title>Société Durand — contacts</title></head>'
@@ -1803,6 +1814,24 @@ async function scenarioImport({ page, base }) {
   await page.click(tid('edit-link'));
   await page.waitForFunction(() => /Relation ajoutée/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
     null, { timeout: STEP_TIMEOUT_MS });
+
+  // The investigation renamed, archived (set aside, kept whole) and brought back.
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('case'), { timeout: STEP_TIMEOUT_MS });
+  const row = `${tid('case')}:has(${tid('case-title')}:text-is("Piste des virements"))`;
+  await page.click(`${row} ${tid('case-rename')}`);
+  await page.fill(`${row} ${tid('case-rename-input')}`, 'Piste des virements 2025');
+  await page.click(`${row} ${tid('case-rename-save')}`);
+  const renamed = `${tid('case')}:has(${tid('case-title')}:text-is("Piste des virements 2025"))`;
+  await page.waitForSelector(renamed, { timeout: STEP_TIMEOUT_MS });
+  await page.click(`${renamed} ${tid('case-archive')}`);
+  await page.waitForSelector(`${renamed}[data-archived="true"]`, { timeout: STEP_TIMEOUT_MS });
+  assert(/archivée : elle reste entière/.test(await textOf(page, tid('status'))), 'archiving not said');
+  const shotCases = path.join(outDir, 'cases.png');
+  await page.screenshot({ path: shotCases, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shotCases);
+  await page.click(`${renamed} ${tid('case-unarchive')}`);
+  await page.waitForSelector(`${renamed}[data-archived="false"]`, { timeout: STEP_TIMEOUT_MS });
   assertNoNewEvents(before);
 }
 
@@ -1823,7 +1852,7 @@ const SCENARIOS = [
   // On a `labfy up` serving a REAL workspace.
   ['REAL grant: a proposal until a human confirms it on egress\'s page (exact URLs, another origin; screenshots) (T2)',
     scenarioRealGrantConfirmed, { real: true }],
-  ['REAL import: files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand (C2; screenshots at 1440 and 1024)',
+  ['REAL case: an investigation created from « Enquêtes »; files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand; renamed, archived, brought back (C1, C2; screenshots)',
     scenarioImport, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',

@@ -54,6 +54,34 @@ const I18N = {
     search_too_long: 'La recherche est limitée à {n} caractères.',
     search_no_investigation: 'Aucune enquête ouverte : recherche impossible.',
     nav_overview: 'Vue d’ensemble',
+    nav_cases: 'Enquêtes',
+    cases_heading: 'Enquêtes du dossier',
+    cases_new: 'Nouvelle enquête',
+    cases_title: 'Titre',
+    cases_summary: 'Résumé (facultatif)',
+    cases_create: 'Créer l’enquête',
+    cases_created: 'Enquête « {title} » créée.',
+    cases_missing_title: 'Le titre est obligatoire.',
+    cases_open: 'Ouvrir',
+    cases_rename: 'Renommer',
+    cases_save: 'Enregistrer',
+    cases_cancel: 'Annuler',
+    cases_archive: 'Archiver',
+    cases_unarchive: 'Réactiver',
+    cases_archived: 'archivée',
+    cases_current: 'ouverte',
+    cases_archived_done: 'Enquête « {title} » archivée : elle reste entière et peut être réactivée.',
+    cases_unarchived_done: 'Enquête « {title} » réactivée.',
+    cases_renamed: 'Enquête renommée « {title} ».',
+    cases_items_one: '{n} pièce',
+    cases_items_other: '{n} pièces',
+    cases_workspace: 'Dossier',
+    cases_workspace_name: 'Nom du dossier',
+    cases_workspace_renamed: 'Dossier renommé « {name} ».',
+    cases_new_workspace: 'Nouveau dossier RÉEL',
+    cases_new_workspace_help: 'Un serveur sert un seul dossier à la fois, isolé du réseau. Le nouveau dossier s’ouvre en relançant Labfy sur lui :',
+    cases_workspace_create: 'Créer le dossier',
+    cases_workspace_created: 'Dossier « {name} » créé. Pour l’ouvrir : {command}',
     loading: 'Chargement…',
     empty: 'Rien à afficher.',
     unknown_route: 'Page inconnue : retour à la vue d’ensemble.',
@@ -542,6 +570,34 @@ const I18N = {
     search_too_long: 'Searches are limited to {n} characters.',
     search_no_investigation: 'No open investigation: cannot search.',
     nav_overview: 'Overview',
+    nav_cases: 'Investigations',
+    cases_heading: 'Investigations of the workspace',
+    cases_new: 'New investigation',
+    cases_title: 'Title',
+    cases_summary: 'Summary (optional)',
+    cases_create: 'Create the investigation',
+    cases_created: 'Investigation “{title}” created.',
+    cases_missing_title: 'The title is required.',
+    cases_open: 'Open',
+    cases_rename: 'Rename',
+    cases_save: 'Save',
+    cases_cancel: 'Cancel',
+    cases_archive: 'Archive',
+    cases_unarchive: 'Bring back',
+    cases_archived: 'archived',
+    cases_current: 'open',
+    cases_archived_done: 'Investigation “{title}” archived: it is kept whole and can be brought back.',
+    cases_unarchived_done: 'Investigation “{title}” brought back.',
+    cases_renamed: 'Investigation renamed “{title}”.',
+    cases_items_one: '{n} item',
+    cases_items_other: '{n} items',
+    cases_workspace: 'Workspace',
+    cases_workspace_name: 'Workspace name',
+    cases_workspace_renamed: 'Workspace renamed “{name}”.',
+    cases_new_workspace: 'New REAL workspace',
+    cases_new_workspace_help: 'A server serves one workspace at a time, isolated from the network. The new workspace opens when Labfy is started on it:',
+    cases_workspace_create: 'Create the workspace',
+    cases_workspace_created: 'Workspace “{name}” created. To open it: {command}',
     loading: 'Loading…',
     empty: 'Nothing to show.',
     unknown_route: 'Unknown page: back to the overview.',
@@ -1352,9 +1408,10 @@ function renderWorkspace() {
   }
   const picker = $('investigation-picker');
   const select = $('investigation-select');
-  if (state.investigations.length > 1) {
+  const shown = state.investigations.filter((i) => !i.archived_at || i.id === state.investigationId);
+  if (shown.length > 1) {
     clear(select);
-    for (const inv of state.investigations) {
+    for (const inv of shown) {
       const opt = h('option', { value: String(inv.id), text: inv.title ?? inv.id });
       opt.selected = inv.id === state.investigationId;
       select.append(opt);
@@ -1552,11 +1609,213 @@ function route() {
       return arg ? renderNode(arg) : renderOverview();
     case 'provenance':
       return arg ? renderProvenance(arg) : renderOverview();
+    case 'cases':
+      return renderCases();
     default:
       renderOverview();
       setStatus(t('unknown_route'), 'info');
       return undefined;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Cases (SPEC C1): the investigations of the served workspace — created,
+// renamed, archived, brought back, opened — the workspace renamed, and a new
+// REAL workspace created (served by its own `labfy up --workspace …`).
+
+async function reloadInvestigations() {
+  const { investigations = [] } = await api(`/api/v1/workspaces/${seg(state.workspaceId)}/investigations`);
+  state.investigations = investigations;
+  renderWorkspace();
+}
+
+function openInvestigation(id) {
+  state.investigationId = id;
+  state.search = null;
+  renderSearchResults();
+  renderWorkspace();
+  location.hash = '#/';
+}
+
+function formSay(status) {
+  return (text, kind) => {
+    status.textContent = text;
+    status.dataset.kind = kind;
+    status.hidden = !text;
+  };
+}
+
+function caseRow(inv, refresh) {
+  const archived = Boolean(inv.archived_at);
+  const title = String(inv.title ?? inv.id);
+  const rename = h('button', { type: 'button', class: 'secondary', testid: 'case-rename', text: t('cases_rename') });
+  const archive = h('button', { type: 'button', class: 'secondary', testid: archived ? 'case-unarchive' : 'case-archive', text: t(archived ? 'cases_unarchive' : 'cases_archive') });
+  const open = h('button', { type: 'button', testid: 'case-open', text: t('cases_open') });
+  const row = h('li', { class: 'case', testid: 'case', dataset: { ref: String(inv.id), archived: String(archived) } },
+    h('div', { class: 'case-head' },
+      h('strong', { class: 'case-title', testid: 'case-title', text: title }),
+      inv.id === state.investigationId ? h('span', { class: 'pill status-succeeded', text: t('cases_current') }) : null,
+      archived ? h('span', { class: 'pill status-queued', testid: 'case-archived', text: t('cases_archived') }) : null),
+    inv.summary ? h('p', { class: 'muted small', text: String(inv.summary) }) : null,
+    h('p', { class: 'muted small' }, tn('cases_items', Number(inv.evidence_count ?? 0)), ' · ', t('created_label'), ' ', timeEl(inv.created_at)),
+    h('div', { class: 'form-actions case-actions' }, open, rename, archive));
+  open.addEventListener('click', () => openInvestigation(inv.id));
+  archive.addEventListener('click', async () => {
+    archive.disabled = true;
+    try {
+      await api(`/api/v1/investigations/${seg(inv.id)}/archive`, { method: 'POST', body: { archived: !archived } });
+      setStatus(t(archived ? 'cases_unarchived_done' : 'cases_archived_done', { title }), 'ok');
+      await refresh();
+    } catch (err) {
+      showError(err);
+      archive.disabled = false;
+    }
+  });
+  rename.addEventListener('click', () => {
+    const input = h('input', { type: 'text', value: title, testid: 'case-rename-input', maxlength: '200', 'aria-label': t('cases_title') });
+    const save = h('button', { type: 'button', testid: 'case-rename-save', text: t('cases_save') });
+    const cancel = h('button', { type: 'button', class: 'secondary', text: t('cases_cancel') });
+    const form = h('div', { class: 'case-rename' }, input, h('div', { class: 'form-actions case-actions' }, cancel, save));
+    rename.disabled = true;
+    row.append(form);
+    input.focus();
+    cancel.addEventListener('click', () => {
+      form.remove();
+      rename.disabled = false;
+    });
+    save.addEventListener('click', async () => {
+      const next = input.value.trim();
+      if (!next) {
+        setStatus(t('cases_missing_title'), 'error');
+        return;
+      }
+      save.disabled = true;
+      try {
+        await api(`/api/v1/investigations/${seg(inv.id)}/update`, { method: 'POST', body: { title: next } });
+        setStatus(t('cases_renamed', { title: next }), 'ok');
+        await refresh();
+      } catch (err) {
+        showError(err);
+        save.disabled = false;
+      }
+    });
+  });
+  return row;
+}
+
+async function renderCases() {
+  const ctx = beginView('view-cases', 'cases');
+  setTitle(t('nav_cases'));
+  if (state.bootError || !state.workspaceId) {
+    failView(ctx, state.bootError ?? new ApiError(404, 'no_workspace', t('no_workspace'), null));
+    return;
+  }
+  const list = h('ol', { class: 'rows cases', testid: 'cases' });
+  const refresh = async () => {
+    await reloadInvestigations();
+    if (!ctx.live()) return;
+    clear(list);
+    // In use first, archived after, each oldest first.
+    const sorted = [...state.investigations].sort((a, b) => Number(Boolean(a.archived_at)) - Number(Boolean(b.archived_at)));
+    list.append(...sorted.map((i) => caseRow(i, refresh)));
+  };
+  try {
+    await refresh();
+  } catch (err) {
+    failView(ctx, err);
+    return;
+  }
+
+  // A new investigation.
+  const title = h('input', { id: 'case-new-title', type: 'text', testid: 'case-new-title', maxlength: '200', autocomplete: 'off', required: true });
+  const summary = h('textarea', { id: 'case-new-summary', rows: '2', testid: 'case-new-summary', maxlength: '2000' });
+  const create = h('button', { type: 'submit', testid: 'case-create', text: t('cases_create') });
+  const createStatus = h('p', { class: 'form-status', role: 'status', hidden: true });
+  const createForm = h('form', { class: 'note-form', testid: 'case-new', novalidate: true },
+    h('label', { for: 'case-new-title', text: t('cases_title') }), title,
+    h('label', { for: 'case-new-summary', text: t('cases_summary') }), summary,
+    h('div', { class: 'form-actions' }, create), createStatus);
+  createForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const say = formSay(createStatus);
+    if (!title.value.trim()) {
+      say(t('cases_missing_title'), 'error');
+      return;
+    }
+    create.disabled = true;
+    try {
+      const inv = await api(`/api/v1/workspaces/${seg(state.workspaceId)}/investigations`, {
+        method: 'POST', body: { title: title.value.trim(), summary: summary.value.trim() },
+      });
+      await reloadInvestigations();
+      setStatusAfterRoute(t('cases_created', { title: inv.title }), 'ok');
+      openInvestigation(inv.id);
+    } catch (err) {
+      say(errorText(err), 'error');
+      create.disabled = false;
+    }
+  });
+
+  // The workspace: its name; a new REAL one.
+  const ws = state.workspace || {};
+  const wsName = h('input', { id: 'case-ws-name', type: 'text', testid: 'case-ws-name', maxlength: '200', value: String(ws.name ?? '') });
+  const wsSave = h('button', { type: 'submit', testid: 'case-ws-rename', text: t('cases_save') });
+  const wsStatus = h('p', { class: 'form-status', role: 'status', hidden: true });
+  const wsForm = h('form', { class: 'note-form', novalidate: true },
+    h('label', { for: 'case-ws-name', text: t('cases_workspace_name') }), wsName,
+    h('div', { class: 'form-actions' }, wsSave), wsStatus);
+  wsForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const name = wsName.value.trim();
+    const say = formSay(wsStatus);
+    if (!name) return;
+    wsSave.disabled = true;
+    try {
+      await api(`/api/v1/workspaces/${seg(state.workspaceId)}/rename`, { method: 'POST', body: { name } });
+      state.workspace = { ...(state.workspace || {}), name };
+      renderWorkspace();
+      say(t('cases_workspace_renamed', { name }), 'ok');
+    } catch (err) {
+      say(errorText(err), 'error');
+    } finally {
+      wsSave.disabled = false;
+    }
+  });
+  const newWs = h('input', { id: 'case-new-ws', type: 'text', testid: 'case-new-ws', maxlength: '200', autocomplete: 'off' });
+  const newWsCreate = h('button', { type: 'submit', testid: 'case-ws-create', text: t('cases_workspace_create') });
+  const newWsStatus = h('p', { class: 'form-status', testid: 'case-ws-status', role: 'status', hidden: true });
+  const newWsForm = h('form', { class: 'note-form', novalidate: true },
+    h('p', { class: 'muted small', text: t('cases_new_workspace_help') }),
+    h('label', { for: 'case-new-ws', text: t('cases_workspace_name') }), newWs,
+    h('div', { class: 'form-actions' }, newWsCreate), newWsStatus);
+  newWsForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const name = newWs.value.trim();
+    const say = formSay(newWsStatus);
+    if (!name) return;
+    newWsCreate.disabled = true;
+    try {
+      const made = await api('/api/v1/workspaces', { method: 'POST', body: { name } });
+      say(t('cases_workspace_created', { name, command: String(made.serve ?? '') }), 'ok');
+      newWs.value = '';
+    } catch (err) {
+      say(errorText(err), 'error');
+    } finally {
+      newWsCreate.disabled = false;
+    }
+  });
+
+  finishView(ctx,
+    h('article', { class: 'cases-view', testid: 'cases-view' },
+      h('header', { class: 'view-head' },
+        h('p', { class: 'eyebrow', text: t('cases_heading') }),
+        h('h2', { text: String(ws.name ?? '') })),
+      h('div', { class: 'grid' },
+        h('div', { class: 'col' }, section('nav_cases', 'cases-panel', list)),
+        h('div', { class: 'col' },
+          section('cases_new', 'case-new-panel', createForm),
+          section('cases_workspace', 'case-ws-panel', wsForm),
+          section('cases_new_workspace', 'case-new-ws-panel', newWsForm)))));
 }
 
 function setTitle(...parts) {
@@ -4469,7 +4728,8 @@ async function boot() {
     if (state.workspaceId) {
       const { investigations = [] } = await api(`/api/v1/workspaces/${seg(state.workspaceId)}/investigations`);
       state.investigations = investigations;
-      state.investigationId = investigations.length ? investigations[0].id : null;
+      const inUse = investigations.filter((i) => !i.archived_at);
+      state.investigationId = (inUse[0] ?? investigations[0])?.id ?? null;
     }
   } catch (err) {
     state.csrf = state.csrf || metaToken();

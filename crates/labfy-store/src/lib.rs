@@ -3,6 +3,7 @@
 pub mod blobs;
 pub mod bundle;
 mod campaign;
+mod cases;
 mod commands;
 mod db;
 mod error;
@@ -27,6 +28,7 @@ pub use campaign::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
 };
+pub use cases::{MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS};
 pub use commands::{
     MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
     sha256_hex,
@@ -114,6 +116,38 @@ impl Store {
     /// Extraction jobs of a workspace left `RUNNING` (the server resumes them).
     pub fn running_extractions(&self, ws: Uuid) -> Result<Vec<ObjectRef>> {
         extraction::running(&self.conn, ws)
+    }
+
+    /// Creates an investigation in a workspace (SPEC C1).
+    pub fn create_investigation(&mut self, ws: Uuid, title: &str, summary: &str, actor: &str) -> Result<ObjectRef> {
+        cases::create_investigation(&mut self.conn, ws, title, summary, actor)
+    }
+
+    /// Changes an investigation's title and/or summary (SPEC C1).
+    pub fn update_investigation(
+        &mut self,
+        ws: Uuid,
+        inv: &ObjectRef,
+        title: Option<&str>,
+        summary: Option<&str>,
+        actor: &str,
+    ) -> Result<()> {
+        cases::update_investigation(&mut self.conn, ws, inv, title, summary, actor)
+    }
+
+    /// Archives an investigation, or brings it back (SPEC C1).
+    pub fn archive_investigation(&mut self, ws: Uuid, inv: &ObjectRef, archived: bool, actor: &str) -> Result<()> {
+        cases::archive_investigation(&mut self.conn, ws, inv, archived, actor)
+    }
+
+    /// Renames a workspace (SPEC C1).
+    pub fn rename_workspace(&mut self, ws: Uuid, name: &str, actor: &str) -> Result<()> {
+        cases::rename_workspace(&mut self.conn, ws, name, actor)
+    }
+
+    /// Archives a workspace, or brings it back (SPEC C1).
+    pub fn archive_workspace(&mut self, ws: Uuid, archived: bool, actor: &str) -> Result<()> {
+        cases::archive_workspace(&mut self.conn, ws, archived, actor)
     }
 
     /// Starts an import job into an investigation (SPEC C2); `expected`:

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -446,4 +446,12 @@ CREATE TABLE import_outcomes (
     reason      TEXT,
     PRIMARY KEY (job_id, position)
 ) WITHOUT ROWID;
+"#;
+
+/// Version 6: cases managed by the analyst (SPEC C1). An investigation or a
+/// workspace can be archived (kept whole, set aside in lists) and brought
+/// back.
+const V6: &str = r#"
+ALTER TABLE investigations ADD COLUMN archived_at TEXT;
+ALTER TABLE workspaces ADD COLUMN archived_at TEXT;
 "#;

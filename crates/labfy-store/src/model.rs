@@ -47,6 +47,8 @@ pub struct WorkspaceSummary {
     pub created_at: String,
     /// Number of investigations.
     pub investigation_count: i64,
+    /// When it was archived (RFC 3339); `None` while it is in use.
+    pub archived_at: Option<String>,
 }
 
 /// An investigation as listed.
@@ -62,6 +64,8 @@ pub struct InvestigationSummary {
     pub created_at: String,
     /// Number of evidence items.
     pub evidence_count: i64,
+    /// When it was archived (RFC 3339); `None` while it is in use.
+    pub archived_at: Option<String>,
 }
 
 /// Short form of the workspace inside an overview.

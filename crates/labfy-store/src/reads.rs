@@ -131,7 +131,7 @@ impl<'c> Reads<'c> {
     pub fn workspaces(&self) -> Result<Vec<WorkspaceSummary>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT w.id, w.name, w.class, w.status, w.created_at,
-                    (SELECT count(*) FROM investigations i WHERE i.workspace_id = w.id)
+                    (SELECT count(*) FROM investigations i WHERE i.workspace_id = w.id), w.archived_at
              FROM workspaces w ORDER BY w.created_at, w.id",
         )?;
         let rows = stmt.query_map([], |row| {
@@ -142,11 +142,12 @@ impl<'c> Reads<'c> {
                 row.get::<_, String>(3)?,
                 row.get::<_, String>(4)?,
                 row.get::<_, i64>(5)?,
+                row.get::<_, Option<String>>(6)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, name, class, status, created_at, investigation_count) = row?;
+            let (id, name, class, status, created_at, investigation_count, archived_at) = row?;
             out.push(WorkspaceSummary {
                 id: parse_ref(RefKind::Workspace, &id)?,
                 name,
@@ -155,6 +156,7 @@ impl<'c> Reads<'c> {
                 status,
                 created_at,
                 investigation_count,
+                archived_at,
             });
         }
         Ok(out)
@@ -172,21 +174,22 @@ impl<'c> Reads<'c> {
     pub fn investigations(&self, ws: Uuid) -> Result<Vec<InvestigationSummary>> {
         self.require_in_workspace(ws, &ObjectRef::new(RefKind::Workspace, ws))?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, title, summary, created_at, evidence_count
+            "SELECT id, title, summary, created_at, evidence_count, archived_at
              FROM investigations WHERE workspace_id = ?1 ORDER BY created_at, id",
         )?;
         let rows = stmt.query_map([ws.to_string()], |row| {
-            Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+            Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, title, summary, created_at, evidence_count) = row?;
+            let (id, title, summary, created_at, evidence_count, archived_at) = row?;
             out.push(InvestigationSummary {
                 id: parse_ref(RefKind::Investigation, &id)?,
                 title,
                 summary,
                 created_at,
                 evidence_count,
+                archived_at,
             });
         }
         Ok(out)

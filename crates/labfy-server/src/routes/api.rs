@@ -25,7 +25,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/session", get(session))
         .route("/api/v1/status", get(status))
         .route("/api/v1/workspaces", get(workspaces))
-        .route("/api/v1/workspaces/{workspace}/investigations", get(investigations))
+        .route(
+            "/api/v1/workspaces/{workspace}/investigations",
+            get(investigations).post(crate::routes::cases::create_investigation),
+        )
         .route("/api/v1/investigations/{investigation}/overview", get(overview))
         .route("/api/v1/investigations/{investigation}/search", get(search))
         .route("/api/v1/investigations/{investigation}/correlations", get(correlations))

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod cases;
 pub mod egress;
 pub mod import;
 pub mod resources;

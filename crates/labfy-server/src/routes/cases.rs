@@ -1,0 +1,142 @@
+//! Cases from the UI (SPEC C1): investigations of the served workspace
+//! created, renamed, described, archived and brought back; the workspace
+//! renamed; a new REAL workspace created (served by its own `labfy up
+//! --workspace …`: one server serves one workspace).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use labfy_core::{ObjectRef, RefKind};
+use labfy_store::InvestigationSummary;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, path_ref};
+use crate::security::CurrentSession;
+use crate::state::AppState;
+
+/// The case routes (the investigations list's POST is in `api`).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/workspaces", post(create_workspace))
+        .route("/api/v1/workspaces/{workspace}/rename", post(rename_workspace))
+        .route("/api/v1/investigations/{investigation}/update", post(update_investigation))
+        .route("/api/v1/investigations/{investigation}/archive", post(archive_investigation))
+}
+
+type Session = Extension<CurrentSession>;
+
+/// The session's own workspace, or 404 (another one is not there for it).
+fn own_workspace(s: &CurrentSession, text: &str) -> Result<ObjectRef, ApiError> {
+    let ws = path_ref(text, Some(RefKind::Workspace))?;
+    if ws.id() != s.session.workspace {
+        return Err(ApiError::not_found(format!("{ws} not found")));
+    }
+    Ok(ws)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewInvestigation {
+    title: String,
+    #[serde(default)]
+    summary: String,
+}
+
+/// `POST /api/v1/workspaces/{ws}/investigations`.
+pub(crate) async fn create_investigation(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ws): Path<String>,
+    ApiJson(body): ApiJson<NewInvestigation>,
+) -> ApiResult<(StatusCode, Json<InvestigationSummary>)> {
+    let ws = own_workspace(&s, &ws)?.id();
+    let created = st
+        .db()
+        .write(move |store| {
+            let inv = store.create_investigation(ws, &body.title, &body.summary, "analyst")?;
+            let list = store.reads().investigations(ws)?;
+            list.into_iter()
+                .find(|i| i.id == inv)
+                .ok_or_else(|| labfy_store::StoreError::Internal(format!("{inv} not found after its creation")))
+        })
+        .await?;
+    tracing::info!(investigation = %created.id, "investigation created");
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvestigationChange {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+async fn update_investigation(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiJson(body): ApiJson<InvestigationChange>,
+) -> ApiResult<StatusCode> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    st.db()
+        .write(move |store| {
+            store.update_investigation(ws, &inv, body.title.as_deref(), body.summary.as_deref(), "analyst")
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Archive {
+    archived: bool,
+}
+
+async fn archive_investigation(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiJson(body): ApiJson<Archive>,
+) -> ApiResult<StatusCode> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    st.db().write(move |store| store.archive_investigation(ws, &inv, body.archived, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Name {
+    name: String,
+}
+
+async fn rename_workspace(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ws): Path<String>,
+    ApiJson(body): ApiJson<Name>,
+) -> ApiResult<StatusCode> {
+    let ws = own_workspace(&s, &ws)?.id();
+    st.db().write(move |store| store.rename_workspace(ws, &body.name, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A new REAL workspace with its first investigation; the answer says how
+/// to serve it (this server serves one workspace).
+async fn create_workspace(
+    State(st): State<AppState>,
+    ApiJson(body): ApiJson<Name>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let (ws, inv) = st.db().write(move |store| store.create_real_workspace(&body.name, "analyst")).await?;
+    tracing::info!(workspace = %ws, "REAL workspace created");
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "workspace": ws, "investigation": inv, "serve": format!("labfy up --workspace {ws}") })),
+    ))
+}

@@ -1,0 +1,206 @@
+//! Cases as the analyst manages them (SPEC C1): investigations created,
+//! renamed, described, archived and brought back; workspaces renamed and
+//! archived. Each change is one transaction with its audit row; archiving
+//! deletes nothing.
+
+use labfy_core::{ObjectRef, RefKind};
+use rusqlite::{Connection, params};
+use uuid::Uuid;
+
+use crate::commands::{MAX_WORKSPACE_NAME_CHARS, audit, check_text};
+use crate::error::{Result, StoreError};
+use crate::now_rfc3339;
+use crate::reads::Reads;
+
+/// Longest investigation title, in characters.
+pub const MAX_INVESTIGATION_TITLE_CHARS: usize = 200;
+/// Longest investigation summary, in characters.
+pub const MAX_INVESTIGATION_SUMMARY_CHARS: usize = 2000;
+
+fn check_summary(summary: &str) -> Result<()> {
+    if summary.is_empty() {
+        return Ok(());
+    }
+    check_text("summary", summary, MAX_INVESTIGATION_SUMMARY_CHARS)
+}
+
+/// Creates an investigation in workspace `ws`.
+pub(crate) fn create_investigation(
+    conn: &mut Connection,
+    ws: Uuid,
+    title: &str,
+    summary: &str,
+    actor: &str,
+) -> Result<ObjectRef> {
+    check_text("title", title, MAX_INVESTIGATION_TITLE_CHARS)?;
+    check_summary(summary)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.workspace(ws)?;
+    let inv = Uuid::now_v7();
+    tx.execute(
+        "INSERT INTO investigations (id, workspace_id, title, summary, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![inv.to_string(), ws.to_string(), title.trim(), summary.trim(), now_rfc3339()],
+    )?;
+    let r = ObjectRef::new(RefKind::Investigation, inv);
+    audit(&tx, actor, "investigation.create", Some(ws), Some(&r), &serde_json::json!({"title": title.trim()}))?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// Changes an investigation's title and/or summary.
+pub(crate) fn update_investigation(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    title: Option<&str>,
+    summary: Option<&str>,
+    actor: &str,
+) -> Result<()> {
+    require_investigation(inv)?;
+    if let Some(t) = title {
+        check_text("title", t, MAX_INVESTIGATION_TITLE_CHARS)?;
+    }
+    if let Some(s) = summary {
+        check_summary(s)?;
+    }
+    if title.is_none() && summary.is_none() {
+        return Err(StoreError::Invalid("nothing to change: give a title, a summary or both".into()));
+    }
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let id = inv.id().to_string();
+    if let Some(t) = title {
+        tx.execute("UPDATE investigations SET title = ?2 WHERE id = ?1", params![id, t.trim()])?;
+    }
+    if let Some(s) = summary {
+        tx.execute("UPDATE investigations SET summary = ?2 WHERE id = ?1", params![id, s.trim()])?;
+    }
+    audit(
+        &tx,
+        actor,
+        "investigation.update",
+        Some(ws),
+        Some(inv),
+        &serde_json::json!({"title": title.map(str::trim), "summary": summary.map(str::trim)}),
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Archives an investigation (`archived`), or brings it back.
+pub(crate) fn archive_investigation(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    archived: bool,
+    actor: &str,
+) -> Result<()> {
+    require_investigation(inv)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let at = archived.then(now_rfc3339);
+    tx.execute("UPDATE investigations SET archived_at = ?2 WHERE id = ?1", params![inv.id().to_string(), at])?;
+    let action = if archived { "investigation.archive" } else { "investigation.unarchive" };
+    audit(&tx, actor, action, Some(ws), Some(inv), &serde_json::json!({}))?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Renames a workspace.
+pub(crate) fn rename_workspace(conn: &mut Connection, ws: Uuid, name: &str, actor: &str) -> Result<()> {
+    check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.workspace(ws)?;
+    tx.execute("UPDATE workspaces SET name = ?2 WHERE id = ?1", params![ws.to_string(), name.trim()])?;
+    let r = ObjectRef::new(RefKind::Workspace, ws);
+    audit(&tx, actor, "workspace.rename", Some(ws), Some(&r), &serde_json::json!({"name": name.trim()}))?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Archives a workspace (`archived`), or brings it back.
+pub(crate) fn archive_workspace(conn: &mut Connection, ws: Uuid, archived: bool, actor: &str) -> Result<()> {
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.workspace(ws)?;
+    let at = archived.then(now_rfc3339);
+    tx.execute("UPDATE workspaces SET archived_at = ?2 WHERE id = ?1", params![ws.to_string(), at])?;
+    let r = ObjectRef::new(RefKind::Workspace, ws);
+    let action = if archived { "workspace.archive" } else { "workspace.unarchive" };
+    audit(&tx, actor, action, Some(ws), Some(&r), &serde_json::json!({}))?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn require_investigation(inv: &ObjectRef) -> Result<()> {
+    if inv.kind() != RefKind::Investigation {
+        return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    #[test]
+    fn an_investigation_is_created_renamed_archived_and_brought_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (ws, _) = store.create_real_workspace("Dossier", "t").unwrap();
+        let ws = ws.id();
+        let inv = store.create_investigation(ws, "  Piste B ", "Les comptes", "analyste").unwrap();
+        let find = |s: &Store| s.reads().investigations(ws).unwrap().into_iter().find(|i| i.id == inv).unwrap();
+        let i = find(&store);
+        assert_eq!((i.title.as_str(), i.summary.as_str(), i.archived_at.is_none()), ("Piste B", "Les comptes", true));
+        store.update_investigation(ws, &inv, Some("Piste C"), None, "analyste").unwrap();
+        assert_eq!(find(&store).title, "Piste C");
+        assert_eq!(find(&store).summary, "Les comptes", "an absent field is left as it was");
+        store.archive_investigation(ws, &inv, true, "analyste").unwrap();
+        assert!(find(&store).archived_at.is_some());
+        store.archive_investigation(ws, &inv, false, "analyste").unwrap();
+        assert!(find(&store).archived_at.is_none());
+        store.rename_workspace(ws, "Dossier Durand", "analyste").unwrap();
+        assert_eq!(store.reads().workspace(ws).unwrap().name, "Dossier Durand");
+        store.archive_workspace(ws, true, "analyste").unwrap();
+        assert!(store.reads().workspace(ws).unwrap().archived_at.is_some());
+        let actions: Vec<String> = store
+            .conn
+            .prepare("SELECT action FROM audit_log WHERE action LIKE 'investigation.%' OR action LIKE 'workspace.%' ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            actions,
+            [
+                "workspace.create",
+                "investigation.create",
+                "investigation.update",
+                "investigation.archive",
+                "investigation.unarchive",
+                "workspace.rename",
+                "workspace.archive"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_titles_and_foreign_investigations_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (a, inv_a) = store.create_real_workspace("A", "t").unwrap();
+        let (b, _) = store.create_real_workspace("B", "t").unwrap();
+        for bad in ["", "   ", "a\u{1b}b", &"x".repeat(201)] {
+            assert!(matches!(store.create_investigation(a.id(), bad, "", "t"), Err(StoreError::Invalid(_))), "{bad:?}");
+        }
+        assert!(matches!(
+            store.update_investigation(b.id(), &inv_a, Some("x"), None, "t"),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(store.archive_investigation(b.id(), &inv_a, true, "t"), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.update_investigation(a.id(), &inv_a, None, None, "t"), Err(StoreError::Invalid(_))));
+        assert!(store.create_investigation(Uuid::now_v7(), "x", "", "t").is_err());
+    }
+}
