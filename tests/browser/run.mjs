@@ -1832,6 +1832,28 @@ async function scenarioImport({ page, base }) {
   screenshots.push(shotCases);
   await page.click(`${renamed} ${tid('case-unarchive')}`);
   await page.waitForSelector(`${renamed}[data-archived="false"]`, { timeout: STEP_TIMEOUT_MS });
+
+  // The investigation exported (C5): the fingerprint to hand over, the
+  // command that verifies it, the archive.
+  await page.click(`${renamed} ${tid('case-open')}`);
+  await page.waitForSelector(tid('export-start'), { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('export-start'));
+  await page.waitForFunction(() => /Export terminé/.test(document.querySelector('[data-testid="export-status"]')?.textContent ?? ''),
+    null, { timeout: 60_000 });
+  const fp = await textOf(page, tid('export-fingerprint'));
+  assert(/^[0-9a-f]{64}$/.test(fp), `fingerprint: ${fp}`);
+  assert((await textOf(page, tid('export-verify'))).startsWith('labfy verify '), 'verify command');
+  const tarHref = await page.getAttribute(tid('export-download'), 'href');
+  const tarGot = await page.evaluate(async (u) => {
+    const r = await fetch(u);
+    return { status: r.status, type: r.headers.get('content-type'), size: (await r.arrayBuffer()).byteLength };
+  }, tarHref);
+  assert(tarGot.status === 200 && tarGot.type === 'application/x-tar' && tarGot.size > 10_000, `archive: ${JSON.stringify(tarGot)}`);
+  const shotExport = path.join(outDir, 'export.png');
+  const exportPanel = await page.$(tid('export-panel'));
+  await exportPanel.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shotExport, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shotExport);
   assertNoNewEvents(before);
 }
 
@@ -1852,7 +1874,7 @@ const SCENARIOS = [
   // On a `labfy up` serving a REAL workspace.
   ['REAL grant: a proposal until a human confirms it on egress\'s page (exact URLs, another origin; screenshots) (T2)',
     scenarioRealGrantConfirmed, { real: true }],
-  ['REAL case: an investigation created from « Enquêtes »; files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand; renamed, archived, brought back (C1, C2; screenshots)',
+  ['REAL case: an investigation created from « Enquêtes »; files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand; renamed, archived, brought back; exported with its fingerprint and archive (C1, C2, C5; screenshots)',
     scenarioImport, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',

@@ -117,6 +117,17 @@ const I18N = {
     proc_state_stopped: 'arrêté',
     proc_not_ready: 'pas prêt',
     proc_detail: 'Détail du processus (tel qu’il l’écrit, en anglais)',
+    section_export: 'Exporter l’enquête',
+    export_help: 'Un paquet vérifiable : pièces et originaux, entités, relations, provenance, autorisations, journal d’audit, graphe STIX 2.1, empreintes SHA-256 et manifeste. Transmettez son empreinte à part : le destinataire la vérifie hors ligne.',
+    export_start: 'Exporter',
+    export_running: 'Export en cours…',
+    export_done: 'Export terminé : {files} fichiers.',
+    export_failed: 'L’export a échoué : {reason}',
+    export_fingerprint: 'Empreinte du paquet',
+    export_dir: 'Dossier sur cette machine',
+    export_download: 'Télécharger l’archive (.tar)',
+    export_verify: 'Pour vérifier',
+    job_kind_export: 'Export de l’enquête',
     section_import: 'Importer des fichiers',
     import_drop: 'Déposez ici des fichiers ou un dossier',
     import_or: 'ou',
@@ -136,7 +147,7 @@ const I18N = {
     import_outcome_refused: 'refusé',
     import_report: 'Résultat fichier par fichier',
     job_kind_import: 'Import de fichiers',
-    job_import_detail: '{files} fichiers · {imported} importés · {duplicates} doublons · {refused} refusés · {embedded} documents joints',
+    import_n_files_one: '{n} fichier', import_n_files_other: '{n} fichiers',
     import_heading: 'Fichier importé',
     import_name: 'Nom d’origine',
     import_path: 'Chemin d’origine',
@@ -633,6 +644,17 @@ const I18N = {
     proc_state_stopped: 'stopped',
     proc_not_ready: 'not ready',
     proc_detail: 'Process detail',
+    section_export: 'Export the investigation',
+    export_help: 'A verifiable bundle: evidence and originals, entities, relations, provenance, grants, the audit log, a STIX 2.1 graph, SHA-256 hashes and a manifest. Hand its fingerprint over separately: the recipient checks it offline.',
+    export_start: 'Export',
+    export_running: 'Exporting…',
+    export_done: 'Export finished: {files} files.',
+    export_failed: 'The export failed: {reason}',
+    export_fingerprint: 'Bundle fingerprint',
+    export_dir: 'Folder on this machine',
+    export_download: 'Download the archive (.tar)',
+    export_verify: 'To verify',
+    job_kind_export: 'Investigation export',
     section_import: 'Import files',
     import_drop: 'Drop files or a folder here',
     import_or: 'or',
@@ -652,7 +674,7 @@ const I18N = {
     import_outcome_refused: 'refused',
     import_report: 'File by file',
     job_kind_import: 'File import',
-    job_import_detail: '{files} files · {imported} imported · {duplicates} duplicates · {refused} refused · {embedded} embedded documents',
+    import_n_files_one: '{n} file', import_n_files_other: '{n} files',
     import_heading: 'Imported file',
     import_name: 'Original name',
     import_path: 'Original path',
@@ -1903,6 +1925,7 @@ async function renderOverview() {
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
           section('section_import', 'import-panel', renderImportForm(ctx, inv)),
+          section('section_export', 'export-panel', renderExportForm(ctx, inv)),
           section('section_jobs', 'jobs-panel', renderJobs(data.jobs), renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
           section('section_note', 'note-panel', renderNoteForm(inv))))));
@@ -1996,11 +2019,12 @@ function renderJobs(items) {
 // stored one-line detail otherwise.
 function jobDetail(j) {
   const st = j.stats || {};
+  if (j.kind === 'export' && typeof st.fingerprint === 'string') {
+    return `${t('export_done', { files: fmtNumber(st.files ?? 0) })} ${t('export_fingerprint')} : ${st.fingerprint.slice(0, 16)}…`;
+  }
   if (j.kind === 'import' && Number.isFinite(Number(st.files))) {
-    return t('job_import_detail', {
-      files: fmtNumber(st.files), imported: fmtNumber(st.imported ?? 0), duplicates: fmtNumber(st.duplicates ?? 0),
-      refused: fmtNumber(st.refused ?? 0), embedded: fmtNumber(st.embedded ?? 0),
-    });
+    return [tn('import_n_files', Number(st.files)),
+      ...['imported', 'duplicates', 'refused', 'embedded'].map((k) => tn(`import_n_${k}`, Number(st[k] ?? 0)))].join(' · ');
   }
   if (j.kind === 'extraction' && Number.isFinite(Number(st.scanned))) {
     return t('job_extraction_detail', {
@@ -2299,6 +2323,54 @@ async function droppedFiles(dt) {
   };
   for (const e of items) await walk(e, '');
   return out;
+}
+
+// Export (SPEC C5): the bundle `labfy export` writes, made by a job beside
+// the requests; its fingerprint, its folder, its archive and the command
+// that verifies it.
+const EXPORT_POLL_MS = 500;
+
+function renderExportForm(ctx, inv) {
+  const button = h('button', { type: 'button', testid: 'export-start', text: t('export_start') });
+  const status = h('p', { class: 'form-status', testid: 'export-status', role: 'status', hidden: true });
+  const result = h('div', { testid: 'export-result' });
+  const say = formSay(status);
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    clear(result);
+    say(t('export_running'), 'info');
+    try {
+      let j = await api(`/api/v1/investigations/${seg(inv)}/export`, { method: 'POST', body: {} });
+      j = await api(`/api/v1/jobs/${seg(j.job)}`);
+      while (j.status === 'RUNNING') {
+        await new Promise((r) => setTimeout(r, EXPORT_POLL_MS));
+        j = await api(`/api/v1/jobs/${seg(j.id)}`);
+      }
+      if (!ctx.live()) return;
+      if (j.status !== 'SUCCEEDED') {
+        say(t('export_failed', { reason: j.detail || j.status }), 'error');
+        return;
+      }
+      const st = j.stats || {};
+      say(t('export_done', { files: fmtNumber(st.files ?? 0) }), 'ok');
+      result.append(dl([
+        [t('export_fingerprint'), h('code', { class: 'hash', testid: 'export-fingerprint', text: String(st.fingerprint ?? '') }), 'export-fingerprint-row'],
+        [t('export_dir'), h('code', { class: 'camp-url', testid: 'export-dir', text: String(st.dir ?? '') }), 'export-dir-row'],
+        [t('export_verify'), h('code', { class: 'camp-url', testid: 'export-verify', text: `labfy verify ${st.dir ?? ''} --fingerprint ${st.fingerprint ?? ''}` }), 'export-verify-row'],
+      ], 'export-meta'),
+      h('p', null, h('a', { href: `/api/v1/exports/${encodeURIComponent(String(st.archive ?? ''))}`, download: '', testid: 'export-download', text: t('export_download') })));
+    } catch (err) {
+      if (!ctx.live()) return;
+      say(t('export_failed', { reason: errorText(err) }), 'error');
+      showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h('div', { class: 'extract-form', testid: 'export-form' },
+    h('p', { class: 'muted small', text: t('export_help') }),
+    h('div', { class: 'form-actions' }, button),
+    status, result);
 }
 
 function renderNoteForm(inv) {

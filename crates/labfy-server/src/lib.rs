@@ -55,6 +55,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::egress::router())
         .merge(routes::import::router())
         .merge(routes::cases::router())
+        .merge(routes::export::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
         .with_state(state.clone());

@@ -68,6 +68,10 @@ impl Fixture {
     }
 }
 
+fn uuid_of(r: &str) -> &str {
+    r.split_once(':').unwrap().1
+}
+
 fn multipart(parts: &[(&str, &[u8])]) -> Vec<u8> {
     let mut body = Vec::new();
     for (name, bytes) in parts {
@@ -165,6 +169,46 @@ async fn c2_files_dropped_in_the_browser_are_imported_with_an_outcome_each() {
         headers.get_all(header::CONTENT_SECURITY_POLICY).iter().map(|v| v.to_str().unwrap()).collect();
     assert!(policies.iter().any(|p| p.starts_with("sandbox")), "{policies:?}");
     assert!(policies.contains(&labfy_server::security::CSP), "the global policy still applies: {policies:?}");
+
+    // The investigation exported from the UI: a job, then a bundle that
+    // verifies against its fingerprint, and its archive.
+    let (status, v) =
+        f.json(f.request("POST", &format!("/api/v1/investigations/{inv}/export")).body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    let export_job = v["job"].as_str().unwrap().to_owned();
+    let mut row = Value::Null;
+    for _ in 0..200 {
+        row = f.json(f.request("GET", &format!("/api/v1/jobs/{export_job}")).body(Body::empty()).unwrap()).await.1;
+        if row["status"] != "RUNNING" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(row["status"], "SUCCEEDED", "{row}");
+    let dir = PathBuf::from(row["stats"]["dir"].as_str().unwrap());
+    let fingerprint = row["stats"]["fingerprint"].as_str().unwrap();
+    let checked = labfy_store::bundle::verify(&dir, Some(fingerprint)).expect("the UI's bundle verifies");
+    assert!(checked.files > 10, "{checked:?}");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest["egress_ledger"].as_str().unwrap().contains("labfy export"), "the manifest says what is missing");
+    let archive = row["stats"]["archive"].as_str().unwrap();
+    let (status, headers, tar) =
+        f.send(f.request("GET", &format!("/api/v1/exports/{archive}")).body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "application/x-tar");
+    let mut names: Vec<String> = tar::Archive::new(&tar[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.iter().any(|n| n.ends_with("/manifest.json")), "{names:?}");
+    assert!(names.iter().any(|n| n.ends_with(&format!("/blobs/{}", labfy_store::sha256_hex(&pdf)))), "{names:?}");
+    for bad in ["../labfy.sqlite3", "x.tar", &format!("{}-1.tar", uuid_of(inv))] {
+        let (status, _, _) =
+            f.send(f.request("GET", &format!("/api/v1/exports/{bad}")).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{bad}");
+    }
 
     // A finished job takes no more files.
     let body = multipart(&[("b.txt", b"more")]);

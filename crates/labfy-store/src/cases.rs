@@ -138,6 +138,72 @@ fn require_investigation(inv: &ObjectRef) -> Result<()> {
     Ok(())
 }
 
+/// `jobs.kind` of an export from the UI.
+pub const EXPORT_JOB: &str = "export";
+
+/// Starts a job of `kind` over an investigation (an export from the UI):
+/// `RUNNING`, ended by [`end_job`].
+pub(crate) fn start_job(
+    conn: &mut Connection,
+    ws: Uuid,
+    inv: &ObjectRef,
+    kind: &str,
+    actor: &str,
+) -> Result<ObjectRef> {
+    require_investigation(inv)?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let job = Uuid::now_v7();
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO jobs (id, investigation_id, kind, status, progress, detail, created_at, updated_at, stats)
+         VALUES (?1, ?2, ?3, 'RUNNING', 0, '', ?4, ?4, '{}')",
+        params![job.to_string(), inv.id().to_string(), kind, now],
+    )?;
+    let r = ObjectRef::new(RefKind::Job, job);
+    audit(&tx, actor, &format!("{kind}.start"), Some(ws), Some(&r), &serde_json::json!({"investigation": inv}))?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// Ends a running job: `SUCCEEDED` with its figures, or `FAILED` with why.
+pub(crate) fn end_job(
+    conn: &mut Connection,
+    ws: Uuid,
+    job: &ObjectRef,
+    outcome: std::result::Result<&serde_json::Value, &str>,
+    actor: &str,
+) -> Result<()> {
+    if job.kind() != RefKind::Job {
+        return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
+    }
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, job)?;
+    let (status, progress, detail, stats) = match outcome {
+        Ok(stats) => ("SUCCEEDED", 1.0, String::new(), stats.to_string()),
+        Err(why) => ("FAILED", 0.0, why.chars().take(1000).collect(), "{}".to_owned()),
+    };
+    let n = tx.execute(
+        "UPDATE jobs SET status = ?2, progress = ?3, detail = ?4, stats = ?5, updated_at = ?6
+         WHERE id = ?1 AND status = 'RUNNING'",
+        params![job.id().to_string(), status, progress, detail, stats, now_rfc3339()],
+    )?;
+    if n == 0 {
+        return Err(StoreError::Conflict(format!("{job} is not running")));
+    }
+    let kind: String = tx.query_row("SELECT kind FROM jobs WHERE id = ?1", [job.id().to_string()], |r| r.get(0))?;
+    audit(
+        &tx,
+        actor,
+        &format!("{kind}.end"),
+        Some(ws),
+        Some(job),
+        &serde_json::json!({"status": status, "detail": detail}),
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

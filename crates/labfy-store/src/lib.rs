@@ -28,7 +28,7 @@ pub use campaign::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
 };
-pub use cases::{MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS};
+pub use cases::{EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS};
 pub use commands::{
     MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
     sha256_hex,
@@ -148,6 +148,22 @@ impl Store {
     /// Archives a workspace, or brings it back (SPEC C1).
     pub fn archive_workspace(&mut self, ws: Uuid, archived: bool, actor: &str) -> Result<()> {
         cases::archive_workspace(&mut self.conn, ws, archived, actor)
+    }
+
+    /// Starts a job of `kind` over an investigation (an export from the UI).
+    pub fn start_job(&mut self, ws: Uuid, inv: &ObjectRef, kind: &str, actor: &str) -> Result<ObjectRef> {
+        cases::start_job(&mut self.conn, ws, inv, kind, actor)
+    }
+
+    /// Ends a running job: its figures, or why it failed.
+    pub fn end_job(
+        &mut self,
+        ws: Uuid,
+        job: &ObjectRef,
+        outcome: std::result::Result<&serde_json::Value, &str>,
+        actor: &str,
+    ) -> Result<()> {
+        cases::end_job(&mut self.conn, ws, job, outcome, actor)
     }
 
     /// Starts an import job into an investigation (SPEC C2); `expected`:
