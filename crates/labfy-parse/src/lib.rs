@@ -174,10 +174,14 @@ impl Reply {
         if p.text.len() > MAX_TEXT_BYTES {
             return Err(BadReply(format!("text of {} bytes", p.text.len())));
         }
-        if p.mime.is_empty()
-            || p.mime.len() > 127
-            || !p.mime.bytes().all(|b| b.is_ascii_alphanumeric() || b"/+-.".contains(&b))
-        {
+        let well_formed = p.mime.len() <= 127
+            && p.mime.split_once('/').is_some_and(|(t, sub)| {
+                !t.is_empty()
+                    && !sub.is_empty()
+                    && !sub.contains('/')
+                    && p.mime.bytes().all(|b| b.is_ascii_alphanumeric() || b"/+-.".contains(&b))
+            });
+        if !well_formed {
             return Err(BadReply("media type not of the form type/subtype".into()));
         }
         if let Some(t) = &p.title {

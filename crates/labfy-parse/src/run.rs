@@ -18,7 +18,10 @@ use crate::{MAX_TEXT_BYTES, Parsed, Reply};
 /// Media type of a document no worker could read.
 const UNREAD_MIME: &str = "application/octet-stream";
 
-/// Why a worker gave no usable reply, in words for the import report.
+/// Why a worker gave no usable reply, in words for the import report
+/// (Linux signal numbers: SIGSYS 31 from seccomp, SIGKILL 9 from the
+/// watchdog or the kernel, SIGXCPU 24 from `RLIMIT_CPU`, SIGABRT 6 from a
+/// failed allocation under `RLIMIT_AS`).
 fn death(status: std::process::ExitStatus) -> String {
     match status.signal() {
         Some(31) => "the parser made a forbidden system call and was stopped".into(),
@@ -37,7 +40,8 @@ pub fn parse_confined(program: &Path, input: File, input_len: u64, name: &str) -
     parse_confined_within(program, input, input_len, name, Duration::from_secs(WORKER_WALL_SECONDS))
 }
 
-/// [`parse_confined`] with another deadline (tests).
+/// [`parse_confined`] with another deadline (the workspace server's is
+/// shorter than its requests' own).
 pub fn parse_confined_within(program: &Path, input: File, input_len: u64, name: &str, wall: Duration) -> Parsed {
     let mut child = match Command::new(program)
         .args(args(0, 1, input_len, name))
@@ -98,5 +102,66 @@ pub fn parse_confined_within(program: &Path, input: File, input_len: u64, name: 
         Ok(Reply::Parsed(p)) => p,
         Ok(Reply::Refused(why)) => Parsed::unread(UNREAD_MIME, &why),
         Err(e) => Parsed::unread(UNREAD_MIME, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A stand-in worker: a shell script that does `body`.
+    fn worker(dir: &Path, body: &str) -> std::path::PathBuf {
+        let path = dir.join("worker.sh");
+        let mut f = File::create(&path).expect("script");
+        writeln!(f, "#!/bin/sh\n{body}").expect("write");
+        drop(f);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    fn input(dir: &Path) -> File {
+        let p = dir.join("input");
+        std::fs::write(&p, b"hello").expect("input");
+        File::open(p).expect("open")
+    }
+
+    fn note(p: &Parsed) -> &str {
+        p.notes.first().map(String::as_str).unwrap_or("")
+    }
+
+    #[test]
+    fn a_worker_past_its_deadline_is_killed_and_the_file_kept_unread() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let w = worker(dir.path(), "exec sleep 30");
+        let started = Instant::now();
+        let p = parse_confined_within(&w, input(dir.path()), 5, "a.txt", Duration::from_millis(300));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(p.format, crate::Format::Binary);
+        assert!(note(&p).contains("took longer than"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn a_worker_that_lies_or_dies_leaves_the_file_unread_with_the_reason() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let lies = worker(
+            dir.path(),
+            r#"printf '{"parsed":{"format":"text","mime":"text/plain","title":"\u001b[2J","text":"x","encoding":null,"metadata":{},"children":[],"notes":[]}}'"#,
+        );
+        let p = parse_confined_within(&lies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        assert!(note(&p).contains("control characters"), "{:?}", p.notes);
+        let dir = tempfile::tempdir().expect("tmp");
+        let dies = worker(dir.path(), "kill -SYS $$");
+        let p = parse_confined_within(&dies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        assert!(note(&p).contains("forbidden system call"), "{:?}", p.notes);
+        let dir = tempfile::tempdir().expect("tmp");
+        let exits = worker(dir.path(), "exit 3");
+        let p = parse_confined_within(&exits, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        assert!(note(&p).contains("status 3"), "{:?}", p.notes);
+        let p =
+            parse_confined_within(&dir.path().join("absent"), input(dir.path()), 5, "a.txt", Duration::from_secs(1));
+        assert!(note(&p).contains("could not start"), "{:?}", p.notes);
     }
 }
