@@ -86,7 +86,7 @@ fn main() -> anyhow::Result<()> {
     // passed one (LABFY_CONTROL_FD, SPEC T3), else a socket in the runtime
     // directory (a server started by hand with --runtime-dir).
     let control = inherited_control()?;
-    let store = Store::open(&args.data_dir)?;
+    let mut store = Store::open(&args.data_dir)?;
     // The blob store of imports: created if missing, what an interrupted
     // upload left in its tmp/ removed (SPEC C2).
     labfy_store::blobs::BlobStore::open(&args.data_dir).context("the blob store")?;
@@ -100,6 +100,14 @@ fn main() -> anyhow::Result<()> {
         },
     };
     let chosen = store.reads().workspace(workspace).context("the chosen workspace")?;
+    // Uploads and exports a stopped server left running end as interrupted
+    // (an import `labfy import` is running moves after every file).
+    let stale_before =
+        (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let abandoned = store.abandon_stale_jobs(workspace, &stale_before)?;
+    if abandoned > 0 {
+        tracing::warn!(jobs = abandoned, "import or export jobs interrupted by the last stop marked FAILED");
+    }
     // SPEC P2: a REAL workspace only from a process the kernel keeps off the
     // network — checked here, as a fact about this process, not as a flag.
     let isolation = labfy_server::isolation::Isolation::detect();

@@ -204,6 +204,38 @@ pub(crate) fn end_job(
     Ok(())
 }
 
+/// Ends as `FAILED` the import and export jobs of workspace `ws` left
+/// `RUNNING` with no progress since `stale_before` (RFC 3339): a server that
+/// stopped mid-upload or mid-export. An import that `labfy import` is
+/// running moves after every file, so it is not stale. Returns how many.
+pub(crate) fn abandon_stale_jobs(conn: &mut Connection, ws: Uuid, stale_before: &str) -> Result<usize> {
+    let tx = conn.transaction()?;
+    let jobs: Vec<String> = tx
+        .prepare(
+            "SELECT j.id FROM jobs j JOIN investigations i ON i.id = j.investigation_id
+             WHERE i.workspace_id = ?1 AND j.status = 'RUNNING' AND j.kind IN ('import', 'export')
+               AND j.updated_at < ?2",
+        )?
+        .query_map(params![ws.to_string(), stale_before], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let now = now_rfc3339();
+    for id in &jobs {
+        tx.execute(
+            "UPDATE jobs SET status = 'FAILED', updated_at = ?2,
+                 detail = substr(detail || ' — interrupted: the server stopped before it ended', 1, 1000)
+             WHERE id = ?1",
+            params![id, now],
+        )?;
+        let job = ObjectRef::new(
+            RefKind::Job,
+            Uuid::parse_str(id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
+        );
+        audit(&tx, "labfy-server", "job.interrupted", Some(ws), Some(&job), &serde_json::json!({}))?;
+    }
+    tx.commit()?;
+    Ok(jobs.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +300,23 @@ mod tests {
         assert!(matches!(store.archive_investigation(b.id(), &inv_a, true, "t"), Err(StoreError::NotFound(_))));
         assert!(matches!(store.update_investigation(a.id(), &inv_a, None, None, "t"), Err(StoreError::Invalid(_))));
         assert!(store.create_investigation(Uuid::now_v7(), "x", "", "t").is_err());
+    }
+
+    #[test]
+    fn a_stale_import_is_ended_at_the_next_start_and_a_moving_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (ws, inv) = store.create_real_workspace("A", "t").unwrap();
+        let stale = store.start_import(ws.id(), &inv, None, "t").unwrap();
+        let moving = store.start_import(ws.id(), &inv, None, "t").unwrap();
+        store
+            .conn
+            .execute("UPDATE jobs SET updated_at = '2020-01-01T00:00:00.000Z' WHERE id = ?1", [stale.id().to_string()])
+            .unwrap();
+        assert_eq!(store.abandon_stale_jobs(ws.id(), "2025-01-01T00:00:00.000Z").unwrap(), 1);
+        let status = |s: &Store, j: &ObjectRef| s.reads().job(ws.id(), j).unwrap().status;
+        assert_eq!(status(&store, &stale), "FAILED");
+        assert_eq!(status(&store, &moving), "RUNNING");
+        assert!(store.reads().job(ws.id(), &stale).unwrap().detail.contains("interrupted"));
     }
 }

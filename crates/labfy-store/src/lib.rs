@@ -150,6 +150,12 @@ impl Store {
         cases::archive_workspace(&mut self.conn, ws, archived, actor)
     }
 
+    /// Ends the import and export jobs of `ws` left running with no progress
+    /// since `stale_before` (a server stopped mid-job); how many.
+    pub fn abandon_stale_jobs(&mut self, ws: Uuid, stale_before: &str) -> Result<usize> {
+        cases::abandon_stale_jobs(&mut self.conn, ws, stale_before)
+    }
+
     /// Starts a job of `kind` over an investigation (an export from the UI).
     pub fn start_job(&mut self, ws: Uuid, inv: &ObjectRef, kind: &str, actor: &str) -> Result<ObjectRef> {
         cases::start_job(&mut self.conn, ws, inv, kind, actor)
