@@ -97,6 +97,12 @@ pub fn extract(args: ExtractArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// An `investigation:` reference given on the command line, or why not.
+pub(crate) fn investigation_ref(text: &str) -> Result<ObjectRef, Failure> {
+    ObjectRef::parse_kind(text, RefKind::Investigation)
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{text}: {e}")))
+}
+
 /// `labfy export`.
 #[derive(Args)]
 pub struct ExportArgs {
@@ -113,16 +119,7 @@ pub struct ExportArgs {
 /// of its grants and fetches when egress has one, and prints the bundle's
 /// fingerprint to hand over with it.
 pub fn export(args: ExportArgs) -> Result<(), Failure> {
-    let inv: ObjectRef = args
-        .investigation
-        .parse()
-        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{}: {e}", args.investigation)))?;
-    if inv.kind() != RefKind::Investigation {
-        return Err(Failure::new(
-            ErrorKind::InvalidInput,
-            format!("expected an `investigation:` reference, got a `{}:` one", inv.kind().as_str()),
-        ));
-    }
+    let inv = investigation_ref(&args.investigation)?;
     let started = Instant::now();
     // Migrates an older file first; the export itself reads one snapshot.
     drop(Store::open(&args.data_dir)?);

@@ -123,16 +123,7 @@ fn walk(root: &Path, out: &mut Vec<Found>) {
 /// Runs an import job over `args.paths`, with a progress bar on a terminal,
 /// and prints its summary and each refusal.
 pub fn import(args: ImportArgs) -> Result<(), Failure> {
-    let inv: ObjectRef = args
-        .investigation
-        .parse()
-        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("{}: {e}", args.investigation)))?;
-    if inv.kind() != RefKind::Investigation {
-        return Err(Failure::new(
-            ErrorKind::InvalidInput,
-            format!("--investigation: expected an `investigation:` reference, got a `{}:` one", inv.kind().as_str()),
-        ));
-    }
+    let inv = crate::case_cli::investigation_ref(&args.investigation)?;
     let worker = std::env::current_exe()
         .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot find this program for the parser: {e}")))?;
     let mut store = Store::open(&args.data_dir)?;
