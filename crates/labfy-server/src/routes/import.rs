@@ -39,6 +39,12 @@ pub const MAX_UPLOAD_FILES: usize = 200;
 /// How long a parser worker may take under the server (within the
 /// request's own deadline).
 pub const SERVER_PARSE_SECONDS: u64 = 20;
+/// Files read at once, whatever the number of uploads (each worker may take
+/// 1 GiB of address space and a core).
+pub const MAX_PARSING_FILES: usize = 2;
+
+/// The permits of [`MAX_PARSING_FILES`].
+static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_PARSING_FILES);
 
 /// The import routes (merged before the `/api` catch-all).
 pub fn router() -> Router<AppState> {
@@ -211,6 +217,7 @@ async fn record(
 ) -> ApiResult<PartOutcome> {
     let (db, blobs, parser) = (st.db().clone(), blobs.clone(), st.parser().to_path_buf());
     let shown = path.clone();
+    let _permit = PARSING.acquire().await.map_err(|e| ApiError::internal(&e))?;
     let done = tokio::task::spawn_blocking(move || {
         let mut parse = |b: &Blob, n: &str| parse_with(&parser, &blobs, b, n);
         let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, "analyst"));
