@@ -6,15 +6,18 @@
 //! provenance in one transaction. Every file gets an outcome — imported,
 //! duplicate, refused with its reason — and the rest of the batch goes on.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::IsTerminal;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use clap::Args;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
-use labfy_store::blobs::{BlobError, BlobStore};
+use labfy_store::blobs::{Blob, BlobError, BlobStore};
 use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
 
 use crate::cli::Failure;
@@ -154,35 +157,80 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         );
         bar
     });
-    let mut parse = |blob: &labfy_store::blobs::Blob, name: &str| match blobs.open_blob(&blob.sha256) {
+    let parse_one = |blob: &Blob, name: &str| match blobs.open_blob(&blob.sha256) {
         Ok(f) => labfy_parse::run::parse_confined(&worker, f, blob.len, name),
         Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
     };
     let mut refusals = Vec::new();
     let mut failure = None;
-    for f in &found {
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-        let outcome = match take(f, &blobs, max) {
-            Err(why) => Err(why),
-            Ok((name, blob)) => {
-                let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, "labfy import");
-                match import_tree(&blobs, &name, &f.shown, &blob, &mut parse, &mut record) {
-                    Ok(o) => Ok(o),
-                    Err(labfy_store::StoreError::Invalid(why)) => Err(why),
-                    Err(e) => {
-                        failure = Some(e.to_string());
+    // Files are taken and read by a few threads at once (each read is a
+    // worker process), and recorded by this one, in the walk's order — so a
+    // duplicate is always the later of two.
+    let stop = AtomicBool::new(false);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| -> Result<(), Failure> {
+        let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(2 * PARALLEL_READS);
+        for _ in 0..PARALLEL_READS {
+            let tx = tx.clone();
+            let (found, blobs, stop, next, parse_one) = (&found, &blobs, &stop, &next, &parse_one);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(f) = found.get(i) else { break };
+                    let prepared = match take(f, blobs, max) {
+                        Err(why) => Prepared::Refused(why),
+                        Ok((name, blob)) => {
+                            let parsed = parse_one(&blob, &name);
+                            Prepared::Ready { name, blob, parsed: Box::new(parsed) }
+                        }
+                    };
+                    if tx.send((i, prepared)).is_err() {
                         break;
                     }
                 }
-            }
-        };
-        if let Err(why) = outcome {
-            store.import_refused(ws, &job, &f.shown, &why)?;
-            refusals.push((f.shown.clone(), why));
+            });
         }
-    }
+        drop(tx);
+        let mut waiting = BTreeMap::new();
+        let mut due = 0usize;
+        for (i, prepared) in rx {
+            waiting.insert(i, prepared);
+            while let Some(prepared) = waiting.remove(&due) {
+                let f = &found[due];
+                due += 1;
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
+                let outcome = match prepared {
+                    Prepared::Refused(why) => Err(why),
+                    Prepared::Ready { name, blob, parsed } => {
+                        // The top document is already read; what it embeds is
+                        // read here, as it is found.
+                        let mut first = Some(*parsed);
+                        let mut parse = |b: &Blob, n: &str| match first.take() {
+                            Some(p) if b.sha256 == blob.sha256 => p,
+                            _ => parse_one(b, n),
+                        };
+                        let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, "labfy import");
+                        match import_tree(&blobs, &name, &f.shown, &blob, &mut parse, &mut record) {
+                            Ok(_) => Ok(()),
+                            Err(labfy_store::StoreError::Invalid(why)) => Err(why),
+                            Err(e) => {
+                                failure = Some(e.to_string());
+                                stop.store(true, Ordering::Relaxed);
+                                return Ok(());
+                            }
+                        }
+                    }
+                };
+                if let Err(why) = outcome {
+                    store.import_refused(ws, &job, &f.shown, &why)?;
+                    refusals.push((f.shown.clone(), why));
+                }
+            }
+        }
+        Ok(())
+    })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -209,8 +257,17 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     }
 }
 
+/// A found file, taken into the blob store and read, or refused.
+enum Prepared {
+    Refused(String),
+    Ready { name: String, blob: Blob, parsed: Box<labfy_parse::Parsed> },
+}
+
+/// Files taken and read at once (each read is a worker process).
+const PARALLEL_READS: usize = 2;
+
 /// Checks one found file and copies it into the blob store.
-fn take(f: &Found, blobs: &BlobStore, max: u64) -> Result<(String, labfy_store::blobs::Blob), String> {
+fn take(f: &Found, blobs: &BlobStore, max: u64) -> Result<(String, Blob), String> {
     if let Some(why) = &f.refused {
         return Err(why.clone());
     }
