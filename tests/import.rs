@@ -57,6 +57,8 @@ fn folder(root: &Path) {
     )
     .unwrap();
     fs::write(root.join("image.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDRpixels").unwrap();
+    let pdf = fixtures::pdf(&["Tronqué"]);
+    fs::write(root.join("tronque.pdf"), &pdf[..pdf.len() / 2]).unwrap();
     fs::write(root.join("vide.txt"), b"").unwrap();
     fs::write(root.join("nom\u{1b}[2J.txt"), b"escape").unwrap();
     fs::write(root.join("gros.bin"), vec![7u8; (1 << 20) + 1]).unwrap();
@@ -98,7 +100,16 @@ fn a_folder_is_imported_with_an_outcome_per_file_and_exports_verifiably() {
             .find(|l| l.path.ends_with(suffix))
             .unwrap_or_else(|| panic!("no outcome for {suffix}: {report:#?}"))
     };
-    for f in ["note-latin1.txt", "interne.html", "rapport.pdf", "note.docx", "facture.eml", "boite.mbox", "image.png"] {
+    for f in [
+        "note-latin1.txt",
+        "interne.html",
+        "rapport.pdf",
+        "note.docx",
+        "facture.eml",
+        "boite.mbox",
+        "image.png",
+        "tronque.pdf",
+    ] {
         assert_eq!(outcome(f).outcome, "imported", "{f}: {:?}", outcome(f));
     }
     assert_eq!(outcome("copie/note-latin1.txt").outcome, "duplicate");
@@ -115,7 +126,7 @@ fn a_folder_is_imported_with_an_outcome_per_file_and_exports_verifiably() {
         assert_eq!(l.outcome, "refused", "{f}");
         assert!(l.reason.as_deref().unwrap_or("").contains(why), "{f}: {l:?}");
     }
-    assert_eq!(report.len(), 13, "{report:#?}");
+    assert_eq!(report.len(), 14, "{report:#?}");
 
     let text = |suffix: &str| {
         let ev = outcome(suffix).evidence.unwrap();
@@ -142,7 +153,12 @@ fn a_folder_is_imported_with_an_outcome_per_file_and_exports_verifiably() {
     assert_eq!(job_row.stats["embedded"], 3, "{:?}", job_row.stats);
     assert_eq!(job_row.status, "SUCCEEDED");
     let ov = reads.overview(ws.id(), &inv).unwrap();
-    assert_eq!(ov.counts.evidence, 10, "7 files and 3 embedded documents");
+    assert_eq!(ov.counts.evidence, 11, "8 files and 3 embedded documents");
+    // A truncated PDF is kept, as binary, with the reason its text is not there.
+    let broken = reads.evidence_summary(ws.id(), &outcome("tronque.pdf").evidence.unwrap()).unwrap();
+    assert_eq!((broken.mime.as_str(), broken.char_len), ("application/pdf", 0));
+    let notes = broken.imports[0].notes.as_array().unwrap();
+    assert!(notes[0].as_str().unwrap().starts_with("text not extracted: PDF"), "{notes:?}");
     let found = reads.search(ws.id(), &inv, "FR7630006000011234567890189", 10).unwrap();
     assert!(!found.hits.is_empty(), "the attachment's text is indexed");
     drop(store);
