@@ -131,7 +131,8 @@ enum Command {
 #[derive(Subcommand)]
 enum WorkspaceWhat {
     /// List every workspace (reference, class, status, name) and, indented
-    /// under it, its investigations (reference, evidence items, title).
+    /// under it, its investigations (reference, evidence items, title);
+    /// an archived one ends with `archived <when>`.
     List {
         /// Data directory.
         #[arg(long, env = "LABFY_DATA_DIR")]
@@ -345,9 +346,10 @@ fn specimen_cmd(data_dir: PathBuf, spec: SpecimenSpec) -> Result<(), Failure> {
 fn workspace_list(data_dir: PathBuf) -> Result<(), Failure> {
     let store = Store::open(&data_dir)?;
     for w in store.reads().workspaces()? {
-        println!("{}\t{}\t{}\t{}", w.id, w.class.as_str(), w.status, w.name);
+        let archived = |at: &Option<String>| at.as_ref().map(|a| format!("\tarchived {a}")).unwrap_or_default();
+        println!("{}\t{}\t{}\t{}{}", w.id, w.class.as_str(), w.status, w.name, archived(&w.archived_at));
         for i in store.reads().investigations(w.id.id())? {
-            println!("  {}\t{} evidence items\t{}", i.id, i.evidence_count, i.title);
+            println!("  {}\t{} evidence items\t{}{}", i.id, i.evidence_count, i.title, archived(&i.archived_at));
         }
     }
     Ok(())
