@@ -1,5 +1,5 @@
 //! The parent's side of the worker: start it on one stored file, wait for
-//! its reply within [`WORKER_WALL_SECONDS`], read at most a bounded reply,
+//! its reply within the caller's deadline, read at most a bounded reply,
 //! check it ([`Reply::check`]). Whatever happens to the worker, the caller
 //! gets a [`Parsed`]: a worker that died, overran or answered nonsense
 //! leaves the document kept as binary with the reason in its notes.
@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::worker::{WORKER_WALL_SECONDS, args};
+use crate::worker::args;
 use crate::{MAX_TEXT_BYTES, Parsed, Reply};
 
 /// Media type of a document no worker could read.
@@ -35,14 +35,10 @@ fn death(status: std::process::ExitStatus) -> String {
 
 /// Parses `input` (a stored file of `input_len` bytes, named `name`) in a
 /// worker started from `program` (a Labfy program that calls
-/// [`crate::worker::run_if_worker`] first).
-pub fn parse_confined(program: &Path, input: File, input_len: u64, name: &str) -> Parsed {
-    parse_confined_within(program, input, input_len, name, Duration::from_secs(WORKER_WALL_SECONDS))
-}
-
-/// [`parse_confined`] with another deadline (the workspace server's is
-/// shorter than its requests' own).
-pub fn parse_confined_within(program: &Path, input: File, input_len: u64, name: &str, wall: Duration) -> Parsed {
+/// [`crate::worker::run_if_worker`] first), waiting at most `wall`
+/// ([`crate::worker::WORKER_WALL_SECONDS`] for `labfy import`; the workspace server's is
+/// shorter than its requests' own deadline).
+pub fn parse_confined(program: &Path, input: File, input_len: u64, name: &str, wall: Duration) -> Parsed {
     let mut child = match Command::new(program)
         .args(args(0, 1, input_len, name))
         .env_clear()
@@ -137,7 +133,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let w = worker(dir.path(), "exec sleep 30");
         let started = Instant::now();
-        let p = parse_confined_within(&w, input(dir.path()), 5, "a.txt", Duration::from_millis(300));
+        let p = parse_confined(&w, input(dir.path()), 5, "a.txt", Duration::from_millis(300));
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(p.format, crate::Format::Binary);
         assert!(note(&p).contains("took longer than"), "{:?}", p.notes);
@@ -150,18 +146,17 @@ mod tests {
             dir.path(),
             r#"printf '{"parsed":{"format":"text","mime":"text/plain","title":"\u001b[2J","text":"x","encoding":null,"metadata":{},"children":[],"notes":[]}}'"#,
         );
-        let p = parse_confined_within(&lies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&lies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
         assert!(note(&p).contains("control characters"), "{:?}", p.notes);
         let dir = tempfile::tempdir().expect("tmp");
         let dies = worker(dir.path(), "kill -SYS $$");
-        let p = parse_confined_within(&dies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&dies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
         assert!(note(&p).contains("forbidden system call"), "{:?}", p.notes);
         let dir = tempfile::tempdir().expect("tmp");
         let exits = worker(dir.path(), "exit 3");
-        let p = parse_confined_within(&exits, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&exits, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
         assert!(note(&p).contains("status 3"), "{:?}", p.notes);
-        let p =
-            parse_confined_within(&dir.path().join("absent"), input(dir.path()), 5, "a.txt", Duration::from_secs(1));
+        let p = parse_confined(&dir.path().join("absent"), input(dir.path()), 5, "a.txt", Duration::from_secs(1));
         assert!(note(&p).contains("could not start"), "{:?}", p.notes);
     }
 }

@@ -2192,11 +2192,7 @@ function renderImportForm(ctx, inv) {
   const status = h('p', { class: 'form-status', testid: 'import-status', role: 'status', hidden: true });
   const report = h('ol', { class: 'rows import-report', testid: 'import-report' });
   const reportHead = h('h4', { class: 'small', text: t('import_report'), hidden: true });
-  const say = (text, kind) => {
-    status.textContent = text;
-    status.dataset.kind = kind;
-    status.hidden = !text;
-  };
+  const say = formSay(status);
   const show = (imp) => {
     clear(report);
     reportHead.hidden = true;

@@ -101,6 +101,23 @@ impl BlobStore {
         File::open(self.path(sha256))
     }
 
+    /// Reads a stored blob (the file named `name`) with a confined parser
+    /// worker started from `program`, within `wall`: what it read, or — the
+    /// blob unreadable, the worker dead, late or lying — the blob as binary
+    /// with the reason (`labfy_parse::run`).
+    pub fn parse_confined(
+        &self,
+        program: &Path,
+        blob: &Blob,
+        name: &str,
+        wall: std::time::Duration,
+    ) -> labfy_parse::Parsed {
+        match self.open_blob(&blob.sha256) {
+            Ok(f) => labfy_parse::run::parse_confined(program, f, blob.len, name, wall),
+            Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
+        }
+    }
+
     /// A writer for a new blob of at most `max` bytes.
     pub fn writer(&self, max: u64) -> Result<BlobWriter, BlobError> {
         let dir = self.root.join("tmp");

@@ -157,10 +157,8 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         );
         bar
     });
-    let parse_one = |blob: &Blob, name: &str| match blobs.open_blob(&blob.sha256) {
-        Ok(f) => labfy_parse::run::parse_confined(&worker, f, blob.len, name),
-        Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
-    };
+    let wall = std::time::Duration::from_secs(labfy_parse::worker::WORKER_WALL_SECONDS);
+    let parse_one = |blob: &Blob, name: &str| blobs.parse_confined(&worker, blob, name, wall);
     let mut refusals = Vec::new();
     let mut failure = None;
     // Files are taken and read by a few threads at once (each read is a

@@ -138,7 +138,6 @@ async fn files(
         };
         let stored = store_part(&blobs, field).await;
         let outcome = match stored {
-            Ok(blob) if blob.len == 0 => refuse(&st, ws, job, path, "empty file (0 bytes)".into()).await?,
             Ok(blob) => record(&st, &blobs, ws, job, name, path, blob).await?,
             Err(Stored::Refused(why)) => refuse(&st, ws, job, path, why).await?,
             Err(Stored::Body(e)) => return Err(ApiError::bad_request(format!("multipart body: {e}"))),
@@ -185,6 +184,10 @@ async fn store_part(blobs: &BlobStore, mut field: axum::extract::multipart::Fiel
     if let Some(why) = too_large {
         return Err(Stored::Refused(why));
     }
+    // Dropped uncommitted, an empty part leaves nothing in the store.
+    if writer.is_empty() {
+        return Err(Stored::Refused("empty file (0 bytes)".into()));
+    }
     tokio::task::spawn_blocking(move || writer.commit())
         .await
         .map_err(|e| Stored::Body(e.to_string()))?
@@ -219,7 +222,8 @@ async fn record(
     let shown = path.clone();
     let _permit = PARSING.acquire().await.map_err(|e| ApiError::internal(&e))?;
     let done = tokio::task::spawn_blocking(move || {
-        let mut parse = |b: &Blob, n: &str| parse_with(&parser, &blobs, b, n);
+        let wall = std::time::Duration::from_secs(SERVER_PARSE_SECONDS);
+        let mut parse = |b: &Blob, n: &str| blobs.parse_confined(&parser, b, n, wall);
         let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, "analyst"));
         import_tree(&blobs, &name, &path, &blob, &mut parse, &mut write)
     })
@@ -232,19 +236,6 @@ async fn record(
         }
         Err(StoreError::Invalid(why)) => refuse(st, ws, job, shown, why).await,
         Err(e) => Err(e.into()),
-    }
-}
-
-fn parse_with(parser: &std::path::Path, blobs: &BlobStore, blob: &Blob, name: &str) -> labfy_parse::Parsed {
-    match blobs.open_blob(&blob.sha256) {
-        Ok(f) => labfy_parse::run::parse_confined_within(
-            parser,
-            f,
-            blob.len,
-            name,
-            std::time::Duration::from_secs(SERVER_PARSE_SECONDS),
-        ),
-        Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
     }
 }
 
