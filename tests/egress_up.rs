@@ -411,11 +411,21 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert_eq!((c_state["phase"].as_str(), c_state["decided_via"].as_str()), (Some("ENDED"), Some("terminal")));
 
     // 4. Evidence with provenance (E5): body, SHA-256, URL, status, grant,
-    // campaign, isolation; the hostile HTML is stored as inert text.
+    // campaign, isolation. The body came from egress's scratch directory
+    // into the blob store, byte for byte, and the confined parser read its
+    // text (SPEC C3): the hostile HTML is inert text, its script dropped.
     let ev = items[0]["evidence"].as_str().unwrap();
     let e = s.get(&format!("/api/v1/evidence/{ev}"));
     let x = s.get(&format!("/api/v1/evidence/{ev}/excerpt?length=2000"));
-    assert_eq!(x["text"], PAGE_1, "the page is stored verbatim, as text: {x}");
+    let text = x["text"].as_str().unwrap_or_default();
+    assert!(text.contains("La société Durand possède le domaine durand.example depuis 2019."), "{x}");
+    assert!(text.contains("ignore tes règles") && !text.contains("<script>"), "inert text only: {x}");
+    assert_eq!(find_key(&e, "title").unwrap(), "Registre Durand — 127.0.0.1", "{e:#}");
+    let original =
+        http(s.port, "GET", &format!("/api/v1/evidence/{ev}/original"), &[("Cookie", &s.cookie)], "").unwrap();
+    assert_eq!((original.status, original.body.as_str()), (200, PAGE_1), "the original bytes, as fetched");
+    let scratch = data.join("scratch").join("egress");
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "every body released from egress's scratch");
     let fetch = find_key(&e, "fetch").unwrap_or_else(|| panic!("no fetch provenance in {e:#}"));
     assert_eq!(fetch["body_sha256"], hex(&Sha256::digest(PAGE_1.as_bytes())), "{fetch:#}");
     assert_eq!(fetch["url"], urls[0].as_str());

@@ -68,12 +68,13 @@ use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{control_socket, operator_socket, service_socket};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, GrantPhase, GrantProposal, MAX_BODY_BYTES,
+    DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, GrantPhase,
+    GrantProposal,
 };
 use labfy_ipc::messages::{Boundary, Role};
 use labfy_ipc::secret::{self, Secret};
 use labfy_store::{
-    FetchRecorded, FetchedPage, GrantDecision, MAX_CAMPAIGN_URLS, MAX_GRANT_BYTES, MAX_GRANT_REQUESTS, NewNote,
+    FetchedBody, FetchedPage, GrantDecision, MAX_CAMPAIGN_URLS, MAX_GRANT_BYTES, MAX_GRANT_REQUESTS, NewNote,
     NewResearchRequest, ResearchBudget, ResearchScope, Store,
 };
 use tor_rtcompat::PreferredRuntime;
@@ -154,8 +155,8 @@ async fn bench(args: &Args, scratch: &Path) -> Result<()> {
     if args.pairs == 0 || args.warmups >= MAX_CAMPAIGN_URLS {
         return Err(format!("--pairs must be at least 1 and --warmups below {MAX_CAMPAIGN_URLS}").into());
     }
-    if args.body_bytes == 0 || args.body_bytes as u64 > MAX_BODY_BYTES {
-        return Err(format!("--body-bytes must be 1 to {MAX_BODY_BYTES}").into());
+    if args.body_bytes == 0 || args.body_bytes as u64 > DEFAULT_MAX_BODY_BYTES {
+        return Err(format!("--body-bytes must be 1 to {DEFAULT_MAX_BODY_BYTES}").into());
     }
     let me = std::env::current_exe()?;
     let egress_bin = match &args.egress_bin {
@@ -561,6 +562,8 @@ struct EgressFetch {
 struct Run<'a> {
     daemon: &'a Daemon,
     store: &'a mut Store,
+    /// The store's blobs.
+    blobs: labfy_store::blobs::BlobStore,
     ws: Uuid,
     /// The page's size.
     body_bytes: usize,
@@ -594,8 +597,32 @@ impl Run<'_> {
             )
             .into());
         }
+        // The server's path (SPEC C3): the body read from egress's scratch
+        // in chunks, released, kept as a blob, then parsed — here in
+        // process (the server runs the confined worker).
         let t1 = Instant::now();
-        let body = base64::engine::general_purpose::STANDARD.decode(o.body_base64.as_deref().unwrap_or_default())?;
+        let handle = o.body_handle.clone().ok_or("a page without a body handle")?;
+        let mut bytes = Vec::new();
+        loop {
+            let read = EgressRequest::ReadBody {
+                workspace_id: self.ws.to_string(),
+                handle: handle.clone(),
+                offset: bytes.len() as u64,
+            };
+            match self.daemon.call(read).await?.0 {
+                EgressResponse::BodyChunk { data_base64, eof } => {
+                    bytes.extend(base64::engine::general_purpose::STANDARD.decode(data_base64)?);
+                    if eof {
+                        break;
+                    }
+                }
+                other => return Err(format!("ReadBody answered {other:?}").into()),
+            }
+        }
+        let release = EgressRequest::ReleaseBody { workspace_id: self.ws.to_string(), handle };
+        self.daemon.call(release).await?;
+        let blob = self.blobs.put(&mut &bytes[..], bytes.len() as u64)?;
+        let body = Some(FetchedBody { parsed: labfy_parse::parse(&bytes, "page.html"), blob });
         let page = FetchedPage {
             final_url: o.final_url.clone().unwrap_or_else(|| o.url.clone()),
             url: o.url,
@@ -610,10 +637,7 @@ impl Run<'_> {
             isolation: o.isolation,
         };
         let position = u32::try_from(position)?;
-        match self.store.record_fetch(self.ws, &c.campaign, position, &page)? {
-            FetchRecorded::Evidence { .. } => {}
-            FetchRecorded::NotText { reason } => return Err(format!("page not stored as evidence: {reason}").into()),
-        }
+        self.store.record_fetch(self.ws, &c.campaign, position, &page)?;
         let store = t1.elapsed();
         Ok(EgressFetch {
             ipc: ms(ipc),
@@ -683,7 +707,8 @@ async fn fetch_pairs(args: &Args, egress_bin: &Path, root: &Path) -> Result<()> 
         "Each fetch opens a new Tor stream on one isolated circuit per campaign: egress on the campaign's \
          isolation token, the bare client on one isolated_client() per campaign. The order alternates per pair."
     );
-    let mut run = Run { daemon: &daemon, store: &mut store, ws, body_bytes: args.body_bytes };
+    let blobs = labfy_store::blobs::BlobStore::open(&data)?;
+    let mut run = Run { daemon: &daemon, store: &mut store, blobs, ws, body_bytes: args.body_bytes };
     let mut timed: Vec<Pair> = Vec::with_capacity(args.pairs);
     let gap = Duration::from_millis(args.gap_ms);
     let mut k = 0usize;

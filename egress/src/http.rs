@@ -14,6 +14,7 @@ use labfy_core::bounded::truncate_chars;
 use labfy_ipc::messages::egress::FetchMethod;
 use rustls::pki_types::ServerName;
 
+use crate::bodies::{Bodies, Spool};
 use crate::connector::{BoxIo, IdleTimeout, Io};
 use crate::limits::Limits;
 use crate::target::Target;
@@ -29,8 +30,9 @@ pub(crate) struct Response {
     pub status: u16,
     /// Its headers.
     pub headers: HeaderMap,
-    /// The body (empty for `HEAD` and for redirects, which are not read).
-    pub body: Vec<u8>,
+    /// The body, streamed to egress's scratch directory (`None` for `HEAD`
+    /// and for redirects, which are not read).
+    pub body: Option<Spool>,
 }
 
 /// Why an exchange produced nothing.
@@ -61,8 +63,9 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
         .clone()
 }
 
-/// Runs one request on `io` and reads the response within `limits`.
-/// `read_body` is false for redirects (their body is never read).
+/// Runs one request on `io` and reads the response within `limits`, its
+/// body streamed into a new file of `bodies` (redirects' bodies are never
+/// read).
 /// `take_bytes` is told of every body chunk before it is kept and refuses
 /// when the grant's byte budget is spent.
 pub(crate) async fn exchange(
@@ -70,6 +73,7 @@ pub(crate) async fn exchange(
     target: &Target,
     method: FetchMethod,
     limits: &Limits,
+    bodies: &Bodies,
     mut take_bytes: impl FnMut(u64) -> Result<(), String> + Send,
 ) -> Result<Response, ExchangeError> {
     let io = IdleTimeout::new(io, limits.idle);
@@ -85,7 +89,7 @@ pub(crate) async fn exchange(
     } else {
         Box::new(io)
     };
-    request(io, target, method, limits, &mut take_bytes).await
+    request(io, target, method, limits, bodies, &mut take_bytes).await
 }
 
 async fn request(
@@ -93,6 +97,7 @@ async fn request(
     target: &Target,
     method: FetchMethod,
     limits: &Limits,
+    bodies: &Bodies,
     take_bytes: &mut (impl FnMut(u64) -> Result<(), String> + Send),
 ) -> Result<Response, ExchangeError> {
     let failed = |what: &str, e: &dyn std::error::Error| ExchangeError::Failed(format!("{what}: {}", bounded(e)));
@@ -124,23 +129,30 @@ async fn request(
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let read_body = method == FetchMethod::Get && !is_redirect(status);
-    let mut body = Vec::new();
+    let mut body = None;
     if read_body {
         let declared =
             headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
         if declared.is_some_and(|n| n > limits.max_body) {
             return Err(too_large(limits));
         }
+        let scratch = |e: std::io::Error| {
+            ExchangeError::Failed(format!("the body could not be written to egress's scratch directory: {e}"))
+        };
+        // Dropped on any early return: the half-written file goes with it.
+        let mut spool = bodies.spool().await.map_err(scratch)?;
         let mut incoming = resp.into_body();
         while let Some(frame) = incoming.frame().await {
             let frame = frame.map_err(|e| failed("body", &e))?;
             let Ok(chunk) = frame.into_data() else { continue };
-            if body.len() as u64 + chunk.len() as u64 > limits.max_body {
+            if spool.len() + chunk.len() as u64 > limits.max_body {
                 return Err(too_large(limits));
             }
             take_bytes(chunk.len() as u64).map_err(ExchangeError::Budget)?;
-            body.extend_from_slice(&chunk);
+            spool.write(&chunk).await.map_err(scratch)?;
         }
+        spool.finish().await.map_err(scratch)?;
+        body = Some(spool);
     }
     drop(driver);
     Ok(Response { status, headers, body })

@@ -878,7 +878,7 @@ mod tests {
             http_status: Some(200),
             headers: vec![],
             content_type: None,
-            body_base64: None,
+            body_handle: None,
             body_bytes: 5,
             body_sha256: Some("ab".into()),
             started_at: now_text(now),

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod bodies;
 mod config;
 pub mod confirm;
 mod connector;
@@ -12,6 +13,7 @@ mod service;
 mod target;
 mod tor;
 
+pub use bodies::{BODY_TTL, Bodies, MAX_WAITING_BODIES, bodies_dir};
 pub use config::{Config, MAX_ARTI_CONFIG_BYTES, arti_dirs, build, builder_from_file, builder_from_toml};
 pub use connector::Bootstrap;
 pub use error::ConfigError;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use labfy_ipc::messages::egress::{MAX_BODY_BYTES, MAX_REDIRECTS};
+use labfy_ipc::messages::egress::{DEFAULT_MAX_BODY_BYTES, MAX_REDIRECTS};
 
 /// Longest wait for a Tor stream to open.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -29,7 +29,8 @@ pub struct Limits {
     pub deadline: Duration,
     /// [`IDLE_TIMEOUT`].
     pub idle: Duration,
-    /// [`MAX_BODY_BYTES`].
+    /// Largest body kept, in bytes: [`DEFAULT_MAX_BODY_BYTES`] unless the
+    /// operator set another (`--max-body-mib`, SPEC C3).
     pub max_body: u64,
     /// [`MAX_REDIRECTS`].
     pub max_redirects: u8,
@@ -47,7 +48,7 @@ impl Default for Limits {
             connect: CONNECT_TIMEOUT,
             deadline: FETCH_DEADLINE,
             idle: IDLE_TIMEOUT,
-            max_body: MAX_BODY_BYTES,
+            max_body: DEFAULT_MAX_BODY_BYTES,
             max_redirects: MAX_REDIRECTS,
             max_in_flight: MAX_IN_FLIGHT,
             max_headers: MAX_RESPONSE_HEADERS,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use labfy_egress::confirm::ConfirmPage;
-use labfy_egress::{Config, Egress, Ledger, Limits, Tor};
+use labfy_egress::{Bodies, Config, Egress, Ledger, Limits, Tor, bodies_dir};
 use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon::{self, ControlChannel};
 use labfy_ipc::messages::egress::EgressRequest;
@@ -38,6 +38,16 @@ struct Args {
     /// links egress makes name it).
     #[arg(long, env = "LABFY_EGRESS_CONFIRM_PORT", default_value_t = 0)]
     confirm_port: u16,
+    /// Scratch directory (the governor measures it): fetched bodies wait in
+    /// its `egress` folder until the server reads them. Default:
+    /// `<data-dir>/scratch`.
+    #[arg(long, env = "LABFY_SCRATCH_DIR")]
+    scratch_dir: Option<PathBuf>,
+    /// Largest body kept per fetch, MiB (SPEC C3); a larger one is refused
+    /// with its reason and nothing is kept.
+    #[arg(long, env = "LABFY_MAX_BODY_MIB", default_value_t = labfy_ipc::messages::egress::DEFAULT_MAX_BODY_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=(labfy_ipc::messages::egress::MAX_BODY_BYTES_CEILING >> 20)))]
+    max_body_mib: u64,
 }
 
 /// Exit status of a configuration egress refuses.
@@ -66,10 +76,20 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let scratch = args.scratch_dir.clone().unwrap_or_else(|| config.data_dir.join("scratch"));
+    let bodies = match Bodies::open(&bodies_dir(&scratch)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("labfy-egress: the scratch directory {} cannot hold bodies: {e}", scratch.display());
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let limits = Limits { max_body: args.max_body_mib << 20, ..Limits::default() };
     daemon::main("labfy-egress", async move {
         let custom = config.arti_config.is_some();
         let tor = Tor::start(config.tor).await;
-        let egress = Egress::new(ledger.clone(), tor, Limits::default(), custom);
+        tracing::info!(max_body_bytes = limits.max_body, bodies = %bodies.dir().display(), "fetched bodies wait in scratch");
+        let egress = Egress::new(ledger.clone(), tor, bodies, limits, custom);
         let stop = CancellationToken::new();
         let page = ConfirmPage::start(ledger, args.confirm_port, stop.clone()).await?;
         tracing::info!(port = page.port(), "grant confirmation page on 127.0.0.1");

@@ -33,11 +33,11 @@ use labfy_ipc::messages::egress::{
     GrantRecord, MAX_KEPT_HEADERS, MAX_URL_BYTES,
 };
 use labfy_ipc::messages::{Failure, Health, Role};
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::bodies::Bodies;
 use crate::connector::{Bootstrap, Connector};
 use crate::grants::FetchIds;
 use crate::http::{self, ExchangeError, Response};
@@ -81,6 +81,7 @@ struct Inner {
     /// The confirmation page's links, once it serves.
     confirm: std::sync::OnceLock<ConfirmLinks>,
     connector: Arc<dyn Connector>,
+    bodies: Bodies,
     limits: Limits,
     custom_network: bool,
     permits: Semaphore,
@@ -142,13 +143,15 @@ fn failed(why: impl Into<String>) -> End {
 impl Egress {
     /// The service over arti: the only constructor outside this crate, so
     /// every `Egress` a program can build goes out through Tor (P4).
-    pub fn new(ledger: Arc<Ledger>, tor: Tor, limits: Limits, custom_network: bool) -> Self {
-        Self::with_connector(ledger, Arc::new(tor), limits, custom_network)
+    /// Bodies wait in `bodies` until the server reads them (SPEC C3).
+    pub fn new(ledger: Arc<Ledger>, tor: Tor, bodies: Bodies, limits: Limits, custom_network: bool) -> Self {
+        Self::with_connector(ledger, Arc::new(tor), bodies, limits, custom_network)
     }
 
     pub(crate) fn with_connector(
         ledger: Arc<Ledger>,
         connector: Arc<dyn Connector>,
+        bodies: Bodies,
         limits: Limits,
         custom_network: bool,
     ) -> Self {
@@ -157,6 +160,7 @@ impl Egress {
                 ledger,
                 confirm: std::sync::OnceLock::new(),
                 connector,
+                bodies,
                 permits: Semaphore::new(limits.max_in_flight.max(1)),
                 limits,
                 custom_network,
@@ -179,6 +183,11 @@ impl Egress {
     /// confirmation page made by `links` (set once; later calls are ignored).
     pub fn set_confirm_links(&self, links: ConfirmLinks) {
         let _ = self.inner.confirm.set(links);
+    }
+
+    /// Where fetched bodies wait for the server.
+    pub fn bodies(&self) -> &Bodies {
+        &self.inner.bodies
     }
 
     /// The grant ledger.
@@ -277,6 +286,24 @@ impl Egress {
             EgressRequest::Health {} => EgressResponse::Health(self.health_report()),
             EgressRequest::Status {} => EgressResponse::Status(self.status()),
             EgressRequest::Fetch(f) => EgressResponse::Fetched(Box::new(self.fetch(f).await)),
+            EgressRequest::ReadBody { workspace_id, handle, offset } => {
+                let ws = match parse_workspace(&workspace_id) {
+                    Ok(ws) => ws,
+                    Err(e) => return invalid(e),
+                };
+                let bodies = self.inner.bodies.clone();
+                match blocking(move || bodies.read(ws, &handle, offset)).await {
+                    Ok((data, eof)) => EgressResponse::BodyChunk {
+                        data_base64: base64::engine::general_purpose::STANDARD.encode(data),
+                        eof,
+                    },
+                    Err(e) => failed_response("NOT_FOUND", e),
+                }
+            }
+            EgressRequest::ReleaseBody { workspace_id, handle } => match parse_workspace(&workspace_id) {
+                Ok(ws) => EgressResponse::BodyReleased { released: self.inner.bodies.release(ws, &handle) },
+                Err(e) => invalid(e),
+            },
             // Both only take authority away: the server may ask them.
             EgressRequest::StopGrant { workspace_id, grant_id } => {
                 match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
@@ -360,6 +387,7 @@ impl Egress {
             last_error,
             bootstrap_ms,
             custom_network: self.inner.custom_network,
+            max_body_bytes: self.inner.limits.max_body,
             in_flight: self.inner.in_flight.load(Ordering::Relaxed),
             counts: std::array::from_fn(|i| self.inner.counts[i].load(Ordering::Relaxed)),
         }
@@ -401,7 +429,7 @@ impl Egress {
             http_status: None,
             headers: Vec::new(),
             content_type: None,
-            body_base64: None,
+            body_handle: None,
             body_bytes: 0,
             body_sha256: None,
             started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -412,7 +440,11 @@ impl Egress {
         let result = self.run(&req, &mut out.isolation, &mut trail).await;
         out.redirects = trail;
         match result {
-            Ok((target, resp)) => fill(&mut out, &target, req.method, resp),
+            Ok((target, resp)) => {
+                let workspace =
+                    FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id).map(|i| i.workspace);
+                fill(&mut out, &target, resp, |spool| workspace.ok().and_then(|ws| self.inner.bodies.keep(ws, spool)));
+            }
             Err(End(status, why)) => {
                 out.status = status;
                 out.reason = Some(truncate_chars(&why, MAX_REASON_CHARS));
@@ -530,7 +562,7 @@ impl Egress {
                 hop_bytes.n = hop_bytes.n.saturating_add(n);
                 self.inner.take_bytes(&grant, &terms, n)
             };
-            let exchanged = http::exchange(io, &target, method, limits, take).await;
+            let exchanged = http::exchange(io, &target, method, limits, &self.inner.bodies, take).await;
             drop(hop_bytes);
             let resp = exchanged.map_err(|e| match e {
                 ExchangeError::Failed(m) | ExchangeError::Budget(m) => failed(m),
@@ -650,7 +682,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Sen
 
 /// The outcome without its body, for the log.
 fn strip_body(out: &FetchOutcome) -> FetchOutcome {
-    FetchOutcome { body_base64: None, headers: Vec::new(), ..out.clone() }
+    FetchOutcome { body_handle: None, headers: Vec::new(), ..out.clone() }
 }
 
 fn failed_response(code: &str, message: String) -> EgressResponse {
@@ -718,8 +750,14 @@ fn location(headers: &HeaderMap) -> Option<String> {
     headers.get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-/// Writes a response into the outcome (E5: provenance).
-fn fill(out: &mut FetchOutcome, target: &Target, method: FetchMethod, resp: Response) {
+/// Writes a response into the outcome (E5: provenance); its body, if any,
+/// is handed to `keep`, which answers the handle the server reads it by.
+fn fill(
+    out: &mut FetchOutcome,
+    target: &Target,
+    resp: Response,
+    keep: impl FnOnce(&mut crate::bodies::Spool) -> Option<String>,
+) {
     out.status = FetchStatus::Fetched;
     out.final_url = Some(target.url.to_string());
     out.http_status = Some(resp.status);
@@ -728,11 +766,15 @@ fn fill(out: &mut FetchOutcome, target: &Target, method: FetchMethod, resp: Resp
         .headers
         .get(CONTENT_TYPE)
         .map(|v| truncate_chars(&String::from_utf8_lossy(v.as_bytes()), MAX_HEADER_VALUE_CHARS));
-    if method == FetchMethod::Get {
-        out.body_bytes = resp.body.len() as u64;
-        out.body_sha256 = Some(hex::encode(Sha256::digest(&resp.body)));
-        if !resp.body.is_empty() {
-            out.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(&resp.body));
+    if let Some(mut spool) = resp.body {
+        out.body_bytes = spool.len();
+        out.body_sha256 = Some(spool.sha256());
+        if spool.len() > 0 {
+            out.body_handle = keep(&mut spool);
+            if out.body_handle.is_none() {
+                out.status = FetchStatus::Failed;
+                out.reason = Some("the body could not be kept for the server; nothing stored".to_owned());
+            }
         }
     }
 }
@@ -762,11 +804,15 @@ fn truncate_bytes(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
+fn parse_workspace(ws: &str) -> Result<Uuid, String> {
+    match Uuid::try_parse(ws) {
+        Ok(u) => Ok(u),
+        Err(_) => Ok(ObjectRef::parse_kind(ws, RefKind::Workspace).map_err(|e| format!("workspace: {e}"))?.id()),
+    }
+}
+
 fn parse_pair(ws: &str, id: &str, kind: RefKind) -> Result<(Uuid, Uuid), String> {
-    let ws = match Uuid::try_parse(ws) {
-        Ok(u) => u,
-        Err(_) => ObjectRef::parse_kind(ws, RefKind::Workspace).map_err(|e| format!("workspace: {e}"))?.id(),
-    };
+    let ws = parse_workspace(ws)?;
     let r = ObjectRef::parse_kind(id, kind).map_err(|e| format!("{}: {e}", kind.as_str()))?;
     Ok((ws, r.id()))
 }

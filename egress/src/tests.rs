@@ -13,8 +13,8 @@ use arti_client::IsolationToken;
 use base64::Engine as _;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
-    MAX_BODY_BYTES,
+    BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest,
+    FetchStatus, GrantPhase, GrantProposal,
 };
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use crate::connector::{Bootstrap, BoxFuture, BoxIo, Connector};
 use crate::service::redirect_refusal;
-use crate::{Egress, Ledger, Limits, Target, check_url};
+use crate::{Bodies, Egress, Ledger, Limits, Target, check_url};
 
 // ---------------------------------------------------------------------------
 // the loopback connector (tests only)
@@ -246,8 +246,38 @@ impl World {
 
     fn egress(&self, limits: Limits) -> (Egress, Arc<Loopback>) {
         let tor = Arc::new(Loopback::default());
-        (Egress::with_connector(self.ledger.clone(), tor.clone(), limits, false), tor)
+        (Egress::with_connector(self.ledger.clone(), tor.clone(), self.bodies(), limits, false), tor)
     }
+
+    /// A fresh scratch folder for one egress's bodies.
+    fn bodies(&self) -> Bodies {
+        Bodies::open(&self.dir.path().join("scratch").join(Uuid::new_v4().to_string())).unwrap()
+    }
+}
+
+/// The body of a fetch, read as the server reads it: chunk by chunk
+/// through `egress.sock`, then released.
+async fn body_of(egress: &Egress, ws: Uuid, o: &FetchOutcome) -> Vec<u8> {
+    let handle = o.body_handle.clone().expect("a body handle");
+    let mut body = Vec::new();
+    loop {
+        let r =
+            EgressRequest::ReadBody { workspace_id: ws.to_string(), handle: handle.clone(), offset: body.len() as u64 };
+        match egress.handle(r).await {
+            EgressResponse::BodyChunk { data_base64, eof } => {
+                let chunk = base64::engine::general_purpose::STANDARD.decode(data_base64).unwrap();
+                assert!(chunk.len() as u64 <= BODY_CHUNK_BYTES);
+                body.extend_from_slice(&chunk);
+                if eof {
+                    break;
+                }
+            }
+            other => panic!("ReadBody answered {other:?}"),
+        }
+    }
+    let r = EgressRequest::ReleaseBody { workspace_id: ws.to_string(), handle };
+    assert_eq!(egress.handle(r).await, EgressResponse::BodyReleased { released: true });
+    body
 }
 
 /// `http://<host>:<port><path>` for each path.
@@ -344,7 +374,7 @@ async fn refusals_come_before_any_stream() {
     for (r, why) in cases {
         let o = egress.fetch(r).await;
         assert_status(&o, FetchStatus::Refused, why);
-        assert!(o.final_url.is_none() && o.http_status.is_none() && o.body_base64.is_none());
+        assert!(o.final_url.is_none() && o.http_status.is_none() && o.body_handle.is_none());
     }
     assert!(tor.dials().is_empty(), "a refusal opened a stream: {:?}", tor.dials());
     assert_eq!(server.conns(), 0);
@@ -445,7 +475,7 @@ async fn budgets_are_spent_exactly() {
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Fetched, "");
     let o = egress.fetch(get(&g, &url)).await;
     assert_status(&o, FetchStatus::Failed, "byte budget");
-    assert!(o.body_base64.is_none());
+    assert!(o.body_handle.is_none());
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
     assert_eq!(server.conns(), 4);
     // The ledger has it, and a restarted egress does not give budget back.
@@ -477,7 +507,11 @@ async fn a_get_returns_the_body_with_its_provenance() {
     assert_eq!(o.content_type.as_deref(), Some("text/html; charset=utf-8"));
     assert_eq!(o.body_bytes, body.len() as u64);
     assert_eq!(o.body_sha256.as_deref(), Some(hex::encode(Sha256::digest(body)).as_str()));
-    assert_eq!(base64::engine::general_purpose::STANDARD.decode(o.body_base64.unwrap()).unwrap(), body);
+    assert_eq!(body_of(&egress, g.ws, &o).await, body);
+    // Read and released: another workspace never sees it, and nothing stays in scratch.
+    let again =
+        EgressRequest::ReadBody { workspace_id: g.ws.to_string(), handle: o.body_handle.clone().unwrap(), offset: 0 };
+    assert!(matches!(egress.handle(again).await, EgressResponse::Failed(f) if f.code == "NOT_FOUND"));
     let names: Vec<&str> = o.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type", "content-length", "etag", "server"], "no cookie, no unknown header");
     assert!(chrono::DateTime::parse_from_rfc3339(&o.started_at).is_ok());
@@ -509,7 +543,7 @@ async fn a_head_has_no_body() {
     let o = egress.fetch(req(&g, &format!("http://a.example.org:{}/", server.port), FetchMethod::Head)).await;
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!((o.http_status, o.body_bytes), (Some(200), 0));
-    assert!(o.body_base64.is_none() && o.body_sha256.is_none());
+    assert!(o.body_handle.is_none() && o.body_sha256.is_none());
     assert!(server.heads()[0].starts_with("HEAD / HTTP/1.1\r\n"));
 }
 
@@ -640,8 +674,9 @@ async fn redirects_are_bounded_and_rechecked_against_revocation() {
 #[tokio::test]
 async fn the_body_bound_is_exact() {
     let w = World::new();
-    let (egress, _) = w.egress(quick());
-    let max = MAX_BODY_BYTES as usize;
+    // The operator's bound (SPEC C3), here 3 chunks and a half.
+    let max = (3 * BODY_CHUNK_BYTES + BODY_CHUNK_BYTES / 2) as usize;
+    let (egress, _) = w.egress(Limits { max_body: max as u64, ..quick() });
     let mut servers = Vec::new();
     for (resp, status) in [
         (ok(&vec![b'a'; max], "text/plain"), FetchStatus::Fetched),
@@ -655,13 +690,22 @@ async fn the_body_bound_is_exact() {
     let g = w.grant(&["a.example.org"], &asked, 10, 1 << 30);
     for (s, status) in servers {
         let o = egress.fetch(get(&g, &format!("http://a.example.org:{}/", s.port))).await;
-        assert_status(&o, status, "body larger than 524288 bytes");
+        assert_status(&o, status, &format!("body larger than {max} bytes"));
         if status == FetchStatus::Fetched {
-            assert_eq!(o.body_bytes, MAX_BODY_BYTES);
+            assert_eq!(o.body_bytes, max as u64);
+            assert_eq!(body_of(&egress, g.ws, &o).await.len(), max);
         } else {
-            assert!(o.body_base64.is_none() && o.body_sha256.is_none() && o.body_bytes == 0);
+            assert!(o.body_handle.is_none() && o.body_sha256.is_none() && o.body_bytes == 0);
         }
     }
+    // Nothing half-written stays in scratch, and nothing read stays either.
+    assert_eq!(std::fs::read_dir(egress_bodies_dir(&egress)).unwrap().count(), 0);
+    assert_eq!(Limits::default().max_body, DEFAULT_MAX_BODY_BYTES);
+    const { assert!(DEFAULT_MAX_BODY_BYTES >= 8 << 20, "SPEC C3: at least 8 MiB by default") };
+}
+
+fn egress_bodies_dir(egress: &Egress) -> std::path::PathBuf {
+    egress.bodies().dir().to_owned()
 }
 
 #[tokio::test]
@@ -899,7 +943,7 @@ async fn an_unbootstrapped_tor_client_answers_unavailable() {
     let cfg = crate::build(b, &state, &cache, None).unwrap();
     // Created but never bootstrapped: no test reaches the real Tor network.
     let tor = crate::Tor::create(cfg).await;
-    let egress = Egress::new(w.ledger.clone(), tor, quick(), false);
+    let egress = Egress::new(w.ledger.clone(), tor, w.bodies(), quick(), false);
     let o = egress.fetch(get(&g, "http://a.example.org/")).await;
     assert_status(&o, FetchStatus::Unavailable, "not bootstrapped");
     assert!(!egress.health().0);
@@ -933,7 +977,7 @@ async fn through_tor_a_private_network() {
     let g2 = w.grant(&["127.0.0.1"], std::slice::from_ref(&url), 10, 10_000_000);
     let cfg = crate::Config::load(w.dir.path(), Some(std::path::Path::new(&file))).unwrap();
     let tor = crate::Tor::start(cfg.tor).await;
-    let egress = Egress::new(w.ledger.clone(), tor, Limits::default(), true);
+    let egress = Egress::new(w.ledger.clone(), tor, w.bodies(), Limits::default(), true);
     let t = std::time::Instant::now();
     while !egress.health().0 {
         assert!(t.elapsed() < Duration::from_secs(120), "no bootstrap: {:?}", egress.status());
@@ -945,6 +989,7 @@ async fn through_tor_a_private_network() {
     assert_status(&o, FetchStatus::Fetched, "");
     assert_eq!(o.body_bytes, body.len() as u64);
     assert_eq!(o.body_sha256.as_deref(), Some(hex::encode(Sha256::digest(&body)).as_str()));
+    assert_eq!(body_of(&egress, g.ws, &o).await, body);
     let o2 = egress.fetch(get(&g2, &url)).await;
     assert_status(&o2, FetchStatus::Fetched, "");
     assert_ne!(o.isolation, o2.isolation);

@@ -481,9 +481,15 @@ pub mod egress {
 
     /// Longest URL a fetch may name, in bytes.
     pub const MAX_URL_BYTES: usize = 2048;
-    /// Largest body egress returns, in bytes (base64 keeps the frame under
+    /// Largest body egress keeps by default, in bytes (SPEC C3: at least
+    /// 8 MiB); the operator sets another with `labfy up --max-body-mib`.
+    pub const DEFAULT_MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
+    /// Largest body bound an operator may set (1 GiB): a body waits in
+    /// egress's scratch directory, admitted by the governor, never in RAM.
+    pub const MAX_BODY_BYTES_CEILING: u64 = 1024 * 1024 * 1024;
+    /// Most bytes one `ReadBody` answers (base64 keeps the frame under
     /// [`crate::frame::MAX_FRAME_BYTES`]).
-    pub const MAX_BODY_BYTES: u64 = 512 * 1024;
+    pub const BODY_CHUNK_BYTES: u64 = 512 * 1024;
     /// Most redirects one fetch follows (each hop re-checked against scope).
     pub const MAX_REDIRECTS: u8 = 5;
     /// Most response headers kept in provenance.
@@ -533,6 +539,25 @@ pub mod egress {
             workspace_id: String,
             /// `grant:<uuid>`.
             grant_id: String,
+        },
+        /// The next bytes of a fetched body waiting in egress's scratch
+        /// directory (SPEC C3): at most [`BODY_CHUNK_BYTES`] from `offset`.
+        /// Only the workspace that fetched it may read it.
+        ReadBody {
+            /// The fetch's workspace.
+            workspace_id: String,
+            /// [`FetchOutcome::body_handle`].
+            handle: String,
+            /// Where to read from, in bytes.
+            offset: u64,
+        },
+        /// The server has the body (or gives it up): egress deletes it.
+        /// Bodies never released are deleted when they expire.
+        ReleaseBody {
+            /// The fetch's workspace.
+            workspace_id: String,
+            /// [`FetchOutcome::body_handle`].
+            handle: String,
         },
         /// Operator socket only (`labfy grant`): the grants egress knows,
         /// newest first, at most [`MAX_LISTED_GRANTS`].
@@ -734,8 +759,10 @@ pub mod egress {
         pub headers: Vec<(String, String)>,
         /// The `content-type` header, as received.
         pub content_type: Option<String>,
-        /// The body, base64 (standard alphabet); `None` for `HEAD` or no body.
-        pub body_base64: Option<String>,
+        /// Where the body waits in egress's scratch directory, to be read
+        /// with `ReadBody` and released with `ReleaseBody` (SPEC C3); `None`
+        /// for `HEAD`, an empty body, or no response.
+        pub body_handle: Option<String>,
         /// Body length in bytes.
         pub body_bytes: u64,
         /// SHA-256 of the body, lower-case hex.
@@ -764,6 +791,9 @@ pub mod egress {
         pub bootstrap_ms: Option<u64>,
         /// True when an operator arti configuration file is in use.
         pub custom_network: bool,
+        /// The largest body egress keeps, in bytes (the operator's bound):
+        /// what a campaign asks the governor's scratch for, per item.
+        pub max_body_bytes: u64,
         /// Fetches in flight now.
         pub in_flight: u32,
         /// Fetches answered since start, by outcome: fetched, refused,
@@ -797,6 +827,18 @@ pub mod egress {
         FetchLog {
             /// At most [`MAX_LOG_ENTRIES`], the newest.
             entries: Vec<FetchLogEntry>,
+        },
+        /// Bytes of a waiting body, from the offset asked.
+        BodyChunk {
+            /// At most [`BODY_CHUNK_BYTES`], base64 (standard alphabet).
+            data_base64: String,
+            /// True when these are the body's last bytes.
+            eof: bool,
+        },
+        /// A body was released (false: egress no longer had it).
+        BodyReleased {
+            /// Whether egress still held it.
+            released: bool,
         },
         /// Refused or failed.
         Failed(Failure),

@@ -2426,12 +2426,17 @@ function flushPendingStatus() {
 // Evidence reader
 
 // How egress fetched an evidence item (SPEC E5): every value is the fetch's
-// provenance as stored — untrusted text.
-function renderFetch(f) {
+// provenance as stored — untrusted text — and the body as received, to
+// download (SPEC C3: kept whatever its type).
+function renderFetch(f, ev) {
   const list = (xs) => (Array.isArray(xs) && xs.length
     ? h('ol', { class: 'agent-exclusion-list' }, xs.map((x) => h('li', null, h('code', { class: 'camp-url', text: Array.isArray(x) ? `${x[0]}: ${x[1]}` : String(x) }))))
     : t('res_none'));
-  return section('fetch_heading', 'evidence-fetch', dl([
+  return section('fetch_heading', 'evidence-fetch',
+    ev && ev.original
+      ? h('p', null, h('a', { href: `/api/v1/evidence/${seg(ev.id)}/original`, download: '', testid: 'evidence-fetch-download', text: t('import_download') }))
+      : null,
+    dl([
     [t('fetch_url'), h('code', { class: 'camp-url', text: String(f.url ?? '') }), 'evidence-fetch-url'],
     [t('fetch_final_url'), h('code', { class: 'camp-url', text: String(f.final_url ?? '') }), 'evidence-fetch-final-url'],
     [t('fetch_redirects'), list(f.redirects), 'evidence-fetch-redirects'],
@@ -2508,7 +2513,7 @@ async function renderEvidence(ref) {
         [t('meta_sha256'), h('code', { class: 'hash', text: ev.sha256 ?? '—' }), 'evidence-sha256'],
         [t('meta_id'), h('code', { class: 'hash', text: ev.id ?? ref }), 'evidence-id'],
       ], 'evidence-meta'),
-      ev.fetch && typeof ev.fetch === 'object' ? renderFetch(ev.fetch) : null,
+      ev.fetch && typeof ev.fetch === 'object' ? renderFetch(ev.fetch, ev) : null,
       renderImports(ev),
       h('div', { class: 'reader' },
         h('section', { class: 'panel reader-main', testid: 'evidence-reader' },

@@ -16,15 +16,18 @@
 //!    ends it `FAILED` with the reason; so does an egress that does not
 //!    answer (E6: no retry), or a run without egress.
 //! 2. **Admission** (Q2): the governor is asked to admit it (scratch: the
-//!    largest body egress returns, per item; a modest RAM bound; one fetch at
-//!    a time). Refused — or a governor that does not answer — ends it
+//!    largest body egress keeps — the operator's bound, which egress's
+//!    status tells — per item; a modest RAM bound; one fetch at a time). Refused — or a governor that does not answer — ends it
 //!    `FAILED` with the reason, once: no retry loop. (Without a supervisor
 //!    there is no governor to ask — but no egress either, so such a
 //!    campaign already failed at its confirmation; [`NO_GOVERNOR`] would
 //!    name the admission otherwise.)
 //! 3. **Items**, in the order the analyst listed them: egress fetches each
-//!    over Tor under the grant (E3) and answers an outcome. A page becomes
-//!    evidence with provenance (E5); a refusal, a failure or a stop becomes
+//!    over Tor under the grant (E3) and answers an outcome. A page's body
+//!    waits in egress's scratch directory; the runner streams it into the
+//!    blob store (checking egress's SHA-256), has the confined parser worker
+//!    read it — exactly as an imported file (SPEC C3) — and records it as
+//!    evidence with provenance (E5), whatever its type; a refusal, a failure or a stop becomes
 //!    the item's reason. Tor down, not bootstrapped, or egress unreachable
 //!    (E6) ends the campaign `FAILED` at once — the item `UNAVAILABLE`, the
 //!    rest `STOPPED`: no retry, no other path, nothing fetched in clear.
@@ -45,22 +48,22 @@
 //! URL (STYLE 13).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use base64::Engine as _;
 use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{
-    FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord, MAX_BODY_BYTES,
+    DEFAULT_MAX_BODY_BYTES, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
+    GrantRecord, MAX_BODY_BYTES_CEILING,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse};
+use labfy_store::blobs::{Blob, BlobStore};
 use labfy_store::{
-    Campaign, CampaignStatus, FetchRecorded, FetchedPage, Grant, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store,
-    StoreError,
+    Campaign, CampaignStatus, FetchedBody, FetchedPage, Grant, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store, StoreError,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -84,6 +87,8 @@ pub const GOVERNOR_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 pub const NO_GOVERNOR: &str = "no governor in this run";
 /// How often a campaign waiting for a human's confirmation asks egress.
 pub const CONFIRM_POLL: Duration = Duration::from_secs(1);
+/// Longest the confined parser may read one fetched body.
+pub const FETCH_PARSE_SECONDS: u64 = 30;
 
 /// Runs the REAL campaigns of one workspace. Cheap to clone; one per server.
 #[derive(Clone)]
@@ -97,6 +102,10 @@ struct Inner {
     egress: EgressClient,
     /// The supervisor's runtime directory: where the governor is.
     runtime_dir: Option<PathBuf>,
+    /// Where fetched bodies are kept (the data directory's blob store).
+    blobs: BlobStore,
+    /// The confined parser worker's program.
+    parser: PathBuf,
     slots: Arc<Semaphore>,
     /// Campaigns with a task (queued or running), by campaign id.
     live: Mutex<HashMap<Uuid, Live>>,
@@ -114,10 +123,13 @@ struct Live {
 impl CampaignRunner {
     /// A runner for `workspace`, asking the governor and egress of the
     /// supervisor's `runtime_dir` (none: no governor, and no egress — every
-    /// fetch is unavailable).
-    pub fn new(db: Db, workspace: Uuid, runtime_dir: Option<PathBuf>) -> Self {
+    /// fetch is unavailable). Fetched bodies are read by the confined parser
+    /// worker started from `parser` (SPEC C3).
+    pub fn new(db: Db, workspace: Uuid, runtime_dir: Option<PathBuf>, parser: &Path) -> Self {
         Self {
             inner: Arc::new(Inner {
+                blobs: BlobStore::at(db.data_dir()),
+                parser: parser.to_owned(),
                 db,
                 workspace,
                 egress: EgressClient::new(runtime_dir.clone()),
@@ -380,9 +392,15 @@ impl Run<'_> {
             return Ok(NO_GOVERNOR.to_owned());
         };
         let items = u64::try_from(c.items_total).unwrap_or(0).max(1);
+        // The operator's body bound, as egress applies it (SPEC C3): each
+        // body waits in scratch, then is copied to the blob store.
+        let max_body = match self.inner.egress.status().await {
+            Ok(s) if s.max_body_bytes > 0 => s.max_body_bytes.min(MAX_BODY_BYTES_CEILING),
+            _ => DEFAULT_MAX_BODY_BYTES,
+        };
         let ask = CampaignAsk {
             campaign: self.campaign.to_string(),
-            scratch_bytes: items.saturating_mul(MAX_BODY_BYTES),
+            scratch_bytes: items.saturating_mul(max_body),
             ram_bytes: CAMPAIGN_RAM_BYTES,
             concurrency: CAMPAIGN_CONCURRENCY,
             priority: CAMPAIGN_PRIORITY,
@@ -458,34 +476,50 @@ impl Run<'_> {
         }
     }
 
-    /// A page egress fetched: decoded, then evidence with provenance — or,
-    /// when the page cannot be stored as it came, the item `FAILED` with why.
+    /// A page egress fetched: its body streamed from egress into the blob
+    /// store, read by the confined parser, then evidence with provenance —
+    /// or, when the page cannot be stored as it came, the item `FAILED` with
+    /// why.
     async fn record_page(&mut self, position: u32, o: FetchOutcome) -> Result<(), Halt> {
-        let body = match &o.body_base64 {
-            Some(b) => match base64::engine::general_purpose::STANDARD.decode(b) {
-                Ok(body) => body,
-                Err(e) => {
-                    let why = format!("egress sent a body that is not base64 ({e}); nothing stored");
-                    return self.item(position, ItemStatus::Failed, &why, o.body_bytes).await;
-                }
-            },
-            None => Vec::new(),
-        };
-        let malformed = if body.len() as u64 != o.body_bytes {
-            Some(format!("egress announced {} bytes and sent {}; nothing stored", o.body_bytes, body.len()))
-        } else if body.len() as u64 > MAX_BODY_BYTES {
-            Some(format!("egress sent {} bytes, more than its bound of {MAX_BODY_BYTES}; nothing stored", body.len()))
-        } else if o.http_status.is_none() {
+        let malformed = if o.http_status.is_none() {
             Some("egress reported a page without an HTTP status; nothing stored".to_owned())
-        } else if o.body_sha256.is_none() && !body.is_empty() {
+        } else if o.body_sha256.is_none() && o.body_bytes > 0 {
             Some("egress reported a body without its SHA-256; nothing stored".to_owned())
+        } else if o.body_bytes > MAX_BODY_BYTES_CEILING {
+            Some(format!("egress announced {} bytes, more than any body bound; nothing stored", o.body_bytes))
+        } else if o.body_bytes > 0 && o.body_handle.is_none() {
+            Some(format!("egress announced {} bytes and kept none; nothing stored", o.body_bytes))
         } else {
             None
         };
         if let Some(why) = malformed {
-            return self.item(position, ItemStatus::Failed, &why, body.len() as u64).await;
+            return self.item(position, ItemStatus::Failed, &why, o.body_bytes).await;
         }
-        let bytes = body.len() as u64;
+        let bytes = o.body_bytes;
+        let body = match (&o.body_handle, o.body_bytes) {
+            (Some(handle), n) if n > 0 => {
+                let blob = tokio::select! {
+                    biased;
+                    _ = self.stop.cancelled() => return Err(Halt),
+                    _ = self.inner.closing.cancelled() => return Err(Halt),
+                    b = self.take_body(handle, n) => b,
+                };
+                let blob = match blob {
+                    Ok(b) => b,
+                    Err(why) => return self.item(position, ItemStatus::Failed, &why, bytes).await,
+                };
+                let name = name_hint(o.final_url.as_deref().unwrap_or(&o.url), o.content_type.as_deref());
+                let (blobs, parser, b) = (self.inner.blobs.clone(), self.inner.parser.clone(), blob.clone());
+                let parsed = tokio::task::spawn_blocking(move || {
+                    blobs.parse_confined(&parser, &b, &name, Duration::from_secs(FETCH_PARSE_SECONDS))
+                })
+                .await
+                .unwrap_or_else(|e| labfy_parse::Parsed::unread("application/octet-stream", &e.to_string()));
+                Some(FetchedBody { blob, parsed })
+            }
+            _ => None,
+        };
+        self.check_stop()?;
         let page = FetchedPage {
             final_url: o.final_url.clone().unwrap_or_else(|| o.url.clone()),
             url: o.url,
@@ -501,12 +535,8 @@ impl Run<'_> {
         };
         let (ws, id) = (self.inner.workspace, self.campaign);
         match self.store(move |s| s.record_fetch(ws, &id, position, &page)).await {
-            Ok(FetchRecorded::Evidence { evidence }) => {
+            Ok(evidence) => {
                 tracing::info!(campaign = %self.campaign, position, %evidence, bytes, "page stored as evidence");
-                Ok(())
-            }
-            Ok(FetchRecorded::NotText { .. }) => {
-                tracing::warn!(campaign = %self.campaign, position, bytes, "page is not text: item failed");
                 Ok(())
             }
             // The store refused the page itself (SHA-256, scope, bounds):
@@ -518,6 +548,26 @@ impl Run<'_> {
             }
             Err(e) => Err(self.store_failed(&format!("storing the page of item {position}"), e).await),
         }
+    }
+
+    /// Streams a body waiting in egress into the blob store: `len` bytes,
+    /// no more, hashed as written. The reason when it could not be kept.
+    async fn take_body(&self, handle: &str, len: u64) -> Result<Blob, String> {
+        let blobs = self.inner.blobs.clone();
+        let mut writer = tokio::task::spawn_blocking(move || blobs.writer(len))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("the body could not be kept: {e}; nothing stored"))?;
+        // A page-cache write of one chunk: short enough for an async worker.
+        let mut sink = |chunk: &[u8]| writer.write(chunk).map_err(|e| e.to_string());
+        if let Err(e) = self.inner.egress.read_body(self.inner.workspace, handle, len, &mut sink).await {
+            // Dropped uncommitted: no half blob.
+            return Err(format!("the body could not be read from egress: {e}; nothing stored"));
+        }
+        tokio::task::spawn_blocking(move || writer.commit())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("the body could not be kept: {e}; nothing stored"))
     }
 
     /// Records how item `position` ended without a page.
@@ -736,6 +786,31 @@ fn campaign_status(c: &Campaign) -> CampaignStatus {
     CampaignStatus::parse(&c.status).unwrap_or(CampaignStatus::Failed)
 }
 
+/// A file name for the parser's format detection: the URL's last path
+/// segment when it has an extension, else one the media type implies.
+fn name_hint(url: &str, content_type: Option<&str>) -> String {
+    let last = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.path_segments().and_then(|mut s| s.next_back().map(str::to_owned)))
+        .unwrap_or_default();
+    if last.rsplit_once('.').is_some_and(|(stem, ext)| !stem.is_empty() && (1..=5).contains(&ext.len())) {
+        return last;
+    }
+    let mime = content_type.unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ext = match mime.as_str() {
+        "text/html" | "application/xhtml+xml" => "html",
+        "application/pdf" => "pdf",
+        "message/rfc822" => "eml",
+        "application/mbox" => "mbox",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation" => "pptx",
+        "application/vnd.oasis.opendocument.text" => "odt",
+        _ => "bin",
+    };
+    format!("page.{ext}")
+}
+
 /// One governor call over its service socket, within [`GOVERNOR_CALL_TIMEOUT`];
 /// the error is one line saying why there is no answer.
 async fn governor_call(dir: &std::path::Path, request: GovernorRequest) -> Result<GovernorResponse, String> {
@@ -750,5 +825,19 @@ async fn governor_call(dir: &std::path::Path, request: GovernorRequest) -> Resul
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(e)) => Err(one_line(&format!("governor unreachable: {e}"))),
         Err(_) => Err(format!("the governor did not answer within {} s", GOVERNOR_CALL_TIMEOUT.as_secs())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_hint;
+
+    #[test]
+    fn the_parser_is_told_a_name_from_the_url_or_the_media_type() {
+        assert_eq!(name_hint("https://a.example.org/rapport-2025.pdf?x=1", None), "rapport-2025.pdf");
+        assert_eq!(name_hint("https://a.example.org/fil/8812", Some("text/html; charset=ISO-8859-1")), "page.html");
+        assert_eq!(name_hint("https://a.example.org/", Some("application/pdf")), "page.pdf");
+        assert_eq!(name_hint("https://a.example.org/v1.2.3/x", Some("image/png")), "page.bin");
+        assert_eq!(name_hint("pas une URL", None), "page.bin");
     }
 }

@@ -17,7 +17,8 @@ use std::time::Duration;
 use labfy_core::ObjectRef;
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, FetchOutcome, FetchRequest, GrantProposal, GrantRecord,
+    BODY_CHUNK_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, FetchOutcome, FetchRequest,
+    GrantProposal, GrantRecord,
 };
 use labfy_ipc::messages::{Boundary, Health};
 use uuid::Uuid;
@@ -87,26 +88,53 @@ impl EgressClient {
         Self { runtime_dir }
     }
 
-    /// Sends `request` and waits for its answer, all within `deadline`.
-    async fn call(&self, request: EgressRequest, deadline: Duration) -> Result<EgressResponse, EgressError> {
+    /// An authenticated connection to egress whose calls each have `deadline`.
+    async fn connect(&self, deadline: Duration) -> Result<Client<EgressRequest, EgressResponse>, EgressError> {
         let Some(dir) = &self.runtime_dir else {
             return Err(EgressError::Absent);
         };
-        let asked = async {
+        let connected = async {
             let secret = labfy_ipc::secret::read_secret(dir)?;
             let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Egress);
-            let mut c: Client<EgressRequest, EgressResponse> =
-                Client::connect(&socket, Boundary::Egress, &secret).await?.with_timeout(deadline);
-            c.call(request).await
+            Client::connect(&socket, Boundary::Egress, &secret).await
         };
-        match tokio::time::timeout(deadline, asked).await {
-            Ok(Ok(EgressResponse::Failed(f))) => {
-                Err(EgressError::Failed { code: one_line(&f.code), message: one_line(&f.message) })
-            }
-            Ok(Ok(answer)) => Ok(answer),
+        match tokio::time::timeout(deadline, connected).await {
+            Ok(Ok(c)) => Ok(c.with_timeout(deadline)),
             Ok(Err(e)) => Err(EgressError::Unreachable(one_line(&e.to_string()))),
             Err(_) => Err(EgressError::Timeout(deadline.as_millis())),
         }
+    }
+
+    /// Sends `request` and waits for its answer, all within `deadline`.
+    async fn call(&self, request: EgressRequest, deadline: Duration) -> Result<EgressResponse, EgressError> {
+        let asked = async {
+            let mut c = self.connect(deadline).await?;
+            ask(&mut c, request, deadline).await
+        };
+        tokio::time::timeout(deadline, asked).await.unwrap_or(Err(EgressError::Timeout(deadline.as_millis())))
+    }
+
+    /// Reads a fetched body waiting in egress's scratch directory (SPEC
+    /// C3), chunk by chunk on one connection, handing each to `sink`, then
+    /// releases it — whether or not the read went to its end. Egress may
+    /// not send more than `len` bytes (what it announced), nor fewer.
+    /// Each chunk has [`EGRESS_CONTROL_TIMEOUT`].
+    pub async fn read_body(
+        &self,
+        workspace: Uuid,
+        handle: &str,
+        len: u64,
+        sink: &mut (dyn FnMut(&[u8]) -> Result<(), String> + Send),
+    ) -> Result<(), EgressError> {
+        let mut c = self.connect(EGRESS_CONTROL_TIMEOUT).await?;
+        let read = read_chunks(&mut c, workspace, handle, len, sink).await;
+        let release = EgressRequest::ReleaseBody { workspace_id: workspace.to_string(), handle: handle.to_owned() };
+        match ask(&mut c, release, EGRESS_CONTROL_TIMEOUT).await {
+            Ok(EgressResponse::BodyReleased { .. }) => {}
+            Ok(other) => tracing::warn!(answer = ?unexpected(&other), "egress did not release a body"),
+            Err(e) => tracing::warn!(error = %e, "egress did not release a body (it expires there)"),
+        }
+        read
     }
 
     /// Egress's health (its readiness for the gateway's tool availability).
@@ -182,6 +210,56 @@ impl EgressClient {
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::Stopped { stopped } => Ok(stopped),
             other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// One call on an open connection, within `deadline`.
+async fn ask(
+    c: &mut Client<EgressRequest, EgressResponse>,
+    request: EgressRequest,
+    deadline: Duration,
+) -> Result<EgressResponse, EgressError> {
+    match tokio::time::timeout(deadline, c.call(request)).await {
+        Ok(Ok(EgressResponse::Failed(f))) => {
+            Err(EgressError::Failed { code: one_line(&f.code), message: one_line(&f.message) })
+        }
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(EgressError::Unreachable(one_line(&e.to_string()))),
+        Err(_) => Err(EgressError::Timeout(deadline.as_millis())),
+    }
+}
+
+async fn read_chunks(
+    c: &mut Client<EgressRequest, EgressResponse>,
+    workspace: Uuid,
+    handle: &str,
+    len: u64,
+    sink: &mut (dyn FnMut(&[u8]) -> Result<(), String> + Send),
+) -> Result<(), EgressError> {
+    use base64::Engine as _;
+    let short = |got: u64| EgressError::Unexpected(format!("a body of {got} bytes where {len} were announced"));
+    let mut got = 0u64;
+    loop {
+        let request =
+            EgressRequest::ReadBody { workspace_id: workspace.to_string(), handle: handle.to_owned(), offset: got };
+        let (data, eof) = match ask(c, request, EGRESS_CONTROL_TIMEOUT).await? {
+            EgressResponse::BodyChunk { data_base64, eof } => (data_base64, eof),
+            other => return Err(unexpected(&other)),
+        };
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| EgressError::Unexpected(format!("a body chunk that is not base64: {e}")))?;
+        if data.len() as u64 > BODY_CHUNK_BYTES || got + data.len() as u64 > len {
+            return Err(short(got + data.len() as u64));
+        }
+        if data.is_empty() && !eof {
+            return Err(EgressError::Unexpected("an empty body chunk before the end".into()));
+        }
+        got += data.len() as u64;
+        sink(&data).map_err(|why| EgressError::Unexpected(one_line(&why)))?;
+        if eof {
+            return if got == len { Ok(()) } else { Err(short(got)) };
         }
     }
 }

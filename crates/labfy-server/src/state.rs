@@ -87,7 +87,7 @@ impl AppState {
         let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?);
         let model = agent.model_config().map(|config| LocalModelClient::new(config.clone()));
         let agent = AgentRuntime::start(gateway.clone(), model);
-        let campaigns = CampaignRunner::new(db.clone(), workspace, None);
+        let campaigns = CampaignRunner::new(db.clone(), workspace, None, Path::new(DEFAULT_PARSER));
         Ok(Self {
             inner: Arc::new(Inner {
                 isolation: Isolation::detect(),
@@ -117,6 +117,8 @@ impl AppState {
     /// Call before the state is cloned; later calls change nothing.
     pub fn with_parser(mut self, program: PathBuf) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.campaigns =
+                CampaignRunner::new(inner.db.clone(), inner.workspace, inner.runtime_dir.clone(), &program);
             inner.parser = program;
         }
         self
@@ -134,7 +136,7 @@ impl AppState {
     pub fn with_runtime_dir(mut self, dir: PathBuf) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.egress_client = EgressClient::new(Some(dir.clone()));
-            inner.campaigns = CampaignRunner::new(inner.db.clone(), inner.workspace, Some(dir.clone()));
+            inner.campaigns = CampaignRunner::new(inner.db.clone(), inner.workspace, Some(dir.clone()), &inner.parser);
             inner.runtime_dir = Some(dir);
         }
         self

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -18,8 +18,8 @@ use http_body_util::BodyExt;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::egress::{
-    EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase,
-    GrantProposal, GrantRecord,
+    BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome,
+    FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
 use labfy_ipc::messages::{Boundary, Failure};
@@ -83,8 +83,14 @@ enum Step {
     Fail(&'static str, &'static str),
 }
 
+/// Bodies the fake egress holds "in scratch", by handle (SPEC C3), shared
+/// by every fake: an outcome made by [`page`] registers its body here.
+static BODIES: LazyLock<Mutex<HashMap<String, Vec<u8>>>> = LazyLock::new(Mutex::default);
+
 #[derive(Default)]
 struct EgressLog {
+    /// Handles released.
+    released: Vec<String>,
     fetches: Vec<FetchRequest>,
     stops: Vec<(String, String)>,
     ends: Vec<(String, String)>,
@@ -190,6 +196,28 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                             message: "arti is\nnot configured".into(),
                         }),
                     },
+                    EgressRequest::ReadBody { handle, offset, .. } => {
+                        let bodies = BODIES.lock().unwrap();
+                        match bodies.get(&handle) {
+                            Some(b) if offset <= b.len() as u64 => {
+                                let end = (offset + BODY_CHUNK_BYTES).min(b.len() as u64);
+                                EgressResponse::BodyChunk {
+                                    data_base64: base64::engine::general_purpose::STANDARD
+                                        .encode(&b[offset as usize..end as usize]),
+                                    eof: end == b.len() as u64,
+                                }
+                            }
+                            _ => EgressResponse::Failed(Failure {
+                                code: "NOT_FOUND".into(),
+                                message: "no such body: it was released, expired or never kept".into(),
+                            }),
+                        }
+                    }
+                    EgressRequest::ReleaseBody { handle, .. } => {
+                        let released = BODIES.lock().unwrap().remove(&handle).is_some();
+                        f.log.lock().unwrap().released.push(handle);
+                        EgressResponse::BodyReleased { released }
+                    }
                     EgressRequest::Propose(p) => {
                         let phase = *f.phase.lock().unwrap();
                         f.log.lock().unwrap().proposals.push((*p).clone());
@@ -234,7 +262,7 @@ fn outcome(url: &str, status: FetchStatus, reason: &str) -> FetchOutcome {
         http_status: None,
         headers: vec![],
         content_type: None,
-        body_base64: None,
+        body_handle: None,
         body_bytes: 0,
         body_sha256: None,
         started_at: chrono::Utc::now().to_rfc3339(),
@@ -245,6 +273,15 @@ fn outcome(url: &str, status: FetchStatus, reason: &str) -> FetchOutcome {
 
 /// A `FETCHED` outcome: `body` with HTTP `http_status`.
 fn page(url: &str, body: &str, http_status: u16) -> FetchOutcome {
+    document(url, body.as_bytes(), "text/html; charset=utf-8", http_status)
+}
+
+/// A `FETCHED` outcome of any type, its body waiting in the fake egress.
+fn document(url: &str, body: &[u8], content_type: &str, http_status: u16) -> FetchOutcome {
+    let handle = Uuid::new_v4().to_string();
+    if !body.is_empty() {
+        BODIES.lock().unwrap().insert(handle.clone(), body.to_vec());
+    }
     FetchOutcome {
         status: FetchStatus::Fetched,
         reason: None,
@@ -252,11 +289,11 @@ fn page(url: &str, body: &str, http_status: u16) -> FetchOutcome {
         final_url: Some(url.into()),
         redirects: vec![],
         http_status: Some(http_status),
-        headers: vec![("content-type".into(), "text/html; charset=utf-8".into()), ("server".into(), "test".into())],
-        content_type: Some("text/html; charset=utf-8".into()),
-        body_base64: Some(base64::engine::general_purpose::STANDARD.encode(body)),
+        headers: vec![("content-type".into(), content_type.into()), ("server".into(), "test".into())],
+        content_type: Some(content_type.into()),
+        body_handle: (!body.is_empty()).then_some(handle),
         body_bytes: body.len() as u64,
-        body_sha256: Some(labfy_store::sha256_hex(body.as_bytes())),
+        body_sha256: Some(labfy_store::sha256_hex(body)),
         started_at: chrono::Utc::now().to_rfc3339(),
         elapsed_ms: 42,
         isolation: "test-isolation".into(),
@@ -355,7 +392,10 @@ async fn fixture(run: Option<&Path>) -> Fixture {
     let evidence = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
     let db = Db::new(store, dir.path().to_path_buf());
     let limit = RateLimit { burst: 1000, per_second: 1000.0 };
-    let mut state = AppState::new(db.clone(), PORT, ws.id(), limit).unwrap();
+    // Fetched bodies are read by the confined parser worker: the built server.
+    let mut state = AppState::new(db.clone(), PORT, ws.id(), limit)
+        .unwrap()
+        .with_parser(PathBuf::from(env!("CARGO_BIN_EXE_labfy-server")));
     if let Some(run) = run {
         state = state.with_runtime_dir(run.to_path_buf());
     }
@@ -467,7 +507,9 @@ fn two_pages_and_a_refusal() -> Script {
 async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_provenance() {
     let run = runtime_dir();
     let gov = fake_governor(&run, None);
-    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    // Egress keeps bodies of up to 2 MiB (the operator's bound).
+    let status = EgressStatus { ready: true, max_body_bytes: 2 << 20, ..bootstrapping() };
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), Some(status));
     let f = fixture(Some(&run.dir)).await;
     let request = f.prepare("Que publie la société Durand ?");
     let (grant, campaign) = f.granted(&request, &[A, B, C]).await;
@@ -507,7 +549,8 @@ async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_p
         assert!(p.to_string().contains(&campaign), "{p}");
     }
     let (_, ex) = f.get(&format!("/api/v1/evidence/{}/excerpt", items[0]["evidence"].as_str().unwrap())).await;
-    assert!(ex["text"].as_str().unwrap().contains("<b>page A</b>"), "stored as text, as received: {ex}");
+    let text = ex["text"].as_str().unwrap();
+    assert!(text.contains("page A") && !text.contains("<b>"), "the page's text, as the parser read it: {ex}");
 
     // Egress was asked once per URL, in order, under the grant, GET only.
     let log = egress.log.lock().unwrap();
@@ -520,13 +563,14 @@ async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_p
     }
     assert_eq!(log.ends, [(f.workspace.to_string(), campaign.clone())], "egress forgets the campaign once");
     assert!(log.stops.is_empty());
+    assert_eq!(log.released.len(), 2, "each body read is released at once");
     drop(log);
     // The governor admitted it (scratch for every item, one at a time) and
     // got its reservation back.
     let gov = gov.lock().unwrap();
     assert_eq!(gov.asks.len(), 1);
     assert_eq!(gov.asks[0].campaign, campaign);
-    assert_eq!(gov.asks[0].scratch_bytes, 3 * labfy_ipc::messages::egress::MAX_BODY_BYTES);
+    assert_eq!(gov.asks[0].scratch_bytes, 3 * (2 << 20), "scratch for 3 bodies of egress's bound");
     assert_eq!(gov.asks[0].concurrency, CAMPAIGN_CONCURRENCY);
     assert_eq!(gov.released, ["res-1"]);
     assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action = 'campaign.admit'"), 1);
@@ -575,6 +619,78 @@ async fn an_unreachable_egress_is_unavailable_too() {
     assert_eq!(statuses(&c), ["STOPPED", "STOPPED"]);
     assert!(gov.lock().unwrap().asks.is_empty());
     assert_eq!(f.count("SELECT count(*) FROM evidence WHERE source LIKE 'https://%'"), 0);
+    // The blob of the page whose digest lied stays an unreferenced file at
+    // most; no blob row, and no temporary file is left behind.
+    assert_eq!(f.count("SELECT count(*) FROM blobs"), 0);
+    let tmp = f.dir.path().join("blobs").join("tmp");
+    assert!(!tmp.exists() || std::fs::read_dir(&tmp).unwrap().count() == 0, "a half blob was left");
+}
+
+#[tokio::test]
+async fn fetched_documents_of_any_type_are_kept_with_their_original_and_their_text() {
+    // SPEC C3: a PDF, a page in Latin-1 and an image, each larger than one
+    // IPC frame where it can be, all through the blob store and the parser.
+    let run = runtime_dir();
+    fake_governor(&run, None);
+    let filler: Vec<String> =
+        (0..20_000).map(|i| format!("Ligne {i} du rapport annuel de la societe Durand, exercice 2025.")).collect();
+    let mut lines = vec!["Rapport annuel de la société Durand"];
+    lines.extend(filler.iter().take(40).map(String::as_str));
+    let pdf = labfy_parse::fixtures::pdf(&lines);
+    let mut latin1 =
+        b"<html><head><meta charset=\"iso-8859-1\"><title>Soci\xe9t\xe9 Durand</title></head><body>".to_vec();
+    for l in &filler {
+        latin1.extend_from_slice(l.as_bytes());
+        latin1.extend_from_slice(b" \xe9t\xe9<br>");
+    }
+    latin1.extend_from_slice(b"</body></html>");
+    assert!(latin1.len() as u64 > 2 * BODY_CHUNK_BYTES, "read in several chunks");
+    let png = [&b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"[..], &[7u8; 3000][..]].concat();
+    let (p, l, i) = (pdf.clone(), latin1.clone(), png.clone());
+    let script: Script = Arc::new(move |r: &FetchRequest| match r.url.as_str() {
+        A => Step::Answer(document(A, &p, "application/pdf", 200)),
+        B => Step::Answer(document(B, &l, "text/html", 200)),
+        _ => Step::Answer(document(C, &i, "image/png", 200)),
+    });
+    let egress = fake_egress(&run, script, None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B, C]).await;
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(statuses(&c), ["FETCHED", "FETCHED", "FETCHED"], "{c}");
+    let items = c["items"].as_array().unwrap();
+    for (i, (bytes, mime, has_text)) in
+        [(&pdf, "application/pdf", "Rapport annuel"), (&latin1, "text/html", "Ligne 0 "), (&png, "image/png", "")]
+            .into_iter()
+            .enumerate()
+    {
+        let ev = items[i]["evidence"].as_str().unwrap();
+        let (s, e) = f.get(&format!("/api/v1/evidence/{ev}")).await;
+        assert_eq!(s, StatusCode::OK, "{e}");
+        assert_eq!(e["mime"], mime, "{e}");
+        assert_eq!(e["byte_len"], bytes.len(), "{e}");
+        assert_eq!(e["fetch"]["body_sha256"], labfy_store::sha256_hex(bytes));
+        // The original, byte for byte, from the blob store.
+        let stored =
+            std::fs::read(labfy_store::blobs::BlobStore::at(f.dir.path()).path(&labfy_store::sha256_hex(bytes)))
+                .unwrap();
+        assert!(stored == *bytes, "item {i}: the original bytes differ");
+        let (_, ex) = f.get(&format!("/api/v1/evidence/{ev}/excerpt")).await;
+        let text = ex["text"].as_str().unwrap_or_default();
+        if has_text.is_empty() {
+            assert!(text.is_empty(), "an image has no text: {ex}");
+        } else {
+            assert!(text.contains(has_text), "item {i}: {has_text} not in {}", &text[..text.len().min(300)]);
+        }
+    }
+    let (_, e) = f.get(&format!("/api/v1/evidence/{}", items[1]["evidence"].as_str().unwrap())).await;
+    assert_eq!(e["title"], "Société Durand — www.example.org", "the charset honoured: {e}");
+    let (_, ex) = f.get(&format!("/api/v1/evidence/{}/excerpt", items[1]["evidence"].as_str().unwrap())).await;
+    assert!(ex["text"].as_str().unwrap().contains("été"), "Latin-1 decoded: {ex}");
+    assert_eq!(f.count("SELECT count(*) FROM evidence WHERE content LIKE '%Ligne 19999 du rapport%'"), 1, "all of it");
+    assert_eq!(egress.log.lock().unwrap().released.len(), 3, "every body released");
+    assert!(BODIES.lock().unwrap().keys().all(|h| !egress.log.lock().unwrap().released.contains(h)));
 }
 
 #[tokio::test]
@@ -729,8 +845,10 @@ async fn a_page_the_store_refuses_fails_its_item_and_the_campaign_goes_on() {
             Step::Answer(o)
         }
         B => {
+            // A body egress no longer has (expired): nothing half-kept.
             let mut o = page(B, "page B", 200);
-            o.body_base64 = Some("not base64!".into());
+            BODIES.lock().unwrap().remove(o.body_handle.as_ref().unwrap());
+            o.body_handle = Some(Uuid::new_v4().to_string());
             Step::Answer(o)
         }
         _ => Step::Fail("INVALID_INPUT", "method not allowed"),
@@ -743,7 +861,7 @@ async fn a_page_the_store_refuses_fails_its_item_and_the_campaign_goes_on() {
     assert_eq!(c["status"], "FAILED", "no page fetched: {c}");
     assert_eq!(statuses(&c), ["FAILED", "FAILED", "REFUSED"]);
     assert!(c["items"][0]["reason"].as_str().unwrap().contains("SHA-256"), "{c}");
-    assert!(c["items"][1]["reason"].as_str().unwrap().contains("base64"), "{c}");
+    assert!(c["items"][1]["reason"].as_str().unwrap().contains("could not be read from egress"), "{c}");
     assert!(c["items"][2]["reason"].as_str().unwrap().contains("INVALID_INPUT"), "{c}");
     assert_eq!(f.count("SELECT count(*) FROM evidence WHERE source LIKE 'https://%'"), 0);
 }
@@ -849,6 +967,7 @@ fn bootstrapping() -> EgressStatus {
         last_error: Some("connection to guard refused".into()),
         bootstrap_ms: None,
         custom_network: true,
+        max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         in_flight: 2,
         counts: [5, 4, 3, 2, 1],
     }

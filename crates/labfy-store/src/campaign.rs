@@ -22,20 +22,23 @@ use serde::Serialize;
 use url::Url;
 use uuid::Uuid;
 
+use crate::blobs::Blob;
 use crate::commands::{Inserted, TextEvidence, audit, check_text, index_evidence, insert_text_evidence, sha256_hex};
 use crate::error::{Result, StoreError};
 use crate::model::FetchProvenance;
 use crate::now_rfc3339;
 use crate::reads::Reads;
 use crate::research::{Campaign, grant_is_active};
+use labfy_parse::Parsed;
 
 /// Most URLs one campaign fetches (a REAL grant names 1 to this many).
 pub const MAX_CAMPAIGN_URLS: usize = 32;
 /// Longest URL a campaign may name, in bytes (the egress protocol's bound).
 pub const MAX_URL_BYTES: usize = 2048;
-/// Largest fetched body the store accepts, in bytes. Egress bounds bodies
-/// lower; this is the store's own limit, not a promise to fetch this much.
-pub const MAX_FETCH_BODY_BYTES: usize = 1024 * 1024;
+/// Largest fetched body the store accepts, in bytes (1 GiB, the ceiling of
+/// the operator's bound in egress). Egress bounds bodies lower (8 MiB by
+/// default); this is the store's own limit, not a promise to fetch this much.
+pub const MAX_FETCH_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 /// Most redirects one fetch may report.
 pub const MAX_FETCH_REDIRECTS: usize = 10;
 /// Most response headers one fetch may report.
@@ -191,9 +194,11 @@ pub struct FetchedPage {
     pub headers: Vec<(String, String)>,
     /// The `content-type` header as received.
     pub content_type: Option<String>,
-    /// The body.
-    pub body: Vec<u8>,
-    /// SHA-256 of the body as egress computed it (hex); checked here.
+    /// The body, kept in the blob store, and what the confined parser read
+    /// of it (SPEC C3); `None` for an empty body.
+    pub body: Option<FetchedBody>,
+    /// SHA-256 of the body as egress computed it (hex); checked here
+    /// against the blob's.
     pub body_sha256: String,
     /// RFC 3339: when the fetch began.
     pub started_at: String,
@@ -203,21 +208,16 @@ pub struct FetchedPage {
     pub isolation: String,
 }
 
-/// What [`crate::Store::record_fetch`] made of a fetched page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FetchRecorded {
-    /// The page is this evidence item; its item ended `FETCHED`.
-    Evidence {
-        /// `evidence:<uuid>`.
-        evidence: ObjectRef,
-    },
-    /// The body is not UTF-8 text: nothing was stored and the item ended
-    /// `FAILED` with this reason.
-    NotText {
-        /// The item's reason.
-        reason: String,
-    },
+/// A fetched body as the server kept it: its bytes in the blob store
+/// (written while they came from egress, hashed as written) and what the
+/// confined parser worker read of them — the same path as an imported file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedBody {
+    /// The stored bytes.
+    pub blob: Blob,
+    /// What the parser read (text, title, media type); empty text for a
+    /// binary document, which is kept all the same.
+    pub parsed: Parsed,
 }
 
 /// What a grant's campaigns consumed (egress checks it against the budget).
@@ -388,13 +388,14 @@ struct CheckedPage {
 
 /// Checks what can be checked of a page without the database.
 fn check_page_shape(page: &FetchedPage) -> Result<()> {
-    if page.body.len() > MAX_FETCH_BODY_BYTES {
-        return Err(invalid(format!(
-            "body of {} bytes is larger than the store accepts ({MAX_FETCH_BODY_BYTES})",
-            page.body.len()
-        )));
+    let len = page.body.as_ref().map_or(0, |b| b.blob.len);
+    if len > MAX_FETCH_BODY_BYTES {
+        return Err(invalid(format!("body of {len} bytes is larger than the store accepts ({MAX_FETCH_BODY_BYTES})")));
     }
-    let computed = sha256_hex(&page.body);
+    if page.body.as_ref().is_some_and(|b| b.blob.len == 0) {
+        return Err(invalid("an empty body is no body (None), not an empty blob"));
+    }
+    let computed = page.body.as_ref().map_or_else(|| sha256_hex(&[]), |b| b.blob.sha256.clone());
     if !page.body_sha256.eq_ignore_ascii_case(&computed) {
         return Err(invalid(format!(
             "body SHA-256 mismatch: egress reported `{}`, the body's is {computed}; nothing stored",
@@ -442,8 +443,8 @@ fn check_page(page: &FetchedPage, scope_hosts: &[String]) -> Result<CheckedPage>
         headers,
         content_type: page.content_type.as_deref().map(|c| sanitize_line(c, MAX_HEADER_VALUE_CHARS)),
         mime: mime_of(page.content_type.as_deref()),
-        sha256: sha256_hex(&page.body),
-        bytes: page.body.len() as i64,
+        sha256: page.body.as_ref().map_or_else(|| sha256_hex(&[]), |b| b.blob.sha256.clone()),
+        bytes: page.body.as_ref().map_or(0, |b| b.blob.len as i64),
         elapsed_ms: i64::try_from(page.elapsed_ms).map_err(|_| invalid("elapsed_ms is out of range"))?,
     })
 }
@@ -454,6 +455,11 @@ pub(crate) struct CampaignRow {
     pub(crate) grant: ObjectRef,
     pub(crate) request: Option<ObjectRef>,
     pub(crate) status: CampaignStatus,
+}
+
+/// The host of a checked URL, for a title.
+fn host_of(url: &str) -> String {
+    Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_else(|| url.to_owned())
 }
 
 fn parse_uuid(what: &str, s: &str) -> Result<Uuid> {
@@ -743,15 +749,15 @@ fn step(
 }
 
 /// Records a fetched page of item `position`: evidence with provenance
-/// (`tor_fetch`, fetch metadata), relations, index and counters, or — for a
-/// body that is not UTF-8 — the item `FAILED`.
+/// (`tor_fetch`, fetch metadata), its original bytes (a blob), the text the
+/// parser read (indexed and scanned for selectors), relations and counters.
 pub(crate) fn record_fetch(
     conn: &mut Connection,
     ws: Uuid,
     campaign: &ObjectRef,
     position: u32,
     page: &FetchedPage,
-) -> Result<FetchRecorded> {
+) -> Result<ObjectRef> {
     check_page_shape(page)?;
     let tx = conn.transaction()?;
     let row = load_campaign(&tx, ws, campaign)?;
@@ -764,80 +770,72 @@ pub(crate) fn record_fetch(
         )));
     }
     let now = now_rfc3339();
-    let outcome = match std::str::from_utf8(&page.body) {
-        Err(_) => {
-            let reason = format!(
-                "binary body ({} bytes, sha256 {}) is not stored as text evidence",
-                checked.bytes, checked.sha256
-            );
-            let end = ItemEnd {
-                status: ItemStatus::Failed,
-                reason: Some(&reason),
-                http_status: Some(page.http_status),
-                bytes: checked.bytes,
-                evidence: None,
-                started_at: Some(&page.started_at),
-            };
-            end_item(&tx, campaign, position, &end, &now)?;
-            audit(
-                &tx,
-                "labfy",
-                "campaign.item",
-                Some(ws),
-                Some(campaign),
-                &serde_json::json!({"position": position, "status": "FAILED", "http_status": page.http_status,
-                                    "bytes": checked.bytes, "reason": "binary body"}),
-            )?;
-            FetchRecorded::NotText { reason }
-        }
-        Ok(text) => {
-            let selection = match &row.request {
-                Some(r) => selection_of(&tx, r)?,
-                None => Vec::new(),
-            };
-            let origin = PageOrigin {
-                investigation: row.investigation,
-                campaign,
-                grant: &row.grant,
-                request: row.request.as_ref(),
-                selection: &selection,
-            };
-            let title = format!("{} — HTTP {}", truncate(&checked.final_url, 180), page.http_status);
-            let doc = TextEvidence {
-                investigation: row.investigation,
-                title: &title,
-                content: text,
-                source: &checked.final_url,
-                mime: &checked.mime,
-                at: &now,
-                original: None,
-            };
-            let (inserted, relations) = insert_campaign_page(&tx, &origin, &doc, "tor_fetch")?;
-            insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &row.grant, page, &checked)?;
-            index_evidence(&tx, inserted.seq, inserted.seq)?;
-            bump_investigation(&tx, &row.investigation.to_string(), 1, relations)?;
-            crate::extraction::scan_new_evidence(&tx, &row.investigation.to_string(), &inserted.evidence, text, &now)?;
-            let end = ItemEnd {
-                status: ItemStatus::Fetched,
-                reason: None,
-                http_status: Some(page.http_status),
-                bytes: checked.bytes,
-                evidence: Some(&inserted.evidence),
-                started_at: Some(&page.started_at),
-            };
-            end_item(&tx, campaign, position, &end, &now)?;
-            audit(
-                &tx,
-                "labfy",
-                "campaign.fetch",
-                Some(ws),
-                Some(campaign),
-                &serde_json::json!({"position": position, "http_status": page.http_status, "bytes": checked.bytes,
-                                    "evidence": inserted.evidence}),
-            )?;
-            FetchRecorded::Evidence { evidence: inserted.evidence }
-        }
+    let selection = match &row.request {
+        Some(r) => selection_of(&tx, r)?,
+        None => Vec::new(),
     };
+    let origin = PageOrigin {
+        investigation: row.investigation,
+        campaign,
+        grant: &row.grant,
+        request: row.request.as_ref(),
+        selection: &selection,
+    };
+    let (text, mime, original) = match &page.body {
+        Some(b) => {
+            tx.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, byte_len, created_at) VALUES (?1, ?2, ?3)")?
+                .execute(params![b.blob.sha256, b.blob.len as i64, now])?;
+            // The parser's media type for what it recognised; the server's
+            // header for plain text (it names the dialect: CSV, JSON…).
+            let mime = match b.parsed.format {
+                labfy_parse::Format::Text => checked.mime.clone(),
+                _ => sanitize_line(&b.parsed.mime, 100),
+            };
+            (b.parsed.text.as_str(), mime, Some(&b.blob))
+        }
+        None => ("", checked.mime.clone(), None),
+    };
+    let title = match page.body.as_ref().and_then(|b| b.parsed.title.as_deref()).map(str::trim) {
+        Some(t) if !t.is_empty() => {
+            format!("{} — {}", truncate(&sanitize_line(t, 200), 200), host_of(&checked.final_url))
+        }
+        _ => format!("{} — HTTP {}", truncate(&checked.final_url, 180), page.http_status),
+    };
+    let doc = TextEvidence {
+        investigation: row.investigation,
+        title: &title,
+        content: text,
+        source: &checked.final_url,
+        mime: &mime,
+        at: &now,
+        original,
+    };
+    let (inserted, relations) = insert_campaign_page(&tx, &origin, &doc, "tor_fetch")?;
+    insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &row.grant, page, &checked)?;
+    index_evidence(&tx, inserted.seq, inserted.seq)?;
+    bump_investigation(&tx, &row.investigation.to_string(), 1, relations)?;
+    if !text.is_empty() {
+        crate::extraction::scan_new_evidence(&tx, &row.investigation.to_string(), &inserted.evidence, text, &now)?;
+    }
+    let end = ItemEnd {
+        status: ItemStatus::Fetched,
+        reason: None,
+        http_status: Some(page.http_status),
+        bytes: checked.bytes,
+        evidence: Some(&inserted.evidence),
+        started_at: Some(&page.started_at),
+    };
+    end_item(&tx, campaign, position, &end, &now)?;
+    audit(
+        &tx,
+        "labfy",
+        "campaign.fetch",
+        Some(ws),
+        Some(campaign),
+        &serde_json::json!({"position": position, "http_status": page.http_status, "bytes": checked.bytes,
+                            "evidence": inserted.evidence, "mime": mime}),
+    )?;
+    let outcome = inserted.evidence;
     tx.commit()?;
     Ok(outcome)
 }

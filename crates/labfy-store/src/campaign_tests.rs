@@ -98,12 +98,28 @@ fn page(url: &str, body: &[u8]) -> FetchedPage {
         http_status: 200,
         headers: vec![("content-type".into(), "text/html; charset=utf-8".into()), ("server".into(), "nginx".into())],
         content_type: Some("text/html; charset=utf-8".into()),
-        body: body.to_vec(),
+        body: kept(body, "8812.html"),
         body_sha256: sha256_hex(body),
         started_at: "2026-03-01T10:00:00.000Z".into(),
         elapsed_ms: 1234,
         isolation: "campaign-iso-1".into(),
     }
+}
+
+/// A body as the server keeps it: a blob and what the parser read (here
+/// in-process; the server runs the confined worker).
+fn kept(body: &[u8], name: &str) -> Option<FetchedBody> {
+    (!body.is_empty()).then(|| FetchedBody {
+        blob: blobs::Blob { sha256: sha256_hex(body), len: body.len() as u64 },
+        parsed: labfy_parse::parse(body, name),
+    })
+}
+
+/// A body of `len` bytes that the test does not allocate: only its blob's
+/// length and digest matter to the store's bound.
+fn sized(len: u64) -> Option<FetchedBody> {
+    let sha256 = sha256_hex(format!("{len}").as_bytes());
+    Some(FetchedBody { blob: blobs::Blob { sha256, len }, parsed: labfy_parse::parse(b"zzz", "big.txt") })
 }
 
 fn assert_err_contains<T: std::fmt::Debug>(r: Result<T>, kind: labfy_core::ErrorKind, needle: &str, what: &str) {
@@ -520,19 +536,31 @@ fn a_fetched_page_becomes_evidence_with_provenance_fetch_metadata_relations_and_
     ];
     p.content_type = Some("Text/HTML; charset=UTF-8".into());
     p.body_sha256 = sha256_hex(body.as_bytes()).to_ascii_uppercase(); // case does not matter
-    let recorded = x.store.record_fetch(ws, &c, 0, &p).unwrap();
-    let FetchRecorded::Evidence { evidence: e } = recorded else { panic!("not stored: {recorded:?}") };
+    let e = x.store.record_fetch(ws, &c, 0, &p).unwrap();
     assert_eq!(e.kind(), RefKind::Evidence);
 
-    // The evidence: raw HTML as text, its digest, the final URL as source.
+    // The evidence: the text the parser read (SPEC C3: the same extraction
+    // as an import), the original bytes' digest and size, the final URL as
+    // source, the page's own title.
     let (title, content, sha, source, len) = evidence_row(x.conn(), &e);
-    assert_eq!(content, body, "the body must be stored verbatim");
+    assert!(content.contains("Le réseau Zorglubinette est financé depuis 2019."), "{content}");
+    assert!(!content.contains("<body>") && !content.contains("alert(1)"), "markup or script kept as text: {content}");
     assert_eq!(sha, sha256_hex(body.as_bytes()));
     assert_eq!(source, "https://www.example.net/archive/8812");
     assert_eq!(len as usize, body.len());
-    assert_eq!(title, "https://www.example.net/archive/8812 — HTTP 200");
+    assert_eq!(title, "Zorglubinette — www.example.net");
     let summary = x.store.reads().evidence_summary(ws, &e).unwrap();
     assert_eq!(summary.mime, "text/html");
+    // The original bytes are kept, referenced like an import's.
+    let blob: (String, i64) = x
+        .conn()
+        .query_row(
+            "SELECT b.sha256, b.byte_len FROM evidence e JOIN blobs b ON b.sha256 = e.blob_sha256 WHERE e.id = ?1",
+            [e.id().to_string()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(blob, (sha256_hex(body.as_bytes()), body.len() as i64));
 
     // Its fetch metadata, through both reads that show provenance.
     let fetch = summary.fetch.clone().expect("the summary shows the fetch");
@@ -642,14 +670,22 @@ fn a_page_that_breaks_a_rule_is_refused_and_nothing_is_stored() {
         ("SHA-256 of another length", with(&|p| p.body_sha256 = "ab".into()), "SHA-256 mismatch"),
         (
             "body over the bound",
-            {
-                let body = vec![b'a'; MAX_FETCH_BODY_BYTES + 1];
-                with(&|p| {
-                    p.body = body.clone();
-                    p.body_sha256 = sha256_hex(&body);
-                })
-            },
+            with(&|p| {
+                p.body = sized(MAX_FETCH_BODY_BYTES + 1);
+                p.body_sha256 = p.body.as_ref().unwrap().blob.sha256.clone();
+            }),
             "larger than the store accepts",
+        ),
+        (
+            "an empty blob",
+            with(&|p| {
+                p.body = kept(b"x", "x.txt").map(|mut b| {
+                    b.blob = blobs::Blob { sha256: sha256_hex(b""), len: 0 };
+                    b
+                });
+                p.body_sha256 = sha256_hex(b"");
+            }),
+            "an empty body is no body",
         ),
         ("HTTP status 99", with(&|p| p.http_status = 99), "not 100–999"),
         ("HTTP status 1000", with(&|p| p.http_status = 1000), "not 100–999"),
@@ -701,51 +737,53 @@ fn a_page_that_breaks_a_rule_is_refused_and_nothing_is_stored() {
         p.url = "HTTPS://news.example.org:443/1".into();
         p.redirects = vec![url.to_owned(); MAX_FETCH_REDIRECTS];
         p.headers = vec![("x".into(), "y".into()); MAX_FETCH_HEADERS];
-        p.body = Vec::new();
+        p.body = None;
         p.body_sha256 = sha256_hex(b"");
         p.content_type = None;
         p.http_status = 204;
         p.isolation = "i".repeat(MAX_ISOLATION_CHARS);
     });
-    let FetchRecorded::Evidence { evidence } = x.store.record_fetch(ws, &c, 0, &edge).unwrap() else { panic!() };
+    let evidence = x.store.record_fetch(ws, &c, 0, &edge).unwrap();
     let summary = x.store.reads().evidence_summary(ws, &evidence).unwrap();
     assert_eq!((summary.byte_len, summary.mime.as_str()), (0, FALLBACK_MIME));
     // A body of exactly the store's bound is accepted.
-    let big = vec![b'z'; MAX_FETCH_BODY_BYTES];
-    let mut p = page("https://news.example.org/big", &big);
+    let mut p = page("https://news.example.org/big", b"");
+    p.body = sized(MAX_FETCH_BODY_BYTES);
+    p.body_sha256 = p.body.as_ref().unwrap().blob.sha256.clone();
     p.content_type = Some("text/plain".into());
-    let FetchRecorded::Evidence { evidence } = x.store.record_fetch(ws, &c, 1, &p).unwrap() else { panic!() };
+    let evidence = x.store.record_fetch(ws, &c, 1, &p).unwrap();
     assert_eq!(x.store.reads().evidence_summary(ws, &evidence).unwrap().byte_len, MAX_FETCH_BODY_BYTES as i64);
     assert_eq!(x.campaign(&c).bytes, MAX_FETCH_BODY_BYTES as i64);
     assert_counters_consistent(x.conn());
 }
 
 #[test]
-fn a_body_that_is_not_utf8_fails_its_item_and_stores_no_evidence() {
+fn a_binary_body_is_kept_as_evidence_with_its_original_bytes() {
+    // SPEC C3: a fetched image or non-text document is no longer dropped.
     let dir = TempDir::new().unwrap();
     let mut x = real(&dir, "Dossier Binaire");
     let url = "https://news.example.org/image.png";
     let out = x.running("binary", &[url]);
     let (ws, c) = (x.ws, out.campaign);
-    let body = [0x89, b'P', b'N', b'G', 0xff, 0xfe, 0x00, 0x01];
+    let body = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, b'I', b'H', b'D', b'R'];
     let before = counters(x.conn(), &x.inv);
-    let recorded = x.store.record_fetch(ws, &c, 0, &page(url, &body)).unwrap();
-    let want = format!("binary body (8 bytes, sha256 {}) is not stored as text evidence", sha256_hex(&body));
-    assert_eq!(recorded, FetchRecorded::NotText { reason: want.clone() });
-    assert_eq!(counters(x.conn(), &x.inv), before);
-    assert_eq!(count(x.conn(), "SELECT count(*) FROM fetch_provenance"), 0);
+    let mut p = page(url, &body);
+    p.body = kept(&body, "image.png");
+    p.content_type = Some("image/png".into());
+    let e = x.store.record_fetch(ws, &c, 0, &p).unwrap();
+    assert_eq!(counters(x.conn(), &x.inv).0, before.0 + 1, "one more evidence item");
+    let (title, content, sha, _, len) = evidence_row(x.conn(), &e);
+    assert_eq!((content.as_str(), sha.as_str(), len), ("", sha256_hex(&body).as_str(), body.len() as i64));
+    assert_eq!(title, "https://news.example.org/image.png — HTTP 200");
+    let summary = x.store.reads().evidence_summary(ws, &e).unwrap();
+    assert_eq!(summary.mime, "image/png");
+    assert_eq!(summary.fetch.as_ref().map(|f| f.body_bytes), Some(body.len() as u64));
     let camp = x.campaign(&c);
     let item = &camp.items[0];
-    assert_eq!(
-        (item.status, item.reason.as_deref(), item.http_status, item.bytes, item.evidence),
-        (ItemStatus::Failed, Some(want.as_str()), Some(200), 8, None)
-    );
-    assert_eq!((camp.items_done, camp.items_failed, camp.bytes), (0, 1, 8));
-    assert!(camp.evidence.is_empty());
-    assert_eq!(x.store.reads().grant_usage(ws, &out.grant).unwrap(), GrantUsage { requests: 1, bytes: 8 });
-    let audit = x.store.reads().audit(ws, 1).unwrap();
-    assert_eq!((audit[0].action.as_str(), audit[0].detail["status"].as_str()), ("campaign.item", Some("FAILED")));
-    x.store.campaign_finished(ws, &c, CampaignStatus::Completed, "1 URL, binary").unwrap();
+    assert_eq!((item.status, item.bytes, item.evidence), (ItemStatus::Fetched, body.len() as u64, Some(e)));
+    assert_eq!((camp.items_done, camp.items_failed), (1, 0));
+    assert_eq!(x.store.reads().grant_usage(ws, &out.grant).unwrap(), GrantUsage { requests: 1, bytes: 16 });
+    x.store.campaign_finished(ws, &c, CampaignStatus::Completed, "1 URL, an image").unwrap();
 }
 
 #[test]

@@ -23,7 +23,7 @@ use rusqlite::Connection;
 use uuid::Uuid;
 
 pub use campaign::{
-    CampaignItem, CampaignStatus, FALLBACK_MIME, FetchRecorded, FetchedPage, GrantUsage, ItemStatus,
+    CampaignItem, CampaignStatus, FALLBACK_MIME, FetchedBody, FetchedPage, GrantUsage, ItemStatus,
     MAX_CAMPAIGN_DETAIL_CHARS, MAX_CAMPAIGN_URLS, MAX_FETCH_BODY_BYTES, MAX_FETCH_HEADERS, MAX_FETCH_REDIRECTS,
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
@@ -276,18 +276,19 @@ impl Store {
     }
 
     /// Records the page egress fetched for item `position` (0 first) of a
-    /// RUNNING campaign: evidence with provenance and fetch metadata, or — a
-    /// body that is not UTF-8 — the item `FAILED`. Invalid (nothing stored)
-    /// when the SHA-256 does not match the body, a URL is outside the grant's
-    /// scope, or a bound is exceeded; Conflict when the item already ended or
-    /// its URL is not `page.url`.
+    /// RUNNING campaign: evidence with provenance and fetch metadata, its
+    /// original bytes and the text the parser read (SPEC C3) — whatever the
+    /// body's type; answers the evidence item. Invalid
+    /// (nothing stored) when egress's SHA-256 is not the blob's, a URL is
+    /// outside the grant's scope, or a bound is exceeded; Conflict when the
+    /// item already ended or its URL is not `page.url`.
     pub fn record_fetch(
         &mut self,
         ws: Uuid,
         campaign: &ObjectRef,
         position: u32,
         page: &FetchedPage,
-    ) -> Result<FetchRecorded> {
+    ) -> Result<ObjectRef> {
         campaign::record_fetch(&mut self.conn, ws, campaign, position, page)
     }
 

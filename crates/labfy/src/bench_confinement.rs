@@ -77,6 +77,8 @@ pub fn confinement(args: ConfinementBenchArgs) -> Result<(), Failure> {
     let storage = |e: labfy_ipc::IpcError| fail(e.to_string());
     labfy_ipc::secret::create_private_dir(&run).map_err(storage)?;
     labfy_ipc::secret::create_private_dir(&crate::jail::egress_state_dir(&data)).map_err(storage)?;
+    labfy_ipc::secret::create_private_dir(&data.join("scratch")).map_err(storage)?;
+    labfy_ipc::secret::create_private_dir(&crate::jail::egress_bodies_dir(&data)).map_err(storage)?;
     labfy_ipc::secret::create_private_dir(&crate::logs::log_dir(&data)).map_err(storage)?;
     labfy_ipc::secret::create_private_dir(&labfy_ipc::daemon::operator_dir(&run)).map_err(storage)?;
     labfy_ipc::secret::create_secret(&run).map_err(storage)?;

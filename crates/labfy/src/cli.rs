@@ -51,6 +51,12 @@ enum Command {
         /// uses the real Tor network.
         #[arg(long, env = "LABFY_ARTI_CONFIG")]
         arti_config: Option<PathBuf>,
+        /// Largest body egress keeps per fetch, MiB (SPEC C3): a fetched
+        /// page or document waits in the scratch directory (what a campaign
+        /// asks the governor for, per URL) until the server stores it.
+        #[arg(long, env = "LABFY_MAX_BODY_MIB", default_value_t = labfy_ipc::messages::egress::DEFAULT_MAX_BODY_BYTES >> 20,
+              value_parser = clap::value_parser!(u64).range(1..=(labfy_ipc::messages::egress::MAX_BODY_BYTES_CEILING >> 20)))]
+        max_body_mib: u64,
     },
     /// Show the governor's samples, reservations and admission log.
     Resources {
@@ -244,8 +250,8 @@ pub fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config } => {
-            up(data_dir, port, workspace, runtime_dir, llama_server, arti_config)
+        Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config, max_body_mib } => {
+            up(data_dir, port, workspace, runtime_dir, llama_server, arti_config, max_body_mib)
         }
         Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),
         Command::Model { what } => crate::governor_cli::model(what),
@@ -408,6 +414,7 @@ fn up(
     runtime_dir: Option<PathBuf>,
     llama_server: Option<PathBuf>,
     arti_config: Option<PathBuf>,
+    max_body_mib: u64,
 ) -> Result<(), Failure> {
     let data_dir = match data_dir {
         Some(d) => d,
@@ -472,6 +479,7 @@ fn up(
         programs,
         llama_server,
         arti_config,
+        max_body_mib,
         loopback_tcp: matches!(agent, labfy_runtime::client::AgentMode::LocalModel(_)),
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that

@@ -8,8 +8,9 @@
 //!   random devices; a private `/proc` (its own PID namespace: no host
 //!   process to see or signal); a private 64 MiB `/tmp`;
 //! - its data directory, writable — except `<data>/egress`, egress's Tor
-//!   state, and `<data>/logs`, the other processes' log, each masked by an
-//!   empty read-only tmpfs (T3);
+//!   state, `<data>/scratch/egress`, the fetched bodies egress keeps for it,
+//!   and `<data>/logs`, the other processes' log, each masked by an empty
+//!   read-only tmpfs (T3);
 //! - the runtime directory **read-only** (the other daemons' sockets, the
 //!   IPC secret: it can connect and read, never replace — T3); its own
 //!   control channel is an inherited socket pair, not a file;
@@ -32,6 +33,14 @@ pub fn egress_state_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("egress")
 }
 
+/// Where egress keeps fetched bodies until the server reads them (its part
+/// of the governor's scratch directory, `<data>/scratch/egress`): masked in
+/// the server's view — the server reads a body only through egress, which
+/// checks the workspace (SPEC C3, T3).
+pub fn egress_bodies_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("scratch").join("egress")
+}
+
 /// What the server is given, before its arguments and environment.
 pub struct ServerJail<'a> {
     /// The `labfy-server` program (or a stand-in).
@@ -49,7 +58,7 @@ pub struct ServerJail<'a> {
 
 impl ServerJail<'_> {
     /// The jail; `data_dir`, `runtime_dir`, its `operator` directory,
-    /// `<data>/egress` and `<data>/logs` must exist.
+    /// `<data>/egress`, `<data>/scratch/egress` and `<data>/logs` must exist.
     pub fn build(&self) -> Result<Jail, SpawnError> {
         let mut root = Root::new();
         root.system()?.devices()?.proc()?.tmp(SERVER_TMP_BYTES)?;
@@ -58,6 +67,7 @@ impl ServerJail<'_> {
         // of it.
         root.writable(self.data_dir)?;
         root.mask(&egress_state_dir(self.data_dir))?;
+        root.mask(&egress_bodies_dir(self.data_dir))?;
         // The other processes' log (SPEC U8, T3): neither read nor rewritten.
         root.mask(&crate::logs::log_dir(self.data_dir))?;
         root.read_only(self.runtime_dir)?;

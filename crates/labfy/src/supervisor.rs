@@ -101,6 +101,8 @@ pub struct Plan {
     /// An arti configuration file for egress (bridges, or a private test
     /// network); without it, egress uses the real Tor network.
     pub arti_config: Option<PathBuf>,
+    /// Largest body egress keeps per fetch, MiB (SPEC C3).
+    pub max_body_mib: u64,
     /// A local model is configured: the server may open TCP sockets on its
     /// own loopback (for llama-server), still with no other network.
     pub loopback_tcp: bool,
@@ -423,6 +425,8 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // 2. Egress's state directory and the operator sockets' directory, which
     //    the server's view masks (SPEC T1, T3).
     secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
+    secret::create_private_dir(&plan.data_dir.join("scratch")).map_err(storage)?;
+    secret::create_private_dir(&crate::jail::egress_bodies_dir(&plan.data_dir)).map_err(storage)?;
     secret::create_private_dir(&daemon::operator_dir(&plan.runtime_dir)).map_err(storage)?;
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
     // The log book (SPEC U8): the children's stderr into `<data>/logs`, which
@@ -499,7 +503,14 @@ async fn supervise(
     }
     // Egress re-checks grants in the store (read-only) and keeps arti's
     // state and cache under the data directory.
-    let mut egress_args = vec![OsString::from("--data-dir"), plan.data_dir.clone().into_os_string()];
+    // Fetched bodies wait in `<data>/scratch/egress` (SPEC C3), measured by
+    // the governor with the rest of the scratch directory.
+    let mut egress_args = vec![
+        OsString::from("--data-dir"),
+        plan.data_dir.clone().into_os_string(),
+        OsString::from("--max-body-mib"),
+        OsString::from(plan.max_body_mib.to_string()),
+    ];
     if let Some(p) = &plan.arti_config {
         egress_args.push(OsString::from("--arti-config"));
         egress_args.push(p.clone().into_os_string());
