@@ -202,9 +202,14 @@ fn a_compromised_server_reaches_no_host_service_process_or_file() {
         expected.push((format!("read_host_file_{i}"), errno(libc::ENOENT)));
     }
     expected.push(("read_log".into(), errno(libc::ENOENT)));
-    for name in
-        ["write_socket_dir", "replace_supervisor_socket", "rewrite_ipc_secret", "write_egress_state", "rewrite_log"]
-    {
+    for name in [
+        "write_socket_dir",
+        "replace_supervisor_socket",
+        "rewrite_ipc_secret",
+        "write_egress_state",
+        "write_egress_bodies",
+        "rewrite_log",
+    ] {
         expected.push((name.into(), errno(libc::EROFS)));
     }
     for name in [

@@ -2,8 +2,9 @@
 //! T3). Started by `labfy up` in the server's place (`LABFY_SERVER_BIN`), it
 //! is confined by exactly the server's sequence and attempts each escape:
 //! host Unix sockets (by path and abstract), signals and `/proc` of a host
-//! process, files outside its data, writes to the socket directory and to
-//! egress's state, `AF_INET`/`AF_INET6`/`AF_NETLINK`/`AF_PACKET` sockets,
+//! process, files outside its data, writes to the socket directory, to
+//! egress's state and to the bodies egress keeps for it, `AF_INET`/`AF_INET6`/
+//! `AF_NETLINK`/`AF_PACKET` sockets,
 //! `ptrace`, `mount`, `setns`, `unshare`, namespaces through `clone` and
 //! `clone3`, `bpf`, `keyctl`, typing into a terminal. Run directly, with the
 //! same arguments, it is the control: the same attempts from an unconfined
@@ -186,6 +187,8 @@ fn main() {
     );
     report("rewrite_ipc_secret", std::fs::OpenOptions::new().write(true).open(run.join("ipc.secret")).map(drop));
     report("write_egress_state", create_file(&data.join("egress").join("probe-planted")));
+    // The bodies egress keeps for the server (SPEC C3): only through egress.
+    report("write_egress_bodies", create_file(&data.join("scratch").join("egress").join("probe-planted")));
     // The other processes' log (SPEC U8, T3): neither read nor rewritten.
     let log = data.join("logs").join("labfy.log");
     report("read_log", std::fs::read(&log).map(drop));
