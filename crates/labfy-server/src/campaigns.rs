@@ -17,8 +17,9 @@
 //!    answer (E6: no retry), or a run without egress.
 //! 2. **Admission** (Q2): the governor is asked to admit it (scratch: the
 //!    largest body egress keeps — the operator's bound, which egress's
-//!    status tells — per item; a modest RAM bound; one fetch at a time). Refused — or a governor that does not answer — ends it
-//!    `FAILED` with the reason, once: no retry loop. (Without a supervisor
+//!    status tells — per item; a modest RAM bound; one fetch at a time).
+//!    Refused — or a governor that does not answer — ends it `FAILED` with
+//!    the reason, once: no retry loop. (Without a supervisor
 //!    there is no governor to ask — but no egress either, so such a
 //!    campaign already failed at its confirmation; [`NO_GOVERNOR`] would
 //!    name the admission otherwise.)
@@ -27,7 +28,8 @@
 //!    waits in egress's scratch directory; the runner streams it into the
 //!    blob store (checking egress's SHA-256), has the confined parser worker
 //!    read it — exactly as an imported file (SPEC C3) — and records it as
-//!    evidence with provenance (E5), whatever its type; a refusal, a failure or a stop becomes
+//!    evidence with provenance (E5), whatever its type (a body left unread,
+//!    on a stop, expires in egress). A refusal, a failure or a stop becomes
 //!    the item's reason. Tor down, not bootstrapped, or egress unreachable
 //!    (E6) ends the campaign `FAILED` at once — the item `UNAVAILABLE`, the
 //!    rest `STOPPED`: no retry, no other path, nothing fetched in clear.

@@ -17,6 +17,7 @@
 
 use chrono::{DateTime, Utc};
 use labfy_core::{ObjectRef, RefKind};
+use labfy_parse::Parsed;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 use url::Url;
@@ -29,7 +30,6 @@ use crate::model::FetchProvenance;
 use crate::now_rfc3339;
 use crate::reads::Reads;
 use crate::research::{Campaign, grant_is_active};
-use labfy_parse::Parsed;
 
 /// Most URLs one campaign fetches (a REAL grant names 1 to this many).
 pub const MAX_CAMPAIGN_URLS: usize = 32;
