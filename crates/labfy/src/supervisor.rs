@@ -422,8 +422,9 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // arguments name them so.
     plan.runtime_dir = std::fs::canonicalize(&plan.runtime_dir)?;
     plan.data_dir = std::fs::canonicalize(&plan.data_dir)?;
-    // 2. Egress's state directory and the operator sockets' directory, which
-    //    the server's view masks (SPEC T1, T3).
+    // 2. Egress's state directory, the folder where egress keeps fetched
+    //    bodies for the server (SPEC C3) and the operator sockets'
+    //    directory, which the server's view masks (SPEC T1, T3).
     secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
     secret::create_private_dir(&plan.data_dir.join("scratch")).map_err(storage)?;
     secret::create_private_dir(&crate::jail::egress_bodies_dir(&plan.data_dir)).map_err(storage)?;
