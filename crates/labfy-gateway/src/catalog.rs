@@ -427,7 +427,7 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             id: ToolId::InvestigationSearch,
-            description: "Full-text search over the evidence of one investigation; every word is required, the last one also as a prefix.",
+            description: "Full-text search over the evidence of one investigation; every word is required, the last one also as a prefix. A query matching more than 2,000 items ranks only the 2,000 most recent and says so (`ranked_among`).",
             action: A::Read,
             risk: R::Low,
             sensitivity: S::InvestigationContent,

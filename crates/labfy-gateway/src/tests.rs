@@ -31,7 +31,7 @@ use crate::*;
 /// purpose: write the new value here in the same change, and say why.
 const PINNED_TOOL_FINGERPRINTS: [(&str, &str); 16] = [
     ("investigation.get_overview", "a6f2c00c273b70b827f006f8bcf3ced2138fac348803ab2bfb17d2299793c920"),
-    ("investigation.search", "42ddcc2ad4eb778f32b1334733e85b9678eea9bead326f154ae4cc72a9f10016"),
+    ("investigation.search", "6419dcf6eac5b49211b41c3486c6d215b9a83c76bea24f9e743adf2133c70bf7"),
     ("investigation.find_correlations", "05516e906a5f21b1ba4307ca60f8936b4eed39db82298cef8ea0e4daa240271e"),
     ("graph.get_node", "c69e987099bff44e02ef8ba67845a1fb17030e4539d1fbbebbb765e67e8462cb"),
     ("graph.get_neighbors", "65ebaac779fbaab6c2c80255f0fb9ccccd18bce296d34d0fe2f823a65ca2870c"),
@@ -48,7 +48,7 @@ const PINNED_TOOL_FINGERPRINTS: [(&str, &str); 16] = [
     ("research.prepare", "e8f40fcf4f1ebf9bd86b0c34edafdad91b4d0be87e7312c38341f985b6d5a91f"),
 ];
 /// Pinned fingerprint of the whole catalog (R5).
-const PINNED_CATALOG_FINGERPRINT: &str = "0f98e55a558eec9b58940f9f54fe21ff48a414e73cdf140156575443663dbb91";
+const PINNED_CATALOG_FINGERPRINT: &str = "254207ae025e5bcf366492573d5a9898979fdeb8d09b89ed90a6c9914453da4c";
 
 /// The sixteen tools of G2, in published order.
 const G2_TOOLS: [&str; 16] = [

@@ -211,6 +211,10 @@ pub struct SearchResult {
     pub hits: Vec<SearchHit>,
     /// True when more hits exist than were returned.
     pub truncated: bool,
+    /// Set when the query matched so many items that only this many, the
+    /// most recent, were ranked (`SEARCH_RANK_WINDOW`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranked_among: Option<u32>,
 }
 
 /// Short form of an entity.

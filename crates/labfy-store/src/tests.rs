@@ -268,6 +268,50 @@ fn search_finds_names_bounds_queries_and_marks_matches() {
     assert!(one.truncated);
 }
 
+/// SPEC C2 (search at 1,000,000 items): a query matching more items than the
+/// window ranks the most recent of them, says so, and never answers short
+/// because another investigation's matches filled the window.
+#[test]
+fn broad_searches_rank_the_most_recent_matches_and_say_so() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Fenêtre", "analyst").unwrap();
+    let ws = ws.id();
+    let note =
+        |n: usize| NewNote {
+            title: format!("Note {n}"), content: format!("Réunion à Lyon numéro {n}"), source: None
+        };
+    let mut ours = Vec::new();
+    for n in 0..8 {
+        ours.push(store.add_note(ws, &inv, &note(n), "analyst").unwrap());
+    }
+    let r = store.reads();
+    // Eight matches, a window of five: the three hits are among the five newest.
+    let res = r.search_within(ws, &inv, "Lyon", 3, 5).unwrap();
+    assert_eq!(res.ranked_among, Some(5));
+    assert_eq!(res.hits.len(), 3);
+    assert!(res.truncated);
+    for hit in &res.hits {
+        assert!(ours[3..].contains(&hit.id), "{} is older than the window", hit.id);
+    }
+    // A window wider than the matches ranks them all, and says nothing.
+    let all = r.search_within(ws, &inv, "Lyon", 20, 8).unwrap();
+    assert_eq!((all.hits.len(), all.truncated, all.ranked_among), (8, false, None));
+    let json = serde_json::to_value(&all).unwrap();
+    assert!(json.get("ranked_among").is_none());
+
+    // Six newer matches in another investigation fill the window: ours are
+    // still all found, ranked in full.
+    let other = store.create_investigation(ws, "Autre", "", "analyst").unwrap();
+    for n in 0..6 {
+        store.add_note(ws, &other, &note(100 + n), "analyst").unwrap();
+    }
+    let r = store.reads();
+    let res = r.search_within(ws, &inv, "Lyon", 20, 5).unwrap();
+    assert_eq!((res.hits.len(), res.truncated, res.ranked_among), (8, false, None));
+    assert!(res.hits.iter().all(|h| ours.contains(&h.id)));
+}
+
 #[test]
 fn graph_reads_neighbours_correlations_and_excerpts() {
     let dir = TempDir::new().unwrap();
