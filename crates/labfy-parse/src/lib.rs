@@ -228,9 +228,18 @@ fn clean(s: &str, max: usize) -> String {
 /// Reads `bytes` (the file named `name`) as the document it is. Never
 /// fails: what cannot be read is binary evidence with a note saying why.
 pub fn parse(bytes: &[u8], name: &str) -> Parsed {
+    parse_declared(bytes, name, None)
+}
+
+/// [`parse`], with the charset its transport declared (an HTTP
+/// `Content-Type`'s, through [`charset_of`]): for text and HTML it comes
+/// after a byte-order mark and before the page's own `<meta>`, as the HTML
+/// standard orders them (SPEC C2, C3). An unknown label is ignored.
+pub fn parse_declared(bytes: &[u8], name: &str, charset: Option<&str>) -> Parsed {
+    let transport = charset.and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
     let mut p = match detect::format(bytes, name) {
-        Format::Text => text::plain(bytes),
-        Format::Html => text::html(bytes),
+        Format::Text => text::plain(bytes, transport),
+        Format::Html => text::html(bytes, transport),
         Format::Pdf => pdf(bytes),
         Format::Email => mail::message(bytes),
         Format::Mbox => mail::mbox(bytes),
@@ -254,6 +263,21 @@ pub fn parse(bytes: &[u8], name: &str) -> Parsed {
     p.notes.truncate(MAX_NOTES);
     p.notes = p.notes.iter().map(|n| clean(n, MAX_METADATA_CHARS)).collect();
     p
+}
+
+/// The canonical name of the charset a `Content-Type` value declares
+/// (`text/html; charset="ISO-8859-1"` → `windows-1252`), if the encoding
+/// standard knows it: what is safe to hand to [`parse_declared`] and to a
+/// worker's command line.
+pub fn charset_of(content_type: &str) -> Option<&'static str> {
+    content_type.split(';').skip(1).find_map(|param| {
+        let (key, value) = param.split_once('=')?;
+        if !key.trim().eq_ignore_ascii_case("charset") {
+            return None;
+        }
+        let label = value.trim().trim_matches(['"', '\'']).trim();
+        encoding_rs::Encoding::for_label(label.as_bytes()).map(encoding_rs::Encoding::name)
+    })
 }
 
 fn pdf(bytes: &[u8]) -> Parsed {

@@ -33,14 +33,22 @@ fn death(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// Parses `input` (a stored file of `input_len` bytes, named `name`) in a
+/// Parses `input` (a stored file of `input_len` bytes, named `name`, with
+/// the `charset` its transport declared, if any) in a
 /// worker started from `program` (a Labfy program that calls
 /// [`crate::worker::run_if_worker`] first), waiting at most `wall`
 /// ([`crate::worker::WORKER_WALL_SECONDS`] for `labfy import`; the workspace server's is
 /// shorter than its requests' own deadline).
-pub fn parse_confined(program: &Path, input: File, input_len: u64, name: &str, wall: Duration) -> Parsed {
+pub fn parse_confined(
+    program: &Path,
+    input: File,
+    input_len: u64,
+    name: &str,
+    charset: Option<&str>,
+    wall: Duration,
+) -> Parsed {
     let mut child = match Command::new(program)
-        .args(args(0, 1, input_len, name))
+        .args(args(0, 1, input_len, name, charset))
         .env_clear()
         .stdin(Stdio::from(input))
         .stdout(Stdio::piped())
@@ -133,7 +141,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let w = worker(dir.path(), "exec sleep 30");
         let started = Instant::now();
-        let p = parse_confined(&w, input(dir.path()), 5, "a.txt", Duration::from_millis(300));
+        let p = parse_confined(&w, input(dir.path()), 5, "a.txt", None, Duration::from_millis(300));
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(p.format, crate::Format::Binary);
         assert!(note(&p).contains("took longer than"), "{:?}", p.notes);
@@ -146,17 +154,17 @@ mod tests {
             dir.path(),
             r#"printf '{"parsed":{"format":"text","mime":"text/plain","title":"\u001b[2J","text":"x","encoding":null,"metadata":{},"children":[],"notes":[]}}'"#,
         );
-        let p = parse_confined(&lies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&lies, input(dir.path()), 5, "a.txt", None, Duration::from_secs(10));
         assert!(note(&p).contains("control characters"), "{:?}", p.notes);
         let dir = tempfile::tempdir().expect("tmp");
         let dies = worker(dir.path(), "kill -SYS $$");
-        let p = parse_confined(&dies, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&dies, input(dir.path()), 5, "a.txt", None, Duration::from_secs(10));
         assert!(note(&p).contains("forbidden system call"), "{:?}", p.notes);
         let dir = tempfile::tempdir().expect("tmp");
         let exits = worker(dir.path(), "exit 3");
-        let p = parse_confined(&exits, input(dir.path()), 5, "a.txt", Duration::from_secs(10));
+        let p = parse_confined(&exits, input(dir.path()), 5, "a.txt", None, Duration::from_secs(10));
         assert!(note(&p).contains("status 3"), "{:?}", p.notes);
-        let p = parse_confined(&dir.path().join("absent"), input(dir.path()), 5, "a.txt", Duration::from_secs(1));
+        let p = parse_confined(&dir.path().join("absent"), input(dir.path()), 5, "a.txt", None, Duration::from_secs(1));
         assert!(note(&p).contains("could not start"), "{:?}", p.notes);
     }
 }

@@ -46,3 +46,22 @@ fn a_reply_is_checked_again_by_the_parent() {
     assert!(Reply::check(b"{\"parsed\":{}}", 5).is_err());
     assert!(Reply::check(b"not json", 5).is_err());
 }
+
+/// SPEC C3: the charset of a fetched page's `Content-Type` is found, made
+/// canonical (safe on a worker's command line) and honoured.
+#[test]
+fn a_content_type_charset_is_found_and_honoured() {
+    assert_eq!(charset_of("text/html; charset=ISO-8859-1"), Some("windows-1252"));
+    assert_eq!(charset_of("text/plain;CHARSET=\"koi8-r\""), Some("KOI8-R"));
+    assert_eq!(charset_of("text/html; boundary=x; charset='utf-8'"), Some("UTF-8"));
+    assert_eq!(charset_of("text/html"), None);
+    assert_eq!(charset_of("text/html; charset=x-no-such\0thing"), None);
+    assert_eq!(charset_of("charset=utf-8"), None, "a parameter comes after the type");
+    let page = b"<html><body><p>Soci\xe9t\xe9 G\xe9n\xe9rale</p></body></html>";
+    let p = parse_declared(page, "page.html", charset_of("text/html; charset=iso-8859-1"));
+    assert!(p.text.contains("Société Générale"), "{}", p.text);
+    assert_eq!(p.encoding.as_deref(), Some("windows-1252"));
+    // An unknown label is ignored, not an error.
+    let p = parse_declared(b"plain words", "a.txt", Some("no-such-charset"));
+    assert_eq!(p.text, "plain words");
+}

@@ -25,9 +25,9 @@ pub(crate) fn decode(bytes: &[u8], declared: Option<&'static Encoding>) -> (Stri
     (text.into_owned(), enc)
 }
 
-/// A plain-text document.
-pub(crate) fn plain(bytes: &[u8]) -> Parsed {
-    let (text, enc) = decode(bytes, None);
+/// A plain-text document; `transport`: the charset its transport declared.
+pub(crate) fn plain(bytes: &[u8], transport: Option<&'static Encoding>) -> Parsed {
+    let (text, enc) = decode(bytes, transport);
     let mut p = Parsed::binary("text/plain");
     p.format = Format::Text;
     p.text = text;
@@ -62,9 +62,10 @@ fn title(html: &str) -> Option<String> {
 }
 
 /// An HTML page: its text as a reader sees it (no markup, no script), its
-/// title.
-pub(crate) fn html(bytes: &[u8]) -> Parsed {
-    let (source, enc) = decode(bytes, declared_charset(bytes));
+/// title. `transport` (the charset its HTTP answer declared) comes before
+/// the page's own declaration.
+pub(crate) fn html(bytes: &[u8], transport: Option<&'static Encoding>) -> Parsed {
+    let (source, enc) = decode(bytes, transport.or_else(|| declared_charset(bytes)));
     let mut p = Parsed::binary("text/html");
     p.format = Format::Html;
     p.encoding = Some(enc.name().to_owned());
@@ -83,7 +84,7 @@ mod tests {
     #[test]
     fn a_latin1_text_is_detected_and_decoded() {
         let bytes = b"Le pr\xe9sident de l'association a d\xe9clar\xe9 que les fonds \xe9taient \xe0 l'\xe9tranger.";
-        let p = plain(bytes);
+        let p = plain(bytes, None);
         assert!(p.text.contains("président"), "{}", p.text);
         assert_eq!(p.encoding.as_deref(), Some("windows-1252"));
     }
@@ -94,7 +95,7 @@ mod tests {
         for u in "Élodie".encode_utf16() {
             bytes.extend(u.to_le_bytes());
         }
-        let p = plain(&bytes);
+        let p = plain(&bytes, None);
         assert_eq!(p.text, "Élodie");
         assert_eq!(p.encoding.as_deref(), Some("UTF-16LE"));
     }
@@ -103,7 +104,7 @@ mod tests {
     fn a_page_declared_in_latin1_is_read_in_latin1() {
         let page = b"<html><head><meta charset=\"iso-8859-1\"><title>Soci\xe9t\xe9 &amp; fils</title>\
             <script>var secret = 1;</script></head><body><p>Caf\xe9 cr\xe8me</p></body></html>";
-        let p = html(page);
+        let p = html(page, None);
         assert_eq!(p.title.as_deref(), Some("Société & fils"));
         assert!(p.text.contains("Café crème"), "{}", p.text);
         assert!(!p.text.contains("secret"), "scripts are not text: {}", p.text);
@@ -114,6 +115,21 @@ mod tests {
     fn an_http_equiv_charset_is_honoured() {
         let page =
             b"<meta http-equiv='Content-Type' content='text/html; charset=koi8-r'><p>\xf0\xd2\xc9\xd7\xc5\xd4</p>";
-        assert!(html(page).text.contains("Привет"));
+        assert!(html(page, None).text.contains("Привет"));
+    }
+
+    /// SPEC C3: the charset of the HTTP answer comes before the page's own
+    /// `<meta>` (the HTML standard's order), and a BOM before both.
+    #[test]
+    fn the_transport_charset_comes_before_the_page_declaration() {
+        let page = b"<meta charset='utf-8'><p>\xf0\xd2\xc9\xd7\xc5\xd4</p>";
+        let koi8 = Encoding::for_label(b"koi8-r");
+        let p = html(page, koi8);
+        assert!(p.text.contains("Привет"), "{}", p.text);
+        assert_eq!(p.encoding.as_deref(), Some("KOI8-R"));
+        let bom = b"\xEF\xBB\xBF<p>caf\xC3\xA9</p>";
+        assert_eq!(html(bom, koi8).text, "café");
+        let latin = plain(b"r\xe9sum\xe9", Encoding::for_label(b"latin1"));
+        assert_eq!((latin.text.as_str(), latin.encoding.as_deref()), ("résumé", Some("windows-1252")));
     }
 }

@@ -12,7 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use labfy_sys::worker::{WorkerLimits, confine_self, inherited};
 
-use crate::{Reply, parse};
+use crate::{Reply, parse_declared};
 
 /// First argument that makes a Labfy program the parser worker.
 pub const WORKER_ARG: &str = "__labfy-parse-worker";
@@ -25,9 +25,13 @@ pub const WORKER_CPU_SECONDS: u64 = 20;
 pub const WORKER_WALL_SECONDS: u64 = 30;
 
 /// The arguments a parent gives: `WORKER_ARG <input fd> <output fd> <max
-/// input bytes> <file name>`.
-pub fn args(input: RawFd, output: RawFd, max_input: u64, name: &str) -> Vec<String> {
-    vec![WORKER_ARG.to_owned(), input.to_string(), output.to_string(), max_input.to_string(), name.to_owned()]
+/// input bytes> <file name> [<charset>]` — the charset its transport
+/// declared, a canonical name from [`crate::charset_of`].
+pub fn args(input: RawFd, output: RawFd, max_input: u64, name: &str, charset: Option<&str>) -> Vec<String> {
+    let mut args =
+        vec![WORKER_ARG.to_owned(), input.to_string(), output.to_string(), max_input.to_string(), name.to_owned()];
+    args.extend(charset.map(str::to_owned));
+    args
 }
 
 /// If this process was started as a worker (`argv[1]` is [`WORKER_ARG`]),
@@ -41,9 +45,13 @@ pub fn run_if_worker() {
 }
 
 fn run(args: &[String]) -> i32 {
-    let [input, output, max, name] = args else {
-        eprintln!("labfy parser worker: expected <input fd> <output fd> <max bytes> <name>");
-        return 2;
+    let (input, output, max, name, charset) = match args {
+        [i, o, m, n] => (i, o, m, n, None),
+        [i, o, m, n, c] => (i, o, m, n, Some(c.as_str())),
+        _ => {
+            eprintln!("labfy parser worker: expected <input fd> <output fd> <max bytes> <name> [<charset>]");
+            return 2;
+        }
     };
     let (Ok(input), Ok(output), Ok(max)) = (input.parse::<RawFd>(), output.parse::<RawFd>(), max.parse::<u64>()) else {
         eprintln!("labfy parser worker: bad descriptor or bound");
@@ -65,7 +73,7 @@ fn run(args: &[String]) -> i32 {
     let reply = match (&mut input).take(max + 1).read_to_end(&mut bytes) {
         Err(e) => Reply::Refused(format!("input unreadable: {e}")),
         Ok(n) if n as u64 > max => Reply::Refused(format!("larger than {max} bytes")),
-        Ok(_) => match catch_unwind(AssertUnwindSafe(|| parse(&bytes, name))) {
+        Ok(_) => match catch_unwind(AssertUnwindSafe(|| parse_declared(&bytes, name, charset))) {
             Ok(p) => Reply::Parsed(p),
             Err(_) => Reply::Parsed(crate::Parsed::unread(
                 &crate::detect::binary_mime(&bytes),

@@ -511,9 +511,11 @@ impl Run<'_> {
                     Err(why) => return self.item(position, ItemStatus::Failed, &why, bytes).await,
                 };
                 let name = name_hint(o.final_url.as_deref().unwrap_or(&o.url), o.content_type.as_deref());
+                // The answer's charset, which comes before the page's own (C3).
+                let charset = o.content_type.as_deref().and_then(labfy_parse::charset_of);
                 let (blobs, parser, b) = (self.inner.blobs.clone(), self.inner.parser.clone(), blob.clone());
                 let parsed = tokio::task::spawn_blocking(move || {
-                    blobs.parse_confined(&parser, &b, &name, Duration::from_secs(FETCH_PARSE_SECONDS))
+                    blobs.parse_confined(&parser, &b, &name, charset, Duration::from_secs(FETCH_PARSE_SECONDS))
                 })
                 .await
                 .unwrap_or_else(|e| labfy_parse::Parsed::unread("application/octet-stream", &e.to_string()));

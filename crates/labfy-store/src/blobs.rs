@@ -101,7 +101,8 @@ impl BlobStore {
         File::open(self.path(sha256))
     }
 
-    /// Reads a stored blob (the file named `name`) with a confined parser
+    /// Reads a stored blob (the file named `name`; `charset`: what its
+    /// transport declared, from [`labfy_parse::charset_of`]) with a confined parser
     /// worker started from `program`, within `wall`: what it read, or — the
     /// blob unreadable, the worker dead, late or lying — the blob as binary
     /// with the reason (`labfy_parse::run`).
@@ -110,10 +111,11 @@ impl BlobStore {
         program: &Path,
         blob: &Blob,
         name: &str,
+        charset: Option<&str>,
         wall: std::time::Duration,
     ) -> labfy_parse::Parsed {
         match self.open_blob(&blob.sha256) {
-            Ok(f) => labfy_parse::run::parse_confined(program, f, blob.len, name, wall),
+            Ok(f) => labfy_parse::run::parse_confined(program, f, blob.len, name, charset, wall),
             Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
         }
     }

@@ -158,7 +158,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         bar
     });
     let wall = std::time::Duration::from_secs(labfy_parse::worker::WORKER_WALL_SECONDS);
-    let parse_one = |blob: &Blob, name: &str| blobs.parse_confined(&worker, blob, name, wall);
+    let parse_one = |blob: &Blob, name: &str| blobs.parse_confined(&worker, blob, name, None, wall);
     let mut refusals = Vec::new();
     let mut failure = None;
     // Files are taken and read by a few threads at once (each read is a

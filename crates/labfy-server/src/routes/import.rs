@@ -223,7 +223,7 @@ async fn record(
     let _permit = PARSING.acquire().await.map_err(|e| ApiError::internal(&e))?;
     let done = tokio::task::spawn_blocking(move || {
         let wall = std::time::Duration::from_secs(SERVER_PARSE_SECONDS);
-        let mut parse = |b: &Blob, n: &str| blobs.parse_confined(&parser, b, n, wall);
+        let mut parse = |b: &Blob, n: &str| blobs.parse_confined(&parser, b, n, None, wall);
         let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, "analyst"));
         import_tree(&blobs, &name, &path, &blob, &mut parse, &mut write)
     })
