@@ -374,6 +374,7 @@ impl Egress {
             uptime_ms: self.inner.started.elapsed().as_millis() as u64,
             ready,
             detail,
+            switch_to: None,
         }
     }
 

@@ -166,6 +166,7 @@ impl Governor {
                     uptime_ms: self.started.elapsed().as_millis() as u64,
                     ready,
                     detail,
+                    switch_to: None,
                 })
             }
             GovernorRequest::State {} => GovernorResponse::State(Box::new(self.state())),

@@ -3,7 +3,7 @@
 //! peer set) to the supervisor — and only to it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -103,7 +103,8 @@ pub fn forbid_ptrace() -> Result<(), IpcError> {
 }
 
 /// A child's control side: its secret, the peers allowed on its service
-/// socket, and the notification that a shutdown was asked for.
+/// socket, the notification that a shutdown was asked for, and (the
+/// workspace server's) the workspace its analyst asked to open.
 pub struct ControlPlane {
     /// The per-boot secret.
     pub secret: Secret,
@@ -111,6 +112,25 @@ pub struct ControlPlane {
     pub peers: AllowedPids,
     /// Notified when the supervisor asks for a shutdown.
     pub shutdown: Arc<Notify>,
+    /// Reported in each health answer ([`Health::switch_to`]).
+    pub switch_to: WorkspaceWish,
+}
+
+/// The workspace the analyst asked the server to open (SPEC C1), reported
+/// to the supervisor with every health answer until it restarts the server.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceWish(Arc<Mutex<Option<uuid::Uuid>>>);
+
+impl WorkspaceWish {
+    /// Asks for `workspace` (replacing an earlier wish).
+    pub fn set(&self, workspace: uuid::Uuid) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(workspace);
+    }
+
+    /// The pending wish, if any.
+    pub fn get(&self) -> Option<uuid::Uuid> {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// How a child's control plane is reached.
@@ -137,10 +157,11 @@ pub fn start_control(
     let secret = secret::read_secret(runtime_dir)?;
     let peers = AllowedPids::default();
     let shutdown = Arc::new(Notify::new());
+    let switch_to = WorkspaceWish::default();
     let started = Instant::now();
-    let (p, s) = (peers.clone(), shutdown.clone());
+    let (p, s, w) = (peers.clone(), shutdown.clone(), switch_to.clone());
     let handler = move |req: ControlRequest, _peer| {
-        let (p, s, ready) = (p.clone(), s.clone(), ready.clone());
+        let (p, s, w, ready) = (p.clone(), s.clone(), w.clone(), ready.clone());
         async move {
             match req {
                 ControlRequest::Health {} => {
@@ -151,6 +172,7 @@ pub fn start_control(
                         uptime_ms: started.elapsed().as_millis() as u64,
                         ready: is_ready,
                         detail,
+                        switch_to: w.get(),
                     })
                 }
                 ControlRequest::Shutdown {} => {
@@ -196,7 +218,7 @@ pub fn start_control(
             tokio::spawn(server::serve_one(stream, policy, Arc::new(Stats::default()), handler));
         }
     }
-    Ok(ControlPlane { secret, peers, shutdown })
+    Ok(ControlPlane { secret, peers, shutdown, switch_to })
 }
 
 /// Policy of a daemon's service socket: same uid, only the pids the

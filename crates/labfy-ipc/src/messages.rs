@@ -67,6 +67,11 @@ pub struct Health {
     pub ready: bool,
     /// One short human-readable line.
     pub detail: String,
+    /// The workspace server only: the workspace the analyst asked to open
+    /// (SPEC C1). A wish, not an order: the supervisor checks it against the
+    /// store and the server's confinement before restarting the server on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_to: Option<uuid::Uuid>,
 }
 
 /// A refusal or failure answered instead of a result.

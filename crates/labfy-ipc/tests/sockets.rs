@@ -51,6 +51,7 @@ async fn daemon(uid: u32, pids: Option<AllowedPids>) -> Daemon {
                 uptime_ms: 1,
                 ready: true,
                 detail: "ok".into(),
+                switch_to: None,
             }),
             ControlRequest::Shutdown {} => ControlResponse::ShuttingDown {},
             ControlRequest::SetPeers { .. } => ControlResponse::PeersSet {},

@@ -131,6 +131,42 @@ pub(crate) fn archive_workspace(conn: &mut Connection, ws: Uuid, archived: bool,
     Ok(())
 }
 
+/// Whether `ws` may be opened: ready and in use. The supervisor asks the
+/// same before it restarts the server on it (SPEC C1).
+pub fn check_openable(w: &crate::WorkspaceSummary) -> Result<()> {
+    if w.status != "READY" {
+        return Err(StoreError::Conflict(format!("{} is not ready ({})", w.id, w.status)));
+    }
+    if w.archived_at.is_some() {
+        return Err(StoreError::Conflict(format!("{} is archived; bring it back first", w.id)));
+    }
+    Ok(())
+}
+
+/// Records that the analyst browsing `from` asked to open `to` (SPEC C1):
+/// checked, audited in both workspaces; the switch itself is the
+/// supervisor's. Answers the workspace to open.
+pub(crate) fn request_open(
+    conn: &mut Connection,
+    from: Uuid,
+    to: Uuid,
+    actor: &str,
+) -> Result<crate::WorkspaceSummary> {
+    let tx = conn.transaction()?;
+    let reads = Reads { conn: &tx };
+    reads.workspace(from)?;
+    let target = reads.workspace(to)?;
+    if from == to {
+        return Err(StoreError::Conflict(format!("{} is already open", target.id)));
+    }
+    check_openable(&target)?;
+    let detail = serde_json::json!({"from": ObjectRef::new(RefKind::Workspace, from), "to": target.id});
+    audit(&tx, actor, "workspace.open", Some(from), Some(&target.id), &detail)?;
+    audit(&tx, actor, "workspace.open", Some(to), Some(&target.id), &detail)?;
+    tx.commit()?;
+    Ok(target)
+}
+
 fn require_investigation(inv: &ObjectRef) -> Result<()> {
     if inv.kind() != RefKind::Investigation {
         return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));

@@ -28,7 +28,7 @@ pub use campaign::{
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
 };
-pub use cases::{EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS};
+pub use cases::{EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS, check_openable};
 pub use commands::{
     MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
     sha256_hex,
@@ -148,6 +148,12 @@ impl Store {
     /// Archives a workspace, or brings it back (SPEC C1).
     pub fn archive_workspace(&mut self, ws: Uuid, archived: bool, actor: &str) -> Result<()> {
         cases::archive_workspace(&mut self.conn, ws, archived, actor)
+    }
+
+    /// Asks, from workspace `from`, to open `to` (SPEC C1): checked and
+    /// audited here; the supervisor restarts the server on it.
+    pub fn request_workspace_open(&mut self, from: Uuid, to: Uuid, actor: &str) -> Result<WorkspaceSummary> {
+        cases::request_open(&mut self.conn, from, to, actor)
     }
 
     /// Ends the import and export jobs of `ws` left running with no progress

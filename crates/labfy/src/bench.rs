@@ -453,6 +453,7 @@ pub fn ipc(args: IpcBenchArgs) -> Result<(), Failure> {
                 uptime_ms: started.elapsed().as_millis() as u64,
                 ready: true,
                 detail: "ok".into(),
+                switch_to: None,
             })
         }));
         let mut client: Client<ControlRequest, ControlResponse> =
