@@ -30,6 +30,21 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, ErrorKind::InvalidInput.code(), message)
     }
 
+    /// A refusal of `kind`, with the status that kind always has.
+    pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let message: String = message.into();
+        let status = match kind {
+            ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Internal => return Self::internal(&message),
+        };
+        Self::new(status, kind.code(), message)
+    }
+
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, ErrorKind::NotFound.code(), message)
@@ -59,22 +74,12 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        let kind = e.kind();
-        let status = match kind {
-            ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
-            ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::Conflict => StatusCode::CONFLICT,
-            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
-            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        if e.kind() == ErrorKind::Storage {
             // The analyst is the operator: a damaged or unusable data file is
             // worth saying plainly (it names only their own file).
-            ErrorKind::Storage => {
-                tracing::error!(error = %e, "storage failure");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            ErrorKind::Internal => return Self::internal(&e),
-        };
-        Self::new(status, kind.code(), e.to_string())
+            tracing::error!(error = %e, "storage failure");
+        }
+        Self::of_kind(e.kind(), e.to_string())
     }
 }
 

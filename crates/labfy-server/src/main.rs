@@ -142,6 +142,9 @@ fn main() -> anyhow::Result<()> {
                 let plane = labfy_ipc::daemon::start_control(dir, labfy_ipc::messages::Role::Server, control, || {
                     (true, "serving the UI and the API".to_owned())
                 })?;
+                // The analyst's wish to open another workspace (SPEC C1)
+                // goes to the supervisor with each health answer.
+                state.set_workspace_wish(plane.switch_to);
                 Some(plane.shutdown)
             }
             None => None,

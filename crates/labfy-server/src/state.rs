@@ -41,6 +41,7 @@ struct Inner {
     read_pool: Arc<tokio::sync::Semaphore>,
     change_pool: Arc<tokio::sync::Semaphore>,
     parser: PathBuf,
+    workspace_wish: std::sync::OnceLock<labfy_ipc::daemon::WorkspaceWish>,
 }
 
 /// The parser worker's program under `labfy up`: the server itself.
@@ -107,6 +108,7 @@ impl AppState {
                 read_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_READS)),
                 change_pool: Arc::new(tokio::sync::Semaphore::new(crate::MAX_CONCURRENT_CHANGES)),
                 parser: PathBuf::from(DEFAULT_PARSER),
+                workspace_wish: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -170,6 +172,18 @@ impl AppState {
     /// The supervisor's runtime directory, when supervised.
     pub fn runtime_dir(&self) -> Option<&Path> {
         self.inner.runtime_dir.as_deref()
+    }
+
+    /// Where the analyst's wish to open another workspace goes (SPEC C1):
+    /// the control plane reports it to the supervisor. Set once, when
+    /// supervised; later calls change nothing.
+    pub fn set_workspace_wish(&self, wish: labfy_ipc::daemon::WorkspaceWish) {
+        let _ = self.inner.workspace_wish.set(wish);
+    }
+
+    /// The wish to open another workspace, when a supervisor listens for it.
+    pub fn workspace_wish(&self) -> Option<&labfy_ipc::daemon::WorkspaceWish> {
+        self.inner.workspace_wish.get()
     }
 
     /// Whether this process is off the network (read once, at start).

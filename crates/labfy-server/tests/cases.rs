@@ -95,3 +95,66 @@ async fn c1_investigations_are_managed_from_the_ui() {
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert!(v["serve"].as_str().unwrap().starts_with("labfy up --workspace workspace:"), "{v}");
 }
+
+/// SPEC C1: opening another workspace is a wish the control plane reports to
+/// the supervisor; the server checks it first for a clear answer (ready, in
+/// use, a REAL one only from an isolated process) and audits it.
+#[tokio::test]
+async fn c1_another_workspace_is_asked_for_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, _) = store.create_real_workspace("Dossier Durand", "test").unwrap();
+    let (real, _) = store.create_real_workspace("Dossier Martin", "test").unwrap();
+    let spec = labfy_store::specimen::SpecimenSpec { seed: 3, size: 20 };
+    let labfy_store::specimen::SpecimenOutcome::Created { workspace: specimen, .. } =
+        labfy_store::specimen::generate(&mut store, spec, &mut |_, _| {}).unwrap()
+    else {
+        panic!("no SPECIMEN")
+    };
+    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, ws.id(), RateLimit::default()).unwrap();
+    let app = app(state.clone());
+    let (cookie, csrf) = open_session(&app, &state).await;
+    let c = |u: String, b: Option<Value>| {
+        let (app, cookie, csrf) = (app.clone(), cookie.clone(), csrf.clone());
+        async move { call(&app, &cookie, &csrf, "POST", &u, b).await }
+    };
+
+    // Without a supervisor there is no one to restart the server.
+    let (s, v) = c(format!("/api/v1/workspaces/{specimen}/open"), None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("labfy up --workspace"), "{v}");
+
+    let wish = labfy_ipc::daemon::WorkspaceWish::default();
+    state.set_workspace_wish(wish.clone());
+    let (s, _) = c(format!("/api/v1/workspaces/{ws}/open"), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "the open workspace");
+    let unknown = format!("workspace:{}", uuid::Uuid::new_v4());
+    let (s, _) = c(format!("/api/v1/workspaces/{unknown}/open"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = c(format!("/api/v1/workspaces/{ws}/archive"), Some(json!({"archived": true}))).await;
+    assert_eq!(s, StatusCode::CONFLICT, "the open workspace is not archived");
+    let (s, _) = c(format!("/api/v1/workspaces/{specimen}/archive"), Some(json!({"archived": true}))).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, v) = c(format!("/api/v1/workspaces/{specimen}/open"), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("archived"), "{v}");
+    assert_eq!(wish.get(), None, "a refused wish is not passed on");
+    let (s, _) = c(format!("/api/v1/workspaces/{specimen}/archive"), Some(json!({"archived": false}))).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+
+    // A REAL workspace only from an isolated process (SPEC P2).
+    let (s, v) = c(format!("/api/v1/workspaces/{real}/open"), None).await;
+    if state.isolation().isolated {
+        assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    } else {
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        assert_eq!(wish.get(), None);
+    }
+
+    let (s, v) = c(format!("/api/v1/workspaces/{specimen}/open"), None).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["workspace"]["id"], specimen.to_string());
+    assert_eq!(wish.get(), Some(specimen.id()));
+    let audit = state.db().read(move |r| r.audit(ws.id(), 20)).await.unwrap();
+    assert!(audit.iter().any(|a| a.action == "workspace.open"), "{audit:?}");
+}

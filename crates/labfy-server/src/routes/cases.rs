@@ -1,14 +1,15 @@
 //! Cases from the UI (SPEC C1): investigations of the served workspace
 //! created, renamed, described, archived and brought back; the workspace
-//! renamed; a new REAL workspace created (served by its own `labfy up
-//! --workspace …`: one server serves one workspace).
+//! renamed; a new REAL workspace created; another workspace archived,
+//! brought back or opened. One server serves one workspace: opening another
+//! asks the supervisor, which checks the wish and restarts the server on it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Extension, Json, Router};
-use labfy_core::{ObjectRef, RefKind};
-use labfy_store::InvestigationSummary;
+use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_store::{InvestigationSummary, WorkspaceClass};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,6 +23,8 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/workspaces", post(create_workspace))
         .route("/api/v1/workspaces/{workspace}/rename", post(rename_workspace))
+        .route("/api/v1/workspaces/{workspace}/archive", post(archive_workspace))
+        .route("/api/v1/workspaces/{workspace}/open", post(open_workspace))
         .route("/api/v1/investigations/{investigation}/update", post(update_investigation))
         .route("/api/v1/investigations/{investigation}/archive", post(archive_investigation))
 }
@@ -125,6 +128,60 @@ async fn rename_workspace(
     let ws = own_workspace(&s, &ws)?.id();
     st.db().write(move |store| store.rename_workspace(ws, &body.name, "analyst")).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/v1/workspaces/{ws}/archive`: another workspace than the open
+/// one archived or brought back (the open one is switched away from first).
+async fn archive_workspace(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ws): Path<String>,
+    ApiJson(body): ApiJson<Archive>,
+) -> ApiResult<StatusCode> {
+    let ws = path_ref(&ws, Some(RefKind::Workspace))?;
+    if ws.id() == s.session.workspace {
+        return Err(ApiError::of_kind(
+            ErrorKind::Conflict,
+            format!("{ws} is the open workspace; open another one before archiving it"),
+        ));
+    }
+    st.db().write(move |store| store.archive_workspace(ws.id(), body.archived, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/v1/workspaces/{ws}/open` (SPEC C1): asks the supervisor to
+/// restart this server on `ws`. Checked here for a clear answer (ready, in
+/// use, and a REAL one only from an isolated server) and audited; the
+/// supervisor checks it again before acting, since this process is the one
+/// that parses hostile bytes. `202`: the UI waits for the new server.
+async fn open_workspace(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ws): Path<String>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let ws = path_ref(&ws, Some(RefKind::Workspace))?;
+    let Some(wish) = st.workspace_wish().cloned() else {
+        return Err(ApiError::of_kind(
+            ErrorKind::Unavailable,
+            format!("this server runs without the supervisor; serve the workspace with `labfy up --workspace {ws}`"),
+        ));
+    };
+    if ws.id() == s.session.workspace {
+        return Err(ApiError::of_kind(ErrorKind::Conflict, format!("{ws} is already open")));
+    }
+    let target = st.db().read(move |r| r.workspace(ws.id())).await?;
+    labfy_store::check_openable(&target)?;
+    if target.class == WorkspaceClass::Real && !st.isolation().isolated {
+        return Err(ApiError::of_kind(
+            ErrorKind::Forbidden,
+            format!("{ws} is a REAL workspace and this server is not isolated (SPEC P2)"),
+        ));
+    }
+    let from = s.session.workspace;
+    let target = st.db().write(move |store| store.request_workspace_open(from, ws.id(), "analyst")).await?;
+    wish.set(ws.id());
+    tracing::info!(workspace = %ws, "the analyst asked to open another workspace");
+    Ok((StatusCode::ACCEPTED, Json(json!({ "workspace": target }))))
 }
 
 /// A new REAL workspace with its first investigation; the answer says how
