@@ -262,3 +262,62 @@ fn only_processes_the_supervisor_started_get_in_and_a_second_up_is_refused() {
     assert!(String::from_utf8_lossy(&second.stderr).contains("another labfy up is running"));
     assert!(all_healthy(&run).is_some(), "the second up disturbed the first");
 }
+
+/// SPEC C1: another workspace opened from the UI. The server only records
+/// the wish; the supervisor checks it and restarts the server on it, on the
+/// same port, and the session of before still holds. A wish the supervisor
+/// refuses (an archived workspace, asked for behind the server's back is
+/// covered by the unit tests of `check_switch`) leaves the server serving.
+#[test]
+fn the_analyst_opens_another_workspace_and_the_server_restarts_on_it() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let (_up, port) = start_up(BIN, &data);
+    wait_for("all children healthy", || all_healthy(&run));
+    let (cookie, csrf) = login(port, &run);
+    let (_, session) = get(port, &cookie, "/api/v1/session");
+    let specimen = session["workspace_id"].as_str().unwrap().to_owned();
+    let isolated = session["isolation"]["isolated"].as_bool().unwrap();
+    let (s, made) = post(port, &cookie, &csrf, "/api/v1/workspaces", &serde_json::json!({"name": "Dossier Martin"}));
+    assert_eq!(s, 201, "{made}");
+    let real = made["workspace"].as_str().unwrap().to_owned();
+    let old_pid = server_pid(BIN, &run);
+
+    let (s, v) = post(port, &cookie, &csrf, &format!("/api/v1/workspaces/{real}/open"), &serde_json::json!(null));
+    if !isolated {
+        // SPEC P2: no REAL workspace from a server the kernel does not isolate.
+        assert_eq!(s, 403, "{v}");
+        return;
+    }
+    assert_eq!(s, 202, "{v}");
+    let serving = wait_for("the server on the REAL workspace", || {
+        let (s, v) = get(port, &cookie, "/api/v1/session");
+        (s == 200 && v["workspace_id"] == real.as_str()).then_some(v)
+    });
+    assert!(serving["isolation"]["isolated"].as_bool().unwrap(), "{serving}");
+    let new_pid = server_pid(BIN, &run);
+    assert_ne!(new_pid, old_pid, "the server was not restarted");
+    // The REAL workspace's first investigation, written through the new server.
+    let inv = first_investigation(port, &cookie);
+    let (s, v) = post(
+        port,
+        &cookie,
+        &csrf,
+        &format!("/api/v1/investigations/{inv}/evidence"),
+        &serde_json::json!({"title": "Ouverture", "content": "écrit après le changement de dossier"}),
+    );
+    assert_eq!(s, 201, "{v}");
+    let rows = all_healthy(&run).unwrap();
+    assert!(rows.iter().all(|r| r.state == "healthy"), "{rows:?}");
+
+    // Back to the SPECIMEN workspace the same way.
+    let (s, v) = post(port, &cookie, &csrf, &format!("/api/v1/workspaces/{specimen}/open"), &serde_json::json!(null));
+    assert_eq!(s, 202, "{v}");
+    wait_for("the server on the SPECIMEN workspace again", || {
+        let (s, v) = get(port, &cookie, "/api/v1/session");
+        (s == 200 && v["workspace_id"] == specimen.as_str()).then_some(())
+    });
+    assert_eq!(integrity(&data), "ok");
+}

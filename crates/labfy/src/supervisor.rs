@@ -206,6 +206,8 @@ struct Slot {
     /// when it exits.
     logged_at_start: u64,
     control: Option<Client<ControlRequest, ControlResponse>>,
+    /// The server's last workspace wish refused (said once, not each check).
+    refused_switch: Option<uuid::Uuid>,
 }
 
 impl Slot {
@@ -322,7 +324,14 @@ fn spawn_server(
     };
     slot.control_end = Some(ours);
     let fds = (listener, theirs.as_raw_fd());
-    if matches!(isolation, Isolation::Unavailable(_)) {
+    if let Isolation::Unavailable(reason) = isolation {
+        if real {
+            // Never reached through a switch (`check_switch`); said here too.
+            return Err(Failure::new(
+                ErrorKind::Forbidden,
+                format!("{reason}: a REAL workspace is refused (SPEC P2, T1)"),
+            ));
+        }
         return Ok(spawn(slot, runtime_dir, Some(fds), book));
     }
     // Its stderr into the log book, like the others'.
@@ -376,7 +385,13 @@ fn spawn_server(
     }
 }
 
-async fn health(slot: &mut Slot, runtime_dir: &Path, secret: &Secret) -> Result<(bool, String), String> {
+/// One health check: ready, the detail line, and (the server's) the
+/// workspace its analyst asked to open.
+async fn health(
+    slot: &mut Slot,
+    runtime_dir: &Path,
+    secret: &Secret,
+) -> Result<(bool, String, Option<uuid::Uuid>), String> {
     if slot.control.is_none() {
         let client = if slot.role == Role::Server {
             // The server's one channel: the pair's end, usable once.
@@ -391,7 +406,7 @@ async fn health(slot: &mut Slot, runtime_dir: &Path, secret: &Secret) -> Result<
     }
     let Some(client) = slot.control.as_mut() else { return Err("no control connection".into()) };
     match client.call(ControlRequest::Health {}).await {
-        Ok(ControlResponse::Health(h)) => Ok((h.ready, h.detail)),
+        Ok(ControlResponse::Health(h)) => Ok((h.ready, h.detail, h.switch_to)),
         Ok(other) => Err(format!("unexpected answer {other:?}")),
         Err(e) => {
             slot.control = None;
@@ -439,7 +454,7 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     let key = LoginKey::generate();
     login::write_login_file(&plan.runtime_dir, port, &key).map_err(storage)?;
     let first_link = login::login_url(port, &key.mint_code(std::time::SystemTime::now()));
-    let result = supervise(&plan, &listener, &secret, &book, move || on_ready(&first_link)).await;
+    let result = supervise(&mut plan, &listener, &secret, &book, move || on_ready(&first_link)).await;
     // Whatever happened, the runtime directory goes with the supervisor.
     if let Err(e) = std::fs::remove_dir_all(&plan.runtime_dir) {
         tracing::warn!(error = %e, "could not remove the runtime directory");
@@ -464,13 +479,14 @@ async fn refuse_if_running(runtime_dir: &Path) -> Result<(), Failure> {
 }
 
 async fn supervise(
-    plan: &Plan,
+    plan: &mut Plan,
     listener: &std::net::TcpListener,
     secret: &Secret,
     book: &Arc<LogBook>,
     on_ready: impl FnOnce(),
 ) -> Result<(), Failure> {
-    let dir = plan.runtime_dir.as_path();
+    let dir = plan.runtime_dir.clone();
+    let dir = dir.as_path();
     let now = Instant::now();
     let slot = |role, program: &PathBuf, args: Vec<OsString>| Slot {
         role,
@@ -490,13 +506,9 @@ async fn supervise(
         last_ok: now,
         logged_at_start: 0,
         control: None,
+        refused_switch: None,
     };
-    let server_args = vec![
-        OsString::from("--data-dir"),
-        plan.data_dir.clone().into_os_string(),
-        OsString::from("--workspace"),
-        OsString::from(&plan.workspace),
-    ];
+    let server_args = server_args(plan);
     let mut governor_args = vec![OsString::from("--data-dir"), plan.data_dir.clone().into_os_string()];
     if let Some(p) = &plan.llama_server {
         governor_args.push(OsString::from("--llama-server"));
@@ -619,7 +631,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str, book: &LogBook) -> Resul
 async fn tick(
     slots: &mut [Slot],
     dir: &Path,
-    plan: &Plan,
+    plan: &mut Plan,
     secret: &Secret,
     listener: RawFd,
     isolation: &mut Isolation,
@@ -670,7 +682,14 @@ async fn tick(
         if s.child.is_some() && now.duration_since(s.last_health) >= period {
             s.last_health = now;
             match health(s, dir, secret).await {
-                Ok((ready, detail)) => {
+                Ok((ready, detail, wish)) => {
+                    if s.role == Role::Server {
+                        if let Some(wanted) = wish {
+                            if switch_workspace(s, plan, wanted, isolation, book).await {
+                                continue;
+                            }
+                        }
+                    }
                     if s.state == "starting" {
                         newly_healthy.push(s.role);
                     }
@@ -738,21 +757,85 @@ async fn tick(
 async fn stop_all(slots: &mut [Slot], book: &LogBook) {
     slots.sort_by_key(|s| if s.role == Role::Server { 0 } else { 1 });
     for s in slots.iter_mut() {
-        let Some(mut child) = s.child.take() else { continue };
-        s.state = "stopping";
-        if tell(s, ControlRequest::Shutdown {}).await.is_err() {
-            child.terminate();
-        }
-        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-            book.event(&format!(
-                "labfy: {} did not stop within {} s; killing it",
-                role_name(s.role),
-                STOP_GRACE.as_secs()
-            ));
-            let _ = child.kill().await;
-        }
-        s.state = "stopped";
+        stop_child(s, book).await;
     }
+}
+
+/// Asks one child to stop over its control channel (else SIGTERM), then
+/// SIGKILLs it after [`STOP_GRACE`].
+async fn stop_child(s: &mut Slot, book: &LogBook) {
+    let Some(mut child) = s.child.take() else { return };
+    s.state = "stopping";
+    if tell(s, ControlRequest::Shutdown {}).await.is_err() {
+        child.terminate();
+    }
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+        book.event(&format!("labfy: {} did not stop within {} s; killing it", role_name(s.role), STOP_GRACE.as_secs()));
+        let _ = child.kill().await;
+    }
+    s.control = None;
+    s.state = "stopped";
+}
+
+/// The workspace server's arguments for the plan's workspace.
+fn server_args(plan: &Plan) -> Vec<OsString> {
+    vec![
+        OsString::from("--data-dir"),
+        plan.data_dir.clone().into_os_string(),
+        OsString::from("--workspace"),
+        OsString::from(&plan.workspace),
+    ]
+}
+
+/// Whether `wanted` may be served now (SPEC C1, P2): ready and in use in the
+/// store, and a REAL one only by a confined server. Answers whether it is
+/// REAL and its name. The server asked, but the server is the process that
+/// parses hostile bytes: its wish is checked here, never trusted.
+fn check_switch(data_dir: &Path, wanted: uuid::Uuid, isolation: &Isolation) -> Result<(bool, String), String> {
+    let store = labfy_store::ReadOnlyStore::open(data_dir).map_err(|e| e.to_string())?;
+    let w = store.reads().workspace(wanted).map_err(|e| e.to_string())?;
+    labfy_store::check_openable(&w).map_err(|e| e.to_string())?;
+    let real = w.class == labfy_store::WorkspaceClass::Real;
+    if real && *isolation != Isolation::Confined {
+        return Err(format!("{} is a REAL workspace and the server cannot be confined here (SPEC P2, T1)", w.id));
+    }
+    Ok((real, w.name))
+}
+
+/// Acts on the server's wish to open `wanted` (SPEC C1): when it is another
+/// workspace and the check passes, stops the server and schedules its
+/// start on `wanted` now (not a crash). Answers whether it did.
+async fn switch_workspace(
+    s: &mut Slot,
+    plan: &mut Plan,
+    wanted: uuid::Uuid,
+    isolation: &Isolation,
+    book: &LogBook,
+) -> bool {
+    let target = labfy_core::ObjectRef::new(labfy_core::RefKind::Workspace, wanted).to_string();
+    if target == plan.workspace {
+        return false;
+    }
+    let (real, name) = match check_switch(&plan.data_dir, wanted, isolation) {
+        Ok(ok) => ok,
+        Err(reason) => {
+            if s.refused_switch != Some(wanted) {
+                book.event(&format!("labfy: opening {target} refused: {reason}"));
+                s.refused_switch = Some(wanted);
+            }
+            return false;
+        }
+    };
+    book.event(&format!("labfy: opening {name} ({target}) as the analyst asked: restarting the workspace server"));
+    stop_child(s, book).await;
+    plan.workspace = target;
+    plan.real_workspace = real;
+    s.args = server_args(plan);
+    s.refused_switch = None;
+    s.state = "restarting";
+    s.detail = format!("opening {name}");
+    s.restart_at = Some(Instant::now());
+    true
 }
 
 /// `labfy status`: asks the running supervisor.
@@ -770,5 +853,34 @@ pub async fn status(runtime_dir: &Path) -> Result<Vec<ChildStatus>, Failure> {
         Ok(ControlResponse::Status { children }) => Ok(children),
         Ok(other) => Err(Failure::new(ErrorKind::Internal, format!("unexpected answer: {other:?}"))),
         Err(e) => Err(Failure::new(ErrorKind::Unavailable, e.to_string())),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// The supervisor's own check of the server's wish (SPEC C1, P2): the
+    /// server may be compromised, so an unknown, archived or (unconfined)
+    /// REAL workspace is refused here whatever the server said.
+    #[test]
+    fn a_workspace_wish_is_checked_against_the_store_and_the_confinement() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = labfy_store::Store::open(dir.path()).unwrap();
+        let (real, _) = store.create_real_workspace("Dossier Durand", "test").unwrap();
+        let (kept, _) = store.create_real_workspace("Dossier rangé", "test").unwrap();
+        store.archive_workspace(kept.id(), true, "test").unwrap();
+        drop(store);
+        let confined = Isolation::Confined;
+        let unconfined = Isolation::Unavailable("no user namespaces".into());
+
+        assert_eq!(check_switch(dir.path(), real.id(), &confined).unwrap(), (true, "Dossier Durand".to_owned()));
+        let e = check_switch(dir.path(), real.id(), &unconfined).unwrap_err();
+        assert!(e.contains("REAL") && e.contains("P2"), "{e}");
+        let e = check_switch(dir.path(), kept.id(), &confined).unwrap_err();
+        assert!(e.contains("archived"), "{e}");
+        let e = check_switch(dir.path(), uuid::Uuid::new_v4(), &confined).unwrap_err();
+        assert!(e.contains("not found") || e.contains("workspace:"), "{e}");
     }
 }
