@@ -744,6 +744,18 @@ impl AgentRuntime {
             Outcome::Done(s, _) => (RuntimeStatus::Completed, truncate_chars(s, 120)),
             Outcome::Ended(status, why) => (*status, why.clone()),
         };
+        // A failed run's gateway turn is ended first, so that whoever sees
+        // this turn final also sees its gateway turn take no more calls.
+        if status.is_final() && status != RuntimeStatus::Completed {
+            let gw_turn = {
+                let g = self.lock();
+                let Some(t) = g.turns.iter().find(|t| t.turn_id == id) else { return };
+                if t.status == RuntimeStatus::Cancelled { None } else { t.gateway_turn_id }
+            };
+            if let Some(gw) = gw_turn {
+                self.end_gateway_turn(scope, gw, &detail);
+            }
+        }
         let (gw_turn, cancelled) = {
             let mut g = self.lock();
             let Some(t) = g.turns.iter_mut().find(|t| t.turn_id == id) else { return };
@@ -771,12 +783,8 @@ impl AgentRuntime {
                 (gw_turn, false)
             }
         };
-        if let Some(gw) = gw_turn {
-            if cancelled {
-                self.end_gateway_turn(scope, gw, "cancelled by the analyst");
-            } else if status.is_final() && status != RuntimeStatus::Completed {
-                self.end_gateway_turn(scope, gw, &detail);
-            }
+        if let (Some(gw), true) = (gw_turn, cancelled) {
+            self.end_gateway_turn(scope, gw, "cancelled by the analyst");
         }
     }
 
