@@ -311,6 +311,8 @@ fn the_analyst_opens_another_workspace_and_the_server_restarts_on_it() {
     assert_eq!(s, 201, "{v}");
     let rows = all_healthy(&run).unwrap();
     assert!(rows.iter().all(|r| r.state == "healthy"), "{rows:?}");
+    // A switch is not a crash: it is not counted as a restart.
+    assert!(rows.iter().all(|r| r.restarts == 0), "{rows:?}");
 
     // Back to the SPECIMEN workspace the same way.
     let (s, v) = post(port, &cookie, &csrf, &format!("/api/v1/workspaces/{specimen}/open"), &serde_json::json!(null));

@@ -832,7 +832,7 @@ async fn switch_workspace(
     plan.real_workspace = real;
     s.args = server_args(plan);
     s.refused_switch = None;
-    s.state = "restarting";
+    s.state = "switching"; // not a crash: not counted as a restart
     s.detail = format!("opening {name}");
     s.restart_at = Some(Instant::now());
     true
