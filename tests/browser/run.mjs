@@ -1857,6 +1857,68 @@ async function scenarioImport({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// SPEC C1: another workspace opened from the UI. A new REAL workspace is
+// created from « Enquêtes »; « Ouvrir ce dossier » asks the supervisor, the
+// page waits while the server restarts on it and comes back by itself, in
+// the same session (no new login link); then back to the first one.
+async function scenarioSwitchWorkspace({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const first = await textOf(page, tid('workspace-name'));
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('ws-list'), { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('case-new-ws'), 'Dossier Martin', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('case-ws-create'));
+  await page.waitForFunction(() => /Dossier « Dossier Martin » créé\. Ouvrez-le depuis la liste des dossiers\./
+    .test(document.querySelector('[data-testid="case-ws-status"]')?.textContent ?? ''), null, { timeout: STEP_TIMEOUT_MS });
+  const row = `${tid('ws-row')}:has(${tid('ws-name')}:text-is("Dossier Martin"))`;
+  await page.waitForSelector(`${row} ${tid('ws-open')}`, { timeout: STEP_TIMEOUT_MS });
+  const current = await page.$$eval(`${tid('ws-row')}[data-current="true"] ${tid('ws-name')}`, (els) => els.map((e) => e.textContent));
+  assert(current.length === 1 && current[0] === first, `the open workspace marked: ${JSON.stringify(current)}`);
+  for (const [w, hgt, name] of [[1440, 900, 'workspaces-1440.png'], [1024, 700, 'workspaces-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    const panel = await page.$(tid('ws-panel'));
+    await panel.scrollIntoViewIfNeeded();
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+  const cookies = async () => (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).sort().join(';');
+  const session = await cookies();
+
+  await page.click(`${row} ${tid('ws-open')}`);
+  await page.waitForSelector(tid('ws-switching'), { timeout: STEP_TIMEOUT_MS });
+  const waiting = await textOf(page, tid('ws-switching'));
+  assert(/Ouverture du dossier « Dossier Martin »/.test(waiting), `waiting: ${waiting}`);
+  // The page reloads on its own once the new server answers.
+  await page.waitForFunction(() => document.querySelector('[data-testid="workspace-name"]')?.textContent === 'Dossier Martin'
+    && !document.querySelector('[data-testid="ws-switching"]'), null, { timeout: 60_000 });
+  assert(await cookies() === session, 'the session changed across the restart');
+  assert(await textOf(page, tid('workspace-class')) === 'RÉEL', 'class badge');
+  const overview = await page.evaluate(async () => (await fetch('/api/v1/session')).json());
+  // The new workspace's first investigation is shown (named after it).
+  await page.waitForSelector(tid('overview-title'), { timeout: STEP_TIMEOUT_MS });
+  const shown = await textOf(page, tid('overview-title'));
+  assert(overview.workspace_id && shown === 'Dossier Martin', `session ${JSON.stringify(overview)}, investigation ${shown}`);
+
+  // Back to the first one, the same way.
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  const back = `${tid('ws-row')}:has(${tid('ws-name')}:text-is("${first}"))`;
+  await page.waitForSelector(`${back} ${tid('ws-open')}`, { timeout: STEP_TIMEOUT_MS });
+  await page.click(`${back} ${tid('ws-open')}`);
+  await page.waitForFunction((name) => document.querySelector('[data-testid="workspace-name"]')?.textContent === name
+    && !document.querySelector('[data-testid="ws-switching"]'), first, { timeout: 60_000 });
+  // The one left behind can be archived from here; the open one cannot.
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${row} ${tid('ws-archive')}`, { timeout: STEP_TIMEOUT_MS });
+  assert(!(await page.$(`${tid('ws-row')}[data-current="true"] ${tid('ws-archive')}`)), 'the open workspace offers « Archiver »');
+  await page.click(`${row} ${tid('ws-archive')}`);
+  await page.waitForSelector(`${row} ${tid('ws-archived')}`, { timeout: STEP_TIMEOUT_MS });
+  assert(!(await page.$(`${row} ${tid('ws-open')}`)), 'an archived workspace offers « Ouvrir »');
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -1876,6 +1938,8 @@ const SCENARIOS = [
     scenarioRealGrantConfirmed, { real: true }],
   ['REAL case: an investigation created from « Enquêtes »; files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand; renamed, archived, brought back; exported with its fingerprint and archive (C1, C2, C5; screenshots)',
     scenarioImport, { real: true }],
+  ['REAL case: another workspace created and opened from « Enquêtes » — the page waits while the supervisor restarts the server on it and comes back in the same session; back again; the one left archived (C1; screenshots)',
+    scenarioSwitchWorkspace, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true }],

@@ -26,6 +26,8 @@ const NOTE_SOURCE = 'analyste:navigateur';
 const CORRELATIONS_LIMIT = 20;
 const PROVENANCE_DEPTH = 8;
 const REQUEST_TIMEOUT_MS = 20000;
+// How long the page waits for the server to come back on another workspace (SPEC C1).
+const WORKSPACE_SWITCH_TIMEOUT_MS = 60000;
 const MARK_START = '\uE000';
 const MARK_END = '\uE001';
 
@@ -51,6 +53,7 @@ const I18N = {
     search_hits_other: '{n} résultats pour « {q} »',
     search_none: 'Aucun résultat pour « {q} ».',
     search_truncated: 'Liste tronquée : précisez la recherche.',
+    search_ranked_among: 'Recherche très large : seuls les {n} éléments les plus récents qui correspondent sont classés. Précisez-la pour tout classer.',
     search_too_long: 'La recherche est limitée à {n} caractères.',
     search_no_investigation: 'Aucune enquête ouverte : recherche impossible.',
     nav_overview: 'Vue d’ensemble',
@@ -79,9 +82,22 @@ const I18N = {
     cases_workspace_name: 'Nom du dossier',
     cases_workspace_renamed: 'Dossier renommé « {name} ».',
     cases_new_workspace: 'Nouveau dossier RÉEL',
-    cases_new_workspace_help: 'Un serveur sert un seul dossier à la fois, isolé du réseau. Le nouveau dossier s’ouvre en relançant Labfy sur lui :',
+    cases_new_workspace_help: 'Un serveur sert un seul dossier à la fois, isolé du réseau. Le nouveau dossier s’ouvre depuis la liste des dossiers : Labfy relance alors le serveur sur lui.',
     cases_workspace_create: 'Créer le dossier',
-    cases_workspace_created: 'Dossier « {name} » créé. Pour l’ouvrir : {command}',
+    cases_workspace_created: 'Dossier « {name} » créé. Ouvrez-le depuis la liste des dossiers.',
+    cases_workspaces: 'Dossiers',
+    cases_ws_open: 'Ouvrir ce dossier',
+    cases_ws_current: 'ouvert',
+    cases_ws_archived: 'archivé',
+    cases_ws_generating: 'en préparation',
+    cases_ws_investigations_one: '{n} enquête',
+    cases_ws_investigations_other: '{n} enquêtes',
+    cases_ws_archived_done: 'Dossier « {name} » archivé : il reste entier et peut être réactivé.',
+    cases_ws_unarchived_done: 'Dossier « {name} » réactivé.',
+    switch_heading: 'Ouverture du dossier « {name} »',
+    switch_wait: 'Labfy relance le serveur sur ce dossier. La page se recharge d’elle-même dans quelques secondes.',
+    switch_failed: 'Le dossier « {name} » ne s’est pas ouvert. Le journal de Labfy dit pourquoi ; le dossier précédent reste servi.',
+    switch_reload: 'Recharger la page',
     loading: 'Chargement…',
     empty: 'Rien à afficher.',
     unknown_route: 'Page inconnue : retour à la vue d’ensemble.',
@@ -112,6 +128,7 @@ const I18N = {
     proc_state_healthy: 'en service',
     proc_state_unhealthy: 'sans réponse',
     proc_state_restarting: 'redémarrage',
+    proc_state_switching: 'changement de dossier',
     proc_state_failed: 'abandonné',
     proc_state_stopping: 'arrêt en cours',
     proc_state_stopped: 'arrêté',
@@ -578,6 +595,7 @@ const I18N = {
     search_hits_other: '{n} results for “{q}”',
     search_none: 'No results for “{q}”.',
     search_truncated: 'List truncated: refine the search.',
+    search_ranked_among: 'Very broad search: only the {n} most recent matching items are ranked. Refine it to rank them all.',
     search_too_long: 'Searches are limited to {n} characters.',
     search_no_investigation: 'No open investigation: cannot search.',
     nav_overview: 'Overview',
@@ -606,9 +624,22 @@ const I18N = {
     cases_workspace_name: 'Workspace name',
     cases_workspace_renamed: 'Workspace renamed “{name}”.',
     cases_new_workspace: 'New REAL workspace',
-    cases_new_workspace_help: 'A server serves one workspace at a time, isolated from the network. The new workspace opens when Labfy is started on it:',
+    cases_new_workspace_help: 'A server serves one workspace at a time, isolated from the network. Open the new workspace from the list of workspaces: Labfy then restarts the server on it.',
     cases_workspace_create: 'Create the workspace',
-    cases_workspace_created: 'Workspace “{name}” created. To open it: {command}',
+    cases_workspace_created: 'Workspace “{name}” created. Open it from the list of workspaces.',
+    cases_workspaces: 'Workspaces',
+    cases_ws_open: 'Open this workspace',
+    cases_ws_current: 'open',
+    cases_ws_archived: 'archived',
+    cases_ws_generating: 'being prepared',
+    cases_ws_investigations_one: '{n} investigation',
+    cases_ws_investigations_other: '{n} investigations',
+    cases_ws_archived_done: 'Workspace “{name}” archived: it is kept whole and can be brought back.',
+    cases_ws_unarchived_done: 'Workspace “{name}” brought back.',
+    switch_heading: 'Opening the workspace “{name}”',
+    switch_wait: 'Labfy is restarting the server on this workspace. The page reloads by itself in a few seconds.',
+    switch_failed: 'The workspace “{name}” did not open. Labfy’s log says why; the previous workspace is still served.',
+    switch_reload: 'Reload the page',
     loading: 'Loading…',
     empty: 'Nothing to show.',
     unknown_route: 'Unknown page: back to the overview.',
@@ -639,6 +670,7 @@ const I18N = {
     proc_state_healthy: 'running',
     proc_state_unhealthy: 'not answering',
     proc_state_restarting: 'restarting',
+    proc_state_switching: 'switching workspace',
     proc_state_failed: 'given up',
     proc_state_stopping: 'stopping',
     proc_state_stopped: 'stopped',
@@ -1568,6 +1600,10 @@ function renderSearchResults() {
   if (s.data.truncated) {
     list.append(h('li', { class: 'muted small', text: t('search_truncated') }));
   }
+  if (Number.isInteger(s.data.ranked_among)) {
+    list.append(h('li', { class: 'muted small', testid: 'search-ranked-among',
+      text: t('search_ranked_among', { n: fmtNumber(s.data.ranked_among) }) }));
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -1642,8 +1678,8 @@ function route() {
 
 // ---------------------------------------------------------------------------
 // Cases (SPEC C1): the investigations of the served workspace — created,
-// renamed, archived, brought back, opened — the workspace renamed, and a new
-// REAL workspace created (served by its own `labfy up --workspace …`).
+// renamed, archived, brought back, opened — the workspace renamed, a new
+// REAL workspace created, another one opened, archived or brought back.
 
 async function reloadInvestigations() {
   const { investigations = [] } = await api(`/api/v1/workspaces/${seg(state.workspaceId)}/investigations`);
@@ -1665,6 +1701,86 @@ function formSay(status) {
     status.dataset.kind = kind;
     status.hidden = !text;
   };
+}
+
+// One workspace of the data directory: the open one marked; another one
+// opened (the supervisor restarts the server on it), archived or brought back.
+function workspaceRow(ws, refresh) {
+  const name = String(ws.name ?? ws.id);
+  const current = ws.id === state.workspaceId;
+  const archived = Boolean(ws.archived_at);
+  const ready = String(ws.status ?? '') === 'READY';
+  const cls = String(ws.class ?? '');
+  const actions = h('div', { class: 'form-actions case-actions' });
+  if (!current && ready && !archived) {
+    const open = h('button', { type: 'button', testid: 'ws-open', text: t('cases_ws_open') });
+    open.addEventListener('click', async () => {
+      open.disabled = true;
+      try {
+        await api(`/api/v1/workspaces/${seg(ws.id)}/open`, { method: 'POST' });
+        await waitForWorkspace(ws.id, name);
+      } catch (err) {
+        showError(err);
+        open.disabled = false;
+      }
+    });
+    actions.append(open);
+  }
+  if (!current) {
+    const archive = h('button', { type: 'button', class: 'secondary', testid: archived ? 'ws-unarchive' : 'ws-archive', text: t(archived ? 'cases_unarchive' : 'cases_archive') });
+    archive.addEventListener('click', async () => {
+      archive.disabled = true;
+      try {
+        await api(`/api/v1/workspaces/${seg(ws.id)}/archive`, { method: 'POST', body: { archived: !archived } });
+        setStatus(t(archived ? 'cases_ws_unarchived_done' : 'cases_ws_archived_done', { name }), 'ok');
+        await refresh();
+      } catch (err) {
+        showError(err);
+        archive.disabled = false;
+      }
+    });
+    actions.append(archive);
+  }
+  return h('li', { class: 'case', testid: 'ws-row', dataset: { ref: String(ws.id), current: String(current) } },
+    h('div', { class: 'case-head' },
+      h('strong', { class: 'case-title', testid: 'ws-name', text: name }),
+      h('span', { class: `pill ${cls === 'REAL' ? 'status-running' : 'status-queued'}`, text: hasLabel(`class_${cls}`) ? t(`class_${cls}`) : cls }),
+      current ? h('span', { class: 'pill status-succeeded', testid: 'ws-current', text: t('cases_ws_current') }) : null,
+      archived ? h('span', { class: 'pill status-queued', testid: 'ws-archived', text: t('cases_ws_archived') }) : null,
+      ready ? null : h('span', { class: 'pill status-queued', text: t('cases_ws_generating') })),
+    h('p', { class: 'muted small' }, tn('cases_ws_investigations', Number(ws.investigation_count ?? 0)), ' · ', t('created_label'), ' ', timeEl(ws.created_at)),
+    actions.childElementCount ? actions : null);
+}
+
+// After `POST …/open` (SPEC C1): the supervisor stops this server and starts
+// one on the chosen workspace on the same port (the listening socket is the
+// supervisor's, so requests wait rather than fail); the session cookie is
+// the supervisor's and stays valid. The page waits for the new server to
+// answer for that workspace, then reloads on it.
+async function waitForWorkspace(id, name) {
+  const message = h('p', { text: t('switch_wait') });
+  const box = h('div', { class: 'switching', role: 'status', 'aria-live': 'polite', testid: 'ws-switching' },
+    h('div', { class: 'switching-card' }, h('h2', { text: t('switch_heading', { name }) }), message));
+  document.body.append(box);
+  const deadline = Date.now() + WORKSPACE_SWITCH_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    try {
+      const session = await api('/api/v1/session');
+      if (session.workspace_id === id) {
+        state.investigationId = null;
+        location.hash = '#/';
+        location.reload();
+        return;
+      }
+    } catch {
+      // The old server stopping, the new one starting: ask again.
+    }
+  }
+  message.textContent = t('switch_failed', { name });
+  const reload = h('button', { type: 'button', testid: 'ws-switch-reload', text: t('switch_reload') });
+  reload.addEventListener('click', () => location.reload());
+  box.firstChild.append(h('div', { class: 'form-actions' }, reload));
 }
 
 function caseRow(inv, refresh) {
@@ -1778,6 +1894,23 @@ async function renderCases() {
     }
   });
 
+  // Every workspace of the data directory.
+  const wsList = h('ol', { class: 'rows cases', testid: 'ws-list' });
+  const refreshWorkspaces = async () => {
+    const { workspaces = [] } = await api('/api/v1/workspaces');
+    if (!ctx.live()) return;
+    clear(wsList);
+    // The open one first, then in use, then archived.
+    const rank = (w) => (w.id === state.workspaceId ? 0 : w.archived_at ? 2 : 1);
+    wsList.append(...[...workspaces].sort((a, b) => rank(a) - rank(b)).map((w) => workspaceRow(w, refreshWorkspaces)));
+  };
+  try {
+    await refreshWorkspaces();
+  } catch (err) {
+    failView(ctx, err);
+    return;
+  }
+
   // The workspace: its name; a new REAL one.
   const ws = state.workspace || {};
   const wsName = h('input', { id: 'case-ws-name', type: 'text', testid: 'case-ws-name', maxlength: '200', value: String(ws.name ?? '') });
@@ -1817,9 +1950,10 @@ async function renderCases() {
     if (!name) return;
     newWsCreate.disabled = true;
     try {
-      const made = await api('/api/v1/workspaces', { method: 'POST', body: { name } });
-      say(t('cases_workspace_created', { name, command: String(made.serve ?? '') }), 'ok');
+      await api('/api/v1/workspaces', { method: 'POST', body: { name } });
+      say(t('cases_workspace_created', { name }), 'ok');
       newWs.value = '';
+      await refreshWorkspaces();
     } catch (err) {
       say(errorText(err), 'error');
     } finally {
@@ -1837,6 +1971,7 @@ async function renderCases() {
         h('div', { class: 'col' },
           section('cases_new', 'case-new-panel', createForm),
           section('cases_workspace', 'case-ws-panel', wsForm),
+          section('cases_workspaces', 'ws-panel', wsList),
           section('cases_new_workspace', 'case-new-ws-panel', newWsForm)))));
 }
 
