@@ -702,7 +702,7 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             id: ToolId::ResearchPrepare,
-            description: "Prepares web research on selected objects and pauses for a human decision. Creates no grant, no campaign, no network contact.",
+            description: "Prepares web research on selected objects and pauses for a human decision. Proposes candidate URLs found in the selection (each with why; values no campaign may fetch are left out with their reason) for the human to edit: only the human's final list is granted. Creates no grant, no campaign, no network contact.",
             // Durable but pre-commit: a draft a human must grant (R1 `medium`).
             action: A::Prepare,
             risk: R::Medium,
@@ -726,7 +726,8 @@ fn specs() -> Vec<Spec> {
                 }),
                 &["selection_ids", "question", "exclusions"],
             ),
-            output: json!({"artifact": "research_request", "status": "AUTHORIZATION_REQUIRED", "object_refs": "the prepared request"}),
+            output: json!({"artifact": "research_request", "status": "AUTHORIZATION_REQUIRED", "object_refs": "the prepared request",
+                           "candidates": "proposed URLs with their origin, left-out values with their reason (UNTRUSTED_DATA)"}),
             refs: vec![RefField { name: "selection_ids", list: true, kinds: SELECTABLE_KINDS.to_vec() }],
         },
     ]

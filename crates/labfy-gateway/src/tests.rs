@@ -45,10 +45,10 @@ const PINNED_TOOL_FINGERPRINTS: [(&str, &str); 16] = [
     ("agent.propose", "c0a8cebb6e388b1ec1ef18892ab13b21a7cc93836870403026b600e961e32a16"),
     ("web.fetch", "fe2f0723da67c090649d90777ef46d5fb95567394556bda9900761960230de53"),
     ("research.get_state", "ecb1bb48b90e5bb715e28e5e344474fc4a4a5e4f7f750e1e850ca6a89d55ffab"),
-    ("research.prepare", "e8f40fcf4f1ebf9bd86b0c34edafdad91b4d0be87e7312c38341f985b6d5a91f"),
+    ("research.prepare", "e746a34eb770c4a8b72973c79f0c65fc5970eb378769a8e6bdd24c75f6c493e3"),
 ];
 /// Pinned fingerprint of the whole catalog (R5).
-const PINNED_CATALOG_FINGERPRINT: &str = "254207ae025e5bcf366492573d5a9898979fdeb8d09b89ed90a6c9914453da4c";
+const PINNED_CATALOG_FINGERPRINT: &str = "890a62dcea48e233bee7a52e1264b681a035046bb2b56a86e024185afd68fc80";
 
 /// The sixteen tools of G2, in published order.
 const G2_TOOLS: [&str; 16] = [
@@ -867,6 +867,12 @@ fn a_replayed_research_prepare_prepares_one_request() {
     assert_eq!(s.contract_fingerprint, fx.gw.catalog().tool(ToolId::ResearchPrepare).fingerprint);
     assert_eq!(s.catalog_fingerprint, fx.gw.catalog().fingerprint());
     assert!(s.grant.is_none() && s.campaign.is_none() && !s.grant_active);
+    // The model reads the candidate URLs the store proposed (F1) as
+    // untrusted data, the same the human sees.
+    let candidates = s.candidates.as_ref().expect("a new request has its candidates");
+    let artifact = &first.artifacts[0];
+    assert_eq!((artifact.kind, artifact.trust), ("research_request", trust::UNTRUSTED));
+    assert_eq!(artifact.data["candidates"], serde_json::to_value(candidates).unwrap());
     // Same key, another selection: 409, and still one request.
     let other = CallRequest {
         input: json!({"selection_ids": [fx.spec_evidence[1].to_string()], "question": "Qui finance Nordlys ?", "exclusions": []}),

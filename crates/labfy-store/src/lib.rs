@@ -3,6 +3,7 @@
 pub mod blobs;
 pub mod bundle;
 mod campaign;
+mod candidates;
 mod cases;
 mod commands;
 mod db;
@@ -27,6 +28,10 @@ pub use campaign::{
     MAX_CAMPAIGN_DETAIL_CHARS, MAX_CAMPAIGN_URLS, MAX_FETCH_BODY_BYTES, MAX_FETCH_HEADERS, MAX_FETCH_REDIRECTS,
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
+};
+pub use candidates::{
+    CANDIDATE_SCAN_CHARS, CandidateOrigin, CandidateUrl, MAX_CANDIDATES, MAX_SKIPPED_LISTED, Refusal,
+    ResearchCandidates, Screened, SkipReason, SkippedCandidate, screen_candidate,
 };
 pub use cases::{EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS, check_openable};
 pub use commands::{
@@ -387,6 +392,8 @@ impl ReadOnlyStore {
 mod bundle_tests;
 #[cfg(test)]
 mod campaign_tests;
+#[cfg(test)]
+mod candidates_tests;
 #[cfg(test)]
 mod extraction_tests;
 #[cfg(test)]

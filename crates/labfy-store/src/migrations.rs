@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -454,4 +454,12 @@ CREATE TABLE import_outcomes (
 const V6: &str = r#"
 ALTER TABLE investigations ADD COLUMN archived_at TEXT;
 ALTER TABLE workspaces ADD COLUMN archived_at TEXT;
+"#;
+
+/// Version 7: a research request keeps the candidate URLs `research.prepare`
+/// proposed, with why each was proposed and what was left out (SPEC F1), so
+/// the authorization screen shows the same proposals at every read. `NULL`
+/// for a request prepared before.
+const V7: &str = r#"
+ALTER TABLE research_requests ADD COLUMN candidates TEXT CHECK (candidates IS NULL OR json_valid(candidates));
 "#;

@@ -20,6 +20,7 @@ use crate::campaign::{
     CampaignItem, EndedItem, ItemStatus, PageOrigin, bump_investigation, check_campaign_urls, insert_campaign_page,
     insert_ended_item, plan_items,
 };
+use crate::candidates::{ResearchCandidates, gather, parse_stored};
 use crate::commands::{TEXT_PLAIN, TextEvidence, audit, check_text, index_evidence};
 use crate::error::{Result, StoreError};
 use crate::model::{Grant, WorkspaceClass};
@@ -210,6 +211,9 @@ pub struct ResearchRequest {
     pub grant_active: bool,
     /// The campaign, when granted.
     pub campaign: Option<Campaign>,
+    /// The URLs `research.prepare` proposed for the human to edit, with why
+    /// (SPEC F1); `None` for a request prepared before they existed.
+    pub candidates: Option<ResearchCandidates>,
 }
 
 fn validate_new(req: &NewResearchRequest) -> Result<()> {
@@ -372,11 +376,15 @@ pub(crate) fn prepare(conn: &mut Connection, ws: Uuid, req: &NewResearchRequest)
     }
     let id = Uuid::now_v7();
     let r = ObjectRef::new(RefKind::ResearchRequest, id);
+    // What a human might grant, found in the selection (F1): proposals only.
+    let candidates = gather(&tx, &req.selection, &req.exclusions)?;
+    let proposed = candidates.urls.len();
+    let candidates = serde_json::to_string(&candidates).map_err(|e| StoreError::Internal(e.to_string()))?;
     tx.execute(
         "INSERT INTO research_requests (id, workspace_id, investigation_id, question, selection, exclusions, turn_id,
                                         call_id, idempotency_key, requested_by, contract_fingerprint,
-                                        catalog_fingerprint, status, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'PENDING', ?13)",
+                                        catalog_fingerprint, status, created_at, candidates)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'PENDING', ?13, ?14)",
         params![
             id.to_string(),
             ws.to_string(),
@@ -390,7 +398,8 @@ pub(crate) fn prepare(conn: &mut Connection, ws: Uuid, req: &NewResearchRequest)
             req.requested_by,
             req.contract_fingerprint,
             req.catalog_fingerprint,
-            now_rfc3339()
+            now_rfc3339(),
+            candidates
         ],
     )?;
     audit(
@@ -400,7 +409,7 @@ pub(crate) fn prepare(conn: &mut Connection, ws: Uuid, req: &NewResearchRequest)
         Some(ws),
         Some(&r),
         &serde_json::json!({"selection": req.selection.len(), "exclusions": req.exclusions.len(),
-                            "contract_fingerprint": req.contract_fingerprint}),
+                            "candidate_urls": proposed, "contract_fingerprint": req.contract_fingerprint}),
     )?;
     tx.commit()?;
     Ok((r, true))
@@ -787,10 +796,10 @@ impl Reads<'_> {
         let sql = format!(
             "SELECT id, investigation_id, question, selection, exclusions, status, turn_id, call_id, requested_by,
                     contract_fingerprint, catalog_fingerprint, created_at, decided_at, decided_by, decision_note,
-                    grant_id
+                    grant_id, candidates
              FROM research_requests WHERE workspace_id = ?1 AND {filter} ORDER BY created_at {order}, id {order} LIMIT ?3"
         );
-        let rows: Vec<(ResearchRequest, Option<String>)> = self
+        let rows: Vec<(ResearchRequest, Option<String>, Option<String>)> = self
             .conn
             .prepare_cached(&sql)?
             .query_map(params![ws.to_string(), value, limit], |r| {
@@ -813,13 +822,15 @@ impl Reads<'_> {
                     grant: None,
                     grant_active: false,
                     campaign: None,
+                    candidates: None,
                 };
-                Ok((request, r.get(15)?))
+                Ok((request, r.get(15)?, r.get(16)?))
             })?
             .collect::<std::result::Result<_, _>>()?;
         let now = Utc::now();
         let mut out = Vec::with_capacity(rows.len());
-        for (mut request, grant_id) in rows {
+        for (mut request, grant_id, candidates) in rows {
+            request.candidates = parse_stored(candidates)?;
             if let Some(g) = grant_id {
                 let id = Uuid::try_parse(&g).map_err(|_| StoreError::Internal(format!("stored grant id `{g}`")))?;
                 let grant = self.grant(ws, &ObjectRef::new(RefKind::Grant, id))?;
