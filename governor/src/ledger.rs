@@ -89,6 +89,19 @@ struct Inner {
     reservations: Vec<Entry>,
     decisions: VecDeque<Decision>,
     pressure: Option<String>,
+    /// Reservations gone lately and why, oldest first (at most
+    /// [`MAX_GONE`]): a renewal names the reason (SPEC F5).
+    gone: VecDeque<(String, String)>,
+}
+
+/// Gone reservations whose reason a renewal can still tell.
+const MAX_GONE: usize = 256;
+
+fn remember_gone(g: &mut Inner, id: &str, why: String) {
+    if g.gone.len() == MAX_GONE {
+        g.gone.pop_front();
+    }
+    g.gone.push_back((id.to_owned(), why));
 }
 
 /// The ledger; shared by the sampling loop and the request handlers.
@@ -169,6 +182,7 @@ impl Ledger {
             .collect();
         for r in lapsed {
             g.reservations.retain(|e| e.view.id != r.id);
+            remember_gone(&mut g, &r.id, format!("the lease of {} lapsed (not renewed in time)", r.id));
             push_decision(
                 &mut g,
                 Decision {
@@ -317,6 +331,7 @@ impl Ledger {
         let mut g = self.lock();
         let Some(pos) = g.reservations.iter().position(|e| e.view.id == id) else { return false };
         let e = g.reservations.remove(pos);
+        remember_gone(&mut g, id, format!("{id} was released: {why}"));
         push_decision(
             &mut g,
             Decision {
@@ -346,15 +361,24 @@ impl Ledger {
         true
     }
 
-    /// Extends a lease; false when the reservation is gone or has no lease.
-    pub fn renew(&self, id: &str, lease_ms: u64, now_ms: u64) -> bool {
+    /// Extends a lease; returns when it lapses now. When the reservation is
+    /// gone, the error says why (released, and the reason; its lease
+    /// lapsed; never held), so its holder can tell the analyst (SPEC F5).
+    pub fn renew(&self, id: &str, lease_ms: u64, now_ms: u64) -> Result<u64, String> {
         let mut g = self.lock();
         match g.reservations.iter_mut().find(|e| e.view.id == id) {
             Some(e) if e.view.lease_expires_ms.is_some() => {
-                e.view.lease_expires_ms = Some(now_ms.saturating_add(lease_ms));
-                true
+                let until = now_ms.saturating_add(lease_ms);
+                e.view.lease_expires_ms = Some(until);
+                Ok(until)
             }
-            _ => false,
+            Some(_) => Err(format!("{id} has no lease to renew")),
+            None => Err(g
+                .gone
+                .iter()
+                .rev()
+                .find(|(gone, _)| gone == id)
+                .map_or_else(|| format!("no reservation {id}"), |(_, why)| why.clone())),
         }
     }
 
@@ -576,13 +600,31 @@ mod tests {
         a.lease_ms = Some(500);
         let r = l.admit(a, 1_000).unwrap();
         assert_eq!(r.lease_expires_ms, Some(1_500));
-        assert!(l.renew(&r.id, 1_000, 1_400));
+        assert_eq!(l.renew(&r.id, 1_000, 1_400), Ok(2_400));
         l.observe(sample(8 * GIB), 2_399);
         assert!(l.reservation(&r.id).is_some());
         l.observe(sample(8 * GIB), 2_400);
         assert!(l.reservation(&r.id).is_none());
         assert!(l.decisions().last().unwrap().reason.contains("lapsed"));
-        assert!(!l.renew(&r.id, 1_000, 2_500));
+        // A late renewal is told why the reservation went (SPEC F5).
+        let late = l.renew(&r.id, 1_000, 2_500).unwrap_err();
+        assert!(late.contains("lapsed") && late.contains(&r.id), "{late}");
+        assert!(l.renew("r-never", 1_000, 2_500).unwrap_err().contains("no reservation r-never"));
+    }
+
+    #[test]
+    fn a_renewal_after_a_release_names_its_reason() {
+        let l = ledger();
+        l.observe(sample(8 * GIB), 1_000);
+        let mut a = ask("campaign:y", GIB);
+        a.lease_ms = Some(60_000);
+        let r = l.admit(a, 1_000).unwrap();
+        assert!(l.release(&r.id, "stopped under pressure after 3 samples: swap 90 % used", 1_100));
+        let why = l.renew(&r.id, 60_000, 1_200).unwrap_err();
+        assert!(why.contains("released: stopped under pressure") && why.contains("swap 90 %"), "{why}");
+        // A reservation without a lease (the model's) is not renewed.
+        let m = l.admit(ask("model", GIB), 1_300).unwrap();
+        assert!(l.renew(&m.id, 60_000, 1_400).unwrap_err().contains("no lease"));
     }
 
     #[test]

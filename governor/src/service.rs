@@ -95,8 +95,8 @@ impl Governor {
         if self.model.holds(&victim.id) {
             self.model.stop(&reason).await;
         } else {
-            // A campaign: its runner sees the reservation gone at its next
-            // renewal and stops (the egress issue runs campaigns).
+            // A campaign: its runner's next renewal is told the reservation
+            // went, with this reason, and stops the campaign (SPEC F5).
             self.ledger.release(&victim.id, &reason, now_ms());
         }
         *self.pressured.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = 0;
@@ -193,6 +193,18 @@ impl Governor {
                     GovernorResponse::Released {}
                 } else {
                     failure("NOT_FOUND", format!("no reservation {reservation}"))
+                }
+            }
+            GovernorRequest::Renew { reservation } => {
+                if self.model.holds(&reservation) {
+                    return failure(
+                        "INVALID_INPUT",
+                        "the model's reservation has no lease: it lasts while the model runs",
+                    );
+                }
+                match self.ledger.renew(&reservation, CAMPAIGN_LEASE_MS, now_ms()) {
+                    Ok(lease_expires_ms) => GovernorResponse::Renewed { lease_expires_ms },
+                    Err(why) => failure("NOT_FOUND", why),
                 }
             }
         }

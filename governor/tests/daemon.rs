@@ -136,6 +136,13 @@ async fn state_gpus_from_sysfs_and_campaign_admission_over_ipc() {
     let r = s.reservations.iter().find(|r| r.id == admitted).unwrap();
     assert_eq!(r.kind, ReservationKind::Campaign);
     assert!(r.lease_expires_ms.is_some(), "campaigns hold a lease");
+    // The runner renews it while the campaign runs (SPEC F5).
+    match d.ask(GovernorRequest::Renew { reservation: admitted.clone() }).await {
+        GovernorResponse::Renewed { lease_expires_ms } => {
+            assert!(lease_expires_ms >= r.lease_expires_ms.unwrap(), "{lease_expires_ms}");
+        }
+        other => panic!("{other:?}"),
+    }
     // More RAM than the machine has: refused, naming what holds it.
     match d.ask(GovernorRequest::AdmitCampaign(campaign(1 << 50, 1))).await {
         GovernorResponse::Refused(r) => {
@@ -152,7 +159,10 @@ async fn state_gpus_from_sysfs_and_campaign_admission_over_ipc() {
     assert_eq!(failed(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 17))).await).0, "INVALID_INPUT");
     assert!(matches!(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 16))).await, GovernorResponse::Admitted { .. }));
     assert_eq!(d.ask(GovernorRequest::Release { reservation: admitted.clone() }).await, GovernorResponse::Released {});
-    assert_eq!(failed(d.ask(GovernorRequest::Release { reservation: admitted }).await).0, "NOT_FOUND");
+    assert_eq!(failed(d.ask(GovernorRequest::Release { reservation: admitted.clone() }).await).0, "NOT_FOUND");
+    let (code, why) = failed(d.ask(GovernorRequest::Renew { reservation: admitted }).await);
+    assert_eq!(code, "NOT_FOUND");
+    assert!(why.contains("released by its holder"), "{why}");
     let log = d.state().await.decisions;
     assert!(log.iter().any(|x| !x.admitted && x.reason.starts_with("RAM:")));
     assert!(log.iter().filter(|x| x.admitted).count() >= 2);
@@ -213,6 +223,12 @@ async fn sustained_pressure_stops_the_lowest_priority_run_with_its_reason() {
     let stop = s.decisions.iter().find(|x| x.reason.starts_with("stopped under pressure")).unwrap();
     assert!(stop.reason.contains("PSI"), "{}", stop.reason);
     assert_eq!(stop.blocked_by, ["pressure"]);
+    // The stopped campaign's runner learns it at its next renewal, with the
+    // reason it can show the analyst (SPEC F5); the other one renews.
+    let (code, why) = failed(d.ask(GovernorRequest::Renew { reservation: low }).await);
+    assert_eq!(code, "NOT_FOUND");
+    assert!(why.contains("stopped under pressure") && why.contains("PSI"), "{why}");
+    assert!(matches!(d.ask(GovernorRequest::Renew { reservation: high }).await, GovernorResponse::Renewed { .. }));
     psi(0.0);
 }
 

@@ -449,6 +449,14 @@ pub mod governor {
             /// The reservation id.
             reservation: String,
         },
+        /// Renew a campaign's lease while it runs (SPEC F5). A reservation
+        /// the governor no longer holds — released under pressure, or its
+        /// lease lapsed — is `NOT_FOUND`, with the reason it went: the
+        /// campaign stops.
+        Renew {
+            /// The reservation id.
+            reservation: String,
+        },
     }
 
     /// What the governor answers.
@@ -472,6 +480,11 @@ pub mod governor {
         Refused(Refusal),
         /// Released.
         Released {},
+        /// The lease is renewed.
+        Renewed {
+            /// Unix ms when it lapses unless renewed again.
+            lease_expires_ms: u64,
+        },
         /// Refused or failed for another reason.
         Failed(Failure),
     }

@@ -23,6 +23,9 @@
 //!    there is no governor to ask — but no egress either, so such a
 //!    campaign already failed at its confirmation; [`NO_GOVERNOR`] would
 //!    name the admission otherwise.)
+//!    A governor that does not take the call (a server just restarted,
+//!    whose new pid the supervisor has not told the governor yet) is asked
+//!    again for [`ADMISSION_PATIENCE`] first (SPEC F4).
 //! 3. **Items**, in the order the analyst listed them: egress fetches each
 //!    over Tor under the grant (E3) and answers an outcome. A page's body
 //!    waits in egress's scratch directory; the runner streams it into the
@@ -33,6 +36,12 @@
 //!    the item's reason. Tor down, not bootstrapped, or egress unreachable
 //!    (E6) ends the campaign `FAILED` at once — the item `UNAVAILABLE`, the
 //!    rest `STOPPED`: no retry, no other path, nothing fetched in clear.
+//!    The governor's lease is renewed before each item and every
+//!    [`LEASE_RENEW_EVERY`] while a fetch lasts (SPEC F5). A reservation the
+//!    governor no longer holds — released by its pressure reaction, or
+//!    lapsed — ends the campaign `STOPPED`: its planned items `STOPPED`,
+//!    the governor's reason in its detail. A campaign never runs on
+//!    unaccounted.
 //! 4. **End**: `COMPLETED` (or `FAILED` when no item was fetched), egress
 //!    forgets the campaign's isolation token, the governor's reservation is
 //!    released — always, whichever way the campaign ended.
@@ -91,6 +100,17 @@ pub const NO_GOVERNOR: &str = "no governor in this run";
 pub const CONFIRM_POLL: Duration = Duration::from_secs(1);
 /// Longest the confined parser may read one fetched body.
 pub const FETCH_PARSE_SECONDS: u64 = 30;
+/// How often a running campaign renews its governor lease while one fetch
+/// lasts (it renews before each item too): well inside the governor's
+/// 10-minute lease, so one missed renewal does not lapse it (SPEC F5).
+pub const LEASE_RENEW_EVERY: Duration = Duration::from_secs(60);
+/// How long an admission waits for a governor that does not take the call
+/// yet: a server just restarted asks before the supervisor has told the
+/// governor its new pid (SPEC F4); the call is tried again every
+/// [`ADMISSION_RETRY`] until then.
+pub const ADMISSION_PATIENCE: Duration = Duration::from_secs(30);
+/// Pause between two admission calls the governor did not take.
+pub const ADMISSION_RETRY: Duration = Duration::from_millis(500);
 
 /// Runs the REAL campaigns of one workspace. Cheap to clone; one per server.
 #[derive(Clone)]
@@ -317,6 +337,7 @@ impl Run<'_> {
             .collect();
         for (position, url) in planned {
             self.check_stop()?;
+            self.renew().await?;
             self.fetch_item(position, url).await?;
         }
         self.check_stop()?;
@@ -408,8 +429,19 @@ impl Run<'_> {
             priority: CAMPAIGN_PRIORITY,
         };
         // Not raced against a stop: an admission in flight is waited for
-        // (bounded), so that its reservation is known and released.
-        let why = match governor_call(&dir, GovernorRequest::AdmitCampaign(ask)).await {
+        // (bounded), so that its reservation is known and released. A
+        // governor that does not take the call yet is asked again (F4).
+        let patience = tokio::time::Instant::now() + ADMISSION_PATIENCE;
+        let answer = loop {
+            match governor_call(&dir, GovernorRequest::AdmitCampaign(ask.clone())).await {
+                Err(e) if tokio::time::Instant::now() < patience && self.check_stop().is_ok() => {
+                    tracing::info!(campaign = %self.campaign, error = %e, "the governor does not take the call yet");
+                    tokio::time::sleep(ADMISSION_RETRY).await;
+                }
+                answer => break answer,
+            }
+        };
+        let why = match answer {
             Ok(GovernorResponse::Admitted { reservation }) => {
                 let detail = format!("admitted by the governor (reservation {})", one_line(&reservation));
                 self.reservation = Some(reservation);
@@ -442,11 +474,18 @@ impl Run<'_> {
             method: FetchMethod::Get,
         };
         self.asked_egress = true;
-        let answer = tokio::select! {
-            biased;
-            _ = self.stop.cancelled() => return Err(Halt),
-            _ = self.inner.closing.cancelled() => return Err(Halt),
-            a = self.inner.egress.fetch(request) => a,
+        let (inner, stop) = (self.inner, self.stop);
+        let fetch = inner.egress.fetch(request);
+        tokio::pin!(fetch);
+        let answer = loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return Err(Halt),
+                _ = inner.closing.cancelled() => return Err(Halt),
+                a = &mut fetch => break a,
+                // A long fetch keeps the lease (F5).
+                () = tokio::time::sleep(LEASE_RENEW_EVERY) => self.renew().await?,
+            }
         };
         // A stop that came with the answer wins: nothing more is recorded.
         self.check_stop()?;
@@ -595,6 +634,41 @@ impl Run<'_> {
         let detail = format!("{HEAD}{}{TAIL}", truncate_chars(&one_line(reason), room));
         let (ws, id) = (self.inner.workspace, self.campaign);
         self.write("ending the campaign", move |s| s.campaign_finished(ws, &id, CampaignStatus::Failed, &detail))
+            .await?;
+        Err(Halt)
+    }
+
+    /// Renews the governor's lease (SPEC F5). A reservation the governor no
+    /// longer holds ends the campaign `STOPPED` with the governor's reason
+    /// (its planned items `STOPPED`). A governor that does not answer is
+    /// logged and the campaign goes on: were it to stay silent past the
+    /// lease, the lease lapses there and the next answer stops the campaign.
+    async fn renew(&mut self) -> Result<(), Halt> {
+        let (Some(reservation), Some(dir)) = (self.reservation.clone(), self.inner.runtime_dir.as_ref()) else {
+            return Ok(());
+        };
+        let why = match governor_call(dir, GovernorRequest::Renew { reservation: reservation.clone() }).await {
+            Ok(GovernorResponse::Renewed { .. }) => return Ok(()),
+            Ok(GovernorResponse::Failed(f)) if f.code == "NOT_FOUND" => f.message,
+            Ok(other) => {
+                tracing::warn!(campaign = %self.campaign, %reservation, answer = ?other,
+                               "the governor did not renew the lease");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(campaign = %self.campaign, %reservation, error = %e, "the lease was not renewed");
+                return Ok(());
+            }
+        };
+        // Gone: nothing to release at the end.
+        self.reservation = None;
+        self.check_stop()?;
+        tracing::warn!(campaign = %self.campaign, %reservation, reason = %why,
+                       "the governor no longer holds the reservation: the campaign stops");
+        let detail =
+            truncate_chars(&one_line(&format!("stopped by the resource governor: {why}")), MAX_CAMPAIGN_DETAIL_CHARS);
+        let (ws, id) = (self.inner.workspace, self.campaign);
+        self.write("stopping the campaign", move |s| s.campaign_finished(ws, &id, CampaignStatus::Stopped, &detail))
             .await?;
         Err(Halt)
     }

@@ -304,6 +304,11 @@ fn document(url: &str, body: &[u8], content_type: &str, http_status: u16) -> Fet
 struct GovernorLog {
     asks: Vec<CampaignAsk>,
     released: Vec<String>,
+    /// Lease renewals, in order (SPEC F5).
+    renewals: Vec<String>,
+    /// After this many renewals, the next ones answer that the reservation
+    /// went, with this reason (the pressure reaction released it).
+    revoke_after: Option<(usize, String)>,
 }
 
 /// Serves `governor.sock`: admits every campaign (`refuse: None`) or refuses
@@ -337,6 +342,16 @@ fn fake_governor(run: &Run, refuse: Option<&'static str>) -> Arc<Mutex<GovernorL
                     GovernorRequest::Release { reservation } => {
                         l.lock().unwrap().released.push(reservation);
                         GovernorResponse::Released {}
+                    }
+                    GovernorRequest::Renew { reservation } => {
+                        let mut log = l.lock().unwrap();
+                        log.renewals.push(reservation);
+                        match &log.revoke_after {
+                            Some((after, why)) if log.renewals.len() > *after => {
+                                GovernorResponse::Failed(Failure { code: "NOT_FOUND".into(), message: why.clone() })
+                            }
+                            _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
+                        }
                     }
                     other => GovernorResponse::Failed(Failure {
                         code: "INVALID_INPUT".into(),
@@ -573,7 +588,56 @@ async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_p
     assert_eq!(gov.asks[0].scratch_bytes, 3 * (2 << 20), "scratch for 3 bodies of egress's bound");
     assert_eq!(gov.asks[0].concurrency, CAMPAIGN_CONCURRENCY);
     assert_eq!(gov.released, ["res-1"]);
+    assert_eq!(gov.renewals, ["res-1", "res-1", "res-1"], "the lease is renewed before each item (F5)");
     assert_eq!(f.count("SELECT count(*) FROM audit_log WHERE action = 'campaign.admit'"), 1);
+}
+
+/// SPEC F5: once the governor's pressure reaction has released a running
+/// campaign's reservation, the runner's next renewal is told so, with the
+/// reason: the campaign ends `STOPPED` with it, its planned items
+/// `STOPPED`, and nothing more is fetched. Nothing is released that the
+/// governor no longer holds.
+#[tokio::test]
+async fn a_reservation_the_governor_released_stops_the_campaign_at_its_next_renewal() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let why = "res-1 was released: stopped under pressure after 3 samples: swap 91 % used (threshold 50 %)";
+    gov.lock().unwrap().revoke_after = Some((1, why.to_owned()));
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B, C]).await;
+
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "STOPPED", "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.starts_with("stopped by the resource governor: res-1 was released"), "{detail}");
+    assert!(detail.contains("swap 91 %"), "{detail}");
+    assert_eq!(statuses(&c), ["FETCHED", "STOPPED", "STOPPED"]);
+    assert_eq!(egress.fetched_urls(), [A], "nothing is fetched once the governor said so");
+    assert_eq!(egress.log.lock().unwrap().ends.len(), 1, "egress forgets the campaign");
+    let gov = gov.lock().unwrap();
+    assert_eq!(gov.renewals, ["res-1", "res-1"]);
+    assert!(gov.released.is_empty(), "the governor no longer held the reservation");
+}
+
+/// SPEC F4: a server just restarted resumes its campaigns before the
+/// supervisor has told the governor the server's new pid, so the governor
+/// does not take the call yet. The runner asks again for a while instead
+/// of failing the campaign.
+#[tokio::test]
+async fn an_admission_the_governor_does_not_take_yet_is_asked_again() {
+    let run = runtime_dir();
+    let _egress = fake_egress(&run, two_pages_and_a_refusal(), None);
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(f.request(&request).await["campaign"]["status"], "PENDING", "not admitted without a governor");
+    let gov = fake_governor(&run, None);
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(gov.lock().unwrap().asks.len(), 1);
 }
 
 #[tokio::test]

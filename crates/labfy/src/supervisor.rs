@@ -640,6 +640,8 @@ async fn tick(
     let now = Instant::now();
     // Children that answered their first health check this round.
     let mut newly_healthy: Vec<Role> = Vec::new();
+    // Whether the server was (re)started this round.
+    let mut server_spawned = false;
     for s in slots.iter_mut() {
         // A child that exited on its own is a crash.
         if let Some(child) = s.child.as_mut() {
@@ -668,6 +670,7 @@ async fn tick(
                         s.restarts += 1;
                     }
                     s.child = Some(child);
+                    server_spawned |= s.role == Role::Server;
                     s.state = "starting";
                     s.started_at = now;
                     s.last_ok = now;
@@ -733,14 +736,17 @@ async fn tick(
         }
     }
     // The governor and egress accept only the current server's pid: tell the
-    // ones that just started, or all of them when the server just did.
+    // ones that just started, or all of them as soon as the server is
+    // spawned — before it is healthy, since a server resumes its unfinished
+    // campaigns at once and asks the governor to admit them (SPEC F4) — and
+    // again once it is healthy.
     let server_pid = slots
         .iter()
-        .find(|s| s.role == Role::Server && s.state == "healthy")
+        .find(|s| s.role == Role::Server && matches!(s.state, "starting" | "healthy"))
         .and_then(|s| s.child.as_ref())
         .and_then(Proc::id);
     if let Some(pid) = server_pid {
-        let server_new = newly_healthy.contains(&Role::Server);
+        let server_new = server_spawned || newly_healthy.contains(&Role::Server);
         for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.state == "healthy") {
             if server_new || newly_healthy.contains(&s.role) {
                 if let Err(e) = tell(s, ControlRequest::SetPeers { pids: vec![pid as i32] }).await {
