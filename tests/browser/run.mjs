@@ -872,9 +872,17 @@ async function scenarioAgentDemo({ page, base }) {
   assert(pending.status === 200 && pending.body.request.status === 'PENDING' && pending.body.request.grant === null,
     `before the grant: ${JSON.stringify(pending)}`);
 
-  // Grant with the form's defaults.
-  assert(await page.inputValue(tid('agent-grant-hosts')) === 'example.org', 'default host is not example.org');
-  assert(await page.inputValue(tid('agent-grant-requests')) === '3', 'default max requests is not 3');
+  // The form starts from what research.prepare proposed (SPEC F1), shown
+  // with why; otherwise from its defaults. Grant it as it stands.
+  const cand = pending.body.request.candidates;
+  assert(cand && Array.isArray(cand.urls) && Array.isArray(cand.hosts), `candidates: ${JSON.stringify(cand)}`);
+  const shownCandidates = await page.$$eval(tid('agent-candidate'), (els) => els.map((e) => e.dataset.url));
+  assert(JSON.stringify(shownCandidates) === JSON.stringify(cand.urls.map((u) => u.url)),
+    `candidates shown ${JSON.stringify(shownCandidates)} vs ${JSON.stringify(cand.urls)}`);
+  const hostsExpected = cand.hosts.length ? cand.hosts.join('\n') : 'example.org';
+  assert(await page.inputValue(tid('agent-grant-hosts')) === hostsExpected, `hosts field is not ${JSON.stringify(hostsExpected)}`);
+  const requestsExpected = String(Math.max(3, Math.min(cand.urls.length, 32)));
+  assert(await page.inputValue(tid('agent-grant-requests')) === requestsExpected, `max requests is not ${requestsExpected}`);
   assert(await page.inputValue(tid('agent-grant-bytes')) === '1048576', 'default max bytes is not 1048576');
   assert(await page.inputValue(tid('agent-grant-minutes')) === '60', 'default expiry is not 60');
   await page.click(tid('agent-grant'), { timeout: STEP_TIMEOUT_MS });
@@ -1347,7 +1355,23 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
   await openOverview(page, base);
   await runAgentTurn(page, 'Que possède la société Durand ?');
   assert(await page.isVisible(tid('agent-grant-urls')), 'a REAL grant form has no address list');
+  // research.prepare proposed the domain the note names (SPEC F1), with why,
+  // and the form starts from it; the analyst edits the list before granting.
+  await page.waitForSelector(`${tid('agent-candidate')}[data-url="https://durand.example/"]`, { timeout: STEP_TIMEOUT_MS });
+  const why = await textOf(page, `${tid('agent-candidate')}[data-url="https://durand.example/"]`);
+  assert(why.includes('domaine cité dans la pièce') && why.includes(`Société Durand ${stamp}`), `why: ${why}`);
+  assert((await page.inputValue(tid('agent-grant-urls'))).split('\n').includes('https://durand.example/'), 'the proposal is not in the form');
+  assert((await page.inputValue(tid('agent-grant-hosts'))).split('\n').includes('durand.example'), 'the proposal\'s host is not in the form');
+  for (const [w, hgt, name] of [[1440, 900, 'real-candidates-1440.png'], [1024, 700, 'real-candidates-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.locator(tid('agent-candidates')).scrollIntoViewIfNeeded();
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
   const urls = ['https://example.org/registre', 'https://example.org/durand?annee=2019'];
+  await page.fill(tid('agent-grant-hosts'), 'example.org', { timeout: STEP_TIMEOUT_MS });
   await page.fill(tid('agent-grant-urls'), urls.join('\n'), { timeout: STEP_TIMEOUT_MS });
   await page.click(tid('agent-grant'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${tid('agent-review')}[data-request-status="GRANTED"]`, { timeout: STEP_TIMEOUT_MS });

@@ -348,6 +348,42 @@ const I18N = {
     agent_review_selection: 'Sélection',
     agent_review_exclusions: 'Exclusions',
     agent_review_none: 'aucune',
+    agent_review_candidates: 'Adresses proposées',
+    candidates_none: 'Aucune adresse trouvée dans la sélection : indiquez vous-même celles à récupérer.',
+    candidates_help: 'Trouvées dans la sélection et déjà reprises dans le formulaire ci-dessous : modifiez-les librement, seule votre liste finale sera autorisée.',
+    candidates_more_one: '… et {n} autre adresse trouvée, non listée.',
+    candidates_more_other: '… et {n} autres adresses trouvées, non listées.',
+    candidates_skipped_one: '{n} valeur écartée',
+    candidates_skipped_other: '{n} valeurs écartées',
+    cand_why: '{why} : ',
+    cand_evidence_text: 'écrite dans la pièce',
+    cand_evidence_domain: 'domaine cité dans la pièce',
+    cand_entity_url: 'adresse sélectionnée',
+    cand_entity_domain: 'site du domaine sélectionné',
+    cand_email_domain: 'domaine de l’adresse e-mail',
+    cand_linked: 'lié à la sélection (« {relation} »)',
+    cand_co_mentioned: 'cité avec la sélection dans les mêmes pièces',
+    skip_unparsable: 'adresse illisible',
+    skip_too_long: 'adresse trop longue',
+    skip_scheme: 'protocole « {detail} » : seuls http et https sont récupérés',
+    skip_credentials: 'contient un identifiant ou un mot de passe',
+    skip_private_address: 'adresse non publique ({detail})',
+    skip_ipv6: 'adresse IPv6 : aucun périmètre ne peut la contenir',
+    skip_not_public: 'nom absent de l’Internet public',
+    skip_onion: 'service onion ({detail}) : pas encore récupéré par Labfy',
+    skip_mixed_scripts: 'mélange d’écritures dans « {detail} » (usurpation possible)',
+    skip_homograph: 'imite « {detail} » avec d’autres lettres (homographe)',
+    skip_excluded: 'écartée par l’exclusion « {detail} »',
+    addr_loopback: 'boucle locale',
+    addr_private: 'réseau privé',
+    addr_link_local: 'lien local',
+    addr_unspecified: 'non spécifiée',
+    addr_reserved: 'réservée ou multidiffusion',
+    addr_documentation: 'réservée à la documentation',
+    addr_shared: 'partagée par un opérateur',
+    addr_benchmarking: 'réservée aux mesures de performance',
+    onion_valid: 'adresse valide',
+    onion_bad_checksum: 'somme de contrôle fausse',
     agent_review_risk: 'Niveau de risque',
     agent_review_fingerprint: 'Empreinte du contrat',
     agent_review_fingerprint_stale: 'Le contrat de l’outil a changé depuis la préparation : cette demande est périmée.',
@@ -879,6 +915,42 @@ const I18N = {
     agent_review_selection: 'Selection',
     agent_review_exclusions: 'Exclusions',
     agent_review_none: 'none',
+    agent_review_candidates: 'Proposed addresses',
+    candidates_none: 'No address found in the selection: list the ones to fetch yourself.',
+    candidates_help: 'Found in the selection and already copied into the form below: edit them freely, only your final list is granted.',
+    candidates_more_one: '… and {n} more address found, not listed.',
+    candidates_more_other: '… and {n} more addresses found, not listed.',
+    candidates_skipped_one: '{n} value left out',
+    candidates_skipped_other: '{n} values left out',
+    cand_why: '{why}: ',
+    cand_evidence_text: 'written in the item',
+    cand_evidence_domain: 'domain named in the item',
+    cand_entity_url: 'selected address',
+    cand_entity_domain: 'site of the selected domain',
+    cand_email_domain: 'domain of the e-mail address',
+    cand_linked: 'linked to the selection (“{relation}”)',
+    cand_co_mentioned: 'named with the selection in the same items',
+    skip_unparsable: 'unreadable address',
+    skip_too_long: 'address too long',
+    skip_scheme: 'scheme “{detail}”: only http and https are fetched',
+    skip_credentials: 'carries a user name or password',
+    skip_private_address: 'not a public address ({detail})',
+    skip_ipv6: 'IPv6 address: no scope can hold it',
+    skip_not_public: 'name not on the public Internet',
+    skip_onion: 'onion service ({detail}): not fetched by Labfy yet',
+    skip_mixed_scripts: 'mixes scripts in “{detail}” (possible spoofing)',
+    skip_homograph: 'imitates “{detail}” with other letters (homograph)',
+    skip_excluded: 'left out by the exclusion “{detail}”',
+    addr_loopback: 'loopback',
+    addr_private: 'private network',
+    addr_link_local: 'link-local',
+    addr_unspecified: 'unspecified',
+    addr_reserved: 'reserved or multicast',
+    addr_documentation: 'reserved for documentation',
+    addr_shared: 'shared by a carrier',
+    addr_benchmarking: 'reserved for benchmarking',
+    onion_valid: 'valid address',
+    onion_bad_checksum: 'wrong checksum',
     agent_review_risk: 'Risk level',
     agent_review_fingerprint: 'Contract fingerprint',
     agent_review_fingerprint_stale: 'The tool’s contract changed since the request was prepared: this request is void.',
@@ -3425,6 +3497,82 @@ function resetGrantForm() {
   $('agent-refuse-form').reset();
 }
 
+// The grant form starts from the addresses research.prepare proposed (SPEC
+// F1), once per request: the human edits them; only the final list is sent.
+function prefillGrant(r) {
+  const c = r && r.candidates && typeof r.candidates === 'object' ? r.candidates : null;
+  if (!c) return;
+  const urls = (Array.isArray(c.urls) ? c.urls : []).map((u) => String(u && u.url ? u.url : '')).filter(Boolean);
+  const hosts = (Array.isArray(c.hosts) ? c.hosts : []).map(String).filter(Boolean);
+  if (hosts.length) $('agent-grant-hosts').value = hosts.slice(0, GRANT_HOSTS_MAX).join('\n');
+  if (urls.length) {
+    $('agent-grant-urls').value = urls.slice(0, GRANT_URLS_MAX).join('\n');
+    const requests = $('agent-grant-requests');
+    if (Number(requests.value) < urls.length) requests.value = String(Math.min(urls.length, GRANT_URLS_MAX));
+  }
+}
+
+// A link to an object named by its title or name (the reference stays in
+// its data and tooltip, not in the text).
+function labelLink(ref, label, testid) {
+  const s = String(ref ?? '');
+  const kind = refKind(s);
+  const text = String(label || s);
+  if (kind === 'evidence' || kind === 'entity') {
+    return h('a', { href: hrefFor(s, kind), class: 'agent-ref', testid, title: s, dataset: { ref: s, kind }, text });
+  }
+  return h('span', { testid, title: s, text });
+}
+
+function relationLabel(kind) {
+  const key = `rel_${kind}`;
+  return hasLabel(key) || I18N.fr[key] ? t(key) : String(kind ?? '');
+}
+
+// Why an address is proposed, in words, with the object it came through.
+function candidateWhy(u) {
+  const origin = String(u.origin ?? '');
+  const why = t(`cand_${origin}`, { relation: relationLabel(u.relation) });
+  return [h('span', { class: 'muted', text: t('cand_why', { why }) }), labelLink(u.via ?? u.selected, u.label, 'agent-candidate-source')];
+}
+
+function skipWhy(s) {
+  const reason = String(s.reason ?? '');
+  let detail = String(s.detail ?? '');
+  if (reason === 'private_address') detail = t(`addr_${detail}`);
+  if (reason === 'onion') detail = t(`onion_${detail}`);
+  return t(`skip_${reason}`, { detail });
+}
+
+// What research.prepare proposed (SPEC F1): each address with why, then
+// what it left out and why.
+function candidatesEl(c, pending) {
+  const urls = Array.isArray(c.urls) ? c.urls : [];
+  const skipped = Array.isArray(c.skipped) ? c.skipped : [];
+  const box = h('div', { class: 'candidates', testid: 'agent-candidates', dataset: { count: String(urls.length) } });
+  if (urls.length === 0) {
+    box.append(h('p', { class: 'muted', testid: 'agent-candidates-none', text: t('candidates_none') }));
+  } else {
+    if (pending) box.append(h('p', { class: 'muted small', text: t('candidates_help') }));
+    box.append(h('ul', { class: 'candidate-list' }, urls.map((u) => h('li',
+      { testid: 'agent-candidate', dataset: { url: String(u.url ?? ''), origin: String(u.origin ?? '') } },
+      h('code', { class: 'candidate-url', text: String(u.url ?? '') }),
+      u.host_unicode ? h('span', { class: 'muted small', text: ` (${u.host_unicode})` }) : null,
+      h('div', { class: 'candidate-why small' }, candidateWhy(u))))));
+    const more = Number(c.more ?? 0);
+    if (more > 0) box.append(h('p', { class: 'muted small', testid: 'agent-candidates-more', text: tn('candidates_more', more) }));
+  }
+  if (skipped.length) {
+    const total = Math.max(Number(c.skipped_total ?? 0), skipped.length);
+    box.append(h('details', { class: 'candidate-skipped', testid: 'agent-candidates-skipped' },
+      h('summary', { text: tn('candidates_skipped', total) }),
+      h('ul', null, skipped.map((x) => h('li', { testid: 'agent-candidate-skipped', dataset: { reason: String(x.reason ?? '') } },
+        h('code', { class: 'candidate-url', text: String(x.value ?? '') }),
+        h('div', { class: 'muted small', text: skipWhy(x) }))))));
+  }
+  return box;
+}
+
 async function loadReview(force = false) {
   const rt = agent.rt;
   const id = rt && rt.research_request ? String(rt.research_request) : null;
@@ -3469,6 +3617,10 @@ async function loadReview(force = false) {
     }
     if (gen !== agent.gen) return;
     Object.assign(agent.review, { loading: false, request, fingerprint, risk, confirmation, fetchLog });
+    if (request && request.status === 'PENDING' && !agent.review.prefilled) {
+      prefillGrant(request);
+      agent.review.prefilled = true;
+    }
     if (agent.review.noteUntilConfirmed && campaignStatus(request) && campaignStatus(request) !== 'PENDING') {
       Object.assign(agent.review, { note: null, noteUntilConfirmed: false });
     }
@@ -3868,6 +4020,11 @@ function renderReview() {
     [t('agent_review_exclusions'), exclusions.length
       ? h('ul', { class: 'agent-exclusion-list' }, exclusions.map((x) => h('li', { text: x })))
       : h('span', { class: 'muted', text: t('agent_review_none') }), 'agent-review-exclusions'],
+  ];
+  if (r.candidates && typeof r.candidates === 'object') {
+    rows.push([t('agent_review_candidates'), candidatesEl(r.candidates, pending), 'agent-review-candidates-row']);
+  }
+  rows.push(
     [t('agent_review_risk'), riskPill(rv.risk ?? agent.riskHint, 'agent-review-risk'), 'agent-review-risk-row'],
     [t('agent_review_fingerprint'), h('span', null,
       fingerprintEl(r.contract_fingerprint, 'agent-review-fingerprint'),
@@ -3875,7 +4032,7 @@ function renderReview() {
     'agent-review-fingerprint-row'],
     [t('agent_review_requested_by'), h('span', { text: r.requested_by ?? '' }), 'agent-review-requested-by'],
     [t('agent_review_created'), timeEl(r.created_at), 'agent-review-created'],
-  ];
+  );
   if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
   const confirming = Boolean(rv.confirmation) && Boolean(c) && campaignStatus(r) === 'PENDING';
   if (c) rows.push([t('agent_review_campaign'), renderCampaign(c, { confirming: confirming && rv.confirmation.phase === 'PROPOSED' }), 'agent-review-campaign-row']);
