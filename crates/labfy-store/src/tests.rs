@@ -300,16 +300,26 @@ fn broad_searches_rank_the_most_recent_matches_and_say_so() {
     let json = serde_json::to_value(&all).unwrap();
     assert!(json.get("ranked_among").is_none());
 
-    // Six newer matches in another investigation fill the window: ours are
-    // still all found, ranked in full.
+    // Six newer matches in another investigation do not count: the window
+    // holds this investigation's matches only, all eight ranked.
     let other = store.create_investigation(ws, "Autre", "", "analyst").unwrap();
     for n in 0..6 {
         store.add_note(ws, &other, &note(100 + n), "analyst").unwrap();
     }
     let r = store.reads();
-    let res = r.search_within(ws, &inv, "Lyon", 20, 5).unwrap();
+    let res = r.search_within(ws, &inv, "Lyon", 20, 8).unwrap();
     assert_eq!((res.hits.len(), res.truncated, res.ranked_among), (8, false, None));
     assert!(res.hits.iter().all(|h| ours.contains(&h.id)));
+    // Typing: hits matched through the last word's prefix only keep their
+    // highlighted snippet.
+    let typed = r.search_within(ws, &inv, "Réunion Ly", 20, 8).unwrap();
+    assert_eq!(typed.hits.len(), 0, "a two-letter last word is matched whole");
+    let typed = r.search_within(ws, &inv, "Réunion Lyo", 20, 8).unwrap();
+    assert_eq!(typed.hits.len(), 8);
+    assert!(typed.hits.iter().all(|h| h.snippet.contains("\u{e000}Lyon\u{e001}")), "{:?}", typed.hits[0].snippet);
+    let exact = r.search_within(ws, &inv, "Lyon numéro 3", 20, 8).unwrap();
+    assert_eq!(exact.hits.len(), 1);
+    assert!(exact.hits[0].snippet.contains("\u{e000}Lyon\u{e001}"), "{}", exact.hits[0].snippet);
 }
 
 #[test]
