@@ -248,6 +248,11 @@ const NOT_PUBLIC_SUFFIXES: &[&str] = &["localhost", "local", "internal", "lan", 
 /// Screens a host name (ASCII form from the URL parser); returns its Unicode
 /// form when it is an IDN.
 fn screen_domain(name: &str) -> std::result::Result<Option<String>, Refusal> {
+    // `http://.%2E` parses to the host `..`, empty once its dots are gone
+    // (found by the `candidate_url` fuzz target).
+    if name.is_empty() {
+        return Err((SkipReason::Unparsable, Some("empty host name".into())));
+    }
     let not_public = || Err((SkipReason::NotPublic, Some(cut(name, 80))));
     if !name.contains('.') {
         return not_public();

@@ -120,6 +120,9 @@ fn screening_is_the_same_rule_outside_the_store() {
     assert_eq!(screen_candidate("file:///etc/passwd", &[]).unwrap_err().0, SkipReason::Scheme);
     assert_eq!(screen_candidate("data:text/html,<b>x</b>", &[]).unwrap_err().0, SkipReason::Scheme);
     assert_eq!(screen_candidate("not a url", &[]).unwrap_err().0, SkipReason::Unparsable);
+    // Found by the `candidate_url` fuzz target: a host of dots only.
+    let dots = screen_candidate("http://.%2E", &[]).unwrap_err();
+    assert_eq!((dots.0, dots.1.as_deref()), (SkipReason::Unparsable, Some("empty host name")));
     let long = format!("https://example.org/{}", "a".repeat(MAX_URL_BYTES));
     assert_eq!(screen_candidate(&long, &[]).unwrap_err().0, SkipReason::TooLong);
     // A short exclusion would match anything: it is not applied.
