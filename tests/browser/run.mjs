@@ -1435,6 +1435,12 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
   const logged = await page.$$eval(tid('egress-fetch-log-entry'), (els) => els.map((e) => [e.dataset.status, e.querySelector('code')?.textContent ?? '']));
   assert(logged.length === 1 && logged[0][0] === 'UNAVAILABLE' && logged[0][1] === urls[0], `egress's log: ${JSON.stringify(logged)}`);
   assert((await textOf(page, `${tid('egress-fetch-log')} summary`)).includes('Journal d’egress'), 'the log is not titled in French');
+  // The campaign's end in French; the runner's stored line in its tooltip.
+  await page.waitForSelector(`${tid('campaign')}[data-status="FAILED"] ${tid('campaign-detail')}`, { timeout: STEP_TIMEOUT_MS * 2 });
+  const endText = await textOf(page, tid('campaign-detail'));
+  const endRaw = await page.getAttribute(tid('campaign-detail'), 'title');
+  assert(endText.startsWith('Tor indisponible : rien n’a été récupéré en clair') && /^Tor unavailable: /.test(endRaw ?? ''),
+    `campaign detail: ${endText} / ${endRaw}`);
   assert(!(await textOf(page, tid('agent-review')).catch(() => '')).includes('Confirmez-la hors du serveur'),
     'the « confirm it » note stays after the confirmation');
   await page.setViewportSize({ width: 1024, height: 700 });

@@ -348,6 +348,14 @@ const I18N = {
     agent_review_selection: 'Sélection',
     agent_review_exclusions: 'Exclusions',
     agent_review_none: 'aucune',
+    camp_detail_done: '{done} pages sur {total} récupérées via Tor et conservées comme pièces, {failed} non ; {bytes}',
+    camp_detail_none: 'Aucune page récupérée : ses {n} adresses ont échoué ou ont été refusées.',
+    camp_detail_revoked: 'Autorisation révoquée par {who} : campagne arrêtée.',
+    camp_detail_pressure: 'Arrêtée par le gouverneur de ressources : pression sur la mémoire pendant {n} mesures (détail au survol).',
+    camp_detail_lapsed: 'Arrêtée : sa réservation auprès du gouverneur de ressources a expiré sans être renouvelée.',
+    camp_detail_governor: 'Arrêtée par le gouverneur de ressources (détail au survol).',
+    camp_detail_tor: 'Tor indisponible : rien n’a été récupéré en clair (détail au survol).',
+    camp_detail_refused: 'Refusée par le gouverneur de ressources (détail au survol).',
     agent_review_candidates: 'Adresses proposées',
     candidates_none: 'Aucune adresse trouvée dans la sélection : indiquez vous-même celles à récupérer.',
     candidates_help: 'Trouvées dans la sélection et déjà reprises dans le formulaire ci-dessous : modifiez-les librement, seule votre liste finale sera autorisée.',
@@ -4117,6 +4125,27 @@ function campaignBar(done, failed, rest) {
   return bar;
 }
 
+// The campaign runner's detail lines (the store keeps them in English, as
+// the agent reads them), worded in the UI's language when their shape is
+// known; the stored line stays in the tooltip.
+const CAMPAIGN_DETAILS = [
+  [/^(\d+) of (\d+) pages fetched over Tor and stored as evidence, (\d+) not, (\d+) bytes$/,
+    (m) => t('camp_detail_done', { done: fmtNumber(Number(m[1])), total: fmtNumber(Number(m[2])), failed: fmtNumber(Number(m[3])), bytes: fmtBytes(Number(m[4])) })],
+  [/^no page fetched: every one of its (\d+) items failed or was refused$/, (m) => t('camp_detail_none', { n: fmtNumber(Number(m[1])) })],
+  [/^grant revoked by (.+)$/, (m) => t('camp_detail_revoked', { who: m[1] })],
+  [/^stopped by the resource governor: .*stopped under pressure after (\d+) samples/, (m) => t('camp_detail_pressure', { n: fmtNumber(Number(m[1])) })],
+  [/^stopped by the resource governor: .*lease .* lapsed/, () => t('camp_detail_lapsed')],
+  [/^stopped by the resource governor: /, () => t('camp_detail_governor')],
+  [/^Tor unavailable: .*; nothing was fetched in clear$/, () => t('camp_detail_tor')],
+  [/^refused by the governor: /, () => t('camp_detail_refused')],
+];
+
+function campaignDetail(raw) {
+  const known = lang === 'fr' ? CAMPAIGN_DETAILS.find(([re]) => re.test(raw)) : null;
+  const text = known ? known[1](raw.match(known[0])) : raw;
+  return h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', title: known ? raw : null, dataset: { raw }, text });
+}
+
 // A campaign: its status, progress (bar, counts, bytes, time) and detail,
 // then each address with its outcome and the evidence it became. URLs,
 // reasons and details are text.
@@ -4141,7 +4170,7 @@ function renderCampaign(c, { confirming = false } = {}) {
       bytes: fmtBytes(countOf(c.bytes)), elapsed: campaignElapsed(c),
     }),
   });
-  const detail = c.detail && !confirming ? h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', text: String(c.detail) }) : null;
+  const detail = c.detail && !confirming ? campaignDetail(String(c.detail)) : null;
   const rows = items.map((it) => {
     const st = String(it.status ?? '');
     const ev = it.evidence ? String(it.evidence) : '';
