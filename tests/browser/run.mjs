@@ -1369,6 +1369,20 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
     await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
     screenshots.push(shot);
   }
+  // The same screen in English: every word of it.
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.documentElement.lang === 'en', null, { timeout: STEP_TIMEOUT_MS });
+  const whyEn = await textOf(page, `${tid('agent-candidate')}[data-url="https://durand.example/"]`);
+  assert(whyEn.includes('domain named in the item'), `why (English): ${whyEn}`);
+  for (const [w, hgt, name] of [[1440, 900, 'real-candidates-en-1440.png'], [1024, 700, 'real-candidates-en-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.locator(tid('agent-candidates')).scrollIntoViewIfNeeded();
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.documentElement.lang === 'fr', null, { timeout: STEP_TIMEOUT_MS });
   await page.setViewportSize({ width: 1440, height: 900 });
   const urls = ['https://example.org/registre', 'https://example.org/durand?annee=2019'];
   await page.fill(tid('agent-grant-hosts'), 'example.org', { timeout: STEP_TIMEOUT_MS });

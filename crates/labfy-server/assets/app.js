@@ -3532,15 +3532,10 @@ function labelLink(ref, label, testid) {
   return h('span', { testid, title: s, text });
 }
 
-function relationLabel(kind) {
-  const key = `rel_${kind}`;
-  return hasLabel(key) || I18N.fr[key] ? t(key) : String(kind ?? '');
-}
-
 // Why an address is proposed, in words, with the object it came through.
 function candidateWhy(u) {
   const origin = String(u.origin ?? '');
-  const why = t(`cand_${origin}`, { relation: relationLabel(u.relation) });
+  const why = t(`cand_${origin}`, { relation: u.relation ? enumLabel('rel', u.relation) : '' });
   return [h('span', { class: 'muted', text: t('cand_why', { why }) }), labelLink(u.via ?? u.selected, u.label, 'agent-candidate-source')];
 }
 
