@@ -1963,9 +1963,110 @@ async function scenarioSwitchWorkspace({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// The ego graph (SPEC U1): drawn beside the list, expanded by keyboard and by
+// click, filtered by kind, grown to 500 nodes (timed), in both languages at
+// 1440×900 and 1024×700.
+async function scenarioGraph({ page, base }) {
+  const before = eventCounts();
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await openOverview(page, base);
+  await page.click(`${tid('top-entity')} >> nth=0`, { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'node');
+  const panel = tid('graph-panel');
+  const ready = `${panel}[data-state="ready"]`;
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+  const attr = async (name) => Number(await page.getAttribute(panel, `data-${name}`));
+  const nodes0 = await attr('nodes');
+  assert(nodes0 > 10, `the top entity is drawn with ${nodes0} nodes`);
+  assert(await attr('edges') >= nodes0 - 1, 'fewer edges than spokes');
+  assert(await attr('aggregates') >= 1, 'a hub of the SPECIMEN draws no aggregated node');
+  assert(await page.$(`${tid('graph-canvas')} canvas`), 'no canvas in the graph');
+  const center = await page.getAttribute(tid('view') + ' ' + tid('node-view'), 'data-ref');
+  assert(await page.getAttribute(panel, 'data-selected') === center, 'the centre is not selected first');
+  const summary = await textOf(page, tid('graph-summary'));
+  assert(/nœuds, .* liens/.test(summary) && summary.includes('non affichés'), `summary: ${summary}`);
+  // The list stays beside the drawing.
+  assert(await page.isVisible(tid('neighbours-panel')), 'the list of neighbours is gone');
+  for (const [w, hgt, name] of [[1440, 900, 'graph-1440.png'], [1024, 700, 'graph-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.click(tid('graph-fit'));
+    await page.$eval(panel, (el) => el.scrollIntoView({ block: 'start' }));
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+
+  // Keyboard: Tab reaches the drawing, → selects the next node, Entrée
+  // expands it.
+  await page.focus(tid('graph-canvas'));
+  await page.keyboard.press('ArrowRight');
+  const picked = await page.getAttribute(panel, 'data-selected');
+  assert(picked && picked !== center, 'ArrowRight selected nothing new');
+  assert((await textOf(page, tid('graph-selected'))).length > 0, 'the selection is not named');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction((n) => Number(document.querySelector('[data-testid="graph-panel"]').dataset.nodes) > n, nodes0, { timeout: STEP_TIMEOUT_MS });
+  const nodes1 = await attr('nodes');
+
+  // A click: → centres the drawing on the next node (at once), a click there
+  // expands it.
+  await page.keyboard.press('ArrowRight');
+  const clicked = await page.getAttribute(panel, 'data-selected');
+  const box = await page.locator(tid('graph-canvas')).boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+  assert(await page.getAttribute(`${tid('graph-selected')}`, 'data-ref') === clicked, 'the click did not land on the centred node');
+  const expandDisabled = await page.$eval(tid('graph-expand'), (b) => b.disabled);
+  assert(expandDisabled, `a clicked node is not expanded (« Déployer » still offered)`);
+  const nodes2 = await attr('nodes');
+  assert(nodes2 >= nodes1, `nodes went from ${nodes1} to ${nodes2}`);
+
+  // Filter: hiding the pieces leaves entities only; showing them again.
+  const pieceBox = `${tid('graph-kind')}:has(input[data-value="evidence"]) input`;
+  await page.uncheck(pieceBox);
+  const noPieces = await attr('nodes');
+  assert(noPieces < nodes2 && noPieces > 0, `hiding pieces: ${nodes2} → ${noPieces}`);
+  await page.check(pieceBox);
+  assert(await attr('nodes') === nodes2, 'pieces did not come back');
+
+  for (const [w, hgt, name] of [[1440, 900, 'graph-expanded-1440.png'], [1024, 700, 'graph-expanded-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.click(tid('graph-fit'));
+    await page.$eval(panel, (el) => el.scrollIntoView({ block: 'start' }));
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  // English: every word of the panel.
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+  const en = await textOf(page, panel);
+  assert(en.includes('Graph') && en.includes('Kinds') && /nodes, .* links/.test(en), `English panel: ${en.slice(0, 300)}`);
+  for (const word of ['nœuds', 'Déployer', 'pièce', 'Taille', 'liens']) assert(!en.includes(word), `French « ${word} » in English`);
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.$eval(panel, (el) => el.scrollIntoView({ block: 'start' }));
+  const shotEn = path.join(outDir, 'graph-en-1440.png');
+  await page.screenshot({ path: shotEn, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shotEn);
+  await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+
+  // The largest size, timed from the choice to the drawing on screen.
+  const t0 = Date.now();
+  await page.selectOption(tid('graph-size'), '500');
+  await page.waitForSelector(`${panel}[data-state="loading"]`, { timeout: STEP_TIMEOUT_MS }).catch(() => {});
+  await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
+  const big = await attr('nodes');
+  console.log(`# graph: ${big} nodes, ${await attr('edges')} links drawn in ${Date.now() - t0} ms from the choice (${await attr('last-ms')} ms in the page)`);
+  assert(big >= nodes0, `500 drew fewer nodes (${big}) than 150 (${nodes0})`);
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
+  ['the ego graph: drawn beside the list, expanded by keyboard and click, filtered, 500 nodes timed (U1; screenshots FR/EN)', scenarioGraph],
   ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
@@ -2048,13 +2149,17 @@ async function main() {
   watch(page);
   await logIn(page, demo);
 
-  console.log(`1..${SCENARIOS.length}`);
+  // LABFY_BROWSER_ONLY=text runs the scenarios whose name holds it (while
+  // working on one view); CI runs them all.
+  const only = process.env.LABFY_BROWSER_ONLY;
+  const chosen = only ? SCENARIOS.filter(([name]) => name.includes(only)) : SCENARIOS;
+  console.log(`1..${chosen.length}`);
   let passed = 0;
   let failed = 0;
   let skipped = 0;
   let local = null; // the local-model setup, made once, before its first scenario
   let real = null;
-  for (const [name, fn, opts = {}] of SCENARIOS) {
+  for (const [name, fn, opts = {}] of chosen) {
     let ctx = { page, context, base, server: demo };
     if (opts.real) {
       if (!real) real = await setupReal().catch((err) => ({ error: err }));

@@ -13,6 +13,8 @@
 //   #/node/<ref>            a graph node and its neighbours
 //   #/provenance/<ref>      the provenance trail of an object
 
+import { egoGraph } from './graph.js';
+
 const LANG_KEY = 'labfy.lang';
 const LANGS = ['fr', 'en'];
 const LOCALES = { fr: 'fr-FR', en: 'en-GB' };
@@ -297,6 +299,27 @@ const I18N = {
     rel_located_in: 'situé à',
     rel_linked_to: 'lié à',
     rel_derived_from: 'dérivé de',
+    rel_co_mention: 'cité avec',
+    graph_title: 'Graphe',
+    graph_roledescription: 'graphe interactif',
+    graph_aria: 'Graphe des voisins. Flèches : parcourir les nœuds ; Entrée : déployer ; O : ouvrir la fiche.',
+    graph_help: 'Cliquez un nœud pour le déployer. Au clavier : Tab jusqu’au graphe, flèches pour parcourir les nœuds, Entrée pour déployer, O pour ouvrir la fiche. L’épaisseur d’un lien compte les pièces qui citent ses deux bouts.',
+    graph_size: 'Taille',
+    graph_size_n: '{n} nœuds',
+    graph_fit: 'Tout voir',
+    graph_reset: 'Réinitialiser',
+    graph_filter_kinds: 'Types',
+    graph_filter_relations: 'Liens',
+    graph_counts: '{nodes} nœuds, {edges} liens',
+    graph_left_out: 'non affichés : {list}',
+    graph_left_out_expanded: '{n} de plus autour des nœuds déployés',
+    graph_capped: 'limite de {n} nœuds atteinte : réinitialisez ou filtrez avant de déployer encore',
+    graph_aggregate: '+{n} ({rel})',
+    graph_aggregate_hint: 'Voisins non dessinés, comptés ici. Filtrez par type ou choisissez une taille plus grande pour en voir davantage ; la liste à côté les donne tous.',
+    graph_select_hint: 'Cliquez un nœud, ou parcourez-les au clavier.',
+    graph_expand: 'Déployer',
+    graph_open: 'Ouvrir la fiche',
+    graph_degree: '{n} liens en tout',
     status_queued: 'en attente',
     status_pending: 'en attente',
     status_running: 'en cours',
@@ -883,6 +906,27 @@ const I18N = {
     rel_located_in: 'located in',
     rel_linked_to: 'linked to',
     rel_derived_from: 'derived from',
+    rel_co_mention: 'named with',
+    graph_title: 'Graph',
+    graph_roledescription: 'interactive graph',
+    graph_aria: 'Graph of the neighbours. Arrows: walk the nodes; Enter: expand; O: open the page.',
+    graph_help: 'Click a node to expand it. With the keyboard: Tab to the graph, arrows to walk the nodes, Enter to expand, O to open the page. A link’s thickness counts the pieces that name both its ends.',
+    graph_size: 'Size',
+    graph_size_n: '{n} nodes',
+    graph_fit: 'Fit',
+    graph_reset: 'Reset',
+    graph_filter_kinds: 'Kinds',
+    graph_filter_relations: 'Links',
+    graph_counts: '{nodes} nodes, {edges} links',
+    graph_left_out: 'not drawn: {list}',
+    graph_left_out_expanded: '{n} more around the expanded nodes',
+    graph_capped: 'limit of {n} nodes reached: reset or filter before expanding further',
+    graph_aggregate: '+{n} ({rel})',
+    graph_aggregate_hint: 'Neighbours not drawn, counted here. Filter by kind or choose a larger size to see more of them; the list beside gives them all.',
+    graph_select_hint: 'Click a node, or walk them with the keyboard.',
+    graph_expand: 'Expand',
+    graph_open: 'Open the page',
+    graph_degree: '{n} links in all',
     status_queued: 'queued',
     status_pending: 'pending',
     status_running: 'running',
@@ -1493,6 +1537,7 @@ const state = {
   bootError: null,
   booted: false,
   gen: 0, // bumped on every route; stale renders check it and stop
+  leaveView: [], // what the shown view frees when another replaces it (a drawing)
   search: null, // { q, gen, loading, data, error }
   searchGen: 0,
 };
@@ -1704,6 +1749,7 @@ function parseHash() {
 
 function beginView(className, testid) {
   const gen = ++state.gen;
+  for (const free of state.leaveView.splice(0)) free();
   clearStatus();
   // What the last action said (a note saved, an entity merged) shows once
   // the view it led to starts.
@@ -2817,7 +2863,7 @@ async function renderNode(ref) {
         h('span', { class: 'rel', testid: 'neighbour-relation', text: enumLabel('rel', rel.kind) }),
         objectLink(other, 'neighbour'),
         Number.isFinite(conf) && rel.confidence !== null
-          ? h('span', { class: 'muted small', text: t('confidence', { v: fmtNumber(conf) }) })
+          ? h('span', { class: 'muted small conf', text: t('confidence', { v: fmtNumber(conf) }) })
           : null));
     }
     count.dataset.total = String(total);
@@ -2847,6 +2893,9 @@ async function renderNode(ref) {
 
   const details = node.details && typeof node.details === 'object' ? Object.entries(node.details) : [];
   const id = node.id ?? ref;
+  // The drawing (SPEC U1) beside the list it draws.
+  const graph = node.kind === 'entity' || node.kind === 'evidence' ? egoGraph(graphUi(ctx), id) : null;
+  if (graph) state.leaveView.push(graph.destroy);
   const shown = finishView(ctx,
     h('article', { class: 'node', testid: 'node-view', dataset: { ref: String(id), kind: String(node.kind ?? '') } },
       h('header', { class: 'view-head' },
@@ -2861,11 +2910,13 @@ async function renderNode(ref) {
             ? h('a', { href: `#/evidence/${seg(id)}`, testid: 'node-open-evidence', text: t('link_open_evidence') })
             : null,
           h('a', { href: `#/provenance/${seg(id)}`, testid: 'node-provenance-link', text: t('link_provenance') }))),
-      h('div', { class: 'grid' },
+      h('div', { class: graph ? 'graph-row' : 'grid' },
+        graph ? graph.el : null,
         h('div', { class: 'col col-wide' },
-          h('section', { class: 'panel', testid: 'neighbours-panel' },
-            h('h3', { text: t('neighbours') }), count, list, nbError, more)),
-        h('div', { class: 'col col-narrow' },
+          h('section', { class: 'panel neighbours-panel', testid: 'neighbours-panel' },
+            h('h3', { text: t('neighbours') }), count, list, nbError, more))),
+      h('div', { class: 'grid node-facts' },
+        h('div', { class: 'col' },
           h('section', { class: 'panel', testid: 'node-details-panel' },
             h('h3', { text: t('node_details') }),
             dl([
@@ -2873,10 +2924,21 @@ async function renderNode(ref) {
               ...(node.degree !== undefined ? [[t('node_degree'), fmtNumber(node.degree)]] : []),
               ...details.map(([k, v]) => [enumLabel('detail', k), detailValue(k, v)]),
             ], 'node-details'),
-            details.length === 0 ? emptyNote('node_no_details') : null),
-          node.kind === 'entity' ? renderEntityEdit(ctx, node) : null))));
+            details.length === 0 ? emptyNote('node_no_details') : null)),
+        node.kind === 'entity' ? h('div', { class: 'col' }, renderEntityEdit(ctx, node)) : null)));
   if (!shown) return;
   fill(nb);
+}
+
+// What graph.js needs from this page: its helpers, and whether the view it
+// was drawn for is still the one shown.
+function graphUi(ctx) {
+  return {
+    api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText,
+    live: ctx.live,
+    onError: showError,
+    go: (href) => { location.hash = href; },
+  };
 }
 
 const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'derived_from'];

@@ -175,6 +175,31 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
         assert!(!js.text().contains(sink), "app.js uses {sink}");
     }
     assert!(js.text().contains(".textContent"));
+    // The graph's code is not public (only what the login page needs is).
+    let graph = send(&f.app, get("/static/graph.js").body(Body::empty()).unwrap()).await;
+    assert_eq!(graph.status, StatusCode::UNAUTHORIZED);
+    let graph =
+        send(&f.app, get("/static/graph.js").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(graph.status, StatusCode::OK);
+    for sink in [".innerHTML", ".outerHTML", ".insertAdjacentHTML", "document.write(", "eval(", "new Function("] {
+        assert!(!graph.text().contains(sink), "graph.js uses {sink}");
+    }
+    // The vendored graph library (SPEC U1, S4): served by Labfy, exactly the
+    // file VENDOR.md names, cached for good under its versioned path.
+    let lib = get("/static/vendor/cytoscape-3.35.0.esm.min.mjs").header(header::COOKIE, &cookie);
+    let lib = send(&f.app, lib.body(Body::empty()).unwrap()).await;
+    assert_eq!(lib.status, StatusCode::OK);
+    assert!(lib.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"));
+    assert!(lib.headers[header::CACHE_CONTROL].to_str().unwrap().contains("immutable"));
+    assert!(lib.headers.contains_key("content-security-policy"));
+    let sha = labfy_store::sha256_hex(lib.text().as_bytes());
+    assert_eq!(sha, "aa33b0103bbdb721aeb1506000cb6e056692400baba7264c552d000b09da01f2", "the vendored file changed");
+    let vendor = include_str!("../assets/vendor/cytoscape/VENDOR.md");
+    assert!(
+        vendor.contains(&sha) && vendor.contains("| Version | 3.35.0 |"),
+        "VENDOR.md does not name the served file"
+    );
+    assert!(graph.text().contains("/static/vendor/cytoscape-3.35.0.esm.min.mjs"), "graph.js loads another path");
 }
 
 #[tokio::test]
@@ -347,6 +372,25 @@ async fn read_routes_answer_for_the_session_workspace() {
     let n = api(&f, &cookie, &format!("/api/v1/graph/nodes/{hub}/neighbors?limit=4")).await.json();
     assert_eq!(n["neighbors"].as_array().unwrap().len(), 4);
     assert_eq!(n["total"], node["degree"]);
+    // The ego graph (SPEC U1): bounded, every edge between drawn nodes.
+    let g =
+        api(&f, &cookie, &format!("/api/v1/graph/nodes/{hub}/ego?limit=12&kinds=evidence,person,organisation")).await;
+    assert_eq!(g.status, StatusCode::OK, "{}", g.text());
+    let g = g.json();
+    assert_eq!(g["center"]["id"], hub.as_str());
+    let nodes = g["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty() && nodes.len() <= 12);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["kind"] == "evidence" || ["person", "organisation"].contains(&n["subkind"].as_str().unwrap()))
+    );
+    let mut drawn: Vec<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    drawn.push(hub.as_str());
+    assert!(g["edges"].as_array().unwrap().iter().all(|e| drawn.contains(&e["source"].as_str().unwrap())
+        && drawn.contains(&e["target"].as_str().unwrap())
+        && e["weight"].as_u64().unwrap() >= 1));
+    assert!(g["left_out"].as_array().unwrap().iter().any(|l| l["relation"] == "mentions"), "a hub leaves pieces out");
     let p = api(&f, &cookie, &format!("/api/v1/provenance/{ev}?depth=3")).await.json();
     assert_eq!(p["root"], ev);
     assert!(!p["records"].as_array().unwrap().is_empty());
@@ -376,6 +420,10 @@ async fn bad_input_gets_a_clear_json_error() {
         (format!("/api/v1/investigations/{inv}/search?q=x&evil=1"), StatusCode::BAD_REQUEST, "evil"),
         (format!("/api/v1/investigations/{inv}/search?q=x&limit=-1"), StatusCode::BAD_REQUEST, "limit"),
         (format!("/api/v1/graph/nodes/entity:{}/neighbors?limit=501", uuid_other()), StatusCode::BAD_REQUEST, "limit"),
+        (format!("/api/v1/graph/nodes/entity:{}/ego?limit=501", uuid_other()), StatusCode::BAD_REQUEST, "limit"),
+        (format!("/api/v1/graph/nodes/{inv}/ego?kinds=planet"), StatusCode::BAD_REQUEST, "unknown value `planet`"),
+        (format!("/api/v1/graph/nodes/{inv}/ego?depth=2"), StatusCode::BAD_REQUEST, "depth"),
+        (format!("/api/v1/graph/nodes/{inv}/ego"), StatusCode::BAD_REQUEST, "only an entity or a piece of evidence"),
         (format!("/api/v1/provenance/{inv}?depth=17"), StatusCode::BAD_REQUEST, "depth"),
         ("/api/v1/evidence/evidence:zzz".to_owned(), StatusCode::BAD_REQUEST, "invalid UUID"),
         ("/api/v1/nothing-here".to_owned(), StatusCode::NOT_FOUND, "no such API route"),

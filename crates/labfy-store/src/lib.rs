@@ -9,6 +9,7 @@ mod commands;
 mod db;
 mod error;
 mod extraction;
+mod graph;
 mod graph_edit;
 mod import;
 mod migrations;
@@ -41,6 +42,10 @@ pub use commands::{
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
 pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
+pub use graph::{
+    CO_MENTION, CO_MENTION_BASIS, CoMentionBasis, EGO_RELATION_SCAN, EVIDENCE_KIND, EgoGraph, EgoQuery, GraphEdge,
+    GraphNode, LeftOut, MAX_EGO_NODES,
+};
 pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
 pub use import::{
     IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportRecord, ImportReportLine, ImportStats, ImportedFile,
@@ -398,6 +403,8 @@ mod candidates_tests;
 mod extraction_tests;
 #[cfg(test)]
 mod graph_edit_tests;
+#[cfg(test)]
+mod graph_tests;
 #[cfg(test)]
 mod import_tests;
 #[cfg(test)]

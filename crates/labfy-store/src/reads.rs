@@ -46,17 +46,17 @@ pub struct Reads<'c> {
     pub(crate) conn: &'c Connection,
 }
 
-fn parse_ref(kind: RefKind, id: &str) -> Result<ObjectRef> {
+pub(crate) fn parse_ref(kind: RefKind, id: &str) -> Result<ObjectRef> {
     let uuid =
         Uuid::try_parse(id).map_err(|_| StoreError::Internal(format!("stored {kind} id `{id}` is not a UUID")))?;
     Ok(ObjectRef::new(kind, uuid))
 }
 
-fn parse_any_ref(text: &str) -> Result<ObjectRef> {
+pub(crate) fn parse_any_ref(text: &str) -> Result<ObjectRef> {
     text.parse().map_err(|e| StoreError::Internal(format!("stored reference `{text}` is invalid: {e}")))
 }
 
-fn check_limit(name: &str, value: u32, max: u32) -> Result<u32> {
+pub(crate) fn check_limit(name: &str, value: u32, max: u32) -> Result<u32> {
     if value == 0 || value > max {
         return Err(StoreError::Invalid(format!("{name} must be between 1 and {max}, got {value}")));
     }
@@ -552,12 +552,12 @@ impl<'c> Reads<'c> {
         Ok(self.conn.prepare_cached(sql)?.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional()?)
     }
 
-    fn brief(&self, r: ObjectRef) -> Result<NodeBrief> {
+    pub(crate) fn brief(&self, r: ObjectRef) -> Result<NodeBrief> {
         let (label, subkind) = self.label(&r)?.unwrap_or_else(|| (r.to_string(), None));
         Ok(NodeBrief { id: r, kind: r.kind().as_str().to_owned(), label, subkind })
     }
 
-    fn degree(&self, r: &ObjectRef) -> Result<i64> {
+    pub(crate) fn degree(&self, r: &ObjectRef) -> Result<i64> {
         Ok(self
             .conn
             .prepare_cached(

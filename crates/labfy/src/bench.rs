@@ -22,7 +22,7 @@ use labfy_core::ObjectRef;
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db, listener};
 use labfy_store::specimen::{SpecimenOutcome, SpecimenSpec};
-use labfy_store::{ReadOnlyStore, Store};
+use labfy_store::{EgoQuery, MAX_EGO_NODES, ReadOnlyStore, Store};
 
 use crate::cli::{Failure, generate_with_progress};
 
@@ -159,6 +159,24 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
         s.push(d);
     }
     report("neighbours (limit 50)", s);
+    // The ego graph the UI draws (SPEC U1): its default size, then the
+    // largest on the investigation's biggest hubs.
+    let mut s = Vec::new();
+    for n in ids.entities.iter().chain(&ids.evidence) {
+        let (res, d) = time(|| r.ego_graph(w, n, &EgoQuery { limit: 150, ..EgoQuery::default() }));
+        res?;
+        s.push(d);
+    }
+    report("ego graph (150 nodes)", s);
+    let hubs: Vec<ObjectRef> = r.overview(w, &inv)?.top_entities.iter().map(|e| e.id).collect();
+    let mut s = Vec::new();
+    let mut largest = 0;
+    for n in hubs.iter().cycle().take(hubs.len() * 4) {
+        let (res, d) = time(|| r.ego_graph(w, n, &EgoQuery { limit: MAX_EGO_NODES, ..EgoQuery::default() }));
+        largest = largest.max(res?.nodes.len() + 1);
+        s.push(d);
+    }
+    report(&format!("ego graph of a hub ({largest} nodes)"), s);
     let mut s = Vec::new();
     for n in &ids.evidence {
         let (res, d) = time(|| r.provenance_trace(w, n, 8));

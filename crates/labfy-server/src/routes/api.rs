@@ -8,8 +8,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::{
-    EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewEntity, NewNote, NewRelation, Node, Overview,
-    ProvenanceTrace, SearchResult, WorkspaceSummary,
+    EgoGraph, EgoQuery, EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewEntity, NewNote,
+    NewRelation, Node, Overview, ProvenanceTrace, SearchResult, WorkspaceSummary,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -45,6 +45,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
         .route("/api/v1/graph/nodes/{node}", get(node))
         .route("/api/v1/graph/nodes/{node}/neighbors", get(neighbors))
+        .route("/api/v1/graph/nodes/{node}/ego", get(ego))
         .route("/api/v1/provenance/{object}", get(provenance))
         .route("/api/v1/jobs/{job}", get(job))
         .route("/api/{*rest}", axum::routing::any(|| async { ApiError::not_found("no such API route") }))
@@ -364,6 +365,37 @@ async fn neighbors(
     let node = path_ref(&node, None)?;
     let ws = s.session.workspace;
     Ok(Json(st.db().read(move |r| r.neighbors(ws, &node, p.limit)).await?))
+}
+
+fn default_ego_limit() -> u32 {
+    150
+}
+
+/// The query of `…/ego`: `kinds` and `relations` are comma-separated lists.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EgoParams {
+    #[serde(default = "default_ego_limit")]
+    limit: u32,
+    kinds: Option<String>,
+    relations: Option<String>,
+}
+
+fn comma_list(value: Option<String>) -> Option<Vec<String>> {
+    value.map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+}
+
+/// The ego graph of an entity or a piece of evidence (SPEC U1).
+async fn ego(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(node): Path<String>,
+    ApiQuery(p): ApiQuery<EgoParams>,
+) -> ApiResult<Json<EgoGraph>> {
+    let node = path_ref(&node, None)?;
+    let ws = s.session.workspace;
+    let q = EgoQuery { limit: p.limit, kinds: comma_list(p.kinds), relations: comma_list(p.relations) };
+    Ok(Json(st.db().read(move |r| r.ego_graph(ws, &node, &q)).await?))
 }
 
 fn default_depth() -> u32 {

@@ -19,16 +19,37 @@ use crate::state::AppState;
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const APP_JS: &str = include_str!("../../assets/app.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
+const GRAPH_JS: &str = include_str!("../../assets/graph.js");
+/// Cytoscape.js, vendored unmodified (`assets/vendor/cytoscape/VENDOR.md`).
+pub const CYTOSCAPE_JS: &str = include_str!("../../assets/vendor/cytoscape/cytoscape.esm.min.mjs");
+/// Where the UI loads it from: the version is in the path, so the file is
+/// cached for good.
+pub const CYTOSCAPE_PATH: &str = "/static/vendor/cytoscape-3.35.0.esm.min.mjs";
 /// Placeholder in `index.html` replaced by the session's CSRF token.
 pub const CSRF_PLACEHOLDER: &str = "{{CSRF_TOKEN}}";
 
-/// `/`, `/login`, `/static/app.js`, `/static/app.css`.
+/// `/`, `/login`, the application's static files and the vendored graph
+/// library.
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
         .route("/login", get(login))
         .route("/static/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .route("/static/graph.js", get(|| async { asset("text/javascript; charset=utf-8", GRAPH_JS) }))
+        .route(
+            CYTOSCAPE_PATH,
+            get(|| async {
+                (
+                    [
+                        (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                        (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+                    ],
+                    CYTOSCAPE_JS,
+                )
+                    .into_response()
+            }),
+        )
         // Browsers ask for it on their own; answer "nothing" rather than a 404.
         .route("/favicon.ico", get(|| async { axum::http::StatusCode::NO_CONTENT }))
 }
