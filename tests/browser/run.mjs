@@ -2063,9 +2063,89 @@ async function scenarioGraph({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// The lists behind the counts (SPEC U2): a count and a kind chip open their
+// list; pages by key; sorting by a header; a prefix filter, one that matches
+// nothing says so; relations by kind.
+async function scenarioLists({ page, base }) {
+  const before = eventCounts();
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await openOverview(page, base);
+  const people = Number(await page.getAttribute(tid('count-entities'), 'data-value'));
+  await page.click(tid('count-link-entities'));
+  await waitView(page, 'list');
+  const rows = async () => page.$$eval(tid('list-row'), (els) => els.map((e) => e.innerText));
+  assert((await rows()).length === Math.min(50, people), 'the entities list does not show a full first page');
+  assert(await page.getAttribute(tid('list-sort-mentions'), 'data-active') === 'true', 'entities are not sorted by mentions first');
+  // Next page and back.
+  const first = await page.getAttribute(`${tid('list-row')} >> nth=0`, 'data-ref');
+  await page.click(tid('list-next'));
+  await page.waitForFunction(() => document.querySelector('[data-testid="list-summary"]')?.textContent.startsWith('51'), null, { timeout: STEP_TIMEOUT_MS });
+  assert(await page.getAttribute(`${tid('list-row')} >> nth=0`, 'data-ref') !== first, 'page 2 starts with page 1');
+  await page.click(tid('list-prev'));
+  await page.waitForFunction((ref) => document.querySelector('[data-testid="list-row"]')?.dataset.ref === ref, first, { timeout: STEP_TIMEOUT_MS });
+  // Sort by name: ascending, the header says so.
+  await page.click(tid('list-sort-name'));
+  await page.waitForFunction(() => document.querySelector('[data-testid="list-sort-name"]')?.dataset.active === 'true', null, { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'list');
+  const names = await page.$$eval(`${tid('list-row')} ${tid('list-object')} .obj-label`, (els) => els.map((e) => e.textContent));
+  const sorted = [...names].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase(), 'en'));
+  assert(names.length > 1 && names[0].toLowerCase() <= names[names.length - 1].toLowerCase(), `not by name: ${names.slice(0, 5)}`);
+  assert(sorted.length === names.length, 'names');
+  assert(await page.getAttribute(`th:has(${tid('list-sort-name')})`, 'aria-sort') === 'ascending', 'aria-sort');
+  // A prefix in either case, then one that matches nothing.
+  const stem = names[0].slice(0, 3);
+  await page.fill(tid('list-prefix'), stem.toUpperCase());
+  await page.click(tid('list-filter'));
+  await page.waitForFunction((p) => decodeURIComponent(location.hash).includes(`prefix=${p}`), stem.toUpperCase(), { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'list');
+  const filtered = await page.$$eval(`${tid('list-row')} ${tid('list-object')} .obj-label`, (els) => els.map((e) => e.textContent));
+  assert(filtered.length > 0 && filtered.every((n) => n.toLowerCase().startsWith(stem.toLowerCase())), `prefix ${stem}: ${filtered}`);
+  await page.fill(tid('list-prefix'), 'Zzqxw');
+  await page.click(tid('list-filter'));
+  await page.waitForSelector(tid('list-empty'), { timeout: STEP_TIMEOUT_MS });
+  assert((await textOf(page, tid('list-empty'))).includes('Aucun élément ne commence par « Zzqxw »'), 'the empty filter is not said');
+
+  // A kind chip of the overview opens that kind's list.
+  await openOverview(page, base);
+  const kind = await page.$eval(`${tid('entity-kind-link')}`, (a) => new URLSearchParams(a.getAttribute('href').split('?')[1]).get('kind'));
+  await page.click(`${tid('entity-kind-link')} >> nth=0`);
+  await waitView(page, 'list');
+  assert(await page.getAttribute(tid('list-view'), 'data-kind') === kind, 'the chip did not filter by its kind');
+  const subkinds = await page.$$eval(`${tid('list-row')} ${tid('list-object')}`, (els) => els.map((e) => e.dataset.subkind));
+  assert(subkinds.length > 0 && subkinds.every((k) => k === kind), `kinds: ${[...new Set(subkinds)]}`);
+  assert(await page.inputValue(tid('list-kind')) === kind, 'the kind select does not show the kind');
+
+  // Relations by kind.
+  await openOverview(page, base);
+  await page.click(tid('count-link-relations'));
+  await waitView(page, 'list');
+  await page.selectOption(tid('list-kind'), 'works_for');
+  await page.waitForFunction(() => location.hash.includes('kind=works_for'), null, { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'list');
+  await page.waitForSelector(tid('list-row'), { timeout: STEP_TIMEOUT_MS });
+  const rels = await page.$$eval(`${tid('list-row')} td:nth-child(2)`, (els) => els.map((e) => e.textContent));
+  assert(rels.length > 0 && rels.every((r) => r === 'travaille pour'), `relations: ${[...new Set(rels)]}`);
+  assert((await textOf(page, tid('list-title'))) === 'Relations : travaille pour', 'title');
+
+  // The evidence list, for the screenshots.
+  await openOverview(page, base);
+  await page.click(tid('count-link-evidence'));
+  await waitView(page, 'list');
+  for (const [w, hgt, name] of [[1440, 900, 'list-1440.png'], [1024, 700, 'list-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.$eval(tid('list-view'), (el) => el.scrollIntoView({ block: 'start' }));
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
+  ['lists: counts and kind chips open their list, pages by key, sort by header, prefix filter, relations by kind (U2; screenshots)', scenarioLists],
   ['the ego graph: drawn beside the list, expanded by keyboard and click, filtered, 500 nodes timed (U1; screenshots FR/EN)', scenarioGraph],
   ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],

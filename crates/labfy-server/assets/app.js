@@ -231,7 +231,7 @@ const I18N = {
     reader_empty: 'Cette pièce ne contient pas de texte.',
     reader_entities: 'Entités mentionnées',
     reader_no_entities: 'Aucune entité extraite de cette pièce.',
-    link_neighbours: 'Voisins',
+    link_neighbours: 'Graphe et voisins',
     link_provenance: 'Provenance',
     link_open_evidence: 'Ouvrir la pièce',
     node_heading: 'Nœud',
@@ -300,6 +300,39 @@ const I18N = {
     rel_linked_to: 'lié à',
     rel_derived_from: 'dérivé de',
     rel_co_mention: 'cité avec',
+    list_eyebrow: 'Liste',
+    list_title_evidence: 'Pièces',
+    list_title_entities: 'Entités',
+    list_title_entities_kind: 'Entités : {kind}',
+    list_title_relations: 'Relations',
+    list_title_relations_kind: 'Relations : {kind}',
+    list_col_title: 'Titre',
+    list_col_mime: 'Type',
+    list_col_size: 'Taille',
+    list_col_collected: 'Collectée le',
+    list_col_name: 'Nom',
+    list_col_pieces: 'Pièces qui la citent',
+    list_col_src: 'De',
+    list_col_relation: 'Relation',
+    list_col_dst: 'Vers',
+    list_col_confidence: 'Confiance',
+    list_col_producer: 'Établie par',
+    list_col_created: 'Créée le',
+    list_kind: 'Type',
+    list_kind_all: 'Tous',
+    list_prefix: 'Commence par',
+    list_prefix_title: 'Début du titre…',
+    list_prefix_name: 'Début du nom…',
+    list_filter: 'Filtrer',
+    list_prev: 'Page précédente',
+    list_next: 'Page suivante',
+    list_range: '{from} à {to} (page {page})',
+    list_end: 'fin de la liste',
+    list_empty: 'Rien dans cette liste.',
+    list_empty_prefix: 'Aucun élément ne commence par « {prefix} ».',
+    producer_specimen: 'SPECIMEN',
+    producer_analyst: 'analyste',
+    'producer_labfy-extract': 'extraction',
     graph_title: 'Graphe',
     graph_roledescription: 'graphe interactif',
     graph_aria: 'Graphe des voisins. Flèches : parcourir les nœuds ; Entrée : déployer ; O : ouvrir la fiche.',
@@ -838,7 +871,7 @@ const I18N = {
     reader_empty: 'This evidence item has no text.',
     reader_entities: 'Entities mentioned',
     reader_no_entities: 'No entity extracted from this evidence.',
-    link_neighbours: 'Neighbours',
+    link_neighbours: 'Graph and neighbours',
     link_provenance: 'Provenance',
     link_open_evidence: 'Open evidence',
     node_heading: 'Node',
@@ -907,6 +940,39 @@ const I18N = {
     rel_linked_to: 'linked to',
     rel_derived_from: 'derived from',
     rel_co_mention: 'named with',
+    list_eyebrow: 'List',
+    list_title_evidence: 'Evidence',
+    list_title_entities: 'Entities',
+    list_title_entities_kind: 'Entities: {kind}',
+    list_title_relations: 'Relations',
+    list_title_relations_kind: 'Relations: {kind}',
+    list_col_title: 'Title',
+    list_col_mime: 'Type',
+    list_col_size: 'Size',
+    list_col_collected: 'Collected',
+    list_col_name: 'Name',
+    list_col_pieces: 'Pieces naming it',
+    list_col_src: 'From',
+    list_col_relation: 'Relation',
+    list_col_dst: 'To',
+    list_col_confidence: 'Confidence',
+    list_col_producer: 'Made by',
+    list_col_created: 'Created',
+    list_kind: 'Kind',
+    list_kind_all: 'All',
+    list_prefix: 'Starts with',
+    list_prefix_title: 'Start of the title…',
+    list_prefix_name: 'Start of the name…',
+    list_filter: 'Filter',
+    list_prev: 'Previous page',
+    list_next: 'Next page',
+    list_range: '{from} to {to} (page {page})',
+    list_end: 'end of the list',
+    list_empty: 'Nothing in this list.',
+    list_empty_prefix: 'Nothing starts with “{prefix}”.',
+    producer_specimen: 'SPECIMEN',
+    producer_analyst: 'analyst',
+    'producer_labfy-extract': 'extraction',
     graph_title: 'Graph',
     graph_roledescription: 'interactive graph',
     graph_aria: 'Graph of the neighbours. Arrows: walk the nodes; Enter: expand; O: open the page.',
@@ -1795,11 +1861,207 @@ function route() {
       return arg ? renderProvenance(arg) : renderOverview();
     case 'cases':
       return renderCases();
+    case 'list':
+      return renderList();
     default:
       renderOverview();
       setStatus(t('unknown_route'), 'info');
       return undefined;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Lists (SPEC U2): every count opens its list — `#/list/{what}?kind=&sort=&
+// order=&prefix=` — sorted by a column header, filtered by kind or by the
+// start of a title or name, paginated by key (`after`: the last item shown;
+// earlier pages are remembered while the view lives).
+
+const LISTS = ['evidence', 'entities', 'relations'];
+const LIST_PAGE = 50;
+const ENTITY_KINDS = ['person', 'organisation', 'location', 'domain', 'email', 'phone', 'url', 'ipv4', 'ipv6',
+  'iban', 'btc_address', 'eth_address', 'onion', 'file_hash'];
+// Columns: [label key, sort name or null, cell, cell class].
+const LIST_COLUMNS = {
+  evidence: [
+    ['list_col_title', 'title', (e) => h('a', { href: hrefFor(e.id, 'evidence'), class: 'obj', testid: 'list-object', text: e.title })],
+    ['list_col_mime', null, (e) => e.mime, 'nowrap'],
+    ['list_col_size', null, (e) => fmtBytes(e.byte_len), 'nowrap num'],
+    ['list_col_collected', 'collected', (e) => timeEl(e.collected_at), 'nowrap'],
+  ],
+  entities: [
+    ['list_col_name', 'name', (e) => objectLink({ id: e.id, kind: 'entity', subkind: e.kind, label: e.name }, 'list-object')],
+    ['list_col_pieces', 'mentions', (e) => fmtNumber(e.mention_count), 'nowrap num'],
+  ],
+  relations: [
+    ['list_col_src', null, (r) => objectLink(r.src, 'list-object')],
+    ['list_col_relation', null, (r) => enumLabel('rel', r.kind)],
+    ['list_col_dst', null, (r) => objectLink(r.dst, 'list-object')],
+    ['list_col_confidence', null, (r) => fmtNumber(r.confidence), 'nowrap num'],
+    ['list_col_producer', null, (r) => enumLabel('producer', r.producer ?? 'specimen')],
+    ['list_col_created', 'created', (r) => timeEl(r.created_at), 'nowrap'],
+  ],
+};
+// Sorts whose natural order is newest or most first.
+const LIST_DESC_FIRST = new Set(['collected', 'mentions', 'created']);
+
+function listHref(what, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const tail = q.toString();
+  return `#/list/${what}${tail ? `?${tail}` : ''}`;
+}
+
+function listParams() {
+  const raw = location.hash.replace(/^#\/?list\/?/, '');
+  const at = raw.indexOf('?');
+  const what = at < 0 ? raw : raw.slice(0, at);
+  const q = new URLSearchParams(at < 0 ? '' : raw.slice(at + 1));
+  return { what, kind: q.get('kind') || '', sort: q.get('sort') || '', order: q.get('order') || '', prefix: q.get('prefix') || '' };
+}
+
+async function renderList() {
+  const p = listParams();
+  if (!LISTS.includes(p.what)) {
+    renderOverview();
+    setStatus(t('unknown_route'), 'info');
+    return;
+  }
+  const ctx = beginView('view-list', 'list');
+  const inv = state.investigationId;
+  const kindLabel = p.kind ? enumLabel(p.what === 'relations' ? 'rel' : 'kind', p.kind) : '';
+  const title = p.kind ? t(`list_title_${p.what}_kind`, { kind: kindLabel }) : t(`list_title_${p.what}`);
+  setTitle(title);
+  const pages = [null]; // `after` of each page seen; the last is the one shown
+  const tbody = h('tbody', { testid: 'list-rows' });
+  const summary = h('p', { class: 'muted small', testid: 'list-summary', 'aria-live': 'polite' });
+  const prev = h('button', { type: 'button', class: 'secondary', testid: 'list-prev', text: t('list_prev'), disabled: true });
+  const next = h('button', { type: 'button', class: 'secondary', testid: 'list-next', text: t('list_next'), disabled: true });
+  const error = h('p', { class: 'error-box', testid: 'list-error', role: 'alert', hidden: true });
+  let nextCursor = null;
+  let sortShown = p.sort;
+  let orderShown = p.order;
+
+  const columns = LIST_COLUMNS[p.what];
+  const go = (change) => { location.hash = listHref(p.what, { kind: p.kind, sort: p.sort, order: p.order, prefix: p.prefix, ...change }); };
+  const headRow = h('tr', null);
+  const renderHead = () => {
+    clear(headRow);
+    for (const [key, sort] of columns) {
+      if (!sort) {
+        headRow.append(h('th', { scope: 'col', text: t(key) }));
+        continue;
+      }
+      const active = sort === sortShown;
+      const desc = orderShown === 'desc';
+      const th = h('th', { scope: 'col', 'aria-sort': active ? (desc ? 'descending' : 'ascending') : 'none' });
+      const button = h('button', { type: 'button', class: 'sort', testid: `list-sort-${sort}`, dataset: { active: String(active) } },
+        t(key), active ? h('span', { 'aria-hidden': 'true', text: desc ? ' ↓' : ' ↑' }) : null);
+      button.addEventListener('click', () => {
+        // The same column again turns the order around; a new one starts in
+        // its natural order. Only the text column keeps a text filter.
+        const order = active ? (desc ? 'asc' : 'desc') : (LIST_DESC_FIRST.has(sort) ? 'desc' : 'asc');
+        const textSort = sort === 'title' || sort === 'name';
+        go({ sort, order, prefix: textSort ? p.prefix : '' });
+      });
+      th.append(button);
+      headRow.append(th);
+    }
+  };
+
+  const load = async () => {
+    const after = pages[pages.length - 1];
+    const q = new URLSearchParams({ limit: String(LIST_PAGE) });
+    for (const k of ['kind', 'sort', 'order', 'prefix']) if (p[k]) q.set(k, p[k]);
+    if (after) q.set('after', after);
+    prev.disabled = true;
+    next.disabled = true;
+    error.hidden = true;
+    ctx.view.dataset.state = 'loading';
+    try {
+      const page = await api(`/api/v1/investigations/${seg(inv)}/lists/${p.what}?${q}`);
+      if (!ctx.live()) return;
+      sortShown = page.sort;
+      orderShown = page.order;
+      renderHead();
+      clear(tbody);
+      const items = Array.isArray(page.items) ? page.items : [];
+      for (const item of items) {
+        tbody.append(h('tr', { testid: 'list-row', dataset: { ref: String(item.id) } },
+          columns.map(([, , cell, cls]) => h('td', { class: cls }, cell(item)))));
+      }
+      if (items.length === 0) {
+        tbody.append(h('tr', null, h('td', { colspan: String(columns.length), class: 'muted empty', testid: 'list-empty',
+          text: p.prefix ? t('list_empty_prefix', { prefix: p.prefix }) : t('list_empty') })));
+      }
+      nextCursor = page.next ?? null;
+      const n = pages.length;
+      const from = (n - 1) * LIST_PAGE + 1;
+      summary.textContent = items.length === 0 ? '' : t('list_range', {
+        from: fmtNumber(from), to: fmtNumber(from + items.length - 1), page: fmtNumber(n),
+      }) + (nextCursor ? '' : ` · ${t('list_end')}`);
+      summary.dataset.shown = String(items.length);
+      prev.disabled = n <= 1;
+      next.disabled = !nextCursor;
+      ctx.view.dataset.state = 'ready';
+    } catch (err) {
+      if (!ctx.live()) return;
+      error.textContent = errorText(err);
+      error.hidden = false;
+      ctx.view.dataset.state = 'ready';
+      prev.disabled = pages.length <= 1;
+      showError(err);
+    }
+  };
+  next.addEventListener('click', () => {
+    if (!nextCursor) return;
+    pages.push(nextCursor);
+    load();
+  });
+  prev.addEventListener('click', () => {
+    if (pages.length <= 1) return;
+    pages.pop();
+    load();
+  });
+
+  // Filters: the kind (entities, relations), the start of a title or name.
+  const controls = h('form', { class: 'list-controls', testid: 'list-controls', autocomplete: 'off', novalidate: true });
+  if (p.what !== 'evidence') {
+    const kinds = p.what === 'entities' ? ENTITY_KINDS : RELATION_KINDS;
+    const select = h('select', { id: 'list-kind', testid: 'list-kind' },
+      h('option', { value: '', text: t('list_kind_all') }),
+      kinds.map((k) => h('option', { value: k, text: enumLabel(p.what === 'relations' ? 'rel' : 'kind', k) })));
+    select.value = p.kind;
+    select.addEventListener('change', () => go({ kind: select.value }));
+    controls.append(h('label', { for: 'list-kind', text: t('list_kind') }), select);
+  }
+  if (p.what !== 'relations') {
+    const input = h('input', { id: 'list-prefix', testid: 'list-prefix', type: 'search', maxlength: '200', spellcheck: 'false',
+      placeholder: t(p.what === 'evidence' ? 'list_prefix_title' : 'list_prefix_name') });
+    input.value = p.prefix;
+    controls.append(h('label', { for: 'list-prefix', text: t('list_prefix') }), input,
+      h('button', { type: 'submit', testid: 'list-filter', text: t('list_filter') }));
+    controls.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const prefix = input.value.trim();
+      // A text filter lists in title or name order (the server's rule).
+      go({ prefix, sort: prefix ? '' : p.sort, order: prefix ? '' : p.order });
+    });
+  }
+
+  const shown = finishView(ctx,
+    h('article', { class: 'list', testid: 'list-view', dataset: { list: p.what, kind: p.kind } },
+      h('header', { class: 'view-head' },
+        h('p', { class: 'eyebrow', text: t('list_eyebrow') }),
+        h('h2', { testid: 'list-title', text: title })),
+      h('section', { class: 'panel' },
+        controls,
+        h('div', { class: 'table-wrap' },
+          h('table', { class: 'list-table', testid: 'list-table' }, h('thead', null, headRow), tbody)),
+        error,
+        h('div', { class: 'list-foot' }, summary, h('div', { class: 'list-pager' }, prev, next)))));
+  if (!shown) return;
+  renderHead();
+  await load();
 }
 
 // ---------------------------------------------------------------------------
@@ -2209,10 +2471,17 @@ async function renderOverview() {
 
 function renderCounts(counts) {
   const keys = ['evidence', 'entities', 'relations', 'provenance', 'jobs'];
+  // Those with a list open it (SPEC U2); the others are figures, not links.
   return h('ul', { class: 'counts', testid: 'counts' },
-    keys.map((k) => h('li', { class: 'count' },
-      h('span', { class: 'count-value', testid: `count-${k}`, dataset: { value: String(Number(counts[k] ?? 0)) }, text: fmtNumber(counts[k] ?? 0) }),
-      h('span', { class: 'count-label', text: t(`count_${k}`) }))));
+    keys.map((k) => {
+      const body = [
+        h('span', { class: 'count-value', testid: `count-${k}`, dataset: { value: String(Number(counts[k] ?? 0)) }, text: fmtNumber(counts[k] ?? 0) }),
+        h('span', { class: 'count-label', text: t(`count_${k}`) }),
+      ];
+      return LISTS.includes(k)
+        ? h('li', { class: 'count count-link' }, h('a', { href: `#/list/${k}`, testid: `count-link-${k}` }, ...body))
+        : h('li', { class: 'count' }, ...body);
+    }));
 }
 
 function renderTopEntities(items) {
@@ -2243,8 +2512,9 @@ function renderEntityKinds(items) {
   if (!Array.isArray(items) || items.length === 0) return emptyNote('empty', 'entity-kinds-empty');
   return h('ul', { class: 'chips', testid: 'entity-kinds' },
     items.map((k) => h('li', { class: `chip kind-${cssToken(k.kind)}`, testid: 'entity-kind' },
-      h('span', { text: enumLabel('kind', k.kind) }),
-      h('span', { class: 'chip-count', text: fmtNumber(k.count) }))));
+      h('a', { href: listHref('entities', { kind: k.kind }), testid: 'entity-kind-link' },
+        h('span', { text: enumLabel('kind', k.kind) }),
+        h('span', { class: 'chip-count', text: fmtNumber(k.count) })))));
 }
 
 function renderRecentEvidence(items) {

@@ -391,6 +391,35 @@ async fn read_routes_answer_for_the_session_workspace() {
         && drawn.contains(&e["target"].as_str().unwrap())
         && e["weight"].as_u64().unwrap() >= 1));
     assert!(g["left_out"].as_array().unwrap().iter().any(|l| l["relation"] == "mentions"), "a hub leaves pieces out");
+    // The lists behind the counts (SPEC U2): keyset pages.
+    let first =
+        api(&f, &cookie, &format!("/api/v1/investigations/{inv}/lists/entities?kind=person&sort=name&limit=3")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+    let first = first.json();
+    assert_eq!((first["sort"].as_str(), first["order"].as_str()), (Some("name"), Some("asc")));
+    let names: Vec<&str> = first["items"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 3);
+    let next = first["next"].as_str().unwrap();
+    assert_eq!(next, first["items"][2]["id"].as_str().unwrap());
+    let second = api(
+        &f,
+        &cookie,
+        &format!("/api/v1/investigations/{inv}/lists/entities?kind=person&sort=name&limit=3&after={next}"),
+    )
+    .await
+    .json();
+    let after: Vec<&str> = second["items"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert!(after[0].to_lowercase() >= names[2].to_lowercase(), "{names:?} then {after:?}");
+    let rels =
+        api(&f, &cookie, &format!("/api/v1/investigations/{inv}/lists/relations?kind=works_for&limit=2")).await.json();
+    assert!(
+        rels["items"].as_array().unwrap().iter().all(|x| x["kind"] == "works_for" && x["src"]["label"].is_string())
+    );
+    let listed =
+        api(&f, &cookie, &format!("/api/v1/investigations/{inv}/lists/evidence?prefix=Courriel&limit=5")).await.json();
+    assert_eq!(listed["sort"], "title");
+    assert!(!listed["items"].as_array().unwrap().is_empty());
+    assert!(listed["items"].as_array().unwrap().iter().all(|x| x["title"].as_str().unwrap().starts_with("Courriel")));
     let p = api(&f, &cookie, &format!("/api/v1/provenance/{ev}?depth=3")).await.json();
     assert_eq!(p["root"], ev);
     assert!(!p["records"].as_array().unwrap().is_empty());
@@ -424,6 +453,10 @@ async fn bad_input_gets_a_clear_json_error() {
         (format!("/api/v1/graph/nodes/{inv}/ego?kinds=planet"), StatusCode::BAD_REQUEST, "unknown value `planet`"),
         (format!("/api/v1/graph/nodes/{inv}/ego?depth=2"), StatusCode::BAD_REQUEST, "depth"),
         (format!("/api/v1/graph/nodes/{inv}/ego"), StatusCode::BAD_REQUEST, "only an entity or a piece of evidence"),
+        (format!("/api/v1/investigations/{inv}/lists/people"), StatusCode::NOT_FOUND, "no list `people`"),
+        (format!("/api/v1/investigations/{inv}/lists/evidence?sort=size"), StatusCode::BAD_REQUEST, "unknown sort"),
+        (format!("/api/v1/investigations/{inv}/lists/evidence?after=nope"), StatusCode::BAD_REQUEST, "reference"),
+        (format!("/api/v1/investigations/{inv}/lists/entities?limit=201"), StatusCode::BAD_REQUEST, "limit"),
         (format!("/api/v1/provenance/{inv}?depth=17"), StatusCode::BAD_REQUEST, "depth"),
         ("/api/v1/evidence/evidence:zzz".to_owned(), StatusCode::BAD_REQUEST, "invalid UUID"),
         ("/api/v1/nothing-here".to_owned(), StatusCode::NOT_FOUND, "no such API route"),

@@ -12,6 +12,7 @@ mod extraction;
 mod graph;
 mod graph_edit;
 mod import;
+mod lists;
 mod migrations;
 mod model;
 mod reads;
@@ -51,6 +52,7 @@ pub use import::{
     IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportRecord, ImportReportLine, ImportStats, ImportedFile,
     MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path, import_tree,
 };
+pub use lists::{EntityRow, EvidenceRow, ListPage, ListQuery, MAX_LIST_LIMIT, MAX_LIST_PREFIX_CHARS, RelationRow};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
 pub use reads::*;
@@ -407,6 +409,8 @@ mod graph_edit_tests;
 mod graph_tests;
 #[cfg(test)]
 mod import_tests;
+#[cfg(test)]
+mod lists_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

@@ -391,7 +391,7 @@ impl<'c> Reads<'c> {
         Ok(hits)
     }
 
-    fn require_kind(&self, r: &ObjectRef, kind: RefKind) -> Result<()> {
+    pub(crate) fn require_kind(&self, r: &ObjectRef, kind: RefKind) -> Result<()> {
         if r.kind() == kind {
             Ok(())
         } else {

@@ -22,7 +22,7 @@ use labfy_core::ObjectRef;
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db, listener};
 use labfy_store::specimen::{SpecimenOutcome, SpecimenSpec};
-use labfy_store::{EgoQuery, MAX_EGO_NODES, ReadOnlyStore, Store};
+use labfy_store::{EgoQuery, ListQuery, MAX_EGO_NODES, ReadOnlyStore, Store};
 
 use crate::cli::{Failure, generate_with_progress};
 
@@ -66,7 +66,7 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
     println!(
-        "{name:<28} n={:<5} p50={:>9.3} ms  p99={:>9.3} ms  max={:>9.3} ms",
+        "{name:<36} n={:<5} p50={:>9.3} ms  p99={:>9.3} ms  max={:>9.3} ms",
         samples.len(),
         percentile(&samples, 0.50).as_secs_f64() * 1e3,
         percentile(&samples, 0.99).as_secs_f64() * 1e3,
@@ -177,6 +177,39 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
         s.push(d);
     }
     report(&format!("ego graph of a hub ({largest} nodes)"), s);
+    // The lists behind the counts (SPEC U2): 100 pages of 50 walked by key
+    // from the first, for each sort the UI offers.
+    for (name, what, sort, kind) in [
+        ("list evidence by date", "evidence", "collected", None),
+        ("list evidence by title", "evidence", "title", None),
+        ("list entities by mentions", "entities", "mentions", None),
+        ("list people by name", "entities", "name", Some("person")),
+        ("list relations", "relations", "created", None),
+        ("list relations works_for", "relations", "created", Some("works_for")),
+    ] {
+        let mut s = Vec::new();
+        let mut after = None;
+        for _ in 0..100 {
+            let q = ListQuery {
+                sort: Some(sort.into()),
+                kind: kind.map(str::to_owned),
+                after,
+                limit: 50,
+                ..ListQuery::default()
+            };
+            let (next, d) = time(|| match what {
+                "evidence" => r.list_evidence(w, &inv, &q).map(|p| p.next),
+                "entities" => r.list_entities(w, &inv, &q).map(|p| p.next),
+                _ => r.list_relations(w, &inv, &q).map(|p| p.next),
+            });
+            s.push(d);
+            after = next?;
+            if after.is_none() {
+                break;
+            }
+        }
+        report(&format!("{name} (page of 50)"), s);
+    }
     let mut s = Vec::new();
     for n in &ids.evidence {
         let (res, d) = time(|| r.provenance_trace(w, n, 8));

@@ -8,7 +8,7 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::{
-    EgoGraph, EgoQuery, EvidenceSummary, Excerpt, InvestigationSummary, Job, Neighbors, NewEntity, NewNote,
+    EgoGraph, EgoQuery, EvidenceSummary, Excerpt, InvestigationSummary, Job, ListQuery, Neighbors, NewEntity, NewNote,
     NewRelation, Node, Overview, ProvenanceTrace, SearchResult, WorkspaceSummary,
 };
 use serde::Deserialize;
@@ -33,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/search", get(search))
         .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
+        .route("/api/v1/investigations/{investigation}/lists/{list}", get(list))
         .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
         .route("/api/v1/investigations/{investigation}/extraction", axum::routing::post(start_extraction))
         .route("/api/v1/investigations/{investigation}/entities", axum::routing::post(create_entity))
@@ -167,6 +168,47 @@ async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path
     let ws = s.session.workspace;
     let list: Vec<Job> = st.db().read(move |r| r.jobs(ws, &inv)).await?;
     Ok(Json(json!({ "jobs": list })))
+}
+
+/// The query of `…/lists/{list}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    sort: Option<String>,
+    order: Option<String>,
+    kind: Option<String>,
+    prefix: Option<String>,
+    after: Option<String>,
+    #[serde(default = "default_list_limit")]
+    limit: u32,
+}
+
+fn default_list_limit() -> u32 {
+    50
+}
+
+/// A page of one of the lists behind the counts (SPEC U2): `evidence`,
+/// `entities` or `relations`, keyset-paginated (`after` is the last item of
+/// the previous page; the answer's `next` is the next page's).
+async fn list(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path((inv, which)): Path<(String, String)>,
+    ApiQuery(p): ApiQuery<ListParams>,
+) -> ApiResult<Json<Value>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    let after = p.after.as_deref().map(|a| path_ref(a, None)).transpose()?;
+    let q = ListQuery { sort: p.sort, order: p.order, kind: p.kind, prefix: p.prefix, after, limit: p.limit };
+    let page = match which.as_str() {
+        "evidence" => json!(st.db().read(move |r| r.list_evidence(ws, &inv, &q)).await?),
+        "entities" => json!(st.db().read(move |r| r.list_entities(ws, &inv, &q)).await?),
+        "relations" => json!(st.db().read(move |r| r.list_relations(ws, &inv, &q)).await?),
+        other => {
+            return Err(ApiError::not_found(format!("no list `{other}` (evidence, entities or relations)")));
+        }
+    };
+    Ok(Json(page))
 }
 
 /// Starts an extraction over the investigation (SPEC C4), or answers the one
