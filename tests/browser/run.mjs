@@ -285,6 +285,15 @@ async function assertNothingActive(page, where) {
 
 const tid = (id) => `[data-testid="${id}"]`;
 
+// Opens or closes the agent's drawer with the top bar's button, as an
+// analyst would; a page without it (the login page) is left alone.
+async function setAgentDrawer(page, open) {
+  const toggle = await page.$(tid('agent-toggle'));
+  if (!toggle) return;
+  if ((await toggle.getAttribute('aria-expanded') === 'true') !== open) await toggle.click();
+  await page.waitForSelector(`${tid('agent-toggle')}[aria-expanded="${open}"]`, { timeout: STEP_TIMEOUT_MS });
+}
+
 async function openOverview(page, base) {
   await page.goto(`${base}/#/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${tid('view')}[data-view="overview"][data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
@@ -1347,12 +1356,16 @@ async function setupReal() {
 async function scenarioRealGrantConfirmed({ page, context, base }) {
   const before = eventCounts();
   await openOverview(page, base);
+  // The note first, with the drawer closed (it would cover the form), then
+  // the agent from the top bar's button.
+  await setAgentDrawer(page, false);
   const stamp = Date.now().toString(36);
   await page.fill(tid('note-title'), `Société Durand ${stamp}`, { timeout: STEP_TIMEOUT_MS });
   await page.fill(tid('note-content'), 'La société Durand possède le domaine durand.example.', { timeout: STEP_TIMEOUT_MS });
   await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(tid('evidence-title'), { timeout: STEP_TIMEOUT_MS });
   await openOverview(page, base);
+  await setAgentDrawer(page, true);
   await runAgentTurn(page, 'Que possède la société Durand ?');
   assert(await page.isVisible(tid('agent-grant-urls')), 'a REAL grant form has no address list');
   // research.prepare proposed the domain the note names (SPEC F1), with why,
@@ -2151,26 +2164,26 @@ const SCENARIOS = [
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
-  ['agent demo flow (plan, tool cards, review: risk medium and fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo],
-  ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile],
-  ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost],
-  ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel],
+  ['agent demo flow (plan, tool cards, review: risk medium and fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
+  ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],
+  ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost, { agent: true }],
+  ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel, { agent: true }],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
-  ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost],
+  ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost, { agent: true }],
   ['without a login link the UI is closed; a link works once (T4)', scenarioLogin],
   // On a `labfy up` serving a REAL workspace.
   ['REAL grant: a proposal until a human confirms it on egress\'s page (exact URLs, another origin; screenshots) (T2)',
-    scenarioRealGrantConfirmed, { real: true }],
+    scenarioRealGrantConfirmed, { real: true, agent: true }],
   ['REAL case: an investigation created from « Enquêtes »; files chosen in « Importer des fichiers », a progress bar, an outcome per file (refusal first, in French), the page imported with its origin and original, a selector linked by hand; renamed, archived, brought back; exported with its fingerprint and archive (C1, C2, C5; screenshots)',
     scenarioImport, { real: true }],
   ['REAL case: another workspace created and opened from « Enquêtes » — the page waits while the supervisor restarts the server on it and comes back in the same session; back again; the one left archived (C1; screenshots)',
     scenarioSwitchWorkspace, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
-    scenarioLocalToolAndHostileFinal, { local: true }],
-  ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true }],
-  ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true }],
-  ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true }],
+    scenarioLocalToolAndHostileFinal, { local: true, agent: true }],
+  ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true, agent: true }],
+  ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true, agent: true }],
+  ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true, agent: true }],
 ];
 
 const screenshots = [];
@@ -2272,6 +2285,9 @@ async function main() {
       };
     }
     try {
+      // The agent's drawer (SPEC U3) is open for the scenarios that use it
+      // and closed for the others, whose pages it would cover.
+      await setAgentDrawer(ctx.page, Boolean(opts.agent));
       await fn(ctx);
       console.log(`ok - ${name}`);
       passed += 1;

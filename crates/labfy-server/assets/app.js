@@ -364,6 +364,8 @@ const I18N = {
     status_canceled: 'annulée',
     status_active: 'actif',
     agent_title: 'Agent',
+    agent_close: 'Fermer',
+    agent_needs_you: 'L’agent attend votre décision',
     agent_local: 'Agent local · {model}',
     agent_unavailable: 'Agent indisponible : {message}',
     agent_question: 'Question à l’agent',
@@ -1004,6 +1006,8 @@ const I18N = {
     status_canceled: 'cancelled',
     status_active: 'active',
     agent_title: 'Agent',
+    agent_close: 'Close',
+    agent_needs_you: 'The agent is waiting for your decision',
     agent_local: 'Local agent · {model}',
     agent_unavailable: 'Agent unavailable: {message}',
     agent_question: 'Question for the agent',
@@ -1033,6 +1037,14 @@ const I18N = {
     agent_review_selection: 'Selection',
     agent_review_exclusions: 'Exclusions',
     agent_review_none: 'none',
+    camp_detail_done: '{done} of {total} pages fetched through Tor and kept as evidence, {failed} not; {bytes}',
+    camp_detail_none: 'No page fetched: its {n} addresses failed or were refused.',
+    camp_detail_revoked: 'Authorization revoked by {who}: campaign stopped.',
+    camp_detail_pressure: 'Stopped by the resource governor: memory pressure for {n} samples (details on hover).',
+    camp_detail_lapsed: 'Stopped: its reservation with the resource governor expired without renewal.',
+    camp_detail_governor: 'Stopped by the resource governor (details on hover).',
+    camp_detail_tor: 'Tor unavailable: nothing was fetched in the clear (details on hover).',
+    camp_detail_refused: 'Refused by the resource governor (details on hover).',
     agent_review_candidates: 'Proposed addresses',
     candidates_none: 'No address found in the selection: list the ones to fetch yourself.',
     candidates_help: 'Found in the selection and already copied into the form below: edit them freely, only your final list is granted.',
@@ -4164,15 +4176,22 @@ function renderAgent() {
   panel.dataset.turnStatus = rt ? String(rt.status ?? '') : '';
   panel.dataset.gatewayTurnId = agent.turn ? String(agent.turn.turn_id ?? '') : '';
   panel.dataset.cancel = agent.cancel;
-  const pill = $('agent-turn-status');
-  if (rt && rt.status) {
-    pill.textContent = enumLabel('turn', rt.status);
-    pill.className = `pill status-${cssToken(rt.status)}`;
-    pill.dataset.status = String(rt.status);
-    pill.hidden = false;
-  } else {
-    pill.hidden = true;
+  // The same status on the panel and on the top bar's button, which also
+  // says when the agent waits for the analyst (the drawer may be closed).
+  for (const pill of [$('agent-turn-status'), $('agent-toggle-status')]) {
+    if (rt && rt.status) {
+      pill.textContent = enumLabel('turn', rt.status);
+      pill.className = `pill status-${cssToken(rt.status)}`;
+      pill.dataset.status = String(rt.status);
+      pill.hidden = false;
+    } else {
+      pill.hidden = true;
+    }
   }
+  const waiting = Boolean(rt && rt.status === 'AUTHORIZATION_REQUIRED');
+  $('agent-toggle').dataset.attention = String(waiting);
+  if (waiting) $('agent-toggle').title = t('agent_needs_you');
+  else $('agent-toggle').removeAttribute('title');
   renderAgentMode();
   renderAgentTools();
   renderAgentForm();
@@ -4671,7 +4690,40 @@ function renderActivity() {
 
 // ----- start
 
+// The drawer (SPEC U3): open or closed as the analyst last left it; on a
+// first visit, open only where it fits beside the page.
+const AGENT_OPEN_KEY = 'labfy.agent.open';
+const AGENT_DOCK_MIN_WIDTH = 1600; // from here the drawer sits beside the page (app.css)
+
+function agentDrawerRemembered() {
+  try {
+    const v = window.localStorage.getItem(AGENT_OPEN_KEY);
+    if (v === '1' || v === '0') return v === '1';
+  } catch {
+    // Storage may be disabled: the first-visit rule.
+  }
+  return window.innerWidth >= AGENT_DOCK_MIN_WIDTH;
+}
+
+function setAgentOpen(open, { focus = false } = {}) {
+  $('agent-dock').hidden = !open;
+  $('agent-toggle').setAttribute('aria-expanded', String(open));
+  document.body.classList.toggle('agent-open', open);
+  try {
+    window.localStorage.setItem(AGENT_OPEN_KEY, open ? '1' : '0');
+  } catch {
+    // Not remembered; the choice still holds on this page.
+  }
+  if (focus) (open ? $('agent-question') : $('agent-toggle')).focus();
+}
+
 function bindAgent() {
+  setAgentOpen(agentDrawerRemembered());
+  $('agent-toggle').addEventListener('click', () => setAgentOpen($('agent-dock').hidden, { focus: true }));
+  $('agent-close').addEventListener('click', () => setAgentOpen(false, { focus: true }));
+  $('agent-dock').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') setAgentOpen(false, { focus: true });
+  });
   $('agent-form').addEventListener('submit', agentStart);
   $('agent-question').addEventListener('input', renderAgentForm);
   $('agent-cancel').addEventListener('click', agentCancel);
