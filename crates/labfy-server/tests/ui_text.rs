@@ -13,7 +13,7 @@ const INDEX_HTML: &str = include_str!("../assets/index.html");
 fn keys(lang: &str) -> BTreeMap<String, usize> {
     let start = APP_JS.find(&format!("\n  {lang}: {{\n")).unwrap_or_else(|| panic!("no `{lang}` block in I18N"));
     let body = &APP_JS[start..];
-    let end = body.find("\n  },\n").expect("the block ends");
+    let end = body.find("\n  },\n").unwrap_or_else(|| panic!("the `{lang}` block does not end"));
     let mut out = BTreeMap::new();
     for line in body[..end].lines().skip(2) {
         // `    key: '…',` or `    'key-with-dash': '…',` at four spaces.
