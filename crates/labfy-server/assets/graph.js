@@ -466,10 +466,12 @@ export function egoGraph(ui, centerRef) {
         name: 'cose',
         animate: false,
         randomize: true,
-        nodeRepulsion: () => 20000,
-        idealEdgeLength: () => 90,
-        nodeOverlap: 12,
-        gravity: 0.6,
+        // The drawing's own shape (wider than tall), so labels get room.
+        boundingBox: { x1: 0, y1: 0, w: Math.max(300, canvas.clientWidth * 1.6), h: Math.max(240, canvas.clientHeight * 1.6) },
+        nodeRepulsion: () => 60000,
+        idealEdgeLength: () => 110,
+        nodeOverlap: 20,
+        gravity: 0.15,
         numIter: 1500,
         componentSpacing: 80,
       }
@@ -553,6 +555,8 @@ export function egoGraph(ui, centerRef) {
     let graph;
     try {
       [cytoscape, graph] = await Promise.all([loadCytoscape(), fetchEgo(centerRef, state.size)]);
+      // Where the time goes, for the benchmark (docs/PERFORMANCE.md).
+      el.dataset.fetchMs = String(Math.round(performance.now() - started));
     } catch (err) {
       if (!ui.live()) return;
       el.dataset.state = 'error';
@@ -581,7 +585,9 @@ export function egoGraph(ui, centerRef) {
     merge(graph, center);
     state.expanded.add(center);
     state.cy.getElementById(center).addClass('center expanded');
+    const laid = performance.now();
     firstLayout();
+    el.dataset.layoutMs = String(Math.round(performance.now() - laid));
     renderFilters();
     applyFilters();
     select(center);
@@ -600,7 +606,14 @@ export function egoGraph(ui, centerRef) {
     state.size = Number(sizeSelect.value) || GRAPH_DEFAULT_SIZE;
     load();
   });
-  fitButton.addEventListener('click', () => state.cy?.fit(undefined, 24));
+  fitButton.addEventListener('click', () => {
+    state.cy?.resize();
+    state.cy?.fit(undefined, 24);
+  });
+  // The drawing follows its box (a window resized, the page's columns
+  // rearranged), not only the window's resize events.
+  const resized = new ResizeObserver(() => state.cy?.resize());
+  resized.observe(canvas);
   resetButton.addEventListener('click', () => {
     state.hiddenKinds.clear();
     state.hiddenRelations.clear();
@@ -627,5 +640,12 @@ export function egoGraph(ui, centerRef) {
   });
 
   const ready = load();
-  return { el, ready, destroy: () => state.cy?.destroy() };
+  return {
+    el,
+    ready,
+    destroy: () => {
+      resized.disconnect();
+      state.cy?.destroy();
+    },
+  };
 }
