@@ -24,7 +24,9 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use labfy_ipc::messages::governor::{Amounts, Decision, Refusal, Reservation, ReservationKind, Sample};
+use labfy_ipc::messages::governor::{
+    Amounts, Decision, DecisionOutcome, Gauge, History, HistoryPoint, Refusal, Reservation, ReservationKind, Sample,
+};
 
 /// Decisions kept for the log (oldest dropped first).
 pub const MAX_DECISIONS: usize = 64;
@@ -92,7 +94,19 @@ struct Inner {
     /// Reservations gone lately and why, oldest first (at most
     /// [`MAX_GONE`]): a renewal names the reason (SPEC F5).
     gone: VecDeque<(String, String)>,
+    /// The chart's history (SPEC U6), oldest first, at most
+    /// [`HISTORY_POINTS`]; one point every [`Ledger::history_stride`]
+    /// samples.
+    history: VecDeque<HistoryPoint>,
+    /// Samples seen, to keep one in `history_stride`.
+    samples_seen: u64,
 }
+
+/// Points of history kept: an hour at [`HISTORY_STEP_MS`].
+pub const HISTORY_POINTS: usize = 720;
+/// Wanted time between two history points; the stride is this over the
+/// sampling period, rounded up.
+pub const HISTORY_STEP_MS: u64 = 5_000;
 
 /// Gone reservations whose reason a renewal can still tell.
 const MAX_GONE: usize = 256;
@@ -172,6 +186,14 @@ impl Ledger {
     pub fn observe(&self, sample: Sample, now_ms: u64) -> Option<String> {
         let pressure = self.pressure_in(&sample);
         let mut g = self.lock();
+        if g.samples_seen % self.history_stride() == 0 {
+            let point = history_point(&sample, &g.reservations);
+            if g.history.len() == HISTORY_POINTS {
+                g.history.pop_front();
+            }
+            g.history.push_back(point);
+        }
+        g.samples_seen += 1;
         g.sample = Some(sample);
         g.pressure = pressure.clone();
         let lapsed: Vec<Reservation> = g
@@ -190,7 +212,7 @@ impl Ledger {
                     owner: r.owner,
                     kind: r.kind,
                     asked: r.reserved,
-                    admitted: false,
+                    outcome: DecisionOutcome::Lapsed,
                     reason: format!("lease of {} lapsed: released", r.id),
                     blocked_by: Vec::new(),
                 },
@@ -226,12 +248,12 @@ impl Ledger {
         let owner: String = ask.owner.chars().take(MAX_OWNER_CHARS).collect();
         let mut g = self.lock();
         let verdict = self.check(&g, &ask, now_ms);
-        let decision = |admitted: bool, reason: String, blocked_by: Vec<String>| Decision {
+        let decision = |outcome: DecisionOutcome, reason: String, blocked_by: Vec<String>| Decision {
             at_ms: now_ms,
             owner: owner.clone(),
             kind: ask.kind,
             asked: ask.amounts,
-            admitted,
+            outcome,
             reason,
             blocked_by,
         };
@@ -249,11 +271,14 @@ impl Ledger {
                 };
                 g.reservations.push(Entry { view: view.clone(), current: Amounts::default() });
                 let reason = format!("admitted as {}", view.id);
-                push_decision(&mut g, decision(true, reason, Vec::new()));
+                push_decision(&mut g, decision(DecisionOutcome::Admitted, reason, Vec::new()));
                 Ok(view)
             }
             Err(refusal) => {
-                push_decision(&mut g, decision(false, refusal.reason.clone(), refusal.blocked_by.clone()));
+                push_decision(
+                    &mut g,
+                    decision(DecisionOutcome::Refused, refusal.reason.clone(), refusal.blocked_by.clone()),
+                );
                 Err(refusal)
             }
         }
@@ -339,7 +364,7 @@ impl Ledger {
                 owner: e.view.owner,
                 kind: e.view.kind,
                 asked: e.view.reserved,
-                admitted: false,
+                outcome: DecisionOutcome::Released,
                 reason: format!("{} released: {why}", e.view.id),
                 blocked_by: Vec::new(),
             },
@@ -415,6 +440,19 @@ impl Ledger {
         out
     }
 
+    /// Samples per history point.
+    pub fn history_stride(&self) -> u64 {
+        HISTORY_STEP_MS.div_ceil(self.config.sample_period_ms.max(1)).max(1)
+    }
+
+    /// The recent history, oldest first (SPEC U6).
+    pub fn history(&self) -> History {
+        History {
+            step_ms: self.history_stride() * self.config.sample_period_ms,
+            points: self.lock().history.iter().cloned().collect(),
+        }
+    }
+
     /// The latest sample.
     pub fn sample(&self) -> Option<Sample> {
         self.lock().sample.clone()
@@ -438,6 +476,40 @@ impl Ledger {
     /// The pressure reason, when there is pressure now.
     pub fn pressure(&self) -> Option<String> {
         self.lock().pressure.clone()
+    }
+}
+
+/// What the chart draws of a sample: the use of each resource and what
+/// the reservations hold ahead of their runs' measured peaks.
+fn history_point(sample: &Sample, reservations: &[Entry]) -> HistoryPoint {
+    let gauge = |used: u64, total: u64| (total > 0).then_some(Gauge { used, total });
+    let sum = |f: &dyn Fn(&labfy_ipc::messages::governor::GpuSample) -> (Option<u64>, Option<u64>)| {
+        let mut out: Option<Gauge> = None;
+        for g in &sample.gpus {
+            if let (Some(used), Some(total)) = f(g) {
+                let acc = out.get_or_insert(Gauge { used: 0, total: 0 });
+                acc.used += used;
+                acc.total += total;
+            }
+        }
+        out.filter(|g| g.total > 0)
+    };
+    let mut ahead = Amounts::default();
+    for e in reservations {
+        let peak = e.view.measured_peak.unwrap_or_default();
+        ahead.vram += e.view.reserved.vram.saturating_sub(peak.vram);
+        ahead.ram += e.view.reserved.ram.saturating_sub(peak.ram);
+        ahead.swap += e.view.reserved.swap.saturating_sub(peak.swap);
+        ahead.scratch += e.view.reserved.scratch.saturating_sub(peak.scratch);
+    }
+    HistoryPoint {
+        at_ms: sample.at_ms,
+        ram: gauge(sample.host.ram_used, sample.host.ram_total),
+        swap: gauge(sample.host.swap_used, sample.host.swap_total),
+        vram: sum(&|g| (g.vram_used, g.vram_total)),
+        gtt: sum(&|g| (g.gtt_used, g.gtt_total)),
+        scratch: sample.scratch.as_ref().and_then(|s| gauge(s.labfy_used, s.total)),
+        ahead,
     }
 }
 
@@ -491,6 +563,39 @@ mod tests {
     }
 
     #[test]
+    fn history_keeps_one_point_in_a_stride_for_the_last_hour() {
+        let l = ledger(); // samples every 1,000 ms: a point every 5
+        assert_eq!(l.history_stride(), 5);
+        assert!(l.history().points.is_empty());
+        let at = |i: u64| Sample { at_ms: 1_000 + i * 1_000, ..sample(8 * GIB) };
+        l.observe(at(0), 1_000);
+        // A reservation whose run has used nothing yet: all of it is ahead.
+        l.admit(ask("campaign:a", 3 * GIB), 1_000).unwrap();
+        for i in 1..12 {
+            l.observe(at(i), 1_000 + i * 1_000);
+        }
+        let h = l.history();
+        assert_eq!(h.step_ms, 5_000);
+        let times: Vec<u64> = h.points.iter().map(|p| p.at_ms).collect();
+        assert_eq!(times, [1_000, 6_000, 11_000]);
+        let last = &h.points[2];
+        assert_eq!(last.ram, Some(Gauge { used: 16 * GIB, total: 24 * GIB }));
+        assert_eq!(last.swap, Some(Gauge { used: 0, total: 4 * GIB }));
+        assert_eq!((last.vram, last.gtt), (None, None), "no GPU read, no gauge");
+        assert_eq!(last.scratch, Some(Gauge { used: GIB, total: 100 * GIB }));
+        assert_eq!(h.points[0].ahead.ram, 0, "taken before the admission");
+        assert_eq!(last.ahead.ram, 3 * GIB);
+        // Bounded: the oldest go first.
+        for i in 12..(12 + 5 * HISTORY_POINTS as u64) {
+            l.observe(at(i), 1_000 + i * 1_000);
+        }
+        let h = l.history();
+        assert_eq!(h.points.len(), HISTORY_POINTS);
+        assert!(h.points.windows(2).all(|w| w[1].at_ms - w[0].at_ms == 5_000));
+        assert!(h.points[0].at_ms > 11_000);
+    }
+
+    #[test]
     fn nothing_is_admitted_before_a_sample_or_on_a_stale_one() {
         let l = ledger();
         let r = l.admit(ask("a", MIB), 1_000).unwrap_err();
@@ -522,7 +627,7 @@ mod tests {
         // 2 GiB available − 1 GiB headroom − 1 GiB (b) = 0; then b goes too.
         assert_eq!(l.admissible().ram, 0);
         let log = l.decisions();
-        assert_eq!(log.iter().filter(|d| d.admitted).count(), 2);
+        assert_eq!(log.iter().filter(|d| d.outcome == DecisionOutcome::Admitted).count(), 2);
         assert!(log.last().unwrap().reason.contains("released: done"));
     }
 

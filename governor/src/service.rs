@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
-    Amounts, CampaignAsk, Decision, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
+    Amounts, CampaignAsk, Decision, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
 };
 use labfy_ipc::messages::{Boundary, Failure, Health, Role};
 use labfy_ipc::server::{self, Stats};
@@ -88,7 +88,7 @@ impl Governor {
             owner: victim.owner.clone(),
             kind: victim.kind,
             asked: victim.reserved,
-            admitted: false,
+            outcome: DecisionOutcome::Stopped,
             reason: reason.clone(),
             blocked_by: vec!["pressure".into()],
         });
@@ -170,6 +170,7 @@ impl Governor {
                 })
             }
             GovernorRequest::State {} => GovernorResponse::State(Box::new(self.state())),
+            GovernorRequest::History {} => GovernorResponse::History(Box::new(self.ledger.history())),
             GovernorRequest::ModelStart(spec) => match self.model.start(spec, MODEL_START_WAIT).await {
                 Ok(status) => GovernorResponse::Model(Box::new(status)),
                 Err(StartError::Refused(r)) => GovernorResponse::Refused(r),

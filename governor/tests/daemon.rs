@@ -21,7 +21,8 @@ use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{control_socket, operator_socket};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::governor::{
-    CampaignAsk, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
+    CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus,
+    ReservationKind,
 };
 use labfy_ipc::messages::{Boundary, Role};
 use labfy_ipc::secret::{self, Secret};
@@ -164,8 +165,8 @@ async fn state_gpus_from_sysfs_and_campaign_admission_over_ipc() {
     assert_eq!(code, "NOT_FOUND");
     assert!(why.contains("released by its holder"), "{why}");
     let log = d.state().await.decisions;
-    assert!(log.iter().any(|x| !x.admitted && x.reason.starts_with("RAM:")));
-    assert!(log.iter().filter(|x| x.admitted).count() >= 2);
+    assert!(log.iter().any(|x| x.outcome == DecisionOutcome::Refused && x.reason.starts_with("RAM:")));
+    assert!(log.iter().filter(|x| x.outcome == DecisionOutcome::Admitted).count() >= 2);
 }
 
 #[tokio::test]
@@ -550,7 +551,7 @@ async fn a_model_that_does_not_fit_is_refused_by_admission() {
     }
     let s = d.state().await;
     assert!(s.reservations.is_empty() && s.model.is_none());
-    assert!(s.decisions.iter().any(|x| !x.admitted && x.owner.starts_with("model:")));
+    assert!(s.decisions.iter().any(|x| x.outcome != DecisionOutcome::Admitted && x.owner.starts_with("model:")));
 }
 
 fn nix_root() -> bool {

@@ -1101,6 +1101,7 @@ async function scenarioResources({ page, base }) {
   assert(asked.available === true, `the governor's state is unavailable: ${asked.detail}`);
   const period = Number(asked.state.sample_period_ms) || 2000;
   const panel = tid('resources-panel');
+  const opened = await page.evaluate(() => Date.now());
   if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
   // Two distinct samples on the chart, at the governor's pace (polled every 2 s).
   const wait = Math.max(STEP_TIMEOUT_MS, 3 * Math.max(period, 2000) + 5000);
@@ -1109,6 +1110,12 @@ async function scenarioResources({ page, base }) {
   } catch {
     throw new Error(`the chart has ${await page.getAttribute(tid('resources-chart'), 'data-points')} point(s) after ${wait / 1000} s; status: ${await textOf(page, tid('resources-status'))}`);
   }
+  // The chart opened with the governor's past (SPEC U6): a point every 5 s
+  // since the governor started, older than this panel.
+  const history = Number(await page.getAttribute(tid('resources-chart'), 'data-history'));
+  const oldest = Number(await page.getAttribute(tid('resources-chart'), 'data-oldest'));
+  assert(history >= 1, `the chart opened with ${history} point(s) of the governor's history`);
+  assert(oldest < opened, `the chart's oldest point (${oldest}) is not older than the panel (${opened})`);
   const status = await page.getAttribute(tid('resources-status'), 'data-state');
   assert(status === 'fresh', `status is ${status}: ${await textOf(page, tid('resources-status'))}`);
   assert(await page.getAttribute(tid('resources-chart'), 'data-fresh') === 'true', 'the chart is greyed while the governor answers');
@@ -1129,6 +1136,15 @@ async function scenarioResources({ page, base }) {
     assert(rows === gpus.length, `${rows} GPU row(s) for ${gpus.length} GPU(s)`);
   }
   assert(await page.$(tid('resources-log')), 'no admission log');
+  // Each decision says what it was (SPEC U6): the campaigns of the agent
+  // scenarios were admitted, then released — never shown as refused.
+  const outcomes = await page.$$eval(tid('res-decision'), (rows) => rows.map((r) => [r.dataset.outcome, r.querySelector('[data-testid="res-outcome"]').textContent]));
+  const words = { admitted: 'admis', refused: 'refusé', released: 'libéré', lapsed: 'bail expiré', stopped: 'arrêté' };
+  assert(outcomes.every(([o, text]) => words[o] === text), `outcomes: ${JSON.stringify(outcomes)}`);
+  if (outcomes.length > 0) {
+    assert(outcomes.some(([o]) => o === 'admitted'), `no admission logged: ${JSON.stringify(outcomes)}`);
+    assert(!outcomes.some(([o]) => o === 'refused'), `a refusal in a run that refused nothing: ${JSON.stringify(outcomes)}`);
+  }
   assert(await page.$(tid('resources-reservations')), 'no reservations list');
   await assertNothingActive(page, 'resources panel');
   const shot = path.join(outDir, 'resources.png');

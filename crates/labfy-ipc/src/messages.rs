@@ -305,6 +305,23 @@ pub mod governor {
         pub admitted_ms: u64,
     }
 
+    /// What a logged decision was (SPEC Q5, U6): an admission or a refusal,
+    /// and the ends of a reservation — never a release shown as a refusal.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DecisionOutcome {
+        /// Admitted: a reservation was made.
+        Admitted,
+        /// Refused at admission.
+        Refused,
+        /// Released by its holder (a run or campaign that ended).
+        Released,
+        /// Its lease lapsed without renewal.
+        Lapsed,
+        /// Stopped by the governor (pressure, an OOM kill).
+        Stopped,
+    }
+
     /// One admission decision, for the log (SPEC Q5).
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -317,8 +334,8 @@ pub mod governor {
         pub kind: ReservationKind,
         /// Asked bytes.
         pub asked: Amounts,
-        /// Admitted, or refused.
-        pub admitted: bool,
+        /// Admitted, refused, or how a reservation ended.
+        pub outcome: DecisionOutcome,
         /// One sentence: why.
         pub reason: String,
         /// What holds the resource that was missing (reservation owners,
@@ -420,6 +437,50 @@ pub mod governor {
         pub sample_period_ms: u64,
     }
 
+    /// Bytes used out of a total.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Gauge {
+        /// In use.
+        pub used: u64,
+        /// In all.
+        pub total: u64,
+    }
+
+    /// One point of the governor's history (SPEC U6): what the UI's chart
+    /// draws, kept by the governor so the chart has a past when it opens.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct HistoryPoint {
+        /// Unix ms of the sample.
+        pub at_ms: u64,
+        /// RAM.
+        pub ram: Option<Gauge>,
+        /// Swap.
+        pub swap: Option<Gauge>,
+        /// VRAM of every GPU read, summed; `None` when none was read.
+        pub vram: Option<Gauge>,
+        /// GTT (AMD), likewise.
+        pub gtt: Option<Gauge>,
+        /// Labfy's scratch space: its use out of the file system's size.
+        pub scratch: Option<Gauge>,
+        /// Reserved and not yet used by the runs holding it (the chart's
+        /// dashed line above the use).
+        pub ahead: Amounts,
+    }
+
+    /// The governor's recent history: one point every `step_ms`, oldest
+    /// first, at most the last hour.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct History {
+        /// Milliseconds between two points (a multiple of the sampling
+        /// period).
+        pub step_ms: u64,
+        /// The points.
+        pub points: Vec<HistoryPoint>,
+    }
+
     /// A refusal with its reason (SPEC Q2).
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -438,6 +499,8 @@ pub mod governor {
         Health {},
         /// Samples, reservations, decisions, the model.
         State {},
+        /// The recent history of the samples (SPEC U6).
+        History {},
         /// Check, admit and start the local model (one at a time).
         ModelStart(ModelSpec),
         /// Stop the local model and release its reservation.
@@ -467,6 +530,8 @@ pub mod governor {
         Health(Health),
         /// The whole state.
         State(Box<GovernorState>),
+        /// The recent history.
+        History(Box<History>),
         /// The model's status after a start or stop.
         Model(Box<ModelStatus>),
         /// No model is running (after a stop).

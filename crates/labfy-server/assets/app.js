@@ -673,8 +673,11 @@ const I18N = {
     res_col_asked: 'Demandé',
     res_col_reason: 'Motif',
     res_col_blocked: 'Bloqué par',
-    res_admitted: 'admis',
-    res_refused: 'refusé',
+    res_outcome_admitted: 'admis',
+    res_outcome_refused: 'refusé',
+    res_outcome_released: 'libéré',
+    res_outcome_lapsed: 'bail expiré',
+    res_outcome_stopped: 'arrêté',
     res_none: '—',
   },
   en: {
@@ -1315,8 +1318,11 @@ const I18N = {
     res_col_asked: 'Asked',
     res_col_reason: 'Reason',
     res_col_blocked: 'Blocked by',
-    res_admitted: 'admitted',
-    res_refused: 'refused',
+    res_outcome_admitted: 'admitted',
+    res_outcome_refused: 'refused',
+    res_outcome_released: 'released',
+    res_outcome_lapsed: 'lease lapsed',
+    res_outcome_stopped: 'stopped',
     res_none: '—',
   },
 };
@@ -4823,8 +4829,12 @@ async function agentBoot() {
 // chart keeps the governor's pace; a gap in the samples is a gap in the line.
 
 const RES_POLL_MS = 2000;
-const RES_HISTORY_MAX = 150; // samples kept in memory: 150 × 2 s ≈ 5 min
-const RES_WINDOW_MS = RES_HISTORY_MAX * RES_POLL_MS;
+// The chart shows the last 30 minutes: the governor's history (a point every
+// 5 s, kept by the governor for an hour: SPEC U6) up to the page's first
+// poll, then each sample polled.
+const RES_WINDOW_MS = 30 * 60 * 1000;
+const RES_HISTORY_MAX = 1500; // points kept in memory (30 min of 2 s polls, and history)
+const RES_GRID_STEP_MIN = 5; // a grid line every 5 minutes
 const RES_STALE_MIN_MS = 10000; // a sample older than this (or 3 periods) is old
 const RES_STALE_PERIODS = 3;
 const RES_LOG_MAX = 100; // admission decisions shown, latest first
@@ -4839,6 +4849,7 @@ const res = {
   timer: null,
   polling: false,
   points: [], // { at, values: { ram: { use, line } | null, … } }, oldest first
+  history: null, // null: not asked yet; then the number of points the governor gave
   last: null, // { available: true, state } | { available: false, detail }
   error: null, // a failed poll: tracking stops until the analyst resumes it
 };
@@ -4982,6 +4993,34 @@ function resIngest(data) {
   }
 }
 
+// The governor's history points, as the chart's points: before the first
+// polled one, never replacing it. The dashed line shows where some of a
+// reservation is still ahead of its run's use.
+function resSeed(data) {
+  const points = data && data.available === true ? resList(data.history?.points) : [];
+  const first = res.points.length ? res.points[0].at : Infinity;
+  const seeded = [];
+  for (const p of points) {
+    const at = num(p.at_ms);
+    if (at === null || at >= first) continue;
+    const values = {};
+    for (const key of RES_SERIES) {
+      const g = p[key];
+      const used = num(g?.used);
+      const total = num(g?.total);
+      if (used === null || total === null || total <= 0) {
+        values[key] = null;
+        continue;
+      }
+      const ahead = key === 'gtt' ? 0 : (num(p.ahead?.[key]) ?? 0);
+      values[key] = { use: ratio(used, total), line: ahead > 0 ? ratio(used + ahead, total) : null };
+    }
+    seeded.push({ at, values });
+  }
+  res.history = seeded.length;
+  res.points = [...seeded, ...res.points].slice(-RES_HISTORY_MAX);
+}
+
 function resSetPollingAttr() {
   $('resources-panel').dataset.polling = String(Boolean(res.timer) || res.polling);
 }
@@ -5020,6 +5059,15 @@ async function resPoll() {
   }
   res.polling = true;
   resSetPollingAttr();
+  // Once per page: the governor's past, so the chart does not start empty.
+  if (res.history === null) {
+    res.history = 0;
+    try {
+      resSeed(await api('/api/v1/resources/history'));
+    } catch {
+      // No past: the chart starts with the first poll, as before.
+    }
+  }
   let data;
   try {
     data = await api('/api/v1/resources');
@@ -5081,7 +5129,7 @@ function renderResChart() {
     grid.append(svgEl('line', { x1: left, x2: w - right, y1: y(v), y2: y(v), class: v === 0 ? 'res-axis' : 'res-gridline' }),
       svgEl('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'res-label', text: fmtPercent(v) }));
   }
-  for (let m = minutes; m >= 0; m -= 1) {
+  for (let m = minutes; m >= 0; m -= RES_GRID_STEP_MIN) {
     const at = now - m * 60000;
     grid.append(svgEl('line', { x1: x(at), x2: x(at), y1: top, y2: top + ph, class: 'res-gridline' }),
       svgEl('text', {
@@ -5121,6 +5169,8 @@ function renderResChart() {
     }
   }
   box.dataset.points = String(res.points.length);
+  box.dataset.history = String(res.history ?? 0);
+  box.dataset.oldest = res.points.length ? String(res.points[0].at) : '';
   box.dataset.visiblePoints = String(visible.length);
   box.dataset.series = String(drawn);
   box.dataset.fresh = String(fresh);
@@ -5248,12 +5298,14 @@ function renderResLog(st) {
   if (!decisions.length) return h('p', { class: 'muted small', testid: 'resources-log', text: t('res_no_decisions') });
   return resTable('resources-log', ['res_col_time', 'res_col_owner', 'res_col_decision', 'res_col_asked', 'res_col_reason', 'res_col_blocked'],
     decisions.map((d) => {
-      const ok = d.admitted === true;
+      // What happened, in words that match it (SPEC U6): a reservation
+      // released at the end of its run is not a refusal.
+      const outcome = String(d.outcome ?? '');
       const blocked = Array.isArray(d.blocked_by) ? d.blocked_by.map((b) => String(b)) : [];
-      return h('tr', { testid: 'res-decision', dataset: { admitted: String(ok) } },
+      return h('tr', { testid: 'res-decision', dataset: { outcome } },
         h('td', null, msTime(d.at_ms)),
         h('td', null, h('code', { text: String(d.owner ?? '') }), ' ', h('span', { class: 'muted small', text: enumLabel('res_kind', d.kind) })),
-        h('td', null, h('span', { class: `pill ${ok ? 'status-granted' : 'status-refused'}`, text: t(ok ? 'res_admitted' : 'res_refused') })),
+        h('td', null, h('span', { class: `pill res-outcome-${cssToken(outcome)}`, testid: 'res-outcome', text: enumLabel('res_outcome', outcome) })),
         h('td', { class: 'small', text: amountsText(d.asked) }),
         h('td', { text: String(d.reason ?? '') }),
         h('td', { class: 'small', text: blocked.length ? blocked.join(', ') : t('res_none') }));

@@ -343,32 +343,59 @@ impl AppState {
     }
 
     async fn ask_governor(&self) -> GovernorView {
+        use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
+        match self.call_governor(GovernorRequest::State {}).await {
+            Ok(GovernorResponse::State(s)) => GovernorView::Available(Arc::new(*s)),
+            Ok(other) => GovernorView::Unavailable(unexpected(&other)),
+            Err(line) => GovernorView::Unavailable(line),
+        }
+    }
+
+    /// The governor's recent history (SPEC U6), asked afresh (the chart asks
+    /// once when it opens); `Err` is one line saying why there is none.
+    pub async fn governor_history(&self) -> Result<labfy_ipc::messages::governor::History, String> {
+        use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
+        match self.call_governor(GovernorRequest::History {}).await? {
+            GovernorResponse::History(h) => Ok(*h),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// One call on the governor's service socket: connect, authenticate and
+    /// call under one deadline. `Err` is one bounded line saying why not.
+    async fn call_governor(
+        &self,
+        request: labfy_ipc::messages::governor::GovernorRequest,
+    ) -> Result<labfy_ipc::messages::governor::GovernorResponse, String> {
         use labfy_ipc::client::Client;
         use labfy_ipc::messages::Boundary;
         use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
-        let unavailable = |why: String| {
+        let line = |why: String| {
             let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
-            GovernorView::Unavailable(labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS))
+            labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
         };
         let Some(dir) = self.runtime_dir() else {
-            return unavailable("no governor: this server was not started by `labfy up`".into());
+            return Err(line("no governor: this server was not started by `labfy up`".into()));
         };
         let asked = async {
             let secret = labfy_ipc::secret::read_secret(dir)?;
             let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
             let mut c: Client<GovernorRequest, GovernorResponse> =
                 Client::connect(&socket, Boundary::Governor, &secret).await?;
-            c.call(GovernorRequest::State {}).await
+            c.call(request).await
         };
-        // One deadline for connecting, authenticating and the call.
         match tokio::time::timeout(GOVERNOR_STATE_TIMEOUT, asked).await {
-            Ok(Ok(GovernorResponse::State(s))) => GovernorView::Available(Arc::new(*s)),
-            Ok(Ok(GovernorResponse::Failed(f))) => unavailable(format!("governor answered {}: {}", f.code, f.message)),
-            Ok(Ok(other)) => unavailable(format!("governor gave an unexpected answer: {}", variant_name(&other))),
-            Ok(Err(e)) => unavailable(format!("governor unreachable: {e}")),
-            Err(_) => unavailable(format!("governor did not answer within {} ms", GOVERNOR_STATE_TIMEOUT.as_millis())),
+            Ok(Ok(GovernorResponse::Failed(f))) => Err(line(format!("governor answered {}: {}", f.code, f.message))),
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(line(format!("governor unreachable: {e}"))),
+            Err(_) => Err(line(format!("governor did not answer within {} ms", GOVERNOR_STATE_TIMEOUT.as_millis()))),
         }
     }
+}
+
+/// The line for an answer of the wrong kind.
+fn unexpected(answer: &labfy_ipc::messages::governor::GovernorResponse) -> String {
+    format!("governor gave an unexpected answer: {}", variant_name(answer))
 }
 
 /// The `type` tag of a governor answer, for a message (never its content).

@@ -16,8 +16,8 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::governor::{
-    Amounts, Decision, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor, HostSample, Psi,
-    Reservation, ReservationKind, Sample, ScratchSample,
+    Amounts, Decision, DecisionOutcome, Gauge, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor,
+    History, HistoryPoint, HostSample, Psi, Reservation, ReservationKind, Sample, ScratchSample,
 };
 use labfy_ipc::messages::{Boundary, Failure};
 use labfy_ipc::server::{self, Stats};
@@ -118,6 +118,7 @@ where
                     count.fetch_add(1, Ordering::SeqCst);
                     handler().await
                 }
+                GovernorRequest::History {} => GovernorResponse::History(Box::new(canned_history())),
                 other => GovernorResponse::Failed(Failure {
                     code: "INVALID_INPUT".into(),
                     message: format!("the test governor only answers State, not {other:?}"),
@@ -184,7 +185,7 @@ fn canned_state() -> GovernorState {
             owner: "campaign:0190f1a2-0000-7000-8000-000000000001".into(),
             kind: ReservationKind::Campaign,
             asked: Amounts { vram: 0, ram: 40 * GIB, swap: 0, scratch: GIB },
-            admitted: false,
+            outcome: DecisionOutcome::Refused,
             reason: "not enough RAM <b>after</b> headroom".into(),
             blocked_by: vec!["model:qwen.gguf".into(), "usage outside Labfy".into()],
         }],
@@ -206,6 +207,38 @@ async fn without_a_runtime_dir_the_governor_is_unavailable_with_a_reason() {
     assert!(body.get("state").is_none(), "{body}");
 }
 
+fn canned_history() -> History {
+    History {
+        step_ms: 5_000,
+        points: vec![HistoryPoint {
+            at_ms: 1_699_999_990_000,
+            ram: Some(Gauge { used: 20 * GIB, total: 64 * GIB }),
+            swap: Some(Gauge { used: 0, total: 8 * GIB }),
+            vram: None,
+            gtt: None,
+            scratch: Some(Gauge { used: GIB, total: 500 * GIB }),
+            ahead: Amounts { vram: 0, ram: 2 * GIB, swap: 0, scratch: 0 },
+        }],
+    }
+}
+
+#[tokio::test]
+async fn the_governor_history_is_served_for_the_chart() {
+    let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
+    let f = fixture(Some(gov.dir().to_path_buf())).await;
+    let (status, body) = send(&f.app, get_req("/api/v1/resources/history", Some(&f.cookie))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["available"], true, "{body}");
+    let back: History = serde_json::from_value(body["history"].clone()).unwrap();
+    assert_eq!(back, canned_history());
+    // No governor: unavailable, with the reason.
+    let f = fixture(None).await;
+    let (status, body) = send(&f.app, get_req("/api/v1/resources/history", Some(&f.cookie))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["available"], false);
+    assert!(body["detail"].as_str().unwrap().contains("not started by `labfy up`"), "{body}");
+}
+
 #[tokio::test]
 async fn the_governor_state_is_served_as_it_answered() {
     let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
@@ -218,7 +251,7 @@ async fn the_governor_state_is_served_as_it_answered() {
     let back: GovernorState = serde_json::from_value(body["state"].clone()).unwrap();
     assert_eq!(back, canned_state());
     assert_eq!(body["state"]["sample"]["gpus"][0]["vendor"], "amd");
-    assert_eq!(body["state"]["decisions"][0]["admitted"], false);
+    assert_eq!(body["state"]["decisions"][0]["outcome"], "refused");
     assert_eq!(body["state"]["reservations"][0]["kind"], "model");
     // Answers are reused for at most GOVERNOR_STATE_TTL, then asked again.
     let asked = gov.asked.load(Ordering::SeqCst);

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use labfy_core::ErrorKind;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{
-    Amounts, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
+    Amounts, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
 };
 
 use crate::cli::Failure;
@@ -201,7 +201,13 @@ pub fn render(s: &GovernorState) -> String {
     }
     let _ = writeln!(out, "\nadmission log (latest last):");
     for d in &s.decisions {
-        let verdict = if d.admitted { "ADMITTED" } else { "refused/ended" };
+        let verdict = match d.outcome {
+            DecisionOutcome::Admitted => "ADMITTED",
+            DecisionOutcome::Refused => "REFUSED",
+            DecisionOutcome::Released => "released",
+            DecisionOutcome::Lapsed => "lease lapsed",
+            DecisionOutcome::Stopped => "STOPPED",
+        };
         let blocked =
             if d.blocked_by.is_empty() { String::new() } else { format!(" [blocked by: {}]", d.blocked_by.join(", ")) };
         let _ = writeln!(out, "  {} {} {verdict}: {}{blocked}", d.at_ms, d.owner, d.reason);

@@ -1,6 +1,8 @@
 //! `GET /api/v1/resources`: the Resource Governor's state (SPEC Q5) for the
 //! UI's live chart — samples, reservations, the admission log, the local
-//! model — asked over the governor's service socket.
+//! model — asked over the governor's service socket; `GET
+//! /api/v1/resources/history`: the governor's last hour of points, which the
+//! chart starts from (SPEC U6).
 //!
 //! An absent, silent or failing governor is a normal answer (`200`,
 //! `available: false` with one line saying why), never a 5xx: the server runs
@@ -17,7 +19,16 @@ use crate::state::{AppState, GovernorView};
 
 /// The resources route (the session is checked before, by `security::guard`).
 pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/resources", get(resources))
+    Router::new().route("/api/v1/resources", get(resources)).route("/api/v1/resources/history", get(history))
+}
+
+/// `{available: true, history: {step_ms, points}}` or `{available: false,
+/// detail}` (SPEC U6): the chart's past, kept by the governor.
+async fn history(State(st): State<AppState>) -> Json<Value> {
+    match st.governor_history().await {
+        Ok(h) => Json(json!({"available": true, "history": h})),
+        Err(detail) => Json(json!({"available": false, "detail": detail})),
+    }
 }
 
 /// `{available: true, state}` or `{available: false, detail}`.
