@@ -25,7 +25,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use labfy_ipc::messages::governor::{
-    Amounts, Decision, DecisionOutcome, Gauge, History, HistoryPoint, Refusal, Reservation, ReservationKind, Sample,
+    Amounts, Decision, DecisionOutcome, Gauge, GpuSample, History, HistoryPoint, Refusal, Reservation, ReservationKind,
+    Sample,
 };
 
 /// Decisions kept for the log (oldest dropped first).
@@ -483,10 +484,11 @@ impl Ledger {
 /// the reservations hold ahead of their runs' measured peaks.
 fn history_point(sample: &Sample, reservations: &[Entry]) -> HistoryPoint {
     let gauge = |used: u64, total: u64| (total > 0).then_some(Gauge { used, total });
-    let sum = |f: &dyn Fn(&labfy_ipc::messages::governor::GpuSample) -> (Option<u64>, Option<u64>)| {
+    // The GPUs whose figure was read, summed.
+    let sum = |pick: fn(&GpuSample) -> (Option<u64>, Option<u64>)| {
         let mut out: Option<Gauge> = None;
         for g in &sample.gpus {
-            if let (Some(used), Some(total)) = f(g) {
+            if let (Some(used), Some(total)) = pick(g) {
                 let acc = out.get_or_insert(Gauge { used: 0, total: 0 });
                 acc.used += used;
                 acc.total += total;
@@ -506,8 +508,8 @@ fn history_point(sample: &Sample, reservations: &[Entry]) -> HistoryPoint {
         at_ms: sample.at_ms,
         ram: gauge(sample.host.ram_used, sample.host.ram_total),
         swap: gauge(sample.host.swap_used, sample.host.swap_total),
-        vram: sum(&|g| (g.vram_used, g.vram_total)),
-        gtt: sum(&|g| (g.gtt_used, g.gtt_total)),
+        vram: sum(|g| (g.vram_used, g.vram_total)),
+        gtt: sum(|g| (g.gtt_used, g.gtt_total)),
         scratch: sample.scratch.as_ref().and_then(|s| gauge(s.labfy_used, s.total)),
         ahead,
     }
