@@ -815,11 +815,12 @@ async function scenarioAgentDemo({ page, base }) {
     risk: e.querySelector('[data-testid="agent-tool-risk"]')?.textContent ?? '',
   })));
   assert(tools.length === 16, `catalog lists ${tools.length} tools`);
-  assert(tools.every((x) => ['low', 'medium', 'high'].includes(x.risk)), `risk levels: ${JSON.stringify(tools.map((x) => x.risk))}`);
+  // Risk levels in French (SPEC U4), the level itself in data-risk.
+  assert(tools.every((x) => ['faible', 'moyen', 'élevé'].includes(x.risk)), `risk levels: ${JSON.stringify(tools.map((x) => x.risk))}`);
   const webFetch = tools.find((x) => x.tool === 'web.fetch');
   assert(webFetch && webFetch.availability === 'UNAVAILABLE' && webFetch.reason.length > 0,
     `web.fetch should be UNAVAILABLE with a reason: ${JSON.stringify(webFetch)}`);
-  assert(tools.find((x) => x.tool === 'research.prepare')?.risk === 'medium', 'research.prepare is not shown as medium');
+  assert(tools.find((x) => x.tool === 'research.prepare')?.risk === 'moyen', 'research.prepare is not shown as « moyen »');
 
   const { requestId } = await runAgentTurn(page, AGENT_QUESTION);
 
@@ -856,14 +857,19 @@ async function scenarioAgentDemo({ page, base }) {
   const q = (await textOf(page, tid('agent-review-question'))).trim();
   assert(q === AGENT_QUESTION, `review question is ${JSON.stringify(q)}`);
   assert((await textOf(page, tid('agent-review-exclusions'))).trim() === 'aucune', 'empty exclusions are not shown as "aucune"');
-  assert((await textOf(page, tid('agent-review-risk'))).trim() === 'medium', 'review risk level is not "medium"');
+  assert((await textOf(page, tid('agent-review-risk'))).trim() === 'moyen', 'review risk level is not « moyen »');
+  assert(await page.getAttribute(tid('agent-review-risk'), 'data-risk') === 'medium', 'review risk level is not medium');
+  // What granting would do is outbound: shown as « élevé » (SPEC U5, R6).
+  assert((await textOf(page, tid('agent-review-outbound-risk'))).trim() === 'élevé', 'the campaign risk is not « élevé »');
   const fp = (await textOf(page, tid('agent-review-fingerprint'))).trim();
   const fpFull = await page.getAttribute(tid('agent-review-fingerprint'), 'title');
   assert(/^[0-9a-f]{16}$/.test(fp), `fingerprint prefix is ${JSON.stringify(fp)}`);
   assert(/^[0-9a-f]{64}$/.test(fpFull ?? '') && fpFull.startsWith(fp), `full fingerprint (title) is ${JSON.stringify(fpFull)}`);
   assert((await textOf(page, tid('agent-review-requested-by'))).trim() === 'agent:demo', 'requested_by is not agent:demo');
-  const selection = await page.$$eval(`${tid('agent-review-selection')} ${tid('agent-ref')}`, (els) => els.map((e) => e.dataset.ref));
+  const selection = await page.$$eval(`${tid('agent-review-selection')} ${tid('agent-ref')}`, (els) => els.map((e) => [e.dataset.ref, e.textContent]));
   assert(selection.length >= 1, 'review shows no selection');
+  // By title, not by id (SPEC U5); the id stays in the link's tooltip.
+  assert(selection.every(([ref, text]) => text && text !== ref && !/^(evidence|entity):/.test(text)), `selection shown by id: ${JSON.stringify(selection)}`);
   assert(!(await page.isVisible(tid('agent-resume'))), 'Reprendre is offered before any decision');
 
   // A result card shows its object_refs; an evidence ref opens the reader.
@@ -913,6 +919,9 @@ async function scenarioAgentDemo({ page, base }) {
   assert(JSON.stringify(shownRefs) === JSON.stringify(done.body.summary_refs), `summary refs shown ${JSON.stringify(shownRefs)} vs ${JSON.stringify(done.body.summary_refs)}`);
   await page.waitForSelector(`${tid('agent-review-campaign')}[data-status="COMPLETED"]`, { timeout: STEP_TIMEOUT_MS });
 
+  // The runner's end line, in French; its own words in the tooltip.
+  const synth = await textOf(page, tid('campaign-detail'));
+  assert(/^Campagne synthétique \(SPECIMEN\) : \d+ pages écrites, \d+ hors budget, aucun accès au réseau\.$/.test(synth), `campaign detail: ${synth}`);
   // The overview was refreshed: the campaign's synthetic pages are evidence now.
   await page.waitForFunction((n) => {
     const el = document.querySelector('[data-testid="count-evidence"]');
@@ -923,9 +932,17 @@ async function scenarioAgentDemo({ page, base }) {
     `after the grant: ${granted2.body.request.status}, active ${granted2.body.request.grant_active}`);
 
   await waitAgentIdle(page);
-  const shot = path.join(outDir, 'agent-demo.png');
-  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
-  screenshots.push(shot);
+  // The drawer is fixed to the window: shots of the window, at the top of
+  // the review and at its summary, at 1440×900 and 1024×700.
+  for (const [w, hgt, name, at] of [[1440, 900, 'agent-demo.png', 'agent-review'], [1440, 900, 'agent-demo-summary.png', 'agent-summary-box'],
+    [1024, 700, 'agent-demo-1024.png', 'agent-review']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await page.$eval(tid(at), (el) => el.scrollIntoView({ block: 'start' }));
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
   await assertNothingActive(page, 'agent demo flow');
   assertNoNewEvents(before);
 }
@@ -1681,7 +1698,8 @@ async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
   }
   await waitAgentIdle(page);
   const shot = path.join(outDir, 'agent-local.png');
-  await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
+  await page.$eval(tid('agent-activity-box'), (el) => el.scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shot);
   await assertNothingActive(page, 'local model: hostile final answer');
   assertNoNewEvents(before);
@@ -2182,7 +2200,7 @@ const SCENARIOS = [
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
-  ['agent demo flow (plan, tool cards, review: risk medium and fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
+  ['agent demo flow (plan, tool cards, review: selection by title, risk « moyen », campaign « élevé », fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost, { agent: true }],
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel, { agent: true }],

@@ -397,6 +397,13 @@ const I18N = {
     agent_tool_AVAILABLE: 'disponible',
     agent_tool_UNAVAILABLE: 'indisponible',
     agent_risk_title: 'Niveau de risque déclaré par l’outil',
+    agent_review_outbound_risk: 'Risque de la campagne',
+    agent_review_outbound_title: 'Récupérer des pages est une action sortante, observable par les sites interrogés',
+    agent_review_outbound_why: 'sortante : chaque adresse accordée sera demandée via Tor, observable par le site qui la sert.',
+    agent_review_tech: 'Références techniques',
+    risk_low: 'faible',
+    risk_medium: 'moyen',
+    risk_high: 'élevé',
     agent_summary: 'Synthèse de l’agent',
     agent_review: 'Autorisation requise',
     agent_review_loading: 'Chargement de la demande…',
@@ -414,6 +421,8 @@ const I18N = {
     camp_detail_governor: 'Arrêtée par le gouverneur de ressources (détail au survol).',
     camp_detail_tor: 'Tor indisponible : rien n’a été récupéré en clair (détail au survol).',
     camp_detail_refused: 'Refusée par le gouverneur de ressources (détail au survol).',
+    camp_detail_synthetic: 'Campagne synthétique (SPECIMEN) : {done} pages écrites, {over} hors budget, aucun accès au réseau.',
+    camp_detail_synthetic_admitted: 'Campagne synthétique (SPECIMEN) : aucun accès au réseau.',
     agent_review_candidates: 'Adresses proposées',
     candidates_none: 'Aucune adresse trouvée dans la sélection : indiquez vous-même celles à récupérer.',
     candidates_help: 'Trouvées dans la sélection et déjà reprises dans le formulaire ci-dessous : modifiez-les librement, seule votre liste finale sera autorisée.',
@@ -450,7 +459,7 @@ const I18N = {
     addr_benchmarking: 'réservée aux mesures de performance',
     onion_valid: 'adresse valide',
     onion_bad_checksum: 'somme de contrôle fausse',
-    agent_review_risk: 'Niveau de risque',
+    agent_review_risk: 'Risque de la préparation',
     agent_review_fingerprint: 'Empreinte du contrat',
     agent_review_fingerprint_stale: 'Le contrat de l’outil a changé depuis la préparation : cette demande est périmée.',
     agent_review_requested_by: 'Demandée par',
@@ -1030,6 +1039,13 @@ const I18N = {
     agent_tool_AVAILABLE: 'available',
     agent_tool_UNAVAILABLE: 'unavailable',
     agent_risk_title: 'Risk level the tool declares',
+    agent_review_outbound_risk: 'Campaign risk',
+    agent_review_outbound_title: 'Fetching pages is an outbound action, observable by the sites asked',
+    agent_review_outbound_why: 'outbound: each granted address will be asked for through Tor, observable by the site that serves it.',
+    agent_review_tech: 'Technical references',
+    risk_low: 'low',
+    risk_medium: 'medium',
+    risk_high: 'high',
     agent_summary: 'Agent summary',
     agent_review: 'Authorization required',
     agent_review_help: 'The agent prepared a web research. Nothing leaves the machine without your decision.',
@@ -1048,6 +1064,8 @@ const I18N = {
     camp_detail_governor: 'Stopped by the resource governor (details on hover).',
     camp_detail_tor: 'Tor unavailable: nothing was fetched in the clear (details on hover).',
     camp_detail_refused: 'Refused by the resource governor (details on hover).',
+    camp_detail_synthetic: 'Synthetic campaign (SPECIMEN): {done} pages written, {over} over budget, no network access.',
+    camp_detail_synthetic_admitted: 'Synthetic campaign (SPECIMEN): no network access.',
     agent_review_candidates: 'Proposed addresses',
     candidates_none: 'No address found in the selection: list the ones to fetch yourself.',
     candidates_help: 'Found in the selection and already copied into the form below: edit them freely, only your final list is granted.',
@@ -1084,7 +1102,7 @@ const I18N = {
     addr_benchmarking: 'reserved for benchmarking',
     onion_valid: 'valid address',
     onion_bad_checksum: 'wrong checksum',
-    agent_review_risk: 'Risk level',
+    agent_review_risk: 'Preparation risk',
     agent_review_fingerprint: 'Contract fingerprint',
     agent_review_fingerprint_stale: 'The tool’s contract changed since the request was prepared: this request is void.',
     agent_review_requested_by: 'Requested by',
@@ -3466,9 +3484,40 @@ function fingerprintEl(fp, testid) {
   return h('code', { class: 'hash', testid, title: full, dataset: { full }, text: full.slice(0, FINGERPRINT_PREFIX) });
 }
 
-function riskPill(level, testid) {
+// A risk level in the chosen language (SPEC U4); the level itself stays in
+// `data-risk` for scripts.
+function riskPill(level, testid, title = t('agent_risk_title')) {
   const l = String(level ?? '?');
-  return h('span', { class: `pill risk risk-${cssToken(l)}`, testid, title: t('agent_risk_title'), text: l });
+  return h('span', { class: `pill risk risk-${cssToken(l)}`, testid, title, dataset: { risk: l }, text: enumLabel('risk', l) });
+}
+
+// The selection by title (SPEC U5): each reference's label, read once from
+// the graph and kept while the page lives; the id until it is known.
+const refLabels = new Map();
+async function loadRefLabels(refs) {
+  const missing = (Array.isArray(refs) ? refs : []).map(String)
+    .filter((r) => !refLabels.has(r) && (refKind(r) === 'evidence' || refKind(r) === 'entity'));
+  if (missing.length === 0) return false;
+  await Promise.all(missing.map(async (r) => {
+    try {
+      const node = await api(`/api/v1/graph/nodes/${seg(r)}`);
+      refLabels.set(r, { label: String(node.label ?? r), kind: displayKind(node) });
+    } catch {
+      refLabels.set(r, { label: r, kind: '' });
+    }
+  }));
+  return true;
+}
+
+function selectionList(refs, testid) {
+  const items = Array.isArray(refs) ? refs.map(String) : [];
+  if (items.length === 0) return h('span', { class: 'muted', testid, text: t('agent_result_none') });
+  return h('ul', { class: 'agent-selection', testid }, items.map((r) => {
+    const known = refLabels.get(r);
+    return h('li', null,
+      labelLink(r, known ? known.label : r, 'agent-ref'),
+      known && known.kind ? h('span', { class: `kind kind-${cssToken(known.kind)}`, text: enumLabel('kind', known.kind) }) : null);
+  }));
 }
 
 function statusPill(prefix, value, testid) {
@@ -3968,6 +4017,8 @@ async function loadReview(force = false) {
     } else if (isRealWorkspace() && grantId && campaignStatus(request)) {
       fetchLog = await api(`/api/v1/grants/${seg(grantId)}/fetch-log`).catch(() => null);
     }
+    // The selection's titles (read once each; a failure leaves the id).
+    if (request) await loadRefLabels(request.selection);
     if (gen !== agent.gen) return;
     Object.assign(agent.review, { loading: false, request, fingerprint, risk, confirmation, fetchLog });
     if (request && request.status === 'PENDING' && !agent.review.prefilled) {
@@ -4373,10 +4424,9 @@ function renderReview() {
   const stale = rv.fingerprint && r.contract_fingerprint && rv.fingerprint !== r.contract_fingerprint;
   const c = r.campaign && typeof r.campaign === 'object' ? r.campaign : null;
   const rows = [
-    [t('agent_review_id'), h('code', { class: 'hash', text: r.id ?? rv.id }), 'agent-review-id'],
     [t('agent_review_status'), statusPill('req', r.status, 'agent-review-request-status'), 'agent-review-status-row'],
     [t('agent_review_question'), h('span', { class: 'agent-question-text', text: r.question ?? '' }), 'agent-review-question'],
-    [t('agent_review_selection'), refList(r.selection, 'agent-review-selection'), 'agent-review-selection-row'],
+    [t('agent_review_selection'), selectionList(r.selection, 'agent-review-selection'), 'agent-review-selection-row'],
     [t('agent_review_exclusions'), exclusions.length
       ? h('ul', { class: 'agent-exclusion-list' }, exclusions.map((x) => h('li', { text: x })))
       : h('span', { class: 'muted', text: t('agent_review_none') }), 'agent-review-exclusions'],
@@ -4385,19 +4435,29 @@ function renderReview() {
     rows.push([t('agent_review_candidates'), candidatesEl(r.candidates, pending), 'agent-review-candidates-row']);
   }
   rows.push(
+    // What granting does: fetch pages through Tor — outbound and observable
+    // by the sites asked (SPEC R6), whatever the preparing tool declared.
+    [t('agent_review_outbound_risk'), h('span', null,
+      riskPill('high', 'agent-review-outbound-risk', t('agent_review_outbound_title')), ' ',
+      h('span', { class: 'muted small', text: t('agent_review_outbound_why') })), 'agent-review-outbound-row'],
     [t('agent_review_risk'), riskPill(rv.risk ?? agent.riskHint, 'agent-review-risk'), 'agent-review-risk-row'],
-    [t('agent_review_fingerprint'), h('span', null,
-      fingerprintEl(r.contract_fingerprint, 'agent-review-fingerprint'),
-      stale ? h('span', { class: 'error-box agent-stale', testid: 'agent-review-stale', text: t('agent_review_fingerprint_stale') }) : null),
-    'agent-review-fingerprint-row'],
     [t('agent_review_requested_by'), h('span', { text: r.requested_by ?? '' }), 'agent-review-requested-by'],
     [t('agent_review_created'), timeEl(r.created_at), 'agent-review-created'],
   );
+  if (stale) rows.push([t('agent_review_fingerprint'), h('span', { class: 'error-box agent-stale', testid: 'agent-review-stale', text: t('agent_review_fingerprint_stale') }), 'agent-review-stale-row']);
   if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
   const confirming = Boolean(rv.confirmation) && Boolean(c) && campaignStatus(r) === 'PENDING';
   if (c) rows.push([t('agent_review_campaign'), renderCampaign(c, { confirming: confirming && rv.confirmation.phase === 'PROPOSED' }), 'agent-review-campaign-row']);
   if (confirming) details.append(confirmBox(rv.confirmation));
   details.append(dl(rows, 'agent-review-meta'));
+  // The references an audit needs, out of the way (SPEC U5: the screen
+  // speaks in titles).
+  details.append(h('details', { class: 'agent-tech', testid: 'agent-review-tech' },
+    h('summary', { text: t('agent_review_tech') }),
+    dl([
+      [t('agent_review_id'), h('code', { class: 'hash', text: r.id ?? rv.id }), 'agent-review-id'],
+      [t('agent_review_fingerprint'), fingerprintEl(r.contract_fingerprint, 'agent-review-fingerprint'), 'agent-review-fingerprint-row'],
+    ])));
   if (rv.fetchLog && c && !confirming) details.append(fetchLogBox(rv.fetchLog));
   if (resumable && waiting) details.append(h('p', { class: 'muted small', testid: 'agent-resume-wait', text: t('agent_resume_after_campaign') }));
 }
@@ -4490,10 +4550,15 @@ const CAMPAIGN_DETAILS = [
   [/^stopped by the resource governor: /, () => t('camp_detail_governor')],
   [/^Tor unavailable: .*; nothing was fetched in clear$/, () => t('camp_detail_tor')],
   [/^refused by the governor: /, () => t('camp_detail_refused')],
+  [/^synthetic campaign \(SPECIMEN\): (\d+) pages written, (\d+) over budget, no network$/,
+    (m) => t('camp_detail_synthetic', { done: fmtNumber(Number(m[1])), over: fmtNumber(Number(m[2])) })],
+  [/^synthetic campaign \(SPECIMEN\): no network$/, () => t('camp_detail_synthetic_admitted')],
 ];
 
 function campaignDetail(raw) {
-  const known = lang === 'fr' ? CAMPAIGN_DETAILS.find(([re]) => re.test(raw)) : null;
+  // In either language, a sentence of the catalogue (SPEC U4); the
+  // runner's own line in the tooltip.
+  const known = CAMPAIGN_DETAILS.find(([re]) => re.test(raw)) ?? null;
   const text = known ? known[1](raw.match(known[0])) : raw;
   return h('p', { class: 'small muted camp-detail', testid: 'campaign-detail', title: known ? raw : null, dataset: { raw }, text });
 }
@@ -4541,9 +4606,11 @@ function renderCampaign(c, { confirming = false } = {}) {
       h('td', { class: 'num', text: fmtNumber(countOf(it.bytes)) }),
       h('td', null, link));
   });
-  const table = rows.length ? resTable('campaign-items',
+  // Scrolled sideways where it is narrower than its columns (the drawer),
+  // never clipped (SPEC U7).
+  const table = rows.length ? h('div', { class: 'table-wrap' }, resTable('campaign-items',
     ['camp_col_pos', 'camp_col_url', 'camp_col_status', 'camp_col_http', 'camp_col_bytes', 'camp_col_evidence'],
-    rows, [0, 3, 4]) : null;
+    rows, [0, 3, 4])) : null;
   return h('div', { class: 'camp', testid: 'campaign', dataset: { status, live: String(CAMPAIGN_LIVE.has(status)) } },
     head, campaignBar(done, failed, rest), progress, detail, table);
 }
