@@ -2191,6 +2191,70 @@ async function scenarioLists({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// Accessibility (SPEC U7): axe-core (a test dependency, run in the page
+// through the DevTools protocol, so the CSP is not loosened) on every view,
+// with the agent's drawer open on its review; no serious or critical
+// violation. Printed per view; the failure names rule, impact and targets.
+const AXE_SOURCE = fs.readFileSync(path.join(HERE, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+
+async function axeViolations(page, where) {
+  await page.evaluate(AXE_SOURCE);
+  const found = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')), count: v.nodes.length }));
+  });
+  const bad = found.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  console.log(`# axe ${where}: ${found.length} rule(s) violated, ${bad.length} serious or critical${found.length ? ` (${found.map((v) => `${v.id}:${v.impact}×${v.count}`).join(', ')})` : ''}`);
+  return bad;
+}
+
+async function scenarioAccessibility({ page, base }) {
+  const before = eventCounts();
+  const failures = [];
+  const check = async (where) => {
+    for (const v of await axeViolations(page, where)) {
+      const line = `${where}: ${v.id} (${v.impact}) ×${v.count} at ${v.targets.join(' | ')}`;
+      console.log(`#   ${line}`);
+      failures.push(line);
+    }
+  };
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await openOverview(page, base);
+  await check('overview');
+  const top = await page.getAttribute(`${tid('top-entity')} >> nth=0`, 'href');
+  await page.goto(`${base}/${top}`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'node');
+  await page.waitForSelector(`${tid('graph-panel')}[data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
+  await check('entity (graph)');
+  const ev = await page.getAttribute(`${tid('neighbour')}[data-kind="evidence"] >> nth=0`, 'href');
+  await page.goto(`${base}/${ev}`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'evidence');
+  await check('evidence');
+  await page.click(tid('evidence-provenance-link'));
+  await waitView(page, 'provenance');
+  await check('provenance');
+  for (const list of ['evidence', 'entities', 'relations']) {
+    await page.goto(`${base}/#/list/${list}`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+    await waitView(page, 'list');
+    await check(`list ${list}`);
+  }
+  await page.goto(`${base}/#/cases`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'cases');
+  await check('cases');
+  await openOverview(page, base);
+  const panel = tid('resources-panel');
+  if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid="resources-chart"]')?.dataset.points) >= 1, null, { timeout: STEP_TIMEOUT_MS });
+  await check('resources');
+  await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+  await setAgentDrawer(page, true);
+  await check('agent drawer');
+  await setAgentDrawer(page, false);
+  assert(failures.length === 0, `${failures.length} serious or critical accessibility violation(s), listed above: ${failures[0] ?? ''}`);
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -2200,6 +2264,7 @@ const SCENARIOS = [
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
+  ['accessibility: axe-core on every view and the agent drawer, no serious or critical violation (U7)', scenarioAccessibility],
   ['agent demo flow (plan, tool cards, review: selection by title, risk « moyen », campaign « élevé », fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost, { agent: true }],
