@@ -781,14 +781,14 @@ async function requestState(page, requestId) {
 
 // Refuses the pending request through the form, resumes the turn and waits
 // for its summary (the turn ends; the panel stops polling).
-async function refuseAndResume(page, reason) {
+async function refuseAndResume(page, reason, refusedWord = 'refusée') {
   await page.fill(tid('agent-refuse-reason'), reason, { timeout: STEP_TIMEOUT_MS });
   await page.click(tid('agent-refuse'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${tid('agent-review')}[data-request-status="REFUSED"]`, { timeout: STEP_TIMEOUT_MS });
   await page.click(tid('agent-resume'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${agentPanel}[data-turn-status="COMPLETED"] ${tid('agent-summary-box')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
   const summary = await textOf(page, tid('agent-summary'));
-  assert(summary.includes('refusée'), `summary after a refusal: ${summary}`);
+  assert(summary.includes(refusedWord), `summary after a refusal: ${summary}`);
   assert(summary.includes(reason), `summary does not carry the reason: ${summary}`);
 }
 
@@ -2255,6 +2255,27 @@ async function scenarioAccessibility({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// The demo agent in English (SPEC U4): a turn started in English plans in
+// English; refused, its summary is English too.
+async function scenarioAgentEnglish({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.documentElement.lang === 'en', null, { timeout: STEP_TIMEOUT_MS });
+  try {
+    await runAgentTurn(page, 'Which links between the companies and the domains?');
+    const steps = await page.$$eval(`${tid('agent-plan')} li`, (els) => els.map((e) => e.textContent));
+    assert(steps.some((x) => x.includes("Read the investigation's overview")), `plan: ${JSON.stringify(steps)}`);
+    assert(!steps.some((x) => /Lire|Chercher|Préparer/.test(x)), `French in the English plan: ${JSON.stringify(steps)}`);
+    await refuseAndResume(page, 'Not now', 'refused by the analyst');
+    assert((await textOf(page, tid('agent-summary'))).includes('No request left the machine'), 'the summary is not English');
+  } finally {
+    await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+    await page.waitForFunction(() => document.documentElement.lang === 'fr', null, { timeout: STEP_TIMEOUT_MS });
+  }
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
   ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
@@ -2268,6 +2289,7 @@ const SCENARIOS = [
   ['agent demo flow (plan, tool cards, review: selection by title, risk « moyen », campaign « élevé », fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost, { agent: true }],
+  ['agent in English: the demo agent plans and sums up in the analyst’s language (U4)', scenarioAgentEnglish, { agent: true }],
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel, { agent: true }],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
   ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost, { agent: true }],

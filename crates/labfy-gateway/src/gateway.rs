@@ -220,6 +220,7 @@ impl AgentGateway {
             status: TurnStatus::Running,
             question: question.to_owned(),
             exclusions: req.exclusions.clone(),
+            lang: req.lang,
             investigation_id: investigation,
             calls: 0,
             result_ids: Vec::new(),

@@ -219,6 +219,18 @@ pub struct EventPage {
     pub missed: bool,
 }
 
+/// The language the analyst works in (the UI's choice, SPEC U4): the demo
+/// agent plans and sums up in it. French unless said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lang {
+    /// Français (the default).
+    #[default]
+    Fr,
+    /// English.
+    En,
+}
+
 /// Who drives a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -259,6 +271,8 @@ pub struct Turn {
     pub question: String,
     /// Exclusions the analyst asked for.
     pub exclusions: Vec<String>,
+    /// The analyst's language: the demo agent's plan and summary are in it.
+    pub lang: Lang,
     /// The investigation.
     pub investigation_id: ObjectRef,
     /// Calls made so far.
@@ -296,4 +310,7 @@ pub struct NewTurn {
     /// `demo` (default) or `manual`.
     #[serde(default)]
     pub mode: Option<TurnMode>,
+    /// The analyst's language (`fr` by default).
+    #[serde(default)]
+    pub lang: Lang,
 }

@@ -151,6 +151,7 @@ impl Fx {
                     investigation_id: None,
                     exclusions: vec![],
                     mode: Some(TurnMode::Manual),
+                    lang: Lang::Fr,
                 },
             )
             .unwrap()
@@ -682,8 +683,10 @@ fn call_envelopes_and_new_turns_are_closed_and_bounded() {
     assert!(serde_json::from_value::<NewTurn>(json!({"question": "q", "approve": true})).is_err());
 
     let turn_with = |question: String, exclusions: Vec<String>| {
-        fx.gw
-            .open_turn(fx.spec, &NewTurn { question, investigation_id: None, exclusions, mode: Some(TurnMode::Manual) })
+        fx.gw.open_turn(
+            fx.spec,
+            &NewTurn { question, investigation_id: None, exclusions, mode: Some(TurnMode::Manual), lang: Lang::Fr },
+        )
     };
     assert!(matches!(turn_with("q".repeat(513), vec![]), Err(GatewayError::Invalid(_))));
     assert!(matches!(turn_with("   ".into(), vec![]), Err(GatewayError::Invalid(_))));
@@ -784,6 +787,7 @@ fn references_resolve_exactly_in_the_current_workspace() {
         investigation_id: Some(fx.real_inv.to_string()),
         exclusions: vec![],
         mode: Some(TurnMode::Manual),
+        lang: Lang::Fr,
     };
     assert!(matches!(fx.gw.open_turn(fx.spec, &other), Err(GatewayError::NotFound(_))));
     let bare = NewTurn { investigation_id: Some(fx.spec_inv.id().to_string()), ..other };
@@ -1265,7 +1269,13 @@ fn demo(fx: &Fx, question: &str) -> Turn {
         .run_demo_turn(
             fx.spec,
             &fx.env,
-            &NewTurn { question: question.into(), investigation_id: None, exclusions: vec![], mode: None },
+            &NewTurn {
+                question: question.into(),
+                investigation_id: None,
+                exclusions: vec![],
+                mode: None,
+                lang: Lang::Fr,
+            },
         )
         .unwrap();
     assert_eq!(turn.status, TurnStatus::AuthorizationRequired, "demo turn: {:?}", turn.error);
@@ -1392,6 +1402,34 @@ fn a_revoked_grant_forbids_the_resume_and_a_refusal_ends_the_turn() {
 }
 
 #[test]
+fn the_demo_agent_plans_and_sums_up_in_the_analysts_language() {
+    // SPEC U4: an analyst working in English reads the demo agent in English.
+    for (lang, step, said, not) in [
+        (Lang::En, "Read the investigation's overview", "Research granted", "Recherche accordée"),
+        (Lang::Fr, "Lire la vue d'ensemble de l'enquête", "Recherche accordée", "Research granted"),
+    ] {
+        let fx = Fx::new();
+        let new =
+            NewTurn { question: DEMO_QUESTION.into(), investigation_id: None, exclusions: vec![], mode: None, lang };
+        let turn = fx.gw.run_demo_turn(fx.spec, &fx.env, &new).unwrap();
+        assert_eq!((turn.status, turn.lang), (TurnStatus::AuthorizationRequired, lang), "{:?}", turn.error);
+        let page = fx.all_events(fx.spec);
+        let plan = page.events.iter().rfind(|e| e.kind == EventType::PlanUpdated).unwrap();
+        assert_eq!(plan.payload["steps"][0], step, "{lang:?}");
+        let request = turn.research_request.unwrap();
+        fx.writer().grant_research(fx.spec.workspace, &request, &fx.decision()).unwrap();
+        let done = fx.gw.resume(fx.spec, &fx.env, turn.turn_id).unwrap();
+        let summary = done.summary.unwrap();
+        assert!(summary.starts_with(said) && !summary.contains(not), "{lang:?}: {summary}");
+    }
+    // Unsaid, it is French (the UI's default).
+    let new: NewTurn = serde_json::from_value(json!({"question": DEMO_QUESTION})).unwrap();
+    assert_eq!(new.lang, Lang::Fr);
+    let err = serde_json::from_value::<NewTurn>(json!({"question": DEMO_QUESTION, "lang": "de"})).unwrap_err();
+    assert!(err.to_string().contains("unknown variant `de`"), "{err}");
+}
+
+#[test]
 fn the_demo_agent_fails_cleanly_with_nothing_to_research() {
     let fx = Fx::new();
     // The REAL workspace's investigation has one short note and no entity.
@@ -1404,7 +1442,13 @@ fn the_demo_agent_fails_cleanly_with_nothing_to_research() {
         .run_demo_turn(
             scope,
             &fx.env,
-            &NewTurn { question: DEMO_QUESTION.into(), investigation_id: None, exclusions: vec![], mode: None },
+            &NewTurn {
+                question: DEMO_QUESTION.into(),
+                investigation_id: None,
+                exclusions: vec![],
+                mode: None,
+                lang: Lang::Fr,
+            },
         )
         .unwrap();
     assert_eq!(turn.status, TurnStatus::Failed);

@@ -133,16 +133,29 @@ impl AgentGateway {
         let turn = self.open_turn(scope, &new)?;
         let mut d = Driver { gw: self, scope, env, turn: turn.turn_id, investigation: turn.investigation_id, step: 0 };
         let terms = keywords(&turn.question);
-        let mut plan = vec![
-            "Lire la vue d'ensemble de l'enquête".to_owned(),
-            format!(
-                "Chercher dans les pièces : {}",
-                if terms.is_empty() { "(entités principales)".to_owned() } else { terms.join(", ") }
-            ),
-            "Ouvrir les pièces les plus pertinentes".to_owned(),
-            "Consulter l'état des recherches".to_owned(),
-            "Préparer une recherche web (décision humaine requise)".to_owned(),
-        ];
+        let fr = turn.lang == Lang::Fr;
+        let searched = if terms.is_empty() {
+            (if fr { "(entités principales)" } else { "(top entities)" }).to_owned()
+        } else {
+            terms.join(", ")
+        };
+        let mut plan = if fr {
+            vec![
+                "Lire la vue d'ensemble de l'enquête".to_owned(),
+                format!("Chercher dans les pièces : {searched}"),
+                "Ouvrir les pièces les plus pertinentes".to_owned(),
+                "Consulter l'état des recherches".to_owned(),
+                "Préparer une recherche web (décision humaine requise)".to_owned(),
+            ]
+        } else {
+            vec![
+                "Read the investigation's overview".to_owned(),
+                format!("Search the evidence: {searched}"),
+                "Open the most relevant evidence".to_owned(),
+                "Check the state of the research".to_owned(),
+                "Prepare a web research (a human decides)".to_owned(),
+            ]
+        };
         d.plan(&plan, 0);
         match self.demo_steps(&mut d, &turn, &terms, &mut plan) {
             Ok(()) => {}
@@ -189,7 +202,10 @@ impl AgentGateway {
                 break;
             }
         }
-        plan[2] = format!("Ouvrir les pièces les plus pertinentes ({} trouvées)", hits.len());
+        plan[2] = match turn.lang {
+            Lang::Fr => format!("Ouvrir les pièces les plus pertinentes ({} trouvées)", hits.len()),
+            Lang::En => format!("Open the most relevant evidence ({} found)", hits.len()),
+        };
         d.plan(plan, 2);
 
         for ev in hits.iter().take(DEMO_OPENED_EVIDENCE) {
@@ -262,12 +278,18 @@ impl AgentGateway {
         match stored.status.as_str() {
             "GRANTED" if stored.grant_active => {}
             "REFUSED" | "VOID" => {
-                let why = stored.decision_note.clone().unwrap_or_default();
-                let summary = format!(
-                    "La recherche préparée a été {} ({}). Aucune requête n'a quitté la machine.",
-                    if stored.status == "REFUSED" { "refusée par l'analyste" } else { "annulée (contrat modifié)" },
-                    truncate_chars(&why, 200)
-                );
+                let why = truncate_chars(&stored.decision_note.clone().unwrap_or_default(), 200);
+                let refused = stored.status == "REFUSED";
+                let summary = match turn.lang {
+                    Lang::Fr => format!(
+                        "La recherche préparée a été {} ({why}). Aucune requête n'a quitté la machine.",
+                        if refused { "refusée par l'analyste" } else { "annulée (contrat modifié)" }
+                    ),
+                    Lang::En => format!(
+                        "The prepared research was {} ({why}). No request left the machine.",
+                        if refused { "refused by the analyst" } else { "voided (the contract changed)" }
+                    ),
+                };
                 return self.finish(scope, turn_id, summary, vec![request]);
             }
             "GRANTED" => {
@@ -325,7 +347,7 @@ impl AgentGateway {
             return self.turn(scope, turn_id);
         }
         let data = artifact(&r).and_then(|v| v.get(0)).cloned().unwrap_or(Value::Null);
-        let (summary, refs) = summarize(&data, scope.class, request);
+        let (summary, refs) = summarize(&data, scope.class, request, turn.lang);
         self.finish(scope, turn_id, summary, refs)
     }
 
@@ -353,16 +375,23 @@ impl AgentGateway {
 }
 
 /// The final summary of a resumed turn, from the research state the gateway
-/// reread (in French, like the UI's default language).
-fn summarize(data: &Value, class: WorkspaceClass, request: ObjectRef) -> (String, Vec<ObjectRef>) {
+/// reread, in the analyst's language.
+fn summarize(data: &Value, class: WorkspaceClass, request: ObjectRef, lang: Lang) -> (String, Vec<ObjectRef>) {
+    let fr = lang == Lang::Fr;
     let campaign = data.get("campaign").filter(|c| !c.is_null());
     let grant = data.pointer("/grant/id").and_then(Value::as_str).unwrap_or("?");
     let mut refs = vec![request];
     if let Ok(g) = grant.parse() {
         refs.push(g);
     }
+    let granted = if fr { format!("Recherche accordée ({grant})") } else { format!("Research granted ({grant})") };
     let Some(c) = campaign else {
-        return (format!("Recherche accordée ({grant}), mais aucune campagne n'est enregistrée."), refs);
+        let text = if fr {
+            format!("{granted}, mais aucune campagne n'est enregistrée.")
+        } else {
+            format!("{granted}, but no campaign is recorded.")
+        };
+        return (text, refs);
     };
     let n = |k: &str| c.get(k).and_then(Value::as_i64).unwrap_or(0);
     let status = c.get("status").and_then(Value::as_str).unwrap_or("?");
@@ -375,40 +404,50 @@ fn summarize(data: &Value, class: WorkspaceClass, request: ObjectRef) -> (String
         refs.push(id);
     }
     refs.extend(evidence.iter().copied());
-    let question = data.get("question").and_then(Value::as_str).unwrap_or_default();
-    let text = match (class, status) {
-        (WorkspaceClass::Specimen, "COMPLETED") => format!(
-            "Recherche accordée ({grant}). La campagne synthétique (SPECIMEN, aucun réseau) est terminée : \
-             {} page(s) enregistrée(s) comme pièces avec leur provenance, {} en échec, {} octets. \
-             Question : « {} ». Les nouvelles pièces sont à vérifier par l'analyste.",
-            n("items_done"),
-            n("items_failed"),
-            n("bytes"),
-            truncate_chars(question, 200)
+    let question = truncate_chars(data.get("question").and_then(Value::as_str).unwrap_or_default(), 200);
+    let (done, failed, total, bytes) = (n("items_done"), n("items_failed"), n("items_total"), n("bytes"));
+    let text = match (class, status, fr) {
+        (WorkspaceClass::Specimen, "COMPLETED", true) => format!(
+            "{granted}. La campagne synthétique (SPECIMEN, aucun réseau) est terminée : {done} page(s) \
+             enregistrée(s) comme pièces avec leur provenance, {failed} en échec, {bytes} octets. \
+             Question : « {question} ». Les nouvelles pièces sont à vérifier par l'analyste."
         ),
-        (_, "COMPLETED") => format!(
-            "Recherche accordée ({grant}). La campagne via Tor est terminée : {} page(s) récupérée(s) et \
-             enregistrée(s) comme pièces avec leur provenance, {} en échec, {} octets reçus. Question : « {} ». \
-             Les nouvelles pièces viennent du web : données non fiables, à vérifier par l'analyste.",
-            n("items_done"),
-            n("items_failed"),
-            n("bytes"),
-            truncate_chars(question, 200)
+        (WorkspaceClass::Specimen, "COMPLETED", false) => format!(
+            "{granted}. The synthetic campaign (SPECIMEN, no network) is complete: {done} page(s) stored as \
+             evidence with their provenance, {failed} failed, {bytes} bytes. Question: “{question}”. The \
+             analyst should check the new evidence."
         ),
-        (_, "PENDING" | "ADMITTED" | "RUNNING") => format!(
-            "Recherche accordée ({grant}). La campagne est en cours ({status}) : {} page(s) enregistrée(s) sur {}, \
-             {} en échec. Reprenez ce tour quand elle sera terminée.",
-            n("items_done"),
-            n("items_total"),
-            n("items_failed"),
+        (_, "COMPLETED", true) => format!(
+            "{granted}. La campagne via Tor est terminée : {done} page(s) récupérée(s) et enregistrée(s) comme \
+             pièces avec leur provenance, {failed} en échec, {bytes} octets reçus. Question : « {question} ». \
+             Les nouvelles pièces viennent du web : données non fiables, à vérifier par l'analyste."
         ),
-        (_, other) => {
+        (_, "COMPLETED", false) => format!(
+            "{granted}. The campaign through Tor is complete: {done} page(s) fetched and stored as evidence \
+             with their provenance, {failed} failed, {bytes} bytes received. Question: “{question}”. The new \
+             evidence comes from the web: untrusted data, for the analyst to check."
+        ),
+        (_, "PENDING" | "ADMITTED" | "RUNNING", true) => format!(
+            "{granted}. La campagne est en cours ({status}) : {done} page(s) enregistrée(s) sur {total}, \
+             {failed} en échec. Reprenez ce tour quand elle sera terminée."
+        ),
+        (_, "PENDING" | "ADMITTED" | "RUNNING", false) => format!(
+            "{granted}. The campaign is under way ({status}): {done} page(s) of {total} stored, {failed} \
+             failed. Resume this turn once it has ended."
+        ),
+        (_, other, _) => {
             let detail = c.get("detail").and_then(Value::as_str).unwrap_or_default();
-            let kept = match n("items_done") {
-                0 => "Rien n'a été récupéré.".to_owned(),
-                done => format!("{done} page(s) enregistrée(s) avant l'arrêt, {} en échec.", n("items_failed")),
+            let kept = match (done, fr) {
+                (0, true) => "Rien n'a été récupéré.".to_owned(),
+                (0, false) => "Nothing was fetched.".to_owned(),
+                (_, true) => format!("{done} page(s) enregistrée(s) avant l'arrêt, {failed} en échec."),
+                (_, false) => format!("{done} page(s) stored before it stopped, {failed} failed."),
             };
-            format!("Recherche accordée ({grant}). La campagne s'est arrêtée ({other}) : {detail}. {kept}")
+            if fr {
+                format!("{granted}. La campagne s'est arrêtée ({other}) : {detail}. {kept}")
+            } else {
+                format!("{granted}. The campaign stopped ({other}): {detail}. {kept}")
+            }
         }
     };
     (text, refs)

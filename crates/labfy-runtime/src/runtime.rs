@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_gateway::protocol::{
-    CallContext, CallRequest, NewTurn, ResultStatus, ToolResult, Turn as GatewayTurn, TurnMode, TurnStatus,
+    CallContext, CallRequest, Lang, NewTurn, ResultStatus, ToolResult, Turn as GatewayTurn, TurnMode, TurnStatus,
 };
 use labfy_gateway::{AgentGateway, Environment, GatewayError, Scope, ToolId};
 use serde::Serialize;
@@ -156,6 +156,8 @@ pub struct RuntimeTurn {
     investigation_id: Option<String>,
     #[serde(skip)]
     exclusions: Vec<String>,
+    #[serde(skip)]
+    lang: Lang,
 }
 
 /// One runtime event (no prompt, no model text beyond a bounded line).
@@ -207,6 +209,10 @@ pub struct StartTurn {
     /// only: the demo agent follows its own fixed steps. Absent: all.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// The analyst's language (`fr` by default, SPEC U4): the demo agent's
+    /// plan and summary are written in it.
+    #[serde(default)]
+    pub lang: Lang,
 }
 
 /// Most tools a turn's `tools` may name (the catalog's size).
@@ -573,6 +579,7 @@ impl AgentRuntime {
             idempotency_key: key,
             investigation_id: req.investigation_id,
             exclusions: req.exclusions,
+            lang: req.lang,
         };
         g.turns.push_back(t.clone());
         g.cancels.insert(id, CancelToken::new());
@@ -819,6 +826,7 @@ impl AgentRuntime {
             investigation_id: t.investigation_id.clone(),
             exclusions: t.exclusions.clone(),
             mode: Some(TurnMode::Demo),
+            lang: t.lang,
         };
         match self.gw(move |g| g.run_demo_turn(scope, &env, &new)).await {
             Ok(turn) => {
@@ -880,6 +888,7 @@ impl AgentRuntime {
             investigation_id: t.investigation_id.clone(),
             exclusions: t.exclusions.clone(),
             mode: Some(TurnMode::LocalModel),
+            lang: t.lang,
         };
         let opened = match self.gw(move |g| g.open_turn(scope, &new)).await {
             Ok(o) => o,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use labfy_core::{ObjectRef, RefKind};
-use labfy_gateway::protocol::{EventType, TurnMode, TurnStatus};
+use labfy_gateway::protocol::{EventType, Lang, TurnMode, TurnStatus};
 use labfy_gateway::{AgentGateway, DEMO_AGENT_LABEL, DirectBackend, Environment, Scope, ToolId};
 use labfy_runtime::client::{Endpoint, LocalModelClient, ModelConfig};
 use labfy_runtime::protocol::CONTRACT;
@@ -370,6 +370,7 @@ fn start(rt: &AgentRuntime, fx: &Fx, scope: Scope, key: &str, question: &str) ->
             exclusions: vec![],
             idempotency_key: key.into(),
             tools: None,
+            lang: Lang::Fr,
         },
     )
     .unwrap()
@@ -981,6 +982,7 @@ async fn the_analyst_can_narrow_a_turns_tools_and_bad_lists_are_refused() {
         exclusions: vec![],
         idempotency_key: key.into(),
         tools: Some(tools.iter().map(|t| (*t).to_owned()).collect()),
+        lang: Lang::Fr,
     };
     let t = rt
         .start_turn(fx.spec, fx.env.clone(), narrowed("narrow", &["research.prepare", "investigation.get_overview"]))
@@ -1163,6 +1165,7 @@ async fn starting_is_idempotent_per_workspace() {
             exclusions: vec![],
             idempotency_key: "same-key".into(),
             tools: None,
+            lang: Lang::Fr,
         },
     );
     assert!(matches!(other, Err(RuntimeError::Conflict(_))), "{other:?}");
@@ -1188,6 +1191,7 @@ async fn starting_is_idempotent_per_workspace() {
                 exclusions: vec![],
                 idempotency_key: key.into(),
                 tools: None,
+                lang: Lang::Fr,
             },
         );
         assert!(matches!(r, Err(RuntimeError::Invalid(_))), "{question:?} {key:?}: {r:?}");
@@ -1216,6 +1220,7 @@ async fn the_queue_is_bounded_at_the_edge() {
             exclusions: vec![],
             idempotency_key: "over".into(),
             tools: None,
+            lang: Lang::Fr,
         },
     );
     assert!(matches!(full, Err(RuntimeError::Conflict(_))), "{full:?}");
@@ -1252,6 +1257,7 @@ async fn the_turn_table_is_bounded_at_the_edge_and_evicts_finished_turns_only() 
             exclusions: vec![],
             idempotency_key: "over".into(),
             tools: None,
+            lang: Lang::Fr,
         },
     );
     assert!(matches!(over, Err(RuntimeError::Conflict(_))), "{over:?}");
@@ -1422,6 +1428,7 @@ async fn close_cancels_what_is_live_and_refuses_new_turns() {
             exclusions: vec![],
             idempotency_key: "late".into(),
             tools: None,
+            lang: Lang::Fr,
         },
     );
     assert!(matches!(refused, Err(RuntimeError::Unavailable(_))), "{refused:?}");

@@ -3824,7 +3824,8 @@ async function agentStart(ev) {
   if (!question) return say('agent_question_missing', 'error');
   if (Array.from(question).length > AGENT_QUESTION_MAX) return say('agent_question_too_long', 'error', { n: AGENT_QUESTION_MAX });
   if (exclusions.length > AGENT_EXCLUSIONS_MAX) return say('agent_exclusions_too_many', 'error', { n: AGENT_EXCLUSIONS_MAX });
-  const body = { question, exclusions };
+  // The analyst's language: the demo agent plans and sums up in it (SPEC U4).
+  const body = { question, exclusions, lang };
   if (state.investigationId) body.investigation_id = state.investigationId;
   // Read only (a local model's turn): the catalog's read tools, nothing
   // that prepares, proposes or reaches out (SPEC M: the turn's `tools`).

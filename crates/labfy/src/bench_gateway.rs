@@ -16,7 +16,7 @@ use axum::http::{Request, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use labfy_core::ObjectRef;
-use labfy_gateway::protocol::{CallContext, CallRequest, NewTurn, TurnMode};
+use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, TurnMode};
 use labfy_gateway::{AgentGateway, DirectBackend, Environment, Scope};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db, listener};
@@ -80,6 +80,7 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
                 investigation_id: None,
                 exclusions: vec![],
                 mode: Some(TurnMode::Manual),
+                lang: Lang::Fr,
             };
             turn = gw.open_turn(scope, &new).map_err(fail)?.turn_id;
         }

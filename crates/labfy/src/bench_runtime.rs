@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use labfy_core::ObjectRef;
-use labfy_gateway::protocol::{CallContext, CallRequest, NewTurn, TurnMode};
+use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, TurnMode};
 use labfy_gateway::{AgentGateway, DirectBackend, Environment, Scope};
 use labfy_runtime::client::{ChatRequest, Endpoint, FORBIDDEN_PORT, LocalModelClient, ModelConfig, Readiness};
 use labfy_runtime::protocol::{self, Action, ProtocolError};
@@ -518,6 +518,7 @@ async fn runtime_round(
         investigation_id: None,
         exclusions: vec![],
         mode: Some(TurnMode::LocalModel),
+        lang: Lang::Fr,
     };
     let turn = fx.gateway.open_turn(fx.scope, &new).map_err(fail)?;
     let catalog = fx.gateway.catalog();
@@ -637,6 +638,7 @@ async fn turns(
                     exclusions: vec![],
                     idempotency_key: format!("bench-{constrained}-{i}"),
                     tools: None,
+                    lang: Lang::Fr,
                 },
             )
             .map_err(fail)?;
