@@ -117,5 +117,5 @@ fn resources_and_a_model_beside_the_server_that_follows_its_restart() {
     let state: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(state["reservations"].as_array().unwrap().len(), 0);
     let log = state["decisions"].as_array().unwrap();
-    assert!(log.iter().any(|d| d["admitted"] == true && d["owner"].as_str().unwrap().starts_with("model:")));
+    assert!(log.iter().any(|d| d["outcome"] == "admitted" && d["owner"].as_str().unwrap().starts_with("model:")));
 }
