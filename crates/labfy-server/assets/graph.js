@@ -53,6 +53,9 @@ const KIND_COLOURS = {
   file_hash: '#505a66',
 };
 const OTHER_COLOUR = '#5d6677';
+// The relation kinds a graph can hold (the store's, and co-mention).
+const RELATIONS = ['mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'linked_to',
+  'derived_from', 'co_mention'];
 
 let cytoscapeLoad = null;
 function loadCytoscape() {
@@ -321,17 +324,17 @@ export function egoGraph(ui, centerRef) {
     renderSummary();
   }
 
+  // What an expansion asks for while some kinds or links are hidden: every
+  // kind and link but those (so a kind not drawn yet still comes).
   function filterQuery() {
     const params = [];
-    const kinds = [...new Set(state.cy.nodes().not('.aggregate').map((n) => n.data('kind')))];
     if (state.hiddenKinds.size > 0) {
-      const keep = kinds.filter((k) => !state.hiddenKinds.has(k));
+      const keep = Object.keys(KIND_COLOURS).filter((k) => !state.hiddenKinds.has(k));
       if (keep.length > 0) params.push(`kinds=${encodeURIComponent(keep.join(','))}`);
     }
     if (state.hiddenRelations.size > 0) {
-      const rels = [...new Set(state.cy.edges().not('.aggregate').map((e) => e.data('kind')))]
-        .filter((r) => !state.hiddenRelations.has(r));
-      if (rels.length > 0) params.push(`relations=${encodeURIComponent(rels.join(','))}`);
+      const keep = RELATIONS.filter((r) => !state.hiddenRelations.has(r));
+      if (keep.length > 0) params.push(`relations=${encodeURIComponent(keep.join(','))}`);
     }
     return params;
   }
