@@ -852,6 +852,10 @@ async function scenarioAgentDemo({ page, base }) {
   assert(!counters.hidden && Number(counters.toolCalls) >= 5 && counters.driver === 'demo', `counters: ${JSON.stringify(counters)}`);
   assert(counters.text.includes('appels d’outils') && counters.text.includes(counters.toolCalls), `counters line: ${counters.text}`);
   assert((await textOf(page, tid('agent-turn-status'))).trim() === 'autorisation requise', 'the status pill does not say « autorisation requise »');
+  // The runtime's own lines in French too (SPEC U4).
+  const lines = await page.$$eval(`${tid('agent-activity-item')} .agent-activity-detail`, (els) => els.map((e) => e.textContent));
+  assert(lines.some((x) => /l’agent de démonstration a fait \d+ appels/.test(x)), `activity: ${JSON.stringify(lines.slice(0, 8))}`);
+  assert(!lines.some((x) => x.includes('through the gateway')), 'an English runtime line in French');
 
   // The review: what the agent asks for, in words, before anything happens.
   const q = (await textOf(page, tid('agent-review-question'))).trim();

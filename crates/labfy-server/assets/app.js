@@ -365,6 +365,15 @@ const I18N = {
     status_active: 'actif',
     agent_title: 'Agent',
     agent_close: 'Fermer',
+    rtd_demo_calls: 'l’agent de démonstration a fait {n} appels par la passerelle',
+    rtd_cancelled_by_analyst: 'annulé par l’analyste',
+    rtd_runtime_closed: 'le moteur d’agent s’est arrêté',
+    rtd_start: 'début',
+    rtd_resume: 'reprise',
+    rtd_driver_demo: 'agent de démonstration',
+    rtd_driver_local: 'modèle local',
+    rtd_answer_refused: 'réponse refusée : la synthèse est celle de la passerelle',
+    rtd_answer_none: 'pas de réponse : la synthèse est celle de la passerelle',
     nav_crumbs: 'Navigation',
     view_links: 'Liens de cette fiche',
     agent_needs_you: 'L’agent attend votre décision',
@@ -1021,6 +1030,15 @@ const I18N = {
     status_active: 'active',
     agent_title: 'Agent',
     agent_close: 'Close',
+    rtd_demo_calls: 'the demo agent made {n} calls through the gateway',
+    rtd_cancelled_by_analyst: 'cancelled by the analyst',
+    rtd_runtime_closed: 'the agent runtime closed',
+    rtd_start: 'start',
+    rtd_resume: 'resume',
+    rtd_driver_demo: 'demo agent',
+    rtd_driver_local: 'local model',
+    rtd_answer_refused: 'answer refused: the summary is the gateway’s',
+    rtd_answer_none: 'no answer: the summary is the gateway’s',
     nav_crumbs: 'Navigation',
     view_links: 'Links of this page',
     agent_needs_you: 'The agent is waiting for your decision',
@@ -4709,8 +4727,27 @@ function renderResult(entry) {
   return box;
 }
 
+// The runtime's fixed lines in the chosen language (SPEC U4); tool ids,
+// codes and reasons stay as written.
+const RUNTIME_DETAILS = [
+  [/^the demo agent made (\d+) calls through the gateway$/, (m) => t('rtd_demo_calls', { n: fmtNumber(Number(m[1])) })],
+  [/^cancelled by the analyst$/, () => t('rtd_cancelled_by_analyst')],
+  [/^the agent runtime closed$/, () => t('rtd_runtime_closed')],
+  [/^start$/, () => t('rtd_start')],
+  [/^resume$/, () => t('rtd_resume')],
+  [/^Demo$/, () => t('rtd_driver_demo')],
+  [/^LocalModel$/, () => t('rtd_driver_local')],
+  [/^refused: the resume summary is the gateway's$/, () => t('rtd_answer_refused')],
+  [/^no answer: the resume summary is the gateway's$/, () => t('rtd_answer_none')],
+];
+
+function runtimeDetail(raw) {
+  const known = RUNTIME_DETAILS.find(([re]) => re.test(raw));
+  return known ? known[1](raw.match(known[0])) : raw;
+}
+
 function eventDetail(ev) {
-  if (ev.source === 'runtime') return String(ev.detail ?? '');
+  if (ev.source === 'runtime') return runtimeDetail(String(ev.detail ?? ''));
   const p = ev.payload && typeof ev.payload === 'object' ? ev.payload : {};
   switch (ev.type) {
     case 'agent.turn.started':
