@@ -1416,6 +1416,10 @@ fn the_demo_agent_plans_and_sums_up_in_the_analysts_language() {
         let page = fx.all_events(fx.spec);
         let plan = page.events.iter().rfind(|e| e.kind == EventType::PlanUpdated).unwrap();
         assert_eq!(plan.payload["steps"][0], step, "{lang:?}");
+        // The purpose of each call too (the activity shows it).
+        let asked = page.events.iter().find(|e| e.kind == EventType::ToolRequested).unwrap();
+        let purpose = if lang == Lang::Fr { "vue d'ensemble" } else { "overview" };
+        assert_eq!(asked.payload["purpose"], purpose, "{lang:?}: {}", asked.payload);
         let request = turn.research_request.unwrap();
         fx.writer().grant_research(fx.spec.workspace, &request, &fx.decision()).unwrap();
         let done = fx.gw.resume(fx.spec, &fx.env, turn.turn_id).unwrap();

@@ -85,10 +85,13 @@ struct Driver<'g> {
     turn: Uuid,
     investigation: ObjectRef,
     step: u32,
+    lang: Lang,
 }
 
 impl Driver<'_> {
-    fn call(&mut self, tool: &str, input: Value, purpose: &str) -> Result<Arc<ToolResult>, GatewayError> {
+    /// A call, its purpose given in both languages (the turn's is kept).
+    fn call(&mut self, tool: &str, input: Value, purpose: (&str, &str)) -> Result<Arc<ToolResult>, GatewayError> {
+        let purpose = if self.lang == Lang::Fr { purpose.0 } else { purpose.1 };
         self.step += 1;
         self.gw.call_as(
             self.scope,
@@ -131,7 +134,15 @@ impl AgentGateway {
         let mut new = req.clone();
         new.mode = Some(TurnMode::Demo);
         let turn = self.open_turn(scope, &new)?;
-        let mut d = Driver { gw: self, scope, env, turn: turn.turn_id, investigation: turn.investigation_id, step: 0 };
+        let mut d = Driver {
+            gw: self,
+            scope,
+            env,
+            turn: turn.turn_id,
+            investigation: turn.investigation_id,
+            step: 0,
+            lang: turn.lang,
+        };
         let terms = keywords(&turn.question);
         let fr = turn.lang == Lang::Fr;
         let searched = if terms.is_empty() {
@@ -175,7 +186,11 @@ impl AgentGateway {
                 }
             }
         };
-        let overview = step(d.call("investigation.get_overview", json!({"investigation_id": inv}), "vue d'ensemble"))?;
+        let overview = step(d.call(
+            "investigation.get_overview",
+            json!({"investigation_id": inv}),
+            ("vue d'ensemble", "overview"),
+        ))?;
         let top_entity = refs_of(artifact(&overview), "/top_entities", "id").into_iter().next();
         let top_entity_name = artifact(&overview)
             .and_then(|v| v.pointer("/top_entities/0/name"))
@@ -195,7 +210,7 @@ impl AgentGateway {
             let r = step(d.call(
                 "investigation.search",
                 json!({"investigation_id": inv, "query": q, "limit": 5}),
-                "recherche",
+                ("recherche", "search"),
             ))?;
             hits = refs_of(artifact(&r), "/hits", "id");
             if !hits.is_empty() {
@@ -209,17 +224,25 @@ impl AgentGateway {
         d.plan(plan, 2);
 
         for ev in hits.iter().take(DEMO_OPENED_EVIDENCE) {
-            step(d.call("evidence.get_summary", json!({"evidence_id": ev.to_string()}), "résumé de pièce"))?;
+            step(d.call(
+                "evidence.get_summary",
+                json!({"evidence_id": ev.to_string()}),
+                ("résumé de pièce", "evidence summary"),
+            ))?;
         }
         if let Some(first) = hits.first() {
             step(d.call(
                 "evidence.read_excerpt",
                 json!({"evidence_id": first.to_string(), "offset": 0, "length": 600}),
-                "extrait",
+                ("extrait", "excerpt"),
             ))?;
         }
         d.plan(plan, 3);
-        step(d.call("research.get_state", json!({"investigation_id": inv}), "état des recherches"))?;
+        step(d.call(
+            "research.get_state",
+            json!({"investigation_id": inv}),
+            ("état des recherches", "research state"),
+        ))?;
         d.plan(plan, 4);
 
         let mut selection: Vec<ObjectRef> = hits.iter().take(DEMO_OPENED_EVIDENCE).copied().collect();
@@ -238,7 +261,7 @@ impl AgentGateway {
                 "question": turn.question,
                 "exclusions": turn.exclusions,
             }),
-            "préparer la recherche",
+            ("préparer la recherche", "prepare the research"),
         ))?;
         if prepared.status != ResultStatus::AuthorizationRequired {
             return Err(format!("research.prepare answered {:?}", prepared.status));
@@ -324,7 +347,15 @@ impl AgentGateway {
                 input: json!({"investigation_id": turn.investigation_id.to_string(),
                               "research_request_id": request.to_string()}),
                 context: CallContext {
-                    investigation_id: None, purpose: Some("reprise après décision humaine".into())
+                    investigation_id: None,
+                    purpose: Some(
+                        (if turn.lang == Lang::Fr {
+                            "reprise après décision humaine"
+                        } else {
+                            "resume after a human decision"
+                        })
+                        .into(),
+                    ),
                 },
                 object_refs: vec![],
                 idempotency_key: format!("resume:{turn_id}:{request}"),
