@@ -2110,7 +2110,7 @@ async function renderList() {
     h('article', { class: 'list', testid: 'list-view', dataset: { list: p.what, kind: p.kind } },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow', text: t('list_eyebrow') }),
-        h('h2', { testid: 'list-title', text: title })),
+        h('h1', { testid: 'list-title', text: title })),
       h('section', { class: 'panel' },
         controls,
         h('div', { class: 'table-wrap' },
@@ -2411,7 +2411,7 @@ async function renderCases() {
     h('article', { class: 'cases-view', testid: 'cases-view' },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow', text: t('cases_heading') }),
-        h('h2', { text: String(ws.name ?? '') })),
+        h('h1', { text: String(ws.name ?? '') })),
       h('div', { class: 'grid' },
         h('div', { class: 'col' }, section('nav_cases', 'cases-panel', list)),
         h('div', { class: 'col' },
@@ -2494,7 +2494,7 @@ async function renderOverview() {
     h('article', { class: 'overview', testid: 'overview', dataset: { investigation: String(info.id ?? inv) } },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow', text: t('overview_heading') }),
-        h('h2', { testid: 'overview-title', text: info.title ?? inv }),
+        h('h1', { testid: 'overview-title', text: info.title ?? inv }),
         info.summary ? h('p', { class: 'summary', testid: 'overview-summary', text: info.summary }) : null,
         info.created_at ? h('p', { class: 'muted small' }, t('created_label'), ' ', timeEl(info.created_at)) : null),
       renderCounts(data.counts || {}),
@@ -3085,7 +3085,7 @@ async function renderEvidence(ref) {
     h('article', { class: 'evidence', testid: 'evidence-view', dataset: { ref: String(ev.id ?? ref) } },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow', text: t('evidence_heading') }),
-        h('h2', { testid: 'evidence-title', text: ev.title ?? ev.id }),
+        h('h1', { testid: 'evidence-title', text: ev.title ?? ev.id }),
         h('nav', { class: 'links', 'aria-label': t('view_links') },
           h('a', { href: `#/node/${seg(ev.id ?? ref)}`, testid: 'evidence-neighbours-link', text: t('link_neighbours') }),
           h('a', { href: `#/provenance/${seg(ev.id ?? ref)}`, testid: 'evidence-provenance-link', text: t('link_provenance') }))),
@@ -3228,7 +3228,7 @@ async function renderNode(ref) {
           node.subkind && displayKind(node) !== node.subkind
             ? h('span', { class: 'muted', testid: 'node-subkind', text: ` · ${node.subkind}` })
             : null),
-        h('h2', { testid: 'node-label', text: node.label ?? id }),
+        h('h1', { testid: 'node-label', text: node.label ?? id }),
         h('nav', { class: 'links', 'aria-label': t('view_links') },
           isEvidence(id, node.kind)
             ? h('a', { href: `#/evidence/${seg(id)}`, testid: 'node-open-evidence', text: t('link_open_evidence') })
@@ -3357,7 +3357,7 @@ async function renderProvenance(ref) {
     h('article', { class: 'provenance', testid: 'provenance-view', dataset: { ref: String(data.root ?? ref) } },
       h('header', { class: 'view-head' },
         h('p', { class: 'eyebrow', text: t('prov_heading') }),
-        h('h2', { testid: 'provenance-title', text: t('prov_of', { label: rootLabel }) }),
+        h('h1', { testid: 'provenance-title', text: t('prov_of', { label: rootLabel }) }),
         h('nav', { class: 'links', 'aria-label': t('view_links') },
           h('a', { href: hrefFor(data.root ?? ref, rootKind), testid: 'provenance-root-link', text: rootLabel }))),
       records.length === 0
