@@ -153,9 +153,10 @@ const STYLE = [
   { selector: '.filtered', style: { display: 'none' } },
 ];
 
-// `ui`: { api, t, tn, enumLabel, fmtNumber, h, clear, hrefFor, seg, live,
-//         onError, go } from app.js. Returns { el, ready } where `ready`
-// settles once the first drawing is on screen.
+// `ui`: { api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText,
+//         live, onError, go } from app.js. Returns { el, ready, destroy }:
+// `ready` settles once the first drawing is laid out; `destroy` frees the
+// drawing when the view goes.
 export function egoGraph(ui, centerRef) {
   const { t, h } = ui;
   const state = {
@@ -163,7 +164,6 @@ export function egoGraph(ui, centerRef) {
     size: GRAPH_DEFAULT_SIZE,
     nodes: new Map(), // ref → node data from the server
     expanded: new Set(),
-    leftOut: new Map(), // owner ref → left_out list
     hiddenKinds: new Set(),
     hiddenRelations: new Set(),
     busy: false,
@@ -298,7 +298,6 @@ export function egoGraph(ui, centerRef) {
     }
     // The owner's aggregates are replaced by the newest counts.
     cy.elements(`node.aggregate[id ^= "agg:${owner}:"]`).remove();
-    state.leftOut.set(owner, graph.left_out ?? []);
     add.push(...aggregateElements(owner, graph.left_out ?? []));
     cy.add(add);
     return fresh;
@@ -575,6 +574,7 @@ export function egoGraph(ui, centerRef) {
 
   async function load() {
     el.dataset.state = 'loading';
+    delete el.dataset.paintMs; // set again once this drawing is on screen
     say(null);
     const started = performance.now();
     let cytoscape;
@@ -594,7 +594,6 @@ export function egoGraph(ui, centerRef) {
     if (state.cy) state.cy.destroy();
     state.nodes.clear();
     state.expanded.clear();
-    state.leftOut.clear();
     state.capped = false;
     state.cy = cytoscape({
       container: canvas,
