@@ -4816,20 +4816,23 @@ function agentDrawerRemembered() {
   return window.innerWidth >= AGENT_DOCK_MIN_WIDTH;
 }
 
-function setAgentOpen(open, { focus = false } = {}) {
+// `remember`: the analyst chose (the first-visit rule is not a choice).
+function setAgentOpen(open, { focus = false, remember = true } = {}) {
   $('agent-dock').hidden = !open;
   $('agent-toggle').setAttribute('aria-expanded', String(open));
   document.body.classList.toggle('agent-open', open);
-  try {
-    window.localStorage.setItem(AGENT_OPEN_KEY, open ? '1' : '0');
-  } catch {
-    // Not remembered; the choice still holds on this page.
+  if (remember) {
+    try {
+      window.localStorage.setItem(AGENT_OPEN_KEY, open ? '1' : '0');
+    } catch {
+      // Not remembered; the choice still holds on this page.
+    }
   }
   if (focus) (open ? $('agent-question') : $('agent-toggle')).focus();
 }
 
 function bindAgent() {
-  setAgentOpen(agentDrawerRemembered());
+  setAgentOpen(agentDrawerRemembered(), { remember: false });
   $('agent-toggle').addEventListener('click', () => setAgentOpen($('agent-dock').hidden, { focus: true }));
   $('agent-close').addEventListener('click', () => setAgentOpen(false, { focus: true }));
   $('agent-dock').addEventListener('keydown', (ev) => {
