@@ -294,6 +294,21 @@ async function setAgentDrawer(page, open) {
   await page.waitForSelector(`${tid('agent-toggle')}[aria-expanded="${open}"]`, { timeout: STEP_TIMEOUT_MS });
 }
 
+// Window shots at 1440×900 and 1024×700 (`STEM-1440.png`, `STEM-1024.png`)
+// with `selector` scrolled to the top, after `before()` at each size; the
+// window is left at 1440×900.
+async function shotsAt(page, stem, selector, before = async () => {}) {
+  for (const [w, hgt] of [[1440, 900], [1024, 700]]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    await before();
+    await page.$eval(selector, (el) => el.scrollIntoView({ block: 'start' }));
+    const shot = path.join(outDir, `${stem}-${w}.png`);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+}
+
 async function openOverview(page, base) {
   await page.goto(`${base}/#/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${tid('view')}[data-view="overview"][data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
@@ -2039,15 +2054,7 @@ async function scenarioGraph({ page, base }) {
   assert(/nœuds, .* liens/.test(summary) && summary.includes('non affichés'), `summary: ${summary}`);
   // The list stays beside the drawing.
   assert(await page.isVisible(tid('neighbours-panel')), 'the list of neighbours is gone');
-  for (const [w, hgt, name] of [[1440, 900, 'graph-1440.png'], [1024, 700, 'graph-1024.png']]) {
-    await page.setViewportSize({ width: w, height: hgt });
-    await page.click(tid('graph-fit'));
-    await page.$eval(panel, (el) => el.scrollIntoView({ block: 'start' }));
-    const shot = path.join(outDir, name);
-    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
-    screenshots.push(shot);
-  }
-  await page.setViewportSize({ width: 1440, height: 900 });
+  await shotsAt(page, 'graph', panel, () => page.click(tid('graph-fit')));
 
   // Keyboard: Tab reaches the drawing, → selects the next node, Entrée
   // expands it.
@@ -2082,14 +2089,7 @@ async function scenarioGraph({ page, base }) {
   await page.check(pieceBox);
   assert(await attr('nodes') === nodes2, 'pieces did not come back');
 
-  for (const [w, hgt, name] of [[1440, 900, 'graph-expanded-1440.png'], [1024, 700, 'graph-expanded-1024.png']]) {
-    await page.setViewportSize({ width: w, height: hgt });
-    await page.click(tid('graph-fit'));
-    await page.$eval(panel, (el) => el.scrollIntoView({ block: 'start' }));
-    const shot = path.join(outDir, name);
-    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
-    screenshots.push(shot);
-  }
+  await shotsAt(page, 'graph-expanded', panel, () => page.click(tid('graph-fit')));
   // English: every word of the panel.
   await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
@@ -2184,14 +2184,7 @@ async function scenarioLists({ page, base }) {
   await openOverview(page, base);
   await page.click(tid('count-link-evidence'));
   await waitView(page, 'list');
-  for (const [w, hgt, name] of [[1440, 900, 'list-1440.png'], [1024, 700, 'list-1024.png']]) {
-    await page.setViewportSize({ width: w, height: hgt });
-    await page.$eval(tid('list-view'), (el) => el.scrollIntoView({ block: 'start' }));
-    const shot = path.join(outDir, name);
-    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
-    screenshots.push(shot);
-  }
-  await page.setViewportSize({ width: 1440, height: 900 });
+  await shotsAt(page, 'list', tid('list-view'));
   assertNoNewEvents(before);
 }
 

@@ -137,8 +137,10 @@ fn pick_sort(q: &ListQuery, sorts: &'static [Sort], text_sort: &'static str) -> 
     Ok((sort, desc))
 }
 
-fn check_prefix(prefix: &Option<String>) -> Result<Option<(String, String)>> {
-    let Some(p) = prefix else { return Ok(None) };
+/// Adds a text filter on `column` (a prefix, ASCII case folded) to the
+/// page's SQL, after checking it.
+fn push_prefix(sql: &mut String, args: &mut Vec<Value>, column: &str, prefix: &Option<String>) -> Result<()> {
+    let Some(p) = prefix else { return Ok(()) };
     if p.trim().is_empty() {
         return Err(StoreError::Invalid("the text filter is empty (leave it out to list everything)".into()));
     }
@@ -149,7 +151,11 @@ fn check_prefix(prefix: &Option<String>) -> Result<Option<(String, String)>> {
         )));
     }
     // Every string starting with `p` sorts in [p, p + U+10FFFF).
-    Ok(Some((p.clone(), format!("{p}\u{10FFFF}"))))
+    args.push(Value::Text(p.clone()));
+    args.push(Value::Text(format!("{p}\u{10FFFF}")));
+    let (lo, hi) = (args.len() - 1, args.len());
+    sql.push_str(&format!(" AND {column} COLLATE NOCASE >= ?{lo} AND {column} COLLATE NOCASE < ?{hi}"));
+    Ok(())
 }
 
 fn check_kind(kind: &Option<String>, allowed: &[&str]) -> Result<()> {
@@ -229,20 +235,11 @@ impl Reads<'_> {
             return Err(StoreError::Invalid("evidence has no kind to filter by".into()));
         }
         let (sort, desc) = pick_sort(q, SORTS, "title")?;
-        let prefix = check_prefix(&q.prefix)?;
         let mut sql = String::from(
             "SELECT id, title, source, mime, byte_len, collected_at FROM evidence WHERE investigation_id = ?1",
         );
         let mut args = vec![Value::Text(inv.id().to_string())];
-        if let Some((lo, hi)) = prefix {
-            args.push(Value::Text(lo));
-            args.push(Value::Text(hi));
-            sql.push_str(&format!(
-                " AND title COLLATE NOCASE >= ?{} AND title COLLATE NOCASE < ?{}",
-                args.len() - 1,
-                args.len()
-            ));
-        }
+        push_prefix(&mut sql, &mut args, "title", &q.prefix)?;
         let cursor = self.cursor("evidence", sort.key, inv, &q.after)?;
         self.page(
             sql,
@@ -275,22 +272,13 @@ impl Reads<'_> {
         let limit = self.check_list(ws, inv, q, RefKind::Entity)?;
         check_kind(&q.kind, ENTITY_KINDS)?;
         let (sort, desc) = pick_sort(q, SORTS, "name")?;
-        let prefix = check_prefix(&q.prefix)?;
         let mut sql = String::from("SELECT id, kind, name, mention_count FROM entities WHERE investigation_id = ?1");
         let mut args = vec![Value::Text(inv.id().to_string())];
         if let Some(kind) = &q.kind {
             args.push(Value::Text(kind.clone()));
             sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
-        if let Some((lo, hi)) = prefix {
-            args.push(Value::Text(lo));
-            args.push(Value::Text(hi));
-            sql.push_str(&format!(
-                " AND name COLLATE NOCASE >= ?{} AND name COLLATE NOCASE < ?{}",
-                args.len() - 1,
-                args.len()
-            ));
-        }
+        push_prefix(&mut sql, &mut args, "name", &q.prefix)?;
         let cursor = self.cursor("entities", sort.key, inv, &q.after)?;
         self.page(
             sql,
@@ -335,7 +323,7 @@ impl Reads<'_> {
             }
         }
         let cursor = self.cursor("relations", sort.key, inv, &q.after)?;
-        let rows = self.page(
+        self.page(
             sql,
             args,
             sort,
@@ -343,31 +331,18 @@ impl Reads<'_> {
             cursor,
             limit,
             |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, f64>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                    r.get::<_, String>(6)?,
-                ))
+                Ok(RelationRow {
+                    id: parse_ref(RefKind::Relation, &r.get::<_, String>(0)?)?,
+                    kind: r.get(1)?,
+                    src: self.brief(parse_any_ref(&r.get::<_, String>(2)?)?)?,
+                    dst: self.brief(parse_any_ref(&r.get::<_, String>(3)?)?)?,
+                    confidence: r.get(4)?,
+                    producer: r.get(5)?,
+                    created_at: r.get(6)?,
+                })
             },
-            |row| parse_ref(RefKind::Relation, &row.0).unwrap_or(ObjectRef::new(RefKind::Relation, Uuid::nil())),
-        )?;
-        let mut items = Vec::with_capacity(rows.items.len());
-        for (id, kind, src, dst, confidence, producer, created_at) in rows.items {
-            items.push(RelationRow {
-                id: parse_ref(RefKind::Relation, &id)?,
-                kind,
-                src: self.brief(parse_any_ref(&src)?)?,
-                dst: self.brief(parse_any_ref(&dst)?)?,
-                confidence,
-                producer,
-                created_at,
-            });
-        }
-        Ok(ListPage { items, next: rows.next, sort: rows.sort, order: rows.order })
+            |x| x.id,
+        )
     }
 
     /// Runs one page: the filter in `sql`, then the keyset tail.
