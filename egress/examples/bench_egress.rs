@@ -635,6 +635,7 @@ impl Run<'_> {
             started_at: o.started_at,
             elapsed_ms: o.elapsed_ms,
             isolation: o.isolation,
+            asked_by: None,
         };
         let position = u32::try_from(position)?;
         self.store.record_fetch(self.ws, &c.campaign, position, &page)?;

@@ -231,12 +231,19 @@ pub struct Environment {
     pub egress: Readiness,
     /// A configured code sandbox.
     pub sandbox: Readiness,
+    /// A runner for the agent's own fetches (SPEC F2): the server's campaign
+    /// runner, lent to the gateway as a [`crate::fetch::Fetcher`].
+    pub web_fetch: Readiness,
 }
 
 impl Environment {
-    /// Nothing external is ready: no egress, no sandbox.
+    /// Nothing external is ready: no egress, no sandbox, no fetch runner.
     pub fn offline(why: &str) -> Self {
-        Self { egress: Readiness::not_ready(why), sandbox: Readiness::not_ready("no sandbox is configured") }
+        Self {
+            egress: Readiness::not_ready(why),
+            sandbox: Readiness::not_ready("no sandbox is configured"),
+            web_fetch: Readiness::not_ready("no fetch runner in this process"),
+        }
     }
 }
 
@@ -322,12 +329,14 @@ impl Tool {
                 Availability::unavailable(format!("no sandbox: {}", env.sandbox.detail))
             }
             ToolId::SandboxExec => Availability::unavailable("this build has no sandbox runner"),
-            // Availability is real (G3): the agent's own fetch has no runner
-            // yet; pages reach an investigation through a granted campaign.
-            ToolId::WebFetch => Availability::unavailable(
-                "this build has no web.fetch runner: web pages are fetched by the campaign of a granted \
-                 research.prepare request",
-            ),
+            // Availability is real (G3): the server's campaign runner runs
+            // the agent's fetches (F2); without one there is none.
+            ToolId::WebFetch if !env.web_fetch.ready => {
+                Availability::unavailable(format!("no fetch runner: {}", env.web_fetch.detail))
+            }
+            ToolId::WebFetch => Availability::available(Some(
+                "one URL a human granted, under that grant's campaign, through egress (Tor)".to_owned(),
+            )),
             ToolId::ResearchPrepare => Availability::available(Some(match class {
                 WorkspaceClass::Specimen => "a granted campaign runs synthetically (SPECIMEN: no network)".to_owned(),
                 WorkspaceClass::Real if env.egress.ready => "a granted campaign runs through egress (Tor)".to_owned(),

@@ -17,6 +17,7 @@ use crate::backend::{self, Backend};
 use crate::canonical::canonical_json;
 use crate::catalog::{Authorization, Catalog, Environment, Tool, ToolId};
 use crate::error::GatewayError;
+use crate::fetch::Fetcher;
 use crate::protocol::*;
 use crate::services::{self, Outcome};
 
@@ -148,6 +149,8 @@ pub(crate) struct CallOrigin<'a> {
 pub struct AgentGateway {
     catalog: Catalog,
     backend: Arc<dyn Backend>,
+    /// The runner of the agent's fetches, once the server lends it (F2).
+    fetcher: std::sync::OnceLock<Arc<dyn Fetcher>>,
     memory: Mutex<Memory>,
 }
 
@@ -160,7 +163,28 @@ impl std::fmt::Debug for AgentGateway {
 impl AgentGateway {
     /// A gateway over `backend` with the built-in catalog.
     pub fn new(backend: Arc<dyn Backend>) -> Result<Self, crate::catalog::CatalogError> {
-        Ok(Self { catalog: Catalog::build()?, backend, memory: Mutex::new(Memory::default()) })
+        Ok(Self {
+            catalog: Catalog::build()?,
+            backend,
+            fetcher: std::sync::OnceLock::new(),
+            memory: Mutex::new(Memory::default()),
+        })
+    }
+
+    /// Lends the gateway the runner of the agent's fetches (SPEC F2): the
+    /// server's campaign runner. Once; a second call changes nothing and
+    /// answers false.
+    pub fn set_fetcher(&self, fetcher: Arc<dyn Fetcher>) -> bool {
+        self.fetcher.set(fetcher).is_ok()
+    }
+
+    /// Whether a runner of the agent's fetches was lent.
+    pub fn has_fetcher(&self) -> bool {
+        self.fetcher.get().is_some()
+    }
+
+    pub(crate) fn fetcher(&self) -> Option<&dyn Fetcher> {
+        self.fetcher.get().map(|f| f.as_ref())
     }
 
     /// The catalog.
@@ -679,7 +703,7 @@ fn serialized_len(value: &impl serde::Serialize) -> usize {
     }
 }
 
-/// The host of an `http(s)` URL, lower-cased, or `None` when it has none.
+/// The call envelope's own bounds (G7): key, ids, references, purpose, tool id.
 fn check_envelope(req: &CallRequest) -> Result<(), GatewayError> {
     let key = &req.idempotency_key;
     if key.trim().is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS || key.chars().any(char::is_control) {

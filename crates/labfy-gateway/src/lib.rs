@@ -4,6 +4,7 @@ pub mod backend;
 pub mod canonical;
 pub mod catalog;
 mod error;
+pub mod fetch;
 mod gateway;
 pub mod protocol;
 mod services;
@@ -12,6 +13,7 @@ mod turns;
 pub use backend::{Backend, DirectBackend};
 pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
 pub use error::GatewayError;
+pub use fetch::{AgentFetch, Fetched, Fetcher};
 pub use gateway::{AgentGateway, Scope};
 pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, LOCAL_MODEL_ACTOR, keywords};
 

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::backend;
 use crate::catalog::{Tool, ToolId};
+use crate::fetch::{AgentFetch, FetchMethod, Fetched};
 use crate::gateway::{AgentGateway, CallOrigin, Scope};
 use crate::protocol::{Artifact, CallRequest, ResultStatus, trust};
 
@@ -49,6 +50,14 @@ impl Outcome {
             provenance_refs: vec![],
             diagnostic: Some(diagnostic),
         }
+    }
+
+    fn with_status(status: ResultStatus, diagnostic: String) -> Self {
+        Self { status, ..Self::failed(diagnostic) }
+    }
+
+    fn unavailable(diagnostic: String) -> Self {
+        Self::with_status(ResultStatus::Unavailable, diagnostic)
     }
 
     fn refs(mut self, refs: impl IntoIterator<Item = ObjectRef>) -> Self {
@@ -238,17 +247,13 @@ pub(crate) fn run(
             let t = gw.catalog().tool(id);
             Outcome::completed("tool_contract", trust::LABFY, gw.catalog().published(t, scope.class, env))
         }
-        ToolId::SandboxExec | ToolId::WebFetch => {
-            // Availability refuses both in this build (no sandbox runner; no
-            // runner for the agent's own fetch — campaigns fetch through
-            // egress), so policy stops them first; this arm answers the same
-            // should a call ever get here.
-            Ok(Outcome {
-                status: ResultStatus::Unavailable,
-                diagnostic: Some(format!("{} has no runner in this build", tool.id.as_str())),
-                ..Outcome::failed(String::new())
-            })
+        ToolId::SandboxExec => {
+            // Availability refuses it in this build (no sandbox runner), so
+            // policy stops it first; this arm answers the same should a call
+            // ever get here.
+            Ok(Outcome::unavailable(format!("{} has no runner in this build", tool.id.as_str())))
         }
+        ToolId::WebFetch => web_fetch(gw, ws, req, origin),
         ToolId::AgentPropose => {
             let refs = references(input, "object_ids")?;
             let proposal = json!({"kind": text(input, "kind"), "text": text(input, "text"), "object_ids": refs,
@@ -309,4 +314,66 @@ pub(crate) fn run(
             Ok(o)
         }
     }
+}
+
+/// Characters of a fetched page's text given to the model with the result
+/// (the rest is read with `evidence.read_excerpt`).
+pub(crate) const WEB_FETCH_EXCERPT_CHARS: u32 = 4_000;
+
+/// `web.fetch` (SPEC F2): the server's campaign runner fetches one URL under
+/// the grant's campaign, through egress, which checks it against what a
+/// human confirmed (T2). The policy stage already checked that the grant is
+/// active and that its scope holds the URL.
+fn web_fetch(
+    gw: &AgentGateway,
+    ws: uuid::Uuid,
+    req: &CallRequest,
+    origin: CallOrigin<'_>,
+) -> Result<Outcome, StoreError> {
+    let Some(fetcher) = gw.fetcher() else {
+        return Ok(Outcome::unavailable("web.fetch has no runner in this process".to_owned()));
+    };
+    let input = &req.input;
+    let grant = reference(input, "grant_id")?;
+    let method = if text(input, "method") == "HEAD" { FetchMethod::Head } else { FetchMethod::Get };
+    let ask = AgentFetch {
+        workspace: ws,
+        grant,
+        url: text(input, "url").to_owned(),
+        method,
+        turn_id: req.turn_id,
+        call_id: req.call_id,
+        actor: origin.actor.to_owned(),
+    };
+    let fetched = fetcher.fetch(&ask).map_err(StoreError::Internal)?;
+    let b = gw.backend();
+    Ok(match fetched {
+        Fetched::Page(page) => {
+            let excerpt = backend::read(b, |r| r.excerpt(ws, &page.evidence, 0, WEB_FETCH_EXCERPT_CHARS))?;
+            let provenance = backend::read(b, |r| r.provenance_trace(ws, &page.evidence, 1))?;
+            let line = if page.fetched_now {
+                format!("fetched over Tor under {grant}, stored as {}", page.evidence)
+            } else {
+                format!("{} had already fetched it as {}: no new request", page.campaign, page.evidence)
+            };
+            let refs = [page.evidence, page.campaign];
+            let data = json!({"method": method, "page": page, "excerpt": excerpt});
+            let mut o = Outcome::completed("fetch_result", trust::UNTRUSTED, data)?.refs(refs).observe(line);
+            o.provenance_refs = provenance.records.iter().map(|p| p.id).collect();
+            o
+        }
+        Fetched::Head(head) => {
+            let line = format!("HEAD answered {} under {grant}; nothing stored", head.http_status);
+            let campaign = head.campaign;
+            let data = json!({"method": method, "head": head});
+            Outcome::completed("fetch_result", trust::UNTRUSTED, data)?.refs([campaign]).observe(line)
+        }
+        Fetched::Refused(why) => Outcome::with_status(ResultStatus::Denied, why),
+        Fetched::Failed(why) => Outcome::failed(why),
+        Fetched::Unavailable(why) => Outcome::unavailable(why),
+        Fetched::GrantSpent(why) => Outcome::with_status(
+            ResultStatus::AuthorizationRequired,
+            format!("{why}; to fetch it again, prepare a new research request (research.prepare) that a human grants"),
+        ),
+    })
 }

@@ -1075,6 +1075,110 @@ fn grant_for(p: &mut Prep<'_>, ws: Uuid, inv: ObjectRef) -> ObjectRef {
         .unwrap()
 }
 
+/// A fetch runner that answers what the test tells it, and records what it
+/// was asked.
+struct FakeFetcher {
+    answer: std::sync::Mutex<Option<Fetched>>,
+    asked: std::sync::Mutex<Vec<AgentFetch>>,
+}
+
+impl Fetcher for FakeFetcher {
+    fn fetch(&self, ask: &AgentFetch) -> Result<Fetched, String> {
+        self.asked.lock().unwrap().push(ask.clone());
+        self.answer.lock().unwrap().take().ok_or_else(|| "no answer scripted".to_owned())
+    }
+}
+
+#[test]
+fn web_fetch_runs_through_the_lent_runner_and_maps_its_answers() {
+    let mut seeded = (None, None);
+    let fx = Fx::with(|p| {
+        let (rw, ri) = (p.real_ws, p.real_inv);
+        let grant = grant_for(p, rw, ri);
+        let note = labfy_store::NewNote {
+            title: "Communiqué".into(),
+            content: "La société Durand ouvre un bureau à Nantes.".into(),
+            source: Some("https://news.example.org/a".into()),
+        };
+        seeded = (Some(grant), Some(p.store.add_note(rw, &ri, &note, "analyst").unwrap()));
+    });
+    let (grant, evidence) = (seeded.0.unwrap(), seeded.1.unwrap());
+    let fake = Arc::new(FakeFetcher { answer: std::sync::Mutex::new(None), asked: std::sync::Mutex::new(vec![]) });
+    let ready = Environment {
+        egress: Readiness { ready: true, detail: "tor ready".into() },
+        web_fetch: Readiness { ready: true, detail: "runner".into() },
+        ..Environment::offline("x")
+    };
+    // Lent but unavailable in the environment: policy refuses first.
+    assert!(fx.gw.set_fetcher(fake.clone()));
+    assert!(!fx.gw.set_fetcher(fake.clone()), "lent once");
+    let rt = fx.turn(fx.real);
+    let fetch = |url: &str, method: &str| json!({"url": url, "method": method, "grant_id": grant.to_string()});
+    let call = |input: Value, answer: Option<Fetched>| {
+        *fake.answer.lock().unwrap() = answer;
+        fx.gw.call_by(fx.real, &ready, req(rt, "web.fetch", input), DEMO_ACTOR).unwrap()
+    };
+    let published = fx.gw.catalog().published(fx.gw.catalog().tool(ToolId::WebFetch), WorkspaceClass::Real, &ready);
+    assert_eq!(published["availability"]["status"], "AVAILABLE", "{published}");
+
+    // Outside the grant's scope: the runner is never asked.
+    let r = call(fetch("https://evil.example.com/x", "GET"), None);
+    assert_refused(&r, ResultStatus::AuthorizationRequired, Stage::Policy, "outside the grant's scope");
+    assert!(fake.asked.lock().unwrap().is_empty());
+
+    // A page: the evidence's text as untrusted data, its provenance.
+    let campaign = ObjectRef::new(RefKind::Campaign, Uuid::new_v4());
+    let page = fetch::FetchedPage {
+        url: "https://news.example.org/a".into(),
+        evidence,
+        campaign,
+        position: 0,
+        fetched_now: true,
+        http_status: Some(200),
+        bytes: 44,
+    };
+    let r = call(fetch("https://news.example.org/a", "GET"), Some(Fetched::Page(page)));
+    assert_eq!((r.status, r.stage), (ResultStatus::Completed, Stage::Service), "{:?}", r.diagnostic);
+    assert_eq!(r.object_refs, [evidence, campaign]);
+    assert_eq!(r.artifacts[0].trust, trust::UNTRUSTED);
+    assert!(r.artifacts[0].data["excerpt"]["text"].as_str().unwrap().contains("bureau à Nantes"));
+    assert_eq!(r.artifacts[0].data["page"]["fetched_now"], true);
+    assert!(!r.provenance_refs.is_empty(), "the evidence's provenance is named");
+    assert!(r.observations[0].contains("fetched over Tor"), "{:?}", r.observations);
+    let asked = fake.asked.lock().unwrap().last().cloned().unwrap();
+    assert_eq!((asked.grant, asked.method, asked.actor.as_str()), (grant, fetch::FetchMethod::Get, DEMO_ACTOR));
+    assert_eq!((asked.workspace, asked.turn_id), (fx.real.workspace, rt));
+
+    // A HEAD: its answer, nothing stored.
+    let head = fetch::FetchedHead {
+        url: "https://news.example.org/a".into(),
+        final_url: "https://news.example.org/a".into(),
+        http_status: 204,
+        content_type: None,
+        headers: vec![],
+        campaign,
+    };
+    let r = call(fetch("https://news.example.org/a", "HEAD"), Some(Fetched::Head(head)));
+    assert_eq!(r.status, ResultStatus::Completed);
+    assert_eq!(r.artifacts[0].data["head"]["http_status"], 204);
+    assert_eq!(fake.asked.lock().unwrap().last().unwrap().method, fetch::FetchMethod::Head);
+
+    // Each refusal keeps its meaning and its reason.
+    for (answer, status, needle) in [
+        (Fetched::Refused("not one of the 2 URLs".into()), ResultStatus::Denied, "not one of the 2 URLs"),
+        (Fetched::Failed("HTTP timeout".into()), ResultStatus::Failed, "HTTP timeout"),
+        (Fetched::Unavailable("Tor down".into()), ResultStatus::Unavailable, "Tor down"),
+        (Fetched::GrantSpent("campaign ended".into()), ResultStatus::AuthorizationRequired, "research.prepare"),
+    ] {
+        let r = call(fetch("https://news.example.org/a", "GET"), Some(answer));
+        assert_refused(&r, status, Stage::Service, needle);
+    }
+    // The runner itself failing: a failure, its detail in the log only.
+    let r = call(fetch("https://news.example.org/a", "GET"), None);
+    assert_refused(&r, ResultStatus::Failed, Stage::Service, "the service failed");
+    assert_eq!(fx.gw.turn(fx.real, rt).unwrap().status, TurnStatus::Running, "no fetch answer pauses the turn");
+}
+
 #[test]
 fn policy_and_real_availability() {
     let mut grants = (None, None);
@@ -1104,18 +1208,19 @@ fn policy_and_real_availability() {
         "grant_id",
     );
 
-    // With egress ready, web.fetch is still unavailable (G3: this build has
-    // no runner for it; campaigns fetch), before any grant is looked at.
+    // With egress ready but no fetch runner lent (no campaign runner in
+    // this process), web.fetch is unavailable (G3), before any grant is
+    // looked at.
     let ready =
         Environment { egress: Readiness { ready: true, detail: "tor ready".into() }, ..Environment::offline("x") };
     let call = |url: &str| fx.gw.call(fx.real, &ready, req(rt, "web.fetch", fetch(url, real_grant))).unwrap();
     let r = call("https://www.archive.example.org/x");
-    assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "no web.fetch runner");
+    assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "no fetch runner");
     let published = fx.gw.catalog().published(fx.gw.catalog().tool(ToolId::WebFetch), WorkspaceClass::Real, &ready);
     assert_eq!(published["availability"]["status"], "UNAVAILABLE", "{published}");
     assert_eq!(fx.gw.turn(fx.real, rt).unwrap().status, TurnStatus::Running, "a fetch refusal does not pause the turn");
-    // The grant check every network tool meets (E3), kept for that runner:
-    // the grant's scope decides.
+    // The grant check every network tool meets (E3): the grant's scope
+    // decides.
     let refusal = |url: &str| fx.gw.grant_refusal(fx.real.workspace, Some(real_grant), url);
     // The URL is read as egress reads it (WHATWG): a backslash ends the
     // host, so the last one is not in scope (a hand-written parser once took
@@ -1172,7 +1277,7 @@ fn policy_and_real_availability() {
     let web =
         r.artifacts[0].data["tools"].as_array().unwrap().iter().find(|t| t["tool_id"] == "web.fetch").unwrap().clone();
     assert_eq!(web["availability"]["status"], "UNAVAILABLE", "no runner for web.fetch, even with egress ready");
-    assert!(web["availability"]["reason"].as_str().unwrap().contains("no web.fetch runner"), "{web}");
+    assert!(web["availability"]["reason"].as_str().unwrap().contains("no fetch runner"), "{web}");
     let r = fx.call(fx.spec, req(st, "tool.docs.read", json!({"tool_id": "research.prepare"})));
     assert_eq!(r.status, ResultStatus::Completed);
     let doc = &r.artifacts[0].data;

@@ -58,7 +58,7 @@
 //! silently. Logs name campaigns, positions and statuses, never a target's
 //! URL (STYLE 13).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -82,6 +82,8 @@ use uuid::Uuid;
 
 use crate::db::Db;
 use crate::egress::{EgressClient, EgressError, one_line};
+
+mod agent_fetch;
 
 /// Campaigns running at once; the others wait for a slot.
 pub const MAX_RUNNING_CAMPAIGNS: usize = 2;
@@ -111,6 +113,31 @@ pub const LEASE_RENEW_EVERY: Duration = Duration::from_secs(60);
 pub const ADMISSION_PATIENCE: Duration = Duration::from_secs(30);
 /// Pause between two admission calls the governor did not take.
 pub const ADMISSION_RETRY: Duration = Duration::from_millis(500);
+/// How often an agent's fetch looks at the campaign it waits for, and a
+/// campaign at the agent's fetches it waits for before it ends (SPEC F2).
+pub const AGENT_FETCH_POLL: Duration = Duration::from_millis(200);
+
+/// The campaign runner lent to the gateway as the runner of the agent's
+/// `web.fetch` (SPEC F2). Its calls block: the gateway runs on the blocking
+/// pool.
+pub struct AgentFetcher {
+    runner: CampaignRunner,
+    handle: tokio::runtime::Handle,
+}
+
+impl AgentFetcher {
+    /// A fetcher over `runner`, driving its futures on the current tokio
+    /// runtime. Call inside one.
+    pub fn new(runner: CampaignRunner) -> Self {
+        Self { runner, handle: tokio::runtime::Handle::current() }
+    }
+}
+
+impl labfy_gateway::Fetcher for AgentFetcher {
+    fn fetch(&self, ask: &labfy_gateway::AgentFetch) -> Result<labfy_gateway::Fetched, String> {
+        self.handle.block_on(self.runner.agent_fetch(ask))
+    }
+}
 
 /// Runs the REAL campaigns of one workspace. Cheap to clone; one per server.
 #[derive(Clone)]
@@ -131,6 +158,10 @@ struct Inner {
     slots: Arc<Semaphore>,
     /// Campaigns with a task (queued or running), by campaign id.
     live: Mutex<HashMap<Uuid, Live>>,
+    /// Items being fetched now, by campaign id: claimed by the campaign's
+    /// task or by an agent's `web.fetch` (SPEC F2), so that each item is
+    /// fetched once.
+    claims: Mutex<HashMap<Uuid, HashSet<u32>>>,
     /// How many tasks are alive (for [`CampaignRunner::idle`]).
     tasks: watch::Sender<usize>,
     /// Server shutdown: every task leaves, recording nothing.
@@ -158,6 +189,7 @@ impl CampaignRunner {
                 runtime_dir,
                 slots: Arc::new(Semaphore::new(MAX_RUNNING_CAMPAIGNS)),
                 live: Mutex::new(HashMap::new()),
+                claims: Mutex::new(HashMap::new()),
                 tasks: watch::Sender::new(0),
                 closing: CancellationToken::new(),
             }),
@@ -272,7 +304,8 @@ async fn task(inner: Arc<Inner>, campaign: ObjectRef, grant: ObjectRef, stop: Ca
         p = inner.slots.clone().acquire_owned() => p.ok(),
     };
     if let Some(_slot) = permit {
-        let mut run = Run { inner: &inner, campaign, grant, stop: &stop, reservation: None, asked_egress: false };
+        let mut run =
+            Run { inner: &inner, campaign, grant, stop: &stop, reservation: None, asked_egress: false, asked_by: None };
         let _ = run.drive().await;
         run.cleanup().await;
     }
@@ -294,6 +327,9 @@ struct Run<'a> {
     reservation: Option<String>,
     /// Whether egress was asked anything for this campaign.
     asked_egress: bool,
+    /// The agent's call this run fetches for (an agent's `web.fetch`, F2);
+    /// `None` for the campaign's own task.
+    asked_by: Option<String>,
 }
 
 impl Run<'_> {
@@ -335,13 +371,44 @@ impl Run<'_> {
             .filter(|i| i.status == ItemStatus::Planned)
             .map(|i| (i.position, i.url))
             .collect();
+        let id = self.campaign.id();
         for (position, url) in planned {
             self.check_stop()?;
             self.renew().await?;
-            self.fetch_item(position, url).await?;
+            // An agent's `web.fetch` that has this item fetches it (F2).
+            if !self.inner.claim(id, position) {
+                continue;
+            }
+            let still_planned = self
+                .read()
+                .await
+                .map(|c| c.items.iter().any(|i| i.position == position && i.status == ItemStatus::Planned));
+            let fetched = match still_planned {
+                Ok(true) => self.fetch_item(position, url).await,
+                Ok(false) => Ok(()),
+                Err(halt) => Err(halt),
+            };
+            self.inner.unclaim(id, position);
+            fetched?;
         }
+        self.agent_fetches_done().await?;
         self.check_stop()?;
         self.finish().await
+    }
+
+    /// Waits until no agent's fetch holds an item of this campaign, so that
+    /// the campaign ends (and egress forgets it) after them. Bounded by the
+    /// agent's own deadline.
+    async fn agent_fetches_done(&self) -> Result<(), Halt> {
+        while self.inner.claimed(self.campaign.id()) {
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Err(Halt),
+                _ = self.inner.closing.cancelled() => return Err(Halt),
+                () = tokio::time::sleep(AGENT_FETCH_POLL) => {}
+            }
+        }
+        Ok(())
     }
 
     /// A revocation or a shutdown: stop here, recording nothing.
@@ -575,6 +642,7 @@ impl Run<'_> {
             started_at: o.started_at,
             elapsed_ms: o.elapsed_ms,
             isolation: o.isolation,
+            asked_by: self.asked_by.clone(),
         };
         let (ws, id) = (self.inner.workspace, self.campaign);
         match self.store(move |s| s.record_fetch(ws, &id, position, &page)).await {
@@ -805,6 +873,27 @@ impl Run<'_> {
 }
 
 impl Inner {
+    /// Claims item `position` of `campaign` for one fetch; false when
+    /// another fetch has it.
+    fn claim(&self, campaign: Uuid, position: u32) -> bool {
+        self.claims.lock().unwrap_or_else(PoisonError::into_inner).entry(campaign).or_default().insert(position)
+    }
+
+    fn unclaim(&self, campaign: Uuid, position: u32) {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = claims.get_mut(&campaign) {
+            set.remove(&position);
+            if set.is_empty() {
+                claims.remove(&campaign);
+            }
+        }
+    }
+
+    /// Whether a fetch holds an item of `campaign` now.
+    fn claimed(&self, campaign: Uuid) -> bool {
+        self.claims.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&campaign)
+    }
+
     /// Proposes again a grant egress has no record of (egress was down when
     /// the analyst granted it).
     async fn runner_propose(&self, campaign: ObjectRef, grant: ObjectRef, c: &Campaign) -> Result<(), EgressError> {

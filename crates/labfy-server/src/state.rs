@@ -237,6 +237,19 @@ impl AppState {
         &self.inner.campaigns
     }
 
+    /// Lends the campaign runner to the gateway as the runner of the agent's
+    /// `web.fetch` (SPEC F2), once the state is built (the runner is rebuilt
+    /// by [`AppState::with_parser`] and [`AppState::with_runtime_dir`]).
+    /// Only a REAL workspace served under the supervisor has one: without a
+    /// runtime directory there is no egress to fetch through. Call inside a
+    /// tokio runtime; true when it was lent now.
+    pub fn lend_fetcher(&self) -> bool {
+        if self.inner.class != WorkspaceClass::Real || self.inner.runtime_dir.is_none() {
+            return false;
+        }
+        self.inner.gateway.set_fetcher(Arc::new(crate::campaigns::AgentFetcher::new(self.inner.campaigns.clone())))
+    }
+
     /// The workspace and class gateway calls act in.
     pub fn scope(&self) -> Scope {
         Scope { workspace: self.inner.workspace, class: self.inner.class }
@@ -259,7 +272,12 @@ impl AppState {
                 r
             }
         };
-        Environment { egress, sandbox: Readiness::not_ready("no sandbox is configured") }
+        let web_fetch = if self.inner.gateway.has_fetcher() {
+            Readiness { ready: true, detail: "the campaign runner fetches under a grant's campaign".to_owned() }
+        } else {
+            Readiness::not_ready("this server runs no campaign (no supervisor, or a SPECIMEN workspace)")
+        };
+        Environment { egress, sandbox: Readiness::not_ready("no sandbox is configured"), web_fetch }
     }
 
     async fn probe_egress(&self) -> Readiness {

@@ -206,6 +206,9 @@ pub struct FetchedPage {
     pub elapsed_ms: u64,
     /// The campaign's Tor isolation label.
     pub isolation: String,
+    /// Who asked for this fetch when it was not the campaign's own run: the
+    /// agent's `web.fetch` call (SPEC F2), recorded in the audit log.
+    pub asked_by: Option<String>,
 }
 
 /// A fetched body as the server kept it: its bytes in the blob store
@@ -833,7 +836,8 @@ pub(crate) fn record_fetch(
         Some(ws),
         Some(campaign),
         &serde_json::json!({"position": position, "http_status": page.http_status, "bytes": checked.bytes,
-                            "evidence": inserted.evidence, "mime": mime}),
+                            "evidence": inserted.evidence, "mime": mime,
+                            "asked_by": page.asked_by.as_deref().map(|a| truncate(a, 200))}),
     )?;
     let outcome = inserted.evidence;
     tx.commit()?;

@@ -103,6 +103,7 @@ fn page(url: &str, body: &[u8]) -> FetchedPage {
         started_at: "2026-03-01T10:00:00.000Z".into(),
         elapsed_ms: 1234,
         isolation: "campaign-iso-1".into(),
+        asked_by: None,
     }
 }
 

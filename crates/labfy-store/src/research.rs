@@ -859,6 +859,25 @@ impl Reads<'_> {
         }
     }
 
+    /// The campaign that runs under `grant` (one per grant: egress confirms
+    /// a grant for exactly one campaign, SPEC T2). NotFound when the grant
+    /// has none (or is not of `ws`).
+    pub fn campaign_of_grant(&self, ws: Uuid, grant: &ObjectRef) -> Result<Campaign> {
+        if grant.kind() != RefKind::Grant {
+            return Err(StoreError::Invalid(format!("expected a `grant:` reference, got `{grant}`")));
+        }
+        let id: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM campaigns WHERE grant_id = ?1 AND workspace_id = ?2 ORDER BY created_at, id LIMIT 1",
+            )?
+            .query_row(params![grant.id().to_string(), ws.to_string()], |r| r.get(0))
+            .optional()?;
+        let id = id.ok_or_else(|| StoreError::NotFound(format!("no campaign runs under {grant} in this workspace")))?;
+        let id = Uuid::try_parse(&id).map_err(|_| StoreError::Internal("stored campaign id".into()))?;
+        self.campaign(ws, &ObjectRef::new(RefKind::Campaign, id))
+    }
+
     /// One campaign with the evidence it produced.
     pub fn campaign(&self, ws: Uuid, campaign: &ObjectRef) -> Result<Campaign> {
         if campaign.kind() != RefKind::Campaign {
