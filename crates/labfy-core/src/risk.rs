@@ -1,12 +1,12 @@
 //! Risk levels of agent tools (SPEC R1–R6, seed AGENT_TOOL_RISK_LEVELS).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The worst consequence a tool's contract allows (R1). Static per tool: it
 /// never depends on the arguments of a call (R2); a composite tool takes the
 /// highest level of any path it can take (R3). It is not data sensitivity,
 /// authority or cost, which are separate contract fields (R4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RiskLevel {
     /// Observe, search, compute or propose, with no durable mutation and no

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
-use labfy_store::{StoreError, WorkspaceClass};
+use labfy_store::{JournalKind, JournalLayer, StoreError, WorkspaceClass};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -18,6 +18,7 @@ use crate::canonical::canonical_json;
 use crate::catalog::{Authorization, Catalog, Environment, Tool, ToolId};
 use crate::error::GatewayError;
 use crate::fetch::Fetcher;
+use crate::journal::Journal;
 use crate::protocol::*;
 use crate::services::{self, Outcome};
 
@@ -50,11 +51,21 @@ struct Memory {
     events: VecDeque<Event>,
     last_sequence: u64,
     turns: VecDeque<Turn>,
+    /// Where every turn, result and event also goes (SPEC F4).
+    journal: Option<Journal>,
 }
 
 impl Memory {
     fn turn_mut(&mut self, ws: Uuid, id: Uuid) -> Option<&mut Turn> {
         self.turns.iter_mut().find(|t| t.workspace == ws && t.turn_id == id)
+    }
+
+    /// Journals the turn's present state.
+    fn journal_turn(&self, turn: &Turn) {
+        if let Some(j) = &self.journal {
+            let seq = turn_seq(turn);
+            j.record(turn.workspace, JournalLayer::Gateway, JournalKind::Turn, turn.turn_id.to_string(), seq, turn);
+        }
     }
 
     fn push_event(
@@ -71,7 +82,7 @@ impl Memory {
         if self.events.len() == MAX_EVENTS {
             self.events.pop_front();
         }
-        self.events.push_back(Event {
+        let event = Event {
             sequence: self.last_sequence,
             timestamp: now(),
             kind,
@@ -80,10 +91,28 @@ impl Memory {
             refs,
             payload,
             workspace: ws,
-        });
+        };
+        if let Some(j) = &self.journal {
+            let id = event.sequence.to_string();
+            j.record(ws, JournalLayer::Gateway, JournalKind::Event, id, event.sequence, &event);
+        }
+        self.events.push_back(event);
+        // Every change of a turn comes with an event: its snapshot goes too.
+        if let Some(t) = self.turns.iter().find(|t| t.workspace == ws && t.turn_id == turn) {
+            self.journal_turn(t);
+        }
     }
 
-    fn push_result(&mut self, result: Arc<ToolResult>) {
+    fn push_result(&mut self, result: Arc<ToolResult>, intent: [u8; 32]) {
+        if let Some(j) = &self.journal {
+            let stored = StoredResult {
+                result: ToolResult::clone(&result),
+                idempotency_key: result.idempotency_key.clone(),
+                intent: hex(&intent),
+            };
+            let id = result.result_id.to_string();
+            j.record(result.workspace, JournalLayer::Gateway, JournalKind::Result, id, self.last_sequence, &stored);
+        }
         if self.results.len() == MAX_RESULTS {
             if let Some(old) = self.results.pop_front() {
                 // The idempotency record goes with its result (G10 bounds the
@@ -105,9 +134,61 @@ impl Memory {
                 .unwrap_or(0);
             self.turns.remove(finished);
         }
+        self.journal_turn(&turn);
         self.turns.push_back(turn);
     }
 }
+
+/// A result as the journal keeps it: with the idempotency record it closes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredResult {
+    result: ToolResult,
+    idempotency_key: String,
+    intent: String,
+}
+
+/// A turn's place in the journal: its creation time in milliseconds, the
+/// same for every snapshot of it.
+fn turn_seq(turn: &Turn) -> u64 {
+    chrono::DateTime::parse_from_rfc3339(&turn.created_at)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+        .unwrap_or(0)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// What [`AgentGateway::restore`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Turns read back.
+    pub turns: usize,
+    /// Of them, those that were running and ended `FAILED` "interrupted by
+    /// restart".
+    pub interrupted: Vec<Uuid>,
+    /// Of them, those still paused on a research request (resumable).
+    pub paused: usize,
+    /// Results read back (their idempotency records with them).
+    pub results: usize,
+    /// Events read back.
+    pub events: usize,
+}
+
+/// The reason a turn the restart interrupted ends with.
+pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
 
 /// Cuts a payload to [`MAX_EVENT_PAYLOAD_BYTES`], saying so.
 fn bound_payload(payload: Value) -> Value {
@@ -165,10 +246,102 @@ impl AgentGateway {
     pub fn new(backend: Arc<dyn Backend>) -> Result<Self, crate::catalog::CatalogError> {
         Ok(Self {
             catalog: Catalog::build()?,
-            backend,
             fetcher: std::sync::OnceLock::new(),
-            memory: Mutex::new(Memory::default()),
+            memory: Mutex::new(Memory { journal: Some(Journal::start(backend.clone())), ..Memory::default() }),
+            backend,
         })
+    }
+
+    /// Reads back what the journal kept of `scope`'s workspace (SPEC F4):
+    /// the newest turns, results (with their idempotency records: a replay
+    /// after the restart answers the same result) and events, within the
+    /// memory's bounds; event sequences go on after the last one journaled,
+    /// so a UI's cursor stays valid. A turn that was running ends `FAILED`
+    /// [`INTERRUPTED_BY_RESTART`] (event `agent.error`); a paused one can
+    /// still resume. Call once, at the server's start, before any turn.
+    pub fn restore(&self, scope: Scope) -> Result<Restored, GatewayError> {
+        let ws = scope.workspace;
+        let (turns, results, events, last) = backend::read(self.backend(), |r| {
+            let turns = r.journal(ws, JournalLayer::Gateway, JournalKind::Turn, MAX_TURNS)?;
+            let results = r.journal(ws, JournalLayer::Gateway, JournalKind::Result, MAX_RESULTS)?;
+            let events = r.journal(ws, JournalLayer::Gateway, JournalKind::Event, MAX_EVENTS)?;
+            Ok((turns, results, events, r.journal_last_seq(JournalLayer::Gateway, JournalKind::Event)?))
+        })?;
+        let mut out = Restored::default();
+        let mut interrupted = Vec::new();
+        {
+            let mut mem = self.memory();
+            mem.last_sequence = mem.last_sequence.max(u64::try_from(last).unwrap_or(0));
+            for rec in events {
+                match serde_json::from_str::<Event>(&rec.body) {
+                    Ok(mut e) if !mem.events.iter().any(|x| x.sequence == e.sequence) => {
+                        e.workspace = ws;
+                        if mem.events.len() == MAX_EVENTS {
+                            mem.events.pop_front();
+                        }
+                        mem.events.push_back(e);
+                        out.events += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, id = %rec.id, "a journaled event does not read; skipped"),
+                }
+            }
+            for rec in results {
+                let stored = match serde_json::from_str::<StoredResult>(&rec.body) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, id = %rec.id, "a journaled result does not read; skipped");
+                        continue;
+                    }
+                };
+                let (Some(intent), mut result) = (unhex(&stored.intent), stored.result) else { continue };
+                result.workspace = ws;
+                result.idempotency_key = stored.idempotency_key;
+                let key = (ws, result.idempotency_key.clone());
+                mem.call_ids.insert((ws, result.call_id));
+                mem.idem.insert(key, IdemRecord { intent, state: CallState::Done(result.result_id) });
+                if mem.results.len() == MAX_RESULTS {
+                    mem.results.pop_front();
+                }
+                mem.results.push_back(Arc::new(result));
+                out.results += 1;
+            }
+            for rec in turns {
+                let mut turn = match serde_json::from_str::<Turn>(&rec.body) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::warn!(error = %e, id = %rec.id, "a journaled turn does not read; skipped");
+                        continue;
+                    }
+                };
+                if mem.turns.iter().any(|t| t.turn_id == turn.turn_id) {
+                    continue;
+                }
+                turn.workspace = ws;
+                match turn.status {
+                    TurnStatus::Running => interrupted.push(turn.turn_id),
+                    TurnStatus::AuthorizationRequired => out.paused += 1,
+                    TurnStatus::Completed | TurnStatus::Failed => {}
+                }
+                if mem.turns.len() == MAX_TURNS {
+                    mem.turns.pop_front();
+                }
+                mem.turns.push_back(turn);
+                out.turns += 1;
+            }
+        }
+        for id in &interrupted {
+            self.fail_turn(scope, *id, INTERRUPTED_BY_RESTART);
+        }
+        out.interrupted = interrupted;
+        Ok(out)
+    }
+
+    /// Waits until the journal has written everything recorded so far (a
+    /// server's shutdown); false when it did not within its bound.
+    pub fn flush_journal(&self) -> bool {
+        let journal = self.memory().journal.clone();
+        journal.is_some_and(|j| j.flush())
     }
 
     /// Lends the gateway the runner of the agent's fetches (SPEC F2): the
@@ -192,8 +365,16 @@ impl AgentGateway {
         &self.catalog
     }
 
-    pub(crate) fn backend(&self) -> &dyn Backend {
+    /// The store, as the server lent it (the agent runtime reads its
+    /// journal through it).
+    pub fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
+    }
+
+    /// The journal this gateway writes (SPEC F4): the agent runtime records
+    /// its turns and events in it too.
+    pub fn journal(&self) -> Option<Journal> {
+        self.memory().journal.clone()
     }
 
     fn memory(&self) -> MutexGuard<'_, Memory> {
@@ -636,7 +817,8 @@ impl AgentGateway {
         let result = Arc::new(result);
         let ws = scope.workspace;
         let mut mem = self.memory();
-        mem.push_result(result.clone());
+        let intent = mem.idem.get(&key).map_or([0; 32], |rec| rec.intent);
+        mem.push_result(result.clone(), intent);
         if let Some(rec) = mem.idem.get_mut(&key) {
             rec.state = CallState::Done(result.result_id);
         }

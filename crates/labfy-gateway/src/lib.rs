@@ -6,6 +6,7 @@ pub mod catalog;
 mod error;
 pub mod fetch;
 mod gateway;
+pub mod journal;
 pub mod protocol;
 mod services;
 mod turns;
@@ -14,7 +15,7 @@ pub use backend::{Backend, DirectBackend};
 pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
 pub use error::GatewayError;
 pub use fetch::{AgentFetch, Fetched, Fetcher};
-pub use gateway::{AgentGateway, Scope};
+pub use gateway::{AgentGateway, INTERRUPTED_BY_RESTART, Restored, Scope};
 pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, LOCAL_MODEL_ACTOR, keywords};
 
 #[cfg(test)]

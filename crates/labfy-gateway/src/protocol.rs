@@ -2,6 +2,8 @@
 //! events and turns. Inputs are closed (`deny_unknown_fields`): a `grant`
 //! slipped into a call's envelope or context is refused, not ignored.
 
+use std::borrow::Cow;
+
 use labfy_core::{ObjectRef, RiskLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,7 +68,7 @@ pub struct CallContext {
 }
 
 /// Result statuses (G8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResultStatus {
     /// The service did the work.
@@ -85,7 +87,7 @@ pub enum ResultStatus {
 }
 
 /// The pipeline stage that produced a result (G13).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     /// Catalog entry and schema.
@@ -99,12 +101,12 @@ pub enum Stage {
 }
 
 /// A piece of a result: a read model's output, marked for trust (M2).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Artifact {
     /// What it is (`overview`, `excerpt`, …), as the output contract says.
-    pub kind: &'static str,
+    pub kind: Cow<'static, str>,
     /// `UNTRUSTED_DATA` when it carries evidence text, else `LABFY`.
-    pub trust: &'static str,
+    pub trust: Cow<'static, str>,
     /// The read model's JSON.
     pub data: Value,
 }
@@ -118,7 +120,7 @@ pub mod trust {
 }
 
 /// A tool result (G8).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolResult {
     /// Made by the gateway (UUID v4), distinct from `call_id`.
     pub result_id: Uuid,
@@ -158,7 +160,7 @@ pub struct ToolResult {
 }
 
 /// The eight event types (G9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
     /// A turn began.
     #[serde(rename = "agent.turn.started")]
@@ -187,7 +189,7 @@ pub enum EventType {
 }
 
 /// One event (G9).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     /// Strictly increasing per server instance, from 1.
     pub sequence: u64,
@@ -245,7 +247,7 @@ pub enum TurnMode {
 }
 
 /// Turn statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TurnStatus {
     /// Calls may be made.
@@ -259,7 +261,7 @@ pub enum TurnStatus {
 }
 
 /// A turn as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Turn {
     /// The turn.
     pub turn_id: Uuid,

@@ -31,8 +31,8 @@ impl Outcome {
             status: ResultStatus::Completed,
             object_refs: vec![],
             artifacts: vec![Artifact {
-                kind,
-                trust,
+                kind: kind.into(),
+                trust: trust.into(),
                 data: serde_json::to_value(data).map_err(|e| StoreError::Internal(e.to_string()))?,
             }],
             observations: vec![],

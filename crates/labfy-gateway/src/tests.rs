@@ -875,7 +875,7 @@ fn a_replayed_research_prepare_prepares_one_request() {
     // untrusted data, the same the human sees.
     let candidates = s.candidates.as_ref().expect("a new request has its candidates");
     let artifact = &first.artifacts[0];
-    assert_eq!((artifact.kind, artifact.trust), ("research_request", trust::UNTRUSTED));
+    assert_eq!((&*artifact.kind, &*artifact.trust), ("research_request", trust::UNTRUSTED));
     assert_eq!(artifact.data["candidates"], serde_json::to_value(candidates).unwrap());
     // Same key, another selection: 409, and still one request.
     let other = CallRequest {
@@ -1348,7 +1348,7 @@ fn read_tools_serve_the_store_read_models() {
     let overview = fx.reads().reads().overview(fx.spec.workspace, &fx.spec_inv).unwrap();
     if let Some(job) = overview.jobs.first() {
         let r = fx.call(fx.spec, req(turn, "jobs.get", json!({"job_id": job.id.to_string()})));
-        assert_eq!((r.status, r.artifacts[0].trust), (ResultStatus::Completed, trust::LABFY));
+        assert_eq!((r.status, &*r.artifacts[0].trust), (ResultStatus::Completed, trust::LABFY));
     }
     // JSON Schema counts `40.0` as an integer; the service uses the value the
     // schema accepted, never a silent default.
@@ -1643,4 +1643,71 @@ fn a_hostile_evidence_item_cannot_steer_the_demo_agent() {
     assert_eq!(fingerprint, PINNED_CATALOG_FINGERPRINT);
     // The agent cannot resume itself into a campaign.
     assert!(matches!(fx.gw.resume(fx.spec, &fx.env, turn.turn_id), Err(GatewayError::Forbidden(_))));
+}
+
+// ---------------------------------------------------------------------------
+// the journal (F4)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn turns_results_and_events_survive_a_restart() {
+    let fx = Fx::new();
+    // A demo turn paused on a research request, a manual turn left running.
+    let paused = demo(&fx, DEMO_QUESTION);
+    let request = paused.research_request.unwrap();
+    let running = fx.turn(fx.real);
+    let call = req(running, "investigation.get_overview", json!({"investigation_id": fx.real_inv.to_string()}));
+    let first = fx.call(fx.real, call.clone());
+    assert_eq!(first.status, ResultStatus::Completed);
+    let before = fx.all_events(fx.spec);
+    let last_before = before.next_cursor;
+    assert!(fx.gw.flush_journal(), "the journal is written");
+
+    // The restart: a new gateway over the same file.
+    let gw = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap();
+    assert!(gw.turn(fx.spec, paused.turn_id).is_err(), "nothing read back before restore");
+    let spec = gw.restore(fx.spec).unwrap();
+    assert_eq!((spec.turns, spec.paused, spec.interrupted.len()), (1, 1, 0), "{spec:?}");
+    assert_eq!(spec.results, paused.calls as usize);
+    let real = gw.restore(fx.real).unwrap();
+    assert_eq!((real.turns, real.interrupted.as_slice()), (1, [running].as_slice()), "{real:?}");
+
+    // The paused turn as it was; its results and events as they were.
+    let back = gw.turn(fx.spec, paused.turn_id).unwrap();
+    assert_eq!(
+        (back.status, back.research_request, back.calls),
+        (TurnStatus::AuthorizationRequired, Some(request), paused.calls)
+    );
+    assert_eq!(back.result_ids, paused.result_ids);
+    let r = gw.result(fx.spec, paused.result_ids[0]).unwrap();
+    assert_eq!(r.result_id, paused.result_ids[0]);
+    let events = gw.events(fx.spec, 0, MAX_EVENTS_PER_POLL);
+    let seqs: Vec<u64> = events.events.iter().map(|e| e.sequence).collect();
+    assert_eq!(seqs, before.events.iter().map(|e| e.sequence).collect::<Vec<_>>(), "the same events, same sequences");
+    // Other workspaces' turns stay apart.
+    assert!(gw.turn(fx.real, paused.turn_id).is_err());
+
+    // The running turn ended, saying why; its events go on after the old ones.
+    let ended = gw.turn(fx.real, running).unwrap();
+    assert_eq!((ended.status, ended.error.as_deref()), (TurnStatus::Failed, Some(INTERRUPTED_BY_RESTART)));
+    let after = gw.events(fx.real, 0, MAX_EVENTS_PER_POLL);
+    let error = after.events.last().unwrap();
+    assert_eq!((error.kind, error.turn_id), (EventType::Error, running));
+    assert!(error.sequence > last_before, "sequences keep growing across the restart");
+    // A replayed call answers the result it had, with no second run.
+    let replay = gw.call(fx.real, &fx.env, call.clone()).unwrap();
+    assert_eq!(replay.result_id, first.result_id);
+    let other = CallRequest { input: json!({"investigation_id": fx.spec_inv.to_string()}), ..call };
+    assert!(matches!(gw.call(fx.real, &fx.env, other), Err(GatewayError::Conflict(_))), "same key, other intent");
+
+    // The paused turn resumes after a human grant, on the new gateway.
+    fx.writer().grant_research(fx.spec.workspace, &request, &fx.decision()).unwrap();
+    let done = gw.resume(fx.spec, &fx.env, paused.turn_id).unwrap();
+    assert_eq!(done.status, TurnStatus::Completed, "{:?}", done.error);
+    // And a second restart reads back the ended turns as ended.
+    assert!(gw.flush_journal());
+    let gw3 = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap();
+    let again = gw3.restore(fx.spec).unwrap();
+    assert_eq!((again.paused, again.interrupted.len()), (0, 0), "{again:?}");
+    assert_eq!(gw3.turn(fx.spec, paused.turn_id).unwrap().status, TurnStatus::Completed);
 }

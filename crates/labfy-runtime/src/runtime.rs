@@ -28,16 +28,18 @@
 //! doing is not recorded. Closing the runtime cancels the queued turns and
 //! the model request in flight, refuses new work, and stops the worker.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
+use labfy_gateway::journal::{JournalKind, JournalLayer};
 use labfy_gateway::protocol::{
     CallContext, CallRequest, Lang, NewTurn, ResultStatus, ToolResult, Turn as GatewayTurn, TurnMode, TurnStatus,
 };
-use labfy_gateway::{AgentGateway, Environment, GatewayError, Scope, ToolId};
-use serde::Serialize;
+use labfy_gateway::{AgentGateway, Environment, GatewayError, INTERRUPTED_BY_RESTART, Scope, ToolId};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -71,7 +73,7 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 pub const MODEL_ACTOR: &str = labfy_gateway::LOCAL_MODEL_ACTOR;
 
 /// Where a runtime turn stands (M7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RuntimeStatus {
     /// Waiting for the worker.
@@ -102,7 +104,7 @@ impl RuntimeStatus {
 }
 
 /// Which agent drives a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Driver {
     /// The deterministic demo agent (G11).
@@ -112,7 +114,7 @@ pub enum Driver {
 }
 
 /// A runtime turn as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimeTurn {
     /// The runtime's id of the turn.
     pub turn_id: Uuid,
@@ -147,7 +149,7 @@ pub struct RuntimeTurn {
     /// The tools the analyst allowed this turn, when narrowed (published
     /// names); absent, every available tool may be offered.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<&'static str>>,
+    pub tools: Option<Vec<Cow<'static, str>>>,
     #[serde(skip)]
     workspace: Uuid,
     #[serde(skip)]
@@ -160,6 +162,97 @@ pub struct RuntimeTurn {
     lang: Lang,
 }
 
+/// Every runtime event kind.
+const EVENT_KINDS: [&str; 13] = [
+    "turn.queued",
+    "turn.running",
+    "model.answer",
+    "model.context",
+    "model.repair",
+    "tool.call",
+    "tool.result",
+    "turn.paused",
+    "turn.resume_refused",
+    "turn.completed",
+    "turn.failed",
+    "turn.cancelled",
+    "turn.unknown",
+];
+
+/// A runtime event as the journal gives it back: its kind becomes one of
+/// [`EVENT_KINDS`] again (`turn.unknown` for one this build does not know).
+#[derive(Deserialize)]
+struct StoredEvent {
+    seq: u64,
+    turn_id: Uuid,
+    kind: String,
+    detail: String,
+    at: String,
+}
+
+impl StoredEvent {
+    fn into_event(self) -> RuntimeEvent {
+        let kind = EVENT_KINDS.iter().copied().find(|k| *k == self.kind).unwrap_or("turn.unknown");
+        RuntimeEvent { seq: self.seq, turn_id: self.turn_id, kind, detail: self.detail, at: self.at }
+    }
+}
+
+/// A runtime turn as the journal keeps it: with what the API hides.
+#[derive(Serialize, Deserialize)]
+struct StoredTurn {
+    turn: RuntimeTurn,
+    idempotency_key: String,
+    investigation_id: Option<String>,
+    exclusions: Vec<String>,
+    lang: Lang,
+}
+
+impl StoredTurn {
+    fn of(t: &RuntimeTurn) -> Self {
+        Self {
+            turn: t.clone(),
+            idempotency_key: t.idempotency_key.clone(),
+            investigation_id: t.investigation_id.clone(),
+            exclusions: t.exclusions.clone(),
+            lang: t.lang,
+        }
+    }
+
+    fn into_turn(self, ws: Uuid) -> RuntimeTurn {
+        RuntimeTurn {
+            workspace: ws,
+            idempotency_key: self.idempotency_key,
+            investigation_id: self.investigation_id,
+            exclusions: self.exclusions,
+            lang: self.lang,
+            ..self.turn
+        }
+    }
+}
+
+/// A runtime turn's place in the journal: its creation time, in
+/// milliseconds (the same for every snapshot of it).
+fn turn_seq(t: &RuntimeTurn) -> u64 {
+    chrono::DateTime::parse_from_rfc3339(&t.created_at)
+        .ok()
+        .and_then(|c| u64::try_from(c.timestamp_millis()).ok())
+        .unwrap_or(0)
+}
+
+/// What [`AgentRuntime::restore`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeRestored {
+    /// Turns read back.
+    pub turns: usize,
+    /// Of them, those that were queued or running: now `FAILED`
+    /// "interrupted by restart".
+    pub interrupted: Vec<Uuid>,
+    /// Of them, those still paused on a research request (resumable).
+    pub paused: usize,
+    /// Events read back.
+    pub events: usize,
+}
+
 /// One runtime event (no prompt, no model text beyond a bounded line).
 #[derive(Debug, Clone, Serialize)]
 pub struct RuntimeEvent {
@@ -167,7 +260,7 @@ pub struct RuntimeEvent {
     pub seq: u64,
     /// The turn.
     pub turn_id: Uuid,
-    /// `turn.queued`, `turn.running`, `model.answer`, `model.repair`,
+    /// `turn.queued`, `turn.running`, `model.answer`, `model.context`, `model.repair`,
     /// `tool.call`, `tool.result`, `turn.paused`, `turn.resume_refused`,
     /// `turn.completed`, `turn.failed`, `turn.cancelled`.
     pub kind: &'static str,
@@ -472,13 +565,20 @@ impl AgentRuntime {
         }
         g.next_seq += 1;
         let seq = g.next_seq;
-        g.events.push_back(RuntimeEvent {
+        let event = RuntimeEvent {
             seq,
             turn_id: turn,
             kind,
             detail: truncate_chars(detail.as_ref(), MAX_DETAIL_CHARS),
             at: now(),
-        });
+        };
+        // Every change of a turn comes with an event: both go to the
+        // journal (SPEC F4).
+        if let (Some(j), Some(t)) = (self.inner.gateway.journal(), g.turns.iter().find(|t| t.turn_id == turn)) {
+            j.record(t.workspace, JournalLayer::Runtime, JournalKind::Event, seq.to_string(), seq, &event);
+            self.journal_turn(t);
+        }
+        g.events.push_back(event);
     }
 
     fn emit(&self, turn: Uuid, kind: &'static str, detail: impl AsRef<str>) {
@@ -492,6 +592,22 @@ impl AgentRuntime {
         if let Some(t) = g.turns.iter_mut().find(|t| t.turn_id == turn && t.status != RuntimeStatus::Cancelled) {
             f(t);
             t.updated_at = now();
+            self.journal_turn(t);
+        }
+    }
+
+    /// Journals a turn's present state (SPEC F4).
+    fn journal_turn(&self, t: &RuntimeTurn) {
+        if let Some(j) = self.inner.gateway.journal() {
+            let stored = StoredTurn::of(t);
+            j.record(
+                t.workspace,
+                JournalLayer::Runtime,
+                JournalKind::Turn,
+                t.turn_id.to_string(),
+                turn_seq(t),
+                &stored,
+            );
         }
     }
 
@@ -588,6 +704,87 @@ impl AgentRuntime {
         drop(g);
         self.inner.wake.notify_one();
         Ok(t)
+    }
+
+    /// Reads back what the journal kept of `scope`'s runtime turns and
+    /// events (SPEC F4): the UI shows them again; a turn paused on a research
+    /// request can still resume (its gateway turn is read back by
+    /// [`AgentGateway::restore`], which the caller runs first); a queued or
+    /// running one ends `FAILED` "interrupted by restart" (event
+    /// `turn.failed`), and so does its gateway turn. Event sequences go on
+    /// after the last one journaled. Call once, at the start, before any
+    /// turn.
+    pub fn restore(&self, scope: Scope) -> Result<RuntimeRestored, RuntimeError> {
+        let ws = scope.workspace;
+        let gw = &self.inner.gateway;
+        let mut turns = Vec::new();
+        let mut events = Vec::new();
+        let mut last = 0;
+        gw.backend()
+            .read(&mut |r| {
+                turns = r.journal(ws, JournalLayer::Runtime, JournalKind::Turn, MAX_TURNS)?;
+                events = r.journal(ws, JournalLayer::Runtime, JournalKind::Event, MAX_EVENTS)?;
+                last = r.journal_last_seq(JournalLayer::Runtime, JournalKind::Event)?;
+                Ok(())
+            })
+            .map_err(|e| RuntimeError::Unavailable(format!("the journal cannot be read: {e}")))?;
+        let mut out = RuntimeRestored::default();
+        let mut ended_gateway_turns = Vec::new();
+        {
+            let mut g = self.lock();
+            g.next_seq = g.next_seq.max(u64::try_from(last).unwrap_or(0));
+            for rec in events {
+                match serde_json::from_str::<StoredEvent>(&rec.body).map(StoredEvent::into_event) {
+                    Ok(e) if !g.events.iter().any(|x| x.seq == e.seq) => {
+                        if g.events.len() == MAX_EVENTS {
+                            g.events.pop_front();
+                        }
+                        g.events.push_back(e);
+                        out.events += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, id = %rec.id, "a journaled runtime event does not read"),
+                }
+            }
+            let mut interrupted = Vec::new();
+            for rec in turns {
+                let t = match serde_json::from_str::<StoredTurn>(&rec.body) {
+                    Ok(stored) => stored.into_turn(ws),
+                    Err(e) => {
+                        tracing::warn!(error = %e, id = %rec.id, "a journaled runtime turn does not read");
+                        continue;
+                    }
+                };
+                if g.turns.iter().any(|x| x.turn_id == t.turn_id) {
+                    continue;
+                }
+                match t.status {
+                    RuntimeStatus::Queued | RuntimeStatus::Running => interrupted.push(t.turn_id),
+                    RuntimeStatus::AuthorizationRequired => out.paused += 1,
+                    _ => {}
+                }
+                g.cancels.insert(t.turn_id, CancelToken::new());
+                if g.turns.len() == MAX_TURNS {
+                    g.turns.pop_front();
+                }
+                g.turns.push_back(t);
+                out.turns += 1;
+            }
+            for id in &interrupted {
+                if let Some(t) = g.turns.iter_mut().find(|t| t.turn_id == *id) {
+                    t.status = RuntimeStatus::Failed;
+                    t.error = Some(INTERRUPTED_BY_RESTART.to_owned());
+                    t.updated_at = now();
+                    ended_gateway_turns.extend(t.gateway_turn_id);
+                }
+                self.event(&mut g, *id, "turn.failed", INTERRUPTED_BY_RESTART);
+            }
+            out.interrupted = interrupted;
+        }
+        for gw_turn in ended_gateway_turns {
+            self.end_gateway_turn(scope, gw_turn, INTERRUPTED_BY_RESTART);
+        }
+        Ok(out)
     }
 
     /// A turn of this workspace.
@@ -900,7 +1097,7 @@ impl AgentRuntime {
         let catalog = self.inner.gateway.catalog();
         let mut offered = offered_tools(&self.inner.gateway, scope, &env);
         if let Some(allowed) = &t.tools {
-            offered.retain(|tool| allowed.contains(&tool.id.as_str()));
+            offered.retain(|tool| allowed.iter().any(|a| a == tool.id.as_str()));
         }
         let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
         let mut messages = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
@@ -976,7 +1173,9 @@ impl AgentRuntime {
                         // analyst): refused here even if the server let it
                         // through the schema.
                         Action::ToolCall(call)
-                            if t.tools.as_ref().is_some_and(|allowed| !allowed.contains(&call.tool_id().as_str())) =>
+                            if t.tools
+                                .as_ref()
+                                .is_some_and(|allowed| !allowed.iter().any(|a| a == call.tool_id().as_str())) =>
                         {
                             Err(ProtocolError::UnknownTool { tool_id: format!("`{}`", call.tool_id().as_str()) })
                         }
@@ -1272,7 +1471,7 @@ fn refs_in_text(text: &str, known: &HashSet<String>) -> Vec<ObjectRef> {
 
 /// A turn's `tools`, checked: known `tool_id`s, 1 to [`MAX_TURN_TOOLS`],
 /// no repeat; in catalog order.
-fn turn_tools(names: &[String]) -> Result<Vec<&'static str>, RuntimeError> {
+fn turn_tools(names: &[String]) -> Result<Vec<Cow<'static, str>>, RuntimeError> {
     if names.is_empty() || names.len() > MAX_TURN_TOOLS {
         return Err(RuntimeError::Invalid(format!("`tools` must name 1 to {MAX_TURN_TOOLS} tools")));
     }
@@ -1287,7 +1486,7 @@ fn turn_tools(names: &[String]) -> Result<Vec<&'static str>, RuntimeError> {
         ids.push(id);
     }
     ids.sort();
-    Ok(ids.into_iter().map(ToolId::as_str).collect())
+    Ok(ids.into_iter().map(|id| Cow::Borrowed(id.as_str())).collect())
 }
 
 /// The tools offered to the model in `scope` and `env`.

@@ -987,7 +987,7 @@ async fn the_analyst_can_narrow_a_turns_tools_and_bad_lists_are_refused() {
     let t = rt
         .start_turn(fx.spec, fx.env.clone(), narrowed("narrow", &["research.prepare", "investigation.get_overview"]))
         .unwrap();
-    assert_eq!(t.tools.as_deref(), Some(&["investigation.get_overview", "research.prepare"][..]));
+    assert_eq!(t.tools.as_deref(), Some(&["investigation.get_overview".into(), "research.prepare".into()][..]));
     // Only those are offered and listed; research.prepare once ids are known.
     let first = provider.nth(1).await;
     assert_eq!(offered(&first), ["investigation.get_overview"]);
@@ -1446,4 +1446,60 @@ async fn close_cancels_what_is_live_and_refuses_new_turns() {
     ));
     // Closing twice is harmless.
     rt.close();
+}
+
+/// SPEC F4: a restart (a new gateway and runtime over the same store, as the
+/// next server start builds them) reads back the turns and their events; a
+/// turn paused on a research request resumes after a human grant; a turn
+/// that was running ends `FAILED` "interrupted by restart", its gateway turn
+/// too — never silently lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
+    let fx = Fx::new();
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let paused = prepare(&rt, &fx, &provider, "k").await;
+    let request = paused.research_request.unwrap();
+    // A second turn whose model answer never comes before the "crash".
+    provider.push(Reply::Late(Duration::from_secs(60), final_answer("trop tard")));
+    let running = start(&rt, &fx, fx.spec, "k2", QUESTION);
+    provider.nth(3).await;
+    wait_for(&rt, fx.spec, running.turn_id, |t| t.status == RuntimeStatus::Running).await;
+    let before = rt.events(fx.spec, 0, 128);
+    assert!(fx.gw.flush_journal());
+
+    // The next start: a new gateway and runtime over the same file.
+    let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(Store::open(fx.dir.path()).unwrap()))).unwrap());
+    let restored = gw.restore(fx.spec).unwrap();
+    assert_eq!((restored.turns, restored.paused), (2, 1), "{restored:?}");
+    let rt2 = AgentRuntime::start(gw.clone(), Some(provider.client()));
+    let back = rt2.restore(fx.spec).unwrap();
+    assert_eq!((back.turns, back.paused, back.interrupted.as_slice()), (2, 1, [running.turn_id].as_slice()));
+
+    let again = rt2.turn(fx.spec, paused.turn_id).unwrap();
+    assert_eq!((again.status, again.research_request), (RuntimeStatus::AuthorizationRequired, Some(request)));
+    assert_eq!((again.question.as_str(), again.rounds, again.tool_calls), (QUESTION, paused.rounds, paused.tool_calls));
+    let ended = rt2.turn(fx.spec, running.turn_id).unwrap();
+    assert_eq!((ended.status, ended.error.as_deref()), (RuntimeStatus::Failed, Some("interrupted by restart")));
+    let gw_turn = gw.turn(fx.spec, ended.gateway_turn_id.unwrap()).unwrap();
+    assert_eq!(gw_turn.status, TurnStatus::Failed, "its gateway turn takes no more calls");
+    // The events as they were, then the interruption, in sequence.
+    let after = rt2.events(fx.spec, 0, 128);
+    let seqs = |p: &labfy_runtime::runtime::EventPage| p.events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&after)[..before.events.len()], seqs(&before)[..]);
+    let last = after.events.last().unwrap();
+    assert_eq!((last.turn_id, last.kind), (running.turn_id, "turn.failed"));
+    assert!(last.seq > before.next_cursor);
+    // Same key after the restart: the same turn, not a second one.
+    let same = start(&rt2, &fx, fx.spec, "k", QUESTION);
+    assert_eq!(same.turn_id, paused.turn_id);
+
+    // The paused turn resumes on the new runtime once a human grants.
+    fx.grant(&request);
+    rt2.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    provider.nth(4).await;
+    provider.answer(final_answer("Reprise après redémarrage."));
+    let done = settled(&rt2, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert_eq!(done.summary.as_deref(), Some("Reprise après redémarrage."));
 }

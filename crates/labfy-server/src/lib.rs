@@ -95,6 +95,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let agent = state.agent_runtime().clone();
     let campaigns = state.campaigns().clone();
+    let gateway = state.gateway().clone();
     let (closing, stopping) = (agent.clone(), campaigns.clone());
     let shutdown = async move {
         shutdown.await;
@@ -112,6 +113,11 @@ pub async fn serve(
     campaigns.close();
     if !campaigns.idle(CAMPAIGN_SHUTDOWN_GRACE).await {
         tracing::warn!(campaigns = campaigns.live(), "campaign tasks still running at shutdown");
+    }
+    // The agent's journal is written before the process leaves (SPEC F4).
+    let flushed = tokio::task::spawn_blocking(move || gateway.flush_journal()).await.unwrap_or(false);
+    if !flushed {
+        tracing::warn!("the agent journal was not fully written at shutdown");
     }
     served
 }

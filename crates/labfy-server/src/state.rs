@@ -237,6 +237,41 @@ impl AppState {
         &self.inner.campaigns
     }
 
+    /// Reads back the agent's turns, results and events the journal kept of
+    /// this workspace (SPEC F4): the gateway's, then the runtime's (whose
+    /// turns drive gateway turns). Paused turns can resume; running ones end
+    /// `FAILED` "interrupted by restart". Call once at the start, before
+    /// serving; a journal that cannot be read is logged, and serving goes on
+    /// without those turns.
+    pub fn restore_agent_journal(&self) {
+        let scope = self.scope();
+        match self.inner.gateway.restore(scope) {
+            Ok(r) => tracing::info!(
+                turns = r.turns,
+                paused = r.paused,
+                interrupted = r.interrupted.len(),
+                results = r.results,
+                events = r.events,
+                "agent gateway journal read back"
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "the agent gateway's journal cannot be read; its turns are not shown")
+            }
+        }
+        match self.inner.agent.restore(scope) {
+            Ok(r) => tracing::info!(
+                turns = r.turns,
+                paused = r.paused,
+                interrupted = r.interrupted.len(),
+                events = r.events,
+                "agent runtime journal read back"
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "the agent runtime's journal cannot be read; its turns are not shown")
+            }
+        }
+    }
+
     /// Lends the campaign runner to the gateway as the runner of the agent's
     /// `web.fetch` (SPEC F2), once the state is built (the runner is rebuilt
     /// by [`AppState::with_parser`] and [`AppState::with_runtime_dir`]).

@@ -701,3 +701,44 @@ async fn a_bad_investigation_or_exclusions_never_runs_the_agent() {
         }
     }
 }
+
+// --- restart (F4) -----------------------------------------------------------
+
+/// A paused demo turn outlives the server: the next server over the same
+/// data directory shows it with its events, and it resumes after a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_turn_outlives_a_restart_and_resumes() {
+    let f = fixture().await;
+    let id = id_of(&f.start("Quels liens entre les sociétés et les domaines ?", "restart-1").await);
+    let paused = f.wait_until(&id, "AUTHORIZATION_REQUIRED", |t| t["status"] == "AUTHORIZATION_REQUIRED").await;
+    let request = paused["research_request"].as_str().unwrap().to_owned();
+    let kinds_before = f.event_kinds(&id).await;
+    f.state.agent_runtime().close();
+    assert!(f.state.gateway().flush_journal());
+
+    // The next start: a new state over the same file, journal read back.
+    let store = Store::open(f.dir.path()).unwrap();
+    let ws = f.state.workspace();
+    let limit = RateLimit { burst: 1000, per_second: 1000.0 };
+    let state =
+        AppState::with_agent(Db::new(store, f.dir.path().to_path_buf()), PORT, ws, limit, &AgentMode::Demo).unwrap();
+    state.restore_agent_journal();
+    let app = app(state.clone());
+    let (cookie, csrf) = common::open_session(&app, &state).await;
+    let g = Fixture { dir: f.dir, app, state, investigation: f.investigation, cookie, csrf };
+
+    let back = g.turn(&id).await;
+    assert_eq!(back["status"], "AUTHORIZATION_REQUIRED", "{back}");
+    assert_eq!(back["research_request"], request.as_str());
+    assert_eq!(g.event_kinds(&id).await, kinds_before, "the same events, in order");
+    let gw_turn = back["gateway_turn_id"].as_str().unwrap();
+    let (s, t) = g.get(&format!("/api/v1/agent-tools/turns/{gw_turn}")).await;
+    assert_eq!((s, t["status"].as_str()), (StatusCode::OK, Some("AUTHORIZATION_REQUIRED")), "{t}");
+
+    let (s, r) = g.post(&format!("/api/v1/research/requests/{request}/grant"), grant_body()).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = g.post(&format!("/api/v1/agent-runtime/turns/{id}/resume"), json!({})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{r}");
+    let done = g.settle(&id).await;
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+}

@@ -77,8 +77,13 @@ pub(crate) fn open_read_write(data_dir: &Path) -> Result<(Connection, PathBuf)> 
         Err(source) => return Err(dir_err(source)),
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
+    let mut conn = Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
     configure(&conn, &path)?;
+    // Every write transaction takes the write lock when it begins, waiting
+    // up to BUSY_TIMEOUT for another process's writer (`labfy import`, the
+    // server's journal): a deferred one that read first would fail at once
+    // on its first write instead (SQLITE_BUSY_SNAPSHOT, no busy wait).
+    conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
     // Identity first: nothing is written to a file that is not ours.
     let version = check_identity(&conn, &path)?;
     let mode: String =

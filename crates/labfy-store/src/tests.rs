@@ -499,3 +499,27 @@ fn the_data_directory_and_database_are_private_whatever_the_umask() {
     }
     assert!(data.join("labfy.sqlite3").exists());
 }
+
+#[test]
+fn the_journal_keeps_a_bounded_number_of_records() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, _) = store.create_real_workspace("Journal", "analyst").unwrap();
+    let ws = ws.id();
+    let records: Vec<crate::JournalRecord> = (0..crate::JOURNAL_KEEP + 50)
+        .map(|i| crate::JournalRecord {
+            workspace: ws,
+            layer: crate::JournalLayer::Gateway,
+            kind: crate::JournalKind::Event,
+            id: i.to_string(),
+            seq: i as i64,
+            body: format!("{{\"n\": {i}}}"),
+        })
+        .collect();
+    store.journal(&records).unwrap();
+    let kept = store.reads().journal(ws, crate::JournalLayer::Gateway, crate::JournalKind::Event, 5_000).unwrap();
+    assert_eq!(kept.len(), crate::JOURNAL_KEEP);
+    assert_eq!(kept.first().unwrap().seq, 50, "the oldest went first");
+    let bad = crate::JournalRecord { body: "pas du JSON".into(), ..records[0].clone() };
+    assert!(matches!(store.journal(&[bad]), Err(crate::StoreError::Invalid(_))));
+}
