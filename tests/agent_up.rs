@@ -2,9 +2,12 @@
 //! the server asks the real egress daemon over IPC for `web.fetch`'s
 //! availability; the demo agent prepares research; a human grant over HTTP
 //! runs the synthetic SPECIMEN campaign; the turn resumes with its summary.
-//! Then the server is killed: the supervisor restarts it, the grant and the
-//! synthetic evidence are still in the store, and the gateway's in-memory
-//! turns and results are gone (G10).
+//! Then the server is killed (`kill -9`): the supervisor restarts it, the
+//! grant and the synthetic evidence are still in the store, and so are the
+//! agent's turns, results and events, read back from the journal (SPEC F4):
+//! the finished turn with its summary, a paused turn that still resumes
+//! after a grant, and a turn that was running, now `FAILED` "interrupted by
+//! restart".
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -60,6 +63,41 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
         .collect();
     assert_eq!(new_evidence.len(), 2, "the budget allowed two requests: {done}");
 
+    // A second turn paused on its request, and a manual turn left running.
+    let (s, paused) = post(
+        port,
+        &cookie,
+        &csrf,
+        "/api/v1/agent-tools/turns",
+        &json!({"question": "Quels domaines pour les sociétés ?"}),
+    );
+    assert_eq!(s, 201, "{paused}");
+    let paused_id = paused["turn_id"].as_str().unwrap().to_owned();
+    let paused_request = paused["research_request"].as_str().unwrap().to_owned();
+    let (s, manual) = post(
+        port,
+        &cookie,
+        &csrf,
+        "/api/v1/agent-tools/turns",
+        &json!({"question": "Appels à la main", "mode": "manual"}),
+    );
+    assert_eq!(s, 201, "{manual}");
+    let manual_id = manual["turn_id"].as_str().unwrap().to_owned();
+    // The journal writes on its own thread: the three turns are on disk
+    // before the kill (a kill within those milliseconds loses them, no more).
+    let db = dir.path().join("labfy.sqlite3");
+    wait_for("the journal to hold the turns", || {
+        let conn = rusqlite::Connection::open(&db).ok()?;
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM agent_journal WHERE layer = 'gateway' AND kind = 'turn' AND id IN (?1, ?2, ?3)",
+                [&turn_id, &paused_id, &manual_id],
+                |r| r.get(0),
+            )
+            .ok()?;
+        (n == 3).then_some(())
+    });
+
     // Kill the server; the supervisor restarts it.
     let run = runtime_dir(dir.path());
     let old = server_pid(BIN, &run);
@@ -68,18 +106,31 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
         let pid = server_pid(BIN, &run);
         (pid != old).then_some(pid)
     });
-    let (cookie, _) =
+    let (cookie, csrf) =
         wait_for("the restarted server to answer", || std::panic::catch_unwind(|| login(port, &run)).ok());
-    // Durable facts survived; transport memory did not.
+    // Durable facts survived, and the agent's turns with them (F4).
     let (s, g) = get(port, &cookie, &format!("/api/v1/grants/{grant}"));
     assert_eq!(s, 200);
     assert_eq!(g["active"], true);
     let (s, _) = get(port, &cookie, &format!("/api/v1/evidence/{}", new_evidence[0]));
     assert_eq!(s, 200);
-    let (s, _) = get(port, &cookie, &format!("/api/v1/agent-tools/turns/{turn_id}"));
-    assert_eq!(s, 404);
+    let (s, t) = get(port, &cookie, &format!("/api/v1/agent-tools/turns/{turn_id}"));
+    assert_eq!((s, &t["status"], &t["summary"]), (200, &done["status"], &done["summary"]), "{t}");
+    let first_result = t["result_ids"][0].as_str().unwrap();
+    let (s, _) = get(port, &cookie, &format!("/api/v1/agent-tools/results/{first_result}"));
+    assert_eq!(s, 200);
+    let (s, t) = get(port, &cookie, &format!("/api/v1/agent-tools/turns/{manual_id}"));
+    assert_eq!((s, t["status"].as_str(), t["error"].as_str()), (200, Some("FAILED"), Some("interrupted by restart")));
     let (_, events) = get(port, &cookie, "/api/v1/agent-tools/events?cursor=0");
-    assert!(events["events"].as_array().unwrap().is_empty());
+    let events = events["events"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["turn_id"] == turn_id.as_str() && e["type"] == "agent.turn.completed"));
+    let last = events.last().unwrap();
+    assert_eq!((last["turn_id"].as_str(), last["type"].as_str()), (Some(manual_id.as_str()), Some("agent.error")));
+    // The paused turn resumes after a grant, on the new server.
+    let (s, g) = post(port, &cookie, &csrf, &format!("/api/v1/research/requests/{paused_request}/grant"), &grant_body);
+    assert_eq!(s, 201, "{g}");
+    let (s, done) = post(port, &cookie, &csrf, &format!("/api/v1/agent-tools/turns/{paused_id}/resume"), &json!({}));
+    assert_eq!((s, done["status"].as_str()), (200, Some("COMPLETED")), "{done}");
 
     signal(up.0.id(), libc::SIGTERM);
     let status = up.0.wait().unwrap();

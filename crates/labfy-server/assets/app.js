@@ -368,6 +368,7 @@ const I18N = {
     rtd_demo_calls: 'l’agent de démonstration a fait {n} appels par la passerelle',
     rtd_cancelled_by_analyst: 'annulé par l’analyste',
     rtd_runtime_closed: 'le moteur d’agent s’est arrêté',
+    rtd_interrupted: 'interrompu par le redémarrage du serveur',
     rtd_start: 'début',
     rtd_resume: 'reprise',
     rtd_driver_demo: 'agent de démonstration',
@@ -1033,6 +1034,7 @@ const I18N = {
     rtd_demo_calls: 'the demo agent made {n} calls through the gateway',
     rtd_cancelled_by_analyst: 'cancelled by the analyst',
     rtd_runtime_closed: 'the agent runtime closed',
+    rtd_interrupted: 'interrupted by a restart of the server',
     rtd_start: 'start',
     rtd_resume: 'resume',
     rtd_driver_demo: 'demo agent',
@@ -4388,7 +4390,7 @@ function renderSummary() {
     box.dataset.status = status;
     box.hidden = false;
   } else if (RT_END_ERRORS.has(status)) {
-    text.textContent = t(`agent_end_${status}`, { message: String(rt.error ?? '') });
+    text.textContent = t(`agent_end_${status}`, { message: runtimeDetail(String(rt.error ?? '')) });
     text.dataset.status = status;
     text.className = 'agent-summary error-box';
     box.dataset.status = status;
@@ -4733,6 +4735,7 @@ const RUNTIME_DETAILS = [
   [/^the demo agent made (\d+) calls through the gateway$/, (m) => t('rtd_demo_calls', { n: fmtNumber(Number(m[1])) })],
   [/^cancelled by the analyst$/, () => t('rtd_cancelled_by_analyst')],
   [/^the agent runtime closed$/, () => t('rtd_runtime_closed')],
+  [/^interrupted by restart$/, () => t('rtd_interrupted')],
   [/^start$/, () => t('rtd_start')],
   [/^resume$/, () => t('rtd_resume')],
   [/^Demo$/, () => t('rtd_driver_demo')],
@@ -4765,7 +4768,7 @@ function eventDetail(ev) {
     case 'agent.turn.completed':
       return String(p.summary ?? '');
     case 'agent.error':
-      return String(p.message ?? '');
+      return runtimeDetail(String(p.message ?? ''));
     default:
       return '';
   }
