@@ -64,7 +64,8 @@ impl Memory {
     fn journal_turn(&self, turn: &Turn) {
         if let Some(j) = &self.journal {
             let seq = turn_seq(turn);
-            j.record(turn.workspace, JournalLayer::Gateway, JournalKind::Turn, turn.turn_id.to_string(), seq, turn);
+            let id = turn.turn_id.to_string();
+            j.record(turn.workspace, JournalLayer::Gateway, JournalKind::Turn, id, seq, turn.clone());
         }
     }
 
@@ -94,24 +95,25 @@ impl Memory {
         };
         if let Some(j) = &self.journal {
             let id = event.sequence.to_string();
-            j.record(ws, JournalLayer::Gateway, JournalKind::Event, id, event.sequence, &event);
+            j.record(ws, JournalLayer::Gateway, JournalKind::Event, id, event.sequence, event.clone());
         }
         self.events.push_back(event);
-        // Every change of a turn comes with an event: its snapshot goes too.
-        if let Some(t) = self.turns.iter().find(|t| t.workspace == ws && t.turn_id == turn) {
+        // A turn's status changes with these events (a call's count and
+        // results are journaled with its result, in `seal`).
+        let changes_turn = matches!(
+            kind,
+            EventType::TurnStarted | EventType::AuthorizationRequired | EventType::TurnCompleted | EventType::Error
+        );
+        if let Some(t) = self.turns.iter().find(|t| changes_turn && t.workspace == ws && t.turn_id == turn) {
             self.journal_turn(t);
         }
     }
 
     fn push_result(&mut self, result: Arc<ToolResult>, intent: [u8; 32]) {
         if let Some(j) = &self.journal {
-            let stored = StoredResult {
-                result: ToolResult::clone(&result),
-                idempotency_key: result.idempotency_key.clone(),
-                intent: hex(&intent),
-            };
-            let id = result.result_id.to_string();
-            j.record(result.workspace, JournalLayer::Gateway, JournalKind::Result, id, self.last_sequence, &stored);
+            let (ws, id) = (result.workspace, result.result_id.to_string());
+            let stored = StoredResult { result: result.clone(), intent };
+            j.record(ws, JournalLayer::Gateway, JournalKind::Result, id, self.last_sequence, stored);
         }
         if self.results.len() == MAX_RESULTS {
             if let Some(old) = self.results.pop_front() {
@@ -140,8 +142,25 @@ impl Memory {
 }
 
 /// A result as the journal keeps it: with the idempotency record it closes.
-#[derive(serde::Serialize, serde::Deserialize)]
 struct StoredResult {
+    result: Arc<ToolResult>,
+    intent: [u8; 32],
+}
+
+impl serde::Serialize for StoredResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("StoredResult", 3)?;
+        st.serialize_field("result", &*self.result)?;
+        st.serialize_field("idempotency_key", &self.result.idempotency_key)?;
+        st.serialize_field("intent", &hex(&self.intent))?;
+        st.end()
+    }
+}
+
+/// [`StoredResult`] as read back.
+#[derive(serde::Deserialize)]
+struct ReadResult {
     result: ToolResult,
     idempotency_key: String,
     intent: String,
@@ -287,7 +306,7 @@ impl AgentGateway {
                 }
             }
             for rec in results {
-                let stored = match serde_json::from_str::<StoredResult>(&rec.body) {
+                let stored = match serde_json::from_str::<ReadResult>(&rec.body) {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(error = %e, id = %rec.id, "a journaled result does not read; skipped");
@@ -833,6 +852,9 @@ impl AgentGateway {
                 turn.research_request = result.object_refs.first().copied();
             }
             turn.updated_at = now();
+        }
+        if let Some(turn) = mem.turns.iter().find(|t| t.workspace == ws && t.turn_id == result.turn_id) {
+            mem.journal_turn(turn);
         }
         mem.push_event(
             ws,

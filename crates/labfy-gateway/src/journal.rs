@@ -24,8 +24,14 @@ pub const JOURNAL_BATCH: usize = 256;
 /// Longest [`Journal::flush`] waits.
 pub const JOURNAL_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A record whose body is serialised on the writer thread, not the caller's.
+struct Pending {
+    head: JournalRecord,
+    body: Box<dyn FnOnce() -> Result<String, serde_json::Error> + Send>,
+}
+
 enum Msg {
-    Record(JournalRecord),
+    Record(Pending),
     Flush(mpsc::SyncSender<()>),
 }
 
@@ -68,8 +74,9 @@ impl Journal {
         Self { inner: Arc::new(Writer { tx: Mutex::new(Some(tx)), thread: Mutex::new(thread) }) }
     }
 
-    /// Queues `value` (serialised now) as the record `id` of `layer` and
-    /// `kind` in `ws`, ordered by `seq`.
+    /// Queues `value` as the record `id` of `layer` and `kind` in `ws`,
+    /// ordered by `seq`. It is serialised on the writer thread: the caller
+    /// pays for a move, not for JSON.
     pub fn record(
         &self,
         ws: Uuid,
@@ -77,19 +84,13 @@ impl Journal {
         kind: JournalKind,
         id: String,
         seq: u64,
-        value: &impl Serialize,
+        value: impl Serialize + Send + 'static,
     ) {
-        let body = match serde_json::to_string(value) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, ?kind, "a journal record does not serialise; not journaled");
-                return;
-            }
-        };
         let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-        let record = JournalRecord { workspace: ws, layer, kind, id, seq, body };
+        let head = JournalRecord { workspace: ws, layer, kind, id, seq, body: String::new() };
+        let pending = Pending { head, body: Box::new(move || serde_json::to_string(&value)) };
         if let Some(tx) = self.inner.tx.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            let _ = tx.send(Msg::Record(record));
+            let _ = tx.send(Msg::Record(pending));
         }
     }
 
@@ -117,7 +118,13 @@ fn write_loop(backend: &dyn Backend, rx: &Receiver<Msg>) {
         let mut next = Some(first);
         while let Some(m) = next.take() {
             match m {
-                Msg::Record(r) => batch.push(r),
+                Msg::Record(Pending { mut head, body }) => match body() {
+                    Ok(text) => {
+                        head.body = text;
+                        batch.push(head);
+                    }
+                    Err(e) => tracing::error!(error = %e, kind = ?head.kind, "a journal record does not serialise"),
+                },
                 Msg::Flush(ack) => acks.push(ack),
             }
             if batch.len() >= JOURNAL_BATCH {

@@ -575,7 +575,7 @@ impl AgentRuntime {
         // Every change of a turn comes with an event: both go to the
         // journal (SPEC F4).
         if let (Some(j), Some(t)) = (self.inner.gateway.journal(), g.turns.iter().find(|t| t.turn_id == turn)) {
-            j.record(t.workspace, JournalLayer::Runtime, JournalKind::Event, seq.to_string(), seq, &event);
+            j.record(t.workspace, JournalLayer::Runtime, JournalKind::Event, seq.to_string(), seq, event.clone());
             self.journal_turn(t);
         }
         g.events.push_back(event);
@@ -600,14 +600,7 @@ impl AgentRuntime {
     fn journal_turn(&self, t: &RuntimeTurn) {
         if let Some(j) = self.inner.gateway.journal() {
             let stored = StoredTurn::of(t);
-            j.record(
-                t.workspace,
-                JournalLayer::Runtime,
-                JournalKind::Turn,
-                t.turn_id.to_string(),
-                turn_seq(t),
-                &stored,
-            );
+            j.record(t.workspace, JournalLayer::Runtime, JournalKind::Turn, t.turn_id.to_string(), turn_seq(t), stored);
         }
     }
 
