@@ -85,7 +85,7 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     let manual_id = manual["turn_id"].as_str().unwrap().to_owned();
     // The journal writes on its own thread: the three turns are on disk
     // before the kill (a kill within those milliseconds loses them, no more).
-    let db = dir.path().join("labfy.sqlite3");
+    let db = dir.path().join("agent-journal.sqlite3");
     wait_for("the journal to hold the turns", || {
         let conn = rusqlite::Connection::open(&db).ok()?;
         let n: i64 = conn

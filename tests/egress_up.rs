@@ -5,7 +5,10 @@
 //! egress pointed at that network; the demo agent prepares research, a human
 //! grants it over HTTP with the URLs it may fetch, the campaign runs through
 //! egress → arti → the exit → a web server on 127.0.0.1, the pages become
-//! evidence with provenance, and the resumed turn summarises them. Then:
+//! evidence with provenance, and the resumed turn summarises them. The
+//! agent's own `web.fetch` (SPEC F2), in a manual turn, fetches a granted
+//! URL the campaign has not reached yet, as that campaign's item; egress
+//! refuses a URL of the scope that is not in the grant's list. Then:
 //! a redirect out of scope is refused before its stream, a revocation stops
 //! a campaign in flight, and with the Tor network stopped a fetch is
 //! UNAVAILABLE and no request reaches the web server.
@@ -158,7 +161,7 @@ fn serve(mut s: TcpStream, log: &Mutex<Vec<String>>, away: Option<&str>, here: &
     };
     let moved =
         |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    let answer = match path.as_str() {
+    let answer = match path.split('?').next().unwrap_or_default() {
         "/page/1" => page("text/html; charset=utf-8", PAGE_1),
         "/page/2" => page("text/plain; charset=utf-8", PAGE_2),
         "/moved" => moved(&format!("{here}/page/2")),
@@ -460,6 +463,9 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     // 5b. The agent's own fetch (F2).
     agent_fetches_under_the_grant(&s, &data, &web, &outside);
 
+    // 5c. A campaign interrupted by a server restart goes on (F4).
+    let s = a_campaign_outlives_a_server_restart(s, &data, &web);
+
     // 6. A revocation stops a campaign in flight (E3).
     let (_, request) = s.prepared("Quels domaines pour la société Durand ?");
     let slow_urls = [web.url("/slow"), web.url("/page/2")];
@@ -594,6 +600,41 @@ fn agent_fetches_under_the_grant(s: &Session, data: &Path, web: &Web, outside: &
     assert_eq!(logged.iter().filter(|s| **s == "FETCHED").count(), 3, "{log:#}");
     assert_eq!(logged.iter().filter(|s| **s == "REFUSED").count(), 1, "{log:#}");
     assert_eq!(outside.total(), 0);
+}
+
+/// SPEC F4: the server is killed (`kill -9`) while a campaign fetches; the
+/// supervisor restarts it, tells the governor and egress its new pid, and
+/// the new server resumes the campaign: the item that was in flight is
+/// fetched again, the next one too, and the campaign completes. Returns the
+/// session on the new server.
+fn a_campaign_outlives_a_server_restart(s: Session, data: &Path, web: &Web) -> Session {
+    let (_, request) = s.prepared("Où la société Durand a-t-elle ses bureaux ?");
+    let urls = [web.url("/pause?restart"), web.url("/agent?restart")];
+    let (st, g) = s.grant(&request, &urls);
+    assert_eq!(st, 201, "{g}");
+    approve_on_terminal(data, g["grant"].as_str().unwrap(), &urls);
+    wait_long("the first item to reach the web server", CAMPAIGN_WAIT, || {
+        (web.hits("/pause?restart") == 1).then_some(())
+    });
+    assert_eq!(s.campaign(&request)["status"], "RUNNING");
+    let run = runtime_dir(data);
+    let old = server_pid(BIN, &run);
+    signal(old, libc::SIGKILL);
+    wait_long("a new server", CAMPAIGN_WAIT, || {
+        let pid = server_pid(BIN, &run);
+        (pid != old).then_some(())
+    });
+    let (cookie, csrf) = wait_long("the restarted server to answer", CAMPAIGN_WAIT, || {
+        std::panic::catch_unwind(|| login(s.port, &run)).ok()
+    });
+    let s = Session { port: s.port, cookie, csrf };
+    let c = s.finished(&request);
+    assert_eq!(c["status"], "COMPLETED", "{c:#}");
+    let statuses: Vec<&str> = c["items"].as_array().unwrap().iter().map(|i| i["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["FETCHED", "FETCHED"], "{c:#}");
+    assert_eq!(web.hits("/pause?restart"), 2, "the item in flight at the kill was fetched again");
+    assert_eq!(web.hits("/agent?restart"), 1);
+    s
 }
 
 /// A standalone egress on the private Tor network, driven by the test as a

@@ -48,7 +48,7 @@ struct Memory {
     results: VecDeque<Arc<ToolResult>>,
     idem: HashMap<(Uuid, String), IdemRecord>,
     call_ids: HashSet<(Uuid, Uuid)>,
-    events: VecDeque<Event>,
+    events: VecDeque<Arc<Event>>,
     last_sequence: u64,
     turns: VecDeque<Turn>,
     /// Where every turn, result and event also goes (SPEC F4).
@@ -83,7 +83,7 @@ impl Memory {
         if self.events.len() == MAX_EVENTS {
             self.events.pop_front();
         }
-        let event = Event {
+        let event = Arc::new(Event {
             sequence: self.last_sequence,
             timestamp: now(),
             kind,
@@ -92,10 +92,10 @@ impl Memory {
             refs,
             payload,
             workspace: ws,
-        };
+        });
         if let Some(j) = &self.journal {
             let id = event.sequence.to_string();
-            j.record(ws, JournalLayer::Gateway, JournalKind::Event, id, event.sequence, event.clone());
+            j.record(ws, JournalLayer::Gateway, JournalKind::Event, id, event.sequence, ArcJson(event.clone()));
         }
         self.events.push_back(event);
         // A turn's status changes with these events (a call's count and
@@ -114,6 +114,8 @@ impl Memory {
             let (ws, id) = (result.workspace, result.result_id.to_string());
             let stored = StoredResult { result: result.clone(), intent };
             j.record(ws, JournalLayer::Gateway, JournalKind::Result, id, self.last_sequence, stored);
+            // The turn's calls and results are read back from its results
+            // (see `restore`): no snapshot of the turn per call.
         }
         if self.results.len() == MAX_RESULTS {
             if let Some(old) = self.results.pop_front() {
@@ -138,6 +140,15 @@ impl Memory {
         }
         self.journal_turn(&turn);
         self.turns.push_back(turn);
+    }
+}
+
+/// An `Arc`'d value serialised as itself (serde's `rc` feature is off).
+struct ArcJson<T>(Arc<T>);
+
+impl<T: serde::Serialize> serde::Serialize for ArcJson<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        T::serialize(&self.0, s)
     }
 }
 
@@ -266,9 +277,18 @@ impl AgentGateway {
         Ok(Self {
             catalog: Catalog::build()?,
             fetcher: std::sync::OnceLock::new(),
-            memory: Mutex::new(Memory { journal: Some(Journal::start(backend.clone())), ..Memory::default() }),
+            memory: Mutex::new(Memory::default()),
             backend,
         })
+    }
+
+    /// Journals every turn, result and event of this gateway in `store` (the
+    /// data directory's journal file, SPEC F4) from now on. Without it the
+    /// gateway keeps them in memory only (tests, benchmarks of the bare
+    /// pipeline).
+    pub fn with_journal(self, store: labfy_store::JournalStore) -> Self {
+        self.memory().journal = Some(Journal::start(store));
+        self
     }
 
     /// Reads back what the journal kept of `scope`'s workspace (SPEC F4):
@@ -280,11 +300,12 @@ impl AgentGateway {
     /// still resume. Call once, at the server's start, before any turn.
     pub fn restore(&self, scope: Scope) -> Result<Restored, GatewayError> {
         let ws = scope.workspace;
-        let (turns, results, events, last) = backend::read(self.backend(), |r| {
-            let turns = r.journal(ws, JournalLayer::Gateway, JournalKind::Turn, MAX_TURNS)?;
-            let results = r.journal(ws, JournalLayer::Gateway, JournalKind::Result, MAX_RESULTS)?;
-            let events = r.journal(ws, JournalLayer::Gateway, JournalKind::Event, MAX_EVENTS)?;
-            Ok((turns, results, events, r.journal_last_seq(JournalLayer::Gateway, JournalKind::Event)?))
+        let Some(journal) = self.journal() else { return Ok(Restored::default()) };
+        let (turns, results, events, last) = journal.read(|j| {
+            let turns = j.read(ws, JournalLayer::Gateway, JournalKind::Turn, MAX_TURNS)?;
+            let results = j.read(ws, JournalLayer::Gateway, JournalKind::Result, MAX_RESULTS)?;
+            let events = j.read(ws, JournalLayer::Gateway, JournalKind::Event, MAX_EVENTS)?;
+            Ok((turns, results, events, j.last_seq(JournalLayer::Gateway, JournalKind::Event)?))
         })?;
         let mut out = Restored::default();
         let mut interrupted = Vec::new();
@@ -298,7 +319,7 @@ impl AgentGateway {
                         if mem.events.len() == MAX_EVENTS {
                             mem.events.pop_front();
                         }
-                        mem.events.push_back(e);
+                        mem.events.push_back(Arc::new(e));
                         out.events += 1;
                     }
                     Ok(_) => {}
@@ -325,6 +346,7 @@ impl AgentGateway {
                 mem.results.push_back(Arc::new(result));
                 out.results += 1;
             }
+            let results: Vec<(Uuid, Uuid)> = mem.results.iter().map(|r| (r.turn_id, r.result_id)).collect();
             for rec in turns {
                 let mut turn = match serde_json::from_str::<Turn>(&rec.body) {
                     Ok(t) => t,
@@ -337,6 +359,14 @@ impl AgentGateway {
                     continue;
                 }
                 turn.workspace = ws;
+                // Calls after the turn's last snapshot were journaled with
+                // their results only: its results are those, in order.
+                for (_, id) in results.iter().filter(|(t, _)| *t == turn.turn_id) {
+                    if !turn.result_ids.contains(id) && turn.result_ids.len() <= MAX_CALLS_PER_TURN as usize {
+                        turn.result_ids.push(*id);
+                    }
+                }
+                turn.calls = turn.calls.max(u32::try_from(turn.result_ids.len()).unwrap_or(u32::MAX));
                 match turn.status {
                     TurnStatus::Running => interrupted.push(turn.turn_id),
                     TurnStatus::AuthorizationRequired => out.paused += 1,
@@ -384,9 +414,7 @@ impl AgentGateway {
         &self.catalog
     }
 
-    /// The store, as the server lent it (the agent runtime reads its
-    /// journal through it).
-    pub fn backend(&self) -> &dyn Backend {
+    pub(crate) fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
     }
 
@@ -497,7 +525,7 @@ impl AgentGateway {
             .iter()
             .filter(|e| e.sequence > cursor && e.workspace == scope.workspace)
             .take(limit)
-            .cloned()
+            .map(|e| Event::clone(e))
             .collect();
         // The cursor moves past other workspaces' events too; they are never
         // shown here, and skipping them keeps polling cheap.
@@ -852,9 +880,6 @@ impl AgentGateway {
                 turn.research_request = result.object_refs.first().copied();
             }
             turn.updated_at = now();
-        }
-        if let Some(turn) = mem.turns.iter().find(|t| t.workspace == ws && t.turn_id == result.turn_id) {
-            mem.journal_turn(turn);
         }
         mem.push_event(
             ws,

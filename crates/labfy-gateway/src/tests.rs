@@ -1651,7 +1651,10 @@ fn a_hostile_evidence_item_cannot_steer_the_demo_agent() {
 
 #[test]
 fn turns_results_and_events_survive_a_restart() {
-    let fx = Fx::new();
+    let mut fx = Fx::new();
+    let dir = fx.dir.path().to_owned();
+    let journal = || labfy_store::JournalStore::open(&dir).unwrap();
+    fx.gw = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap().with_journal(journal());
     // A demo turn paused on a research request, a manual turn left running.
     let paused = demo(&fx, DEMO_QUESTION);
     let request = paused.research_request.unwrap();
@@ -1664,7 +1667,7 @@ fn turns_results_and_events_survive_a_restart() {
     assert!(fx.gw.flush_journal(), "the journal is written");
 
     // The restart: a new gateway over the same file.
-    let gw = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap();
+    let gw = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap().with_journal(journal());
     assert!(gw.turn(fx.spec, paused.turn_id).is_err(), "nothing read back before restore");
     let spec = gw.restore(fx.spec).unwrap();
     assert_eq!((spec.turns, spec.paused, spec.interrupted.len()), (1, 1, 0), "{spec:?}");
@@ -1706,7 +1709,7 @@ fn turns_results_and_events_survive_a_restart() {
     assert_eq!(done.status, TurnStatus::Completed, "{:?}", done.error);
     // And a second restart reads back the ended turns as ended.
     assert!(gw.flush_journal());
-    let gw3 = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap();
+    let gw3 = AgentGateway::new(Arc::new(DirectBackend::new(fx.writer()))).unwrap().with_journal(journal());
     let again = gw3.restore(fx.spec).unwrap();
     assert_eq!((again.paused, again.interrupted.len()), (0, 0), "{again:?}");
     assert_eq!(gw3.turn(fx.spec, paused.turn_id).unwrap().status, TurnStatus::Completed);

@@ -710,15 +710,14 @@ impl AgentRuntime {
     pub fn restore(&self, scope: Scope) -> Result<RuntimeRestored, RuntimeError> {
         let ws = scope.workspace;
         let gw = &self.inner.gateway;
-        let mut turns = Vec::new();
-        let mut events = Vec::new();
-        let mut last = 0;
-        gw.backend()
-            .read(&mut |r| {
-                turns = r.journal(ws, JournalLayer::Runtime, JournalKind::Turn, MAX_TURNS)?;
-                events = r.journal(ws, JournalLayer::Runtime, JournalKind::Event, MAX_EVENTS)?;
-                last = r.journal_last_seq(JournalLayer::Runtime, JournalKind::Event)?;
-                Ok(())
+        let Some(journal) = gw.journal() else { return Ok(RuntimeRestored::default()) };
+        let (turns, events, last) = journal
+            .read(|j| {
+                Ok((
+                    j.read(ws, JournalLayer::Runtime, JournalKind::Turn, MAX_TURNS)?,
+                    j.read(ws, JournalLayer::Runtime, JournalKind::Event, MAX_EVENTS)?,
+                    j.last_seq(JournalLayer::Runtime, JournalKind::Event)?,
+                ))
             })
             .map_err(|e| RuntimeError::Unavailable(format!("the journal cannot be read: {e}")))?;
         let mut out = RuntimeRestored::default();

@@ -1455,7 +1455,10 @@ async fn close_cancels_what_is_live_and_refuses_new_turns() {
 /// too — never silently lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
-    let fx = Fx::new();
+    let mut fx = Fx::new();
+    let journal = |fx: &Fx| labfy_store::JournalStore::open(fx.dir.path()).unwrap();
+    let store = Store::open(fx.dir.path()).unwrap();
+    fx.gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(store))).unwrap().with_journal(journal(&fx)));
     let provider = Provider::start().await;
     let rt = fx.model(&provider);
     let paused = prepare(&rt, &fx, &provider, "k").await;
@@ -1469,7 +1472,8 @@ async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
     assert!(fx.gw.flush_journal());
 
     // The next start: a new gateway and runtime over the same file.
-    let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(Store::open(fx.dir.path()).unwrap()))).unwrap());
+    let store = Store::open(fx.dir.path()).unwrap();
+    let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(store))).unwrap().with_journal(journal(&fx)));
     let restored = gw.restore(fx.spec).unwrap();
     assert_eq!((restored.turns, restored.paused), (2, 1), "{restored:?}");
     let rt2 = AgentRuntime::start(gw.clone(), Some(provider.client()));

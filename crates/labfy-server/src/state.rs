@@ -85,7 +85,9 @@ impl AppState {
             );
         }
         let class = db.read_blocking(|r| r.workspace(workspace))?.class;
-        let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?);
+        // The agent's journal (SPEC F4), a file beside the database.
+        let journal = labfy_store::JournalStore::open(db.data_dir())?;
+        let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?.with_journal(journal));
         let model = agent.model_config().map(|config| LocalModelClient::new(config.clone()));
         let agent = AgentRuntime::start(gateway.clone(), model);
         let campaigns = CampaignRunner::new(db.clone(), workspace, None, Path::new(DEFAULT_PARSER));

@@ -53,7 +53,10 @@ pub use import::{
     IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportRecord, ImportReportLine, ImportStats, ImportedFile,
     MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path, import_tree,
 };
-pub use journal::{JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, MAX_JOURNAL_BODY_BYTES};
+pub use journal::{
+    JOURNAL_APPLICATION_ID, JOURNAL_FILE, JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, JournalStore,
+    MAX_JOURNAL_BODY_BYTES,
+};
 pub use lists::{EntityRow, EvidenceRow, ListPage, ListQuery, MAX_LIST_LIMIT, MAX_LIST_PREFIX_CHARS, RelationRow};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -478,26 +478,4 @@ CREATE INDEX entities_kind_mentions ON entities(investigation_id, kind, mention_
 -- key's direction, which a mixed-direction index cannot give.
 CREATE INDEX entities_mention_order ON entities(investigation_id, mention_count);
 CREATE INDEX relations_typed ON relations(investigation_id, kind) WHERE kind <> 'mentions';
-"#;
-
-/// Version 9: the agent's journal (SPEC F4). The gateway's and the agent
-/// runtime's turns, tool results and events, each as the API shows it (JSON)
-/// with the fields the API hides, so that a restart loses none of them: the
-/// UI shows them again, a paused turn can still resume, a running one ends
-/// `FAILED` "interrupted by restart". `layer` is `gateway` or `runtime`;
-/// `kind` is `turn`, `result` or `event`; `seq` orders the records of one
-/// kind (an event's sequence, a turn's or result's creation order).
-const V9: &str = r#"
-CREATE TABLE agent_journal (
-    workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    layer        TEXT NOT NULL CHECK (layer IN ('gateway', 'runtime')),
-    kind         TEXT NOT NULL CHECK (kind IN ('turn', 'result', 'event')),
-    id           TEXT NOT NULL,
-    seq          INTEGER NOT NULL,
-    body         TEXT NOT NULL CHECK (json_valid(body)),
-    updated_at   TEXT NOT NULL,
-    PRIMARY KEY (layer, kind, id)
-) WITHOUT ROWID;
-CREATE INDEX agent_journal_order ON agent_journal(workspace_id, layer, kind, seq);
-CREATE INDEX agent_journal_seq ON agent_journal(layer, kind, seq);
 "#;

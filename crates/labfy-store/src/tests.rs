@@ -501,25 +501,47 @@ fn the_data_directory_and_database_are_private_whatever_the_umask() {
 }
 
 #[test]
-fn the_journal_keeps_a_bounded_number_of_records() {
+fn the_journal_keeps_a_bounded_number_of_records_in_a_file_of_its_own() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new().unwrap();
-    let mut store = Store::open(dir.path()).unwrap();
-    let (ws, _) = store.create_real_workspace("Journal", "analyst").unwrap();
-    let ws = ws.id();
-    let records: Vec<crate::JournalRecord> = (0..crate::JOURNAL_KEEP + 50)
-        .map(|i| crate::JournalRecord {
+    let mut journal = JournalStore::open(dir.path()).unwrap();
+    let ws = uuid::Uuid::new_v4();
+    let records: Vec<JournalRecord> = (0..JOURNAL_KEEP + 50)
+        .map(|i| JournalRecord {
             workspace: ws,
-            layer: crate::JournalLayer::Gateway,
-            kind: crate::JournalKind::Event,
+            layer: JournalLayer::Gateway,
+            kind: JournalKind::Event,
             id: i.to_string(),
             seq: i as i64,
             body: format!("{{\"n\": {i}}}"),
         })
         .collect();
-    store.journal(&records).unwrap();
-    let kept = store.reads().journal(ws, crate::JournalLayer::Gateway, crate::JournalKind::Event, 5_000).unwrap();
-    assert_eq!(kept.len(), crate::JOURNAL_KEEP);
+    journal.write(&records).unwrap();
+    assert_eq!(journal.prune().unwrap(), 50);
+    assert_eq!(journal.prune().unwrap(), 0, "nothing more");
+    let kept = journal.read(ws, JournalLayer::Gateway, JournalKind::Event, 5_000).unwrap();
+    assert_eq!(kept.len(), JOURNAL_KEEP);
     assert_eq!(kept.first().unwrap().seq, 50, "the oldest went first");
-    let bad = crate::JournalRecord { body: "pas du JSON".into(), ..records[0].clone() };
-    assert!(matches!(store.journal(&[bad]), Err(crate::StoreError::Invalid(_))));
+    assert_eq!(journal.last_seq(JournalLayer::Gateway, JournalKind::Event).unwrap(), (JOURNAL_KEEP + 49) as i64);
+    assert!(journal.read(uuid::Uuid::new_v4(), JournalLayer::Gateway, JournalKind::Event, 10).unwrap().is_empty());
+    // A later snapshot replaces the record; a body that is not JSON is
+    // refused and nothing of its batch is written.
+    let again = JournalRecord { body: "{\"n\": \"again\"}".into(), ..records[JOURNAL_KEEP + 49].clone() };
+    journal.write(std::slice::from_ref(&again)).unwrap();
+    assert_eq!(journal.read(ws, JournalLayer::Gateway, JournalKind::Event, 1).unwrap(), [again]);
+    let good = JournalRecord { id: "x".into(), seq: 1_000_000, ..records[0].clone() };
+    let bad = JournalRecord { body: "pas du JSON".into(), id: "y".into(), ..records[0].clone() };
+    assert!(matches!(journal.write(&[good, bad]), Err(StoreError::Invalid(_))));
+    assert_eq!(journal.last_seq(JournalLayer::Gateway, JournalKind::Event).unwrap(), (JOURNAL_KEEP + 49) as i64);
+    drop(journal);
+    // The file is the journal's, 0600; another SQLite file in its place is
+    // refused and left untouched.
+    let path = dir.path().join(JOURNAL_FILE);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    let other = TempDir::new().unwrap();
+    let foreign = other.path().join(JOURNAL_FILE);
+    Connection::open(&foreign).unwrap().execute_batch("PRAGMA application_id = 7; CREATE TABLE t (x);").unwrap();
+    let before = std::fs::read(&foreign).unwrap();
+    assert!(matches!(JournalStore::open(other.path()), Err(StoreError::Foreign { found: 7, .. })));
+    assert_eq!(std::fs::read(&foreign).unwrap(), before);
 }

@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use labfy_core::ObjectRef;
 use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, TurnMode};
-use labfy_gateway::{AgentGateway, DirectBackend, Environment, Scope};
+use labfy_gateway::{AgentGateway, Environment, Scope};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, db::Db, listener};
 use labfy_store::{Store, WorkspaceClass};
@@ -70,7 +70,10 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
         reads.node(scope.workspace, ev)?;
         bare.push(t.elapsed());
     }
-    let gw = AgentGateway::new(Arc::new(DirectBackend::new(Store::open(&dir)?))).map_err(fail)?;
+    // The server's backend: pooled read-only connections beside one writer
+    // (the journal's, SPEC F4), as `labfy-server` lends it to the gateway.
+    let db = labfy_server::db::Db::new(Store::open(&dir)?, dir.clone());
+    let gw = AgentGateway::new(Arc::new(db)).map_err(fail)?.with_journal(labfy_store::JournalStore::open(&dir)?);
     let mut through = Vec::with_capacity(args.calls);
     let mut turn = Uuid::nil();
     for i in 0..args.calls {
