@@ -808,17 +808,12 @@ impl AgentGateway {
         if !labfy_store::grant_is_active(&stored, chrono::Utc::now()) {
             return Some(format!("{grant} is revoked or expired; a human must grant a new research request"));
         }
-        let hosts: Vec<String> = stored
-            .scope
-            .get("hosts")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
+        let hosts = &stored.scope.hosts;
         // The one URL rule of a grant (WHATWG parsing, then the scope),
         // `labfy-store`'s, which egress's ledger also applies: a URL whose
         // host cannot be checked (credentials, another scheme, no host) is
         // outside every scope.
-        match labfy_store::check_campaign_url(url, &hosts) {
+        match labfy_store::check_campaign_url(url, hosts) {
             Ok(_) => None,
             Err(labfy_store::StoreError::Invalid(why)) => Some(format!("{grant} does not cover it: {why}")),
             Err(e) => Some(format!("{grant} does not cover it: {e}")),

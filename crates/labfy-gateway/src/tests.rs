@@ -1065,8 +1065,8 @@ fn grant_for(p: &mut Prep<'_>, ws: Uuid, inv: ObjectRef) -> ObjectRef {
             ws,
             &NewGrant {
                 investigation: inv,
-                scope: json!({"hosts": ["news.example.org", "*.archive.example.org"]}),
-                budget: json!({"max_requests": 10, "max_bytes": 1_000_000}),
+                scope: ResearchScope { hosts: vec!["news.example.org".into(), "*.archive.example.org".into()] },
+                budget: ResearchBudget { max_requests: 10, max_bytes: 1_000_000 },
                 expires_at: (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
                 contract_fingerprints: json!({}),
                 decided_by: "analyst".into(),

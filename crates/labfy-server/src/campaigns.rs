@@ -917,16 +917,8 @@ pub fn proposal(
     summary: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<GrantProposal, String> {
-    let hosts: Vec<String> = g
-        .scope
-        .get("hosts")
-        .and_then(serde_json::Value::as_array)
-        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default();
-    let budget = |key: &str| g.budget.get(key).and_then(serde_json::Value::as_u64);
-    let (Some(max_requests), Some(max_bytes)) = (budget("max_requests"), budget("max_bytes")) else {
-        return Err(format!("{} has no readable budget", g.id));
-    };
+    let hosts = g.scope.hosts.clone();
+    let (max_requests, max_bytes) = (u64::from(g.budget.max_requests), g.budget.max_bytes);
     let expires = chrono::DateTime::parse_from_rfc3339(&g.expires_at)
         .map_err(|_| format!("{} has an unreadable expiry", g.id))?
         .with_timezone(&chrono::Utc);

@@ -509,13 +509,9 @@ fn scope_hosts_of(conn: &Connection, grant: &ObjectRef) -> Result<Vec<String>> {
     let text: String = conn
         .prepare_cached("SELECT scope FROM grants WHERE id = ?1")?
         .query_row([grant.id().to_string()], |r| r.get(0))?;
-    let scope: serde_json::Value =
+    let scope: crate::ResearchScope =
         serde_json::from_str(&text).map_err(|e| StoreError::Internal(format!("stored scope is invalid: {e}")))?;
-    Ok(scope
-        .get("hosts")
-        .and_then(serde_json::Value::as_array)
-        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default())
+    Ok(scope.hosts)
 }
 
 /// What a campaign's pages derive from: the page's provenance inputs are the

@@ -40,15 +40,19 @@ pub struct NewGrant {
     /// The investigation it is for.
     pub investigation: ObjectRef,
     /// Hosts / URL patterns.
-    pub scope: serde_json::Value,
-    /// Requests, bytes, time window.
-    pub budget: serde_json::Value,
+    pub scope: crate::ResearchScope,
+    /// Requests and bytes.
+    pub budget: crate::ResearchBudget,
     /// RFC 3339 expiry.
     pub expires_at: String,
     /// Tool contract fingerprints the decision was made under.
     pub contract_fingerprints: serde_json::Value,
     /// Who decided.
     pub decided_by: String,
+}
+
+fn json_text(v: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Internal(e.to_string()))
 }
 
 pub(crate) fn check_text(name: &str, value: &str, max_chars: usize) -> Result<()> {
@@ -290,8 +294,8 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
             id.to_string(),
             ws.to_string(),
             grant.investigation.id().to_string(),
-            grant.scope.to_string(),
-            grant.budget.to_string(),
+            json_text(&grant.scope)?,
+            json_text(&grant.budget)?,
             grant.expires_at,
             grant.contract_fingerprints.to_string(),
             grant.decided_by,

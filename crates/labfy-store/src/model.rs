@@ -444,9 +444,9 @@ pub struct Grant {
     /// Its investigation.
     pub investigation_id: ObjectRef,
     /// Scope (hosts / URL patterns), as decided.
-    pub scope: serde_json::Value,
-    /// Budget (requests, bytes, time window), as decided.
-    pub budget: serde_json::Value,
+    pub scope: crate::ResearchScope,
+    /// Budget (requests, bytes), as decided.
+    pub budget: crate::ResearchBudget,
     /// RFC 3339.
     pub expires_at: String,
     /// Tool contract fingerprints the decision was made under.

@@ -725,12 +725,17 @@ impl<'c> Reads<'c> {
         let json = |s: &str| {
             serde_json::from_str(s).map_err(|e| StoreError::Internal(format!("stored grant JSON invalid: {e}")))
         };
+        // The terms a human decided, typed: a stored shape that is not one
+        // is an error, never read by key name with a default.
+        fn terms<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> Result<T> {
+            serde_json::from_str(s).map_err(|e| StoreError::Internal(format!("stored grant {what} is not one: {e}")))
+        }
         Ok(Grant {
             id: *grant,
             workspace_id: ObjectRef::new(RefKind::Workspace, ws),
             investigation_id: parse_ref(RefKind::Investigation, &row.0)?,
-            scope: json(&row.1)?,
-            budget: json(&row.2)?,
+            scope: terms(&row.1, "scope")?,
+            budget: terms(&row.2, "budget")?,
             expires_at: row.3,
             contract_fingerprints: json(&row.4)?,
             decided_by: row.5,

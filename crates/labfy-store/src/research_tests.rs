@@ -419,8 +419,11 @@ fn a_grant_in_a_specimen_runs_a_complete_synthetic_campaign() {
     let grant = got.grant.as_ref().unwrap();
     assert_eq!(grant.id, out.grant);
     assert_eq!(grant.investigation_id, inv);
-    assert_eq!(grant.scope, serde_json::json!({"hosts": ["news.example.org"]}));
-    assert_eq!(grant.budget, serde_json::json!({"max_requests": 10, "max_bytes": 1_000_000}));
+    assert_eq!(serde_json::to_value(&grant.scope).unwrap(), serde_json::json!({"hosts": ["news.example.org"]}));
+    assert_eq!(
+        serde_json::to_value(grant.budget).unwrap(),
+        serde_json::json!({"max_requests": 10, "max_bytes": 1_000_000})
+    );
     assert_eq!(grant.contract_fingerprints, d.contract_fingerprints);
     assert_eq!(grant.decided_by, "analyst");
     assert!(grant.revoked_at.is_none());

@@ -427,8 +427,8 @@ fn grants_are_immutable_decisions_that_can_be_revoked_once() {
     let (mut store, ws, inv) = specimen(&dir, 1, 5);
     let grant = NewGrant {
         investigation: inv,
-        scope: serde_json::json!({"hosts": ["news.example"]}),
-        budget: serde_json::json!({"requests": 10, "bytes": 1_000_000}),
+        scope: ResearchScope { hosts: vec!["news.example".into()] },
+        budget: ResearchBudget { max_requests: 10, max_bytes: 1_000_000 },
         expires_at: "2026-12-31T00:00:00Z".into(),
         contract_fingerprints: serde_json::json!({"web.fetch": "ab".repeat(32)}),
         decided_by: "analyst".into(),
