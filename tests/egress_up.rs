@@ -8,7 +8,10 @@
 //! evidence with provenance, and the resumed turn summarises them. The
 //! agent's own `web.fetch` (SPEC F2), in a manual turn, fetches a granted
 //! URL the campaign has not reached yet, as that campaign's item; egress
-//! refuses a URL of the scope that is not in the grant's list. Then:
+//! refuses a URL of the scope that is not in the grant's list. A campaign
+//! goes on after a `kill -9` of the server (SPEC F4); memory pressure,
+//! staged in the governor's procfs fixture (`LABFY_GOVERNOR_PROC_ROOT`),
+//! makes the governor stop a campaign, which obeys (F5). Then:
 //! a redirect out of scope is refused before its stream, a revocation stops
 //! a campaign in flight, and with the Tor network stopped a fetch is
 //! UNAVAILABLE and no request reaches the web server.
@@ -189,6 +192,24 @@ fn serve(mut s: TcpStream, log: &Mutex<Vec<String>>, away: Option<&str>, here: &
 }
 
 /// `labfy up` on a REAL workspace, egress on `arti`.
+/// PSI lines of a calm machine, and of one under memory pressure.
+const PSI_CALM: &str =
+    "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+const PSI_PRESSED: &str = "some avg10=95.00 avg60=80.00 avg300=40.00 total=9000000\nfull avg10=90.00 avg60=70.00 avg300=30.00 total=8000000\n";
+
+/// The governor's procfs root: a fixture whose `pressure/memory` the test
+/// writes (SPEC F5: memory pressure staged, the rest of the machine real).
+fn psi_root(data: &Path) -> PathBuf {
+    data.parent().unwrap().join("proc")
+}
+
+fn set_psi(data: &Path, text: &str) {
+    let dir = psi_root(data).join("pressure");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("memory.tmp"), text).unwrap();
+    std::fs::rename(dir.join("memory.tmp"), dir.join("memory")).unwrap();
+}
+
 fn up_real(data: &Path, arti: &Path) -> (Guard, u16, String) {
     let o = Command::new(BIN)
         .args(["workspace", "create", "--name", "Dossier Tor", "--data-dir"])
@@ -197,6 +218,7 @@ fn up_real(data: &Path, arti: &Path) -> (Guard, u16, String) {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ws = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    set_psi(data, PSI_CALM);
     let child = Command::new(BIN)
         .args(["up", "--port", "0", "--workspace", &ws, "--data-dir"])
         .arg(data)
@@ -205,6 +227,9 @@ fn up_real(data: &Path, arti: &Path) -> (Guard, u16, String) {
         .arg("--arti-config")
         .arg(arti)
         .env("LABFY_LOG", "info,tor_netdir=error,tor_guardmgr=warn")
+        .env("LABFY_GOVERNOR_PROC_ROOT", psi_root(data))
+        .env("LABFY_GOVERNOR_SAMPLE_MS", "250")
+        .env("LABFY_GOVERNOR_PRESSURE_STOP_AFTER", "2")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -466,6 +491,9 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     // 5c. A campaign interrupted by a server restart goes on (F4).
     let s = a_campaign_outlives_a_server_restart(s, &data, &web);
 
+    // 5d. Memory pressure: the governor stops the campaign (F5).
+    the_governor_stops_a_campaign_under_pressure(&s, &data, &web);
+
     // 6. A revocation stops a campaign in flight (E3).
     let (_, request) = s.prepared("Quels domaines pour la société Durand ?");
     let slow_urls = [web.url("/slow"), web.url("/page/2")];
@@ -635,6 +663,45 @@ fn a_campaign_outlives_a_server_restart(s: Session, data: &Path, web: &Web) -> S
     assert_eq!(web.hits("/pause?restart"), 2, "the item in flight at the kill was fetched again");
     assert_eq!(web.hits("/agent?restart"), 1);
     s
+}
+
+/// SPEC F5: memory pressure while a campaign fetches (PSI staged in the
+/// governor's procfs fixture): after two samples the governor releases the
+/// campaign's reservation; the runner, renewing its lease before the next
+/// item, learns it is gone and stops — its remaining item `STOPPED`, the
+/// governor's reason in its detail, nothing more fetched. Calm again, the
+/// next campaign is admitted.
+fn the_governor_stops_a_campaign_under_pressure(s: &Session, data: &Path, web: &Web) {
+    let (_, request) = s.prepared("Quels sites pour la société Durand ?");
+    let urls = [web.url("/pause?pressure"), web.url("/agent?pressure")];
+    let (st, g) = s.grant(&request, &urls);
+    assert_eq!(st, 201, "{g}");
+    approve_on_terminal(data, g["grant"].as_str().unwrap(), &urls);
+    wait_long("the first item to reach the web server", CAMPAIGN_WAIT, || {
+        (web.hits("/pause?pressure") == 1).then_some(())
+    });
+    set_psi(data, PSI_PRESSED);
+    let c = s.finished(&request);
+    set_psi(data, PSI_CALM);
+    assert_eq!(c["status"], "STOPPED", "{c:#}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.contains("stopped by the resource governor") && detail.contains("pressure"), "{detail}");
+    let items = c["items"].as_array().unwrap();
+    assert_eq!(items[1]["status"], "STOPPED", "{c:#}");
+    assert_eq!(web.hits("/agent?pressure"), 0, "a campaign the governor stopped fetched on");
+    // The governor's decision log has the stop, with its reason.
+    let r = s.get("/api/v1/resources");
+    let campaign = c["id"].as_str().unwrap();
+    let decisions = r["state"]["decisions"].as_array().unwrap();
+    let stop = decisions.iter().find(|d| d["owner"] == campaign && d["outcome"] == "stopped").cloned();
+    let stop = stop.unwrap_or_else(|| panic!("no stop of {campaign} in the governor's log: {r:#}"));
+    assert!(stop["reason"].as_str().unwrap().contains("pressure"), "{stop:#}");
+    // Calm again: the governor admits the next campaign once its samples
+    // show no pressure (the next steps' campaigns need it).
+    wait_long("the governor to leave pressure", CAMPAIGN_WAIT, || {
+        let r = s.get("/api/v1/resources");
+        r.to_string().contains("\"pressure\":null").then_some(())
+    });
 }
 
 /// A standalone egress on the private Tor network, driven by the test as a

@@ -93,8 +93,9 @@ pub struct Args {
     /// Root of the DRM sysfs tree (tests point it at a fixture).
     #[arg(long, default_value = "/sys/class/drm")]
     pub drm_root: PathBuf,
-    /// Root of procfs, for PSI (tests point it at a fixture).
-    #[arg(long, default_value = "/proc")]
+    /// Root of procfs, for PSI (tests point it at a fixture, whose
+    /// `pressure/memory` they write to stage memory pressure).
+    #[arg(long, env = "LABFY_GOVERNOR_PROC_ROOT", default_value = "/proc")]
     pub proc_root: PathBuf,
     /// Do not load ROCm SMI (amdgpu sysfs alone).
     #[arg(long)]
