@@ -41,11 +41,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use labfy_ipc::client::Client;
-use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::egress::{
     EgressRequest, EgressResponse, FetchMethod, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
 };
+use labfy_ipc::messages::{Boundary, FailureCode};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -794,7 +794,7 @@ fn forged_and_stale_fetches_are_refused(dir: &Path, arti: &Path, web: &Web, outs
         else {
             panic!()
         };
-        assert_eq!(f.code, "FORBIDDEN", "{f:?}");
+        assert_eq!(f.code, FailureCode::Forbidden, "{f:?}");
         refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "waits for a human");
         // 3. Approved by a human on the operator socket: a URL outside the
         // exact list (even on an in-scope host), and after the campaign

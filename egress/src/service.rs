@@ -32,7 +32,7 @@ use labfy_ipc::messages::egress::{
     EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase,
     GrantRecord, MAX_KEPT_HEADERS, MAX_URL_BYTES,
 };
-use labfy_ipc::messages::{Failure, Health, Role};
+use labfy_ipc::messages::{Failure, FailureCode, Health, Role};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -205,7 +205,7 @@ impl Egress {
                     Ok(grants) => {
                         EgressResponse::Grants { grants: grants.into_iter().map(|g| self.linked(g)).collect() }
                     }
-                    Err(e) => failed_response("STORAGE", e),
+                    Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
             EgressRequest::Decide { grant_id, approve } => {
@@ -219,7 +219,7 @@ impl Egress {
                         tracing::info!(%grant, phase = ?r.phase, "grant decided on the terminal");
                         EgressResponse::Grant(Box::new(r))
                     }
-                    Err(e) => failed_response("CONFLICT", e),
+                    Err(e) => failed_response(FailureCode::Conflict, e),
                 }
             }
             other => self.handle(other).await,
@@ -231,7 +231,7 @@ impl Egress {
     pub async fn handle(&self, req: EgressRequest) -> EgressResponse {
         match req {
             EgressRequest::Grants {} | EgressRequest::Decide { .. } => EgressResponse::Failed(Failure {
-                code: "FORBIDDEN".into(),
+                code: FailureCode::Forbidden,
                 message: "a grant is decided by a human on the terminal (labfy grant) or on egress's confirmation \
                           page, never through the workspace server"
                     .into(),
@@ -267,8 +267,8 @@ impl Egress {
                 let grant = ObjectRef::new(RefKind::Grant, g);
                 match blocking(move || ledger.get_in(ws, &grant, chrono::Utc::now())).await {
                     Ok(Some(r)) => EgressResponse::Grant(Box::new(self.linked(r))),
-                    Ok(None) => failed_response("NOT_FOUND", format!("egress has no record of {grant}")),
-                    Err(e) => failed_response("STORAGE", e),
+                    Ok(None) => failed_response(FailureCode::NotFound, format!("egress has no record of {grant}")),
+                    Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
             EgressRequest::FetchLog { workspace_id, grant_id } => {
@@ -280,7 +280,7 @@ impl Egress {
                 let grant = ObjectRef::new(RefKind::Grant, g);
                 match blocking(move || ledger.fetch_log(ws, &grant)).await {
                     Ok(entries) => EgressResponse::FetchLog { entries },
-                    Err(e) => failed_response("STORAGE", e),
+                    Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
             EgressRequest::Health {} => EgressResponse::Health(self.health_report()),
@@ -297,7 +297,7 @@ impl Egress {
                         data_base64: base64::engine::general_purpose::STANDARD.encode(data),
                         eof,
                     },
-                    Err(e) => failed_response("NOT_FOUND", e),
+                    Err(e) => failed_response(FailureCode::NotFound, e),
                 }
             }
             EgressRequest::ReleaseBody { workspace_id, handle } => match parse_workspace(&workspace_id) {
@@ -313,7 +313,7 @@ impl Egress {
                         let (ledger, grant) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Grant, g));
                         match blocking(move || ledger.revoke(ws, &grant, chrono::Utc::now())).await {
                             Ok(_) => EgressResponse::Stopped { stopped },
-                            Err(e) => failed_response("STORAGE", e),
+                            Err(e) => failed_response(FailureCode::Storage, e),
                         }
                     }
                     Err(e) => invalid(e),
@@ -326,7 +326,7 @@ impl Egress {
                         let (ledger, campaign) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Campaign, c));
                         match blocking(move || ledger.end_campaign(ws, &campaign, chrono::Utc::now())).await {
                             Ok(_) => EgressResponse::Stopped { stopped },
-                            Err(e) => failed_response("STORAGE", e),
+                            Err(e) => failed_response(FailureCode::Storage, e),
                         }
                     }
                     Err(e) => invalid(e),
@@ -686,8 +686,8 @@ fn strip_body(out: &FetchOutcome) -> FetchOutcome {
     FetchOutcome { body_handle: None, headers: Vec::new(), ..out.clone() }
 }
 
-fn failed_response(code: &str, message: String) -> EgressResponse {
-    EgressResponse::Failed(Failure { code: code.into(), message: truncate_chars(&message, MAX_REASON_CHARS) })
+fn failed_response(code: FailureCode, message: String) -> EgressResponse {
+    EgressResponse::Failed(Failure::new(code, truncate_chars(&message, MAX_REASON_CHARS)))
 }
 
 /// A fetch known to the stop map; unregisters itself when dropped.
@@ -820,7 +820,7 @@ fn parse_pair(ws: &str, id: &str, kind: RefKind) -> Result<(Uuid, Uuid), String>
 
 fn invalid(message: String) -> EgressResponse {
     EgressResponse::Failed(Failure {
-        code: "INVALID_INPUT".into(),
+        code: FailureCode::InvalidInput,
         message: truncate_chars(&message, MAX_REASON_CHARS),
     })
 }

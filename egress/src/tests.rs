@@ -12,6 +12,7 @@ use std::time::Duration;
 use arti_client::IsolationToken;
 use base64::Engine as _;
 use labfy_core::{ObjectRef, RefKind};
+use labfy_ipc::messages::FailureCode;
 use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest,
     FetchStatus, GrantPhase, GrantProposal,
@@ -424,7 +425,7 @@ async fn only_the_operator_socket_decides() {
     let decide = EgressRequest::Decide { grant_id: g.grant.to_string(), approve: true };
     for forbidden in [decide.clone(), EgressRequest::Grants {}] {
         let EgressResponse::Failed(f) = egress.handle(forbidden).await else { panic!() };
-        assert_eq!(f.code, "FORBIDDEN", "{f:?}");
+        assert_eq!(f.code, FailureCode::Forbidden, "{f:?}");
     }
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "waits for a human");
     let EgressResponse::Grants { grants } = egress.handle_operator(EgressRequest::Grants {}).await else { panic!() };
@@ -438,7 +439,7 @@ async fn only_the_operator_socket_decides() {
     let EgressResponse::Grant(r) = egress.handle(state(w.ws)).await else { panic!() };
     assert_eq!(r.phase, GrantPhase::Approved);
     let EgressResponse::Failed(f) = egress.handle(state(Uuid::now_v7())).await else { panic!() };
-    assert_eq!(f.code, "NOT_FOUND");
+    assert_eq!(f.code, FailureCode::NotFound);
     // A proposal egress refuses stores nothing and says why.
     let bad = GrantProposal {
         workspace_id: w.ws.to_string(),
@@ -452,7 +453,7 @@ async fn only_the_operator_socket_decides() {
         summary: String::new(),
     };
     let EgressResponse::Failed(f) = egress.handle(EgressRequest::Propose(Box::new(bad))).await else { panic!() };
-    assert!(f.code == "INVALID_INPUT" && f.message.contains("outside the scope"), "{f:?}");
+    assert!(f.code == FailureCode::InvalidInput && f.message.contains("outside the scope"), "{f:?}");
     assert!(tor.dials().is_empty());
 }
 
@@ -511,7 +512,7 @@ async fn a_get_returns_the_body_with_its_provenance() {
     // Read and released: another workspace never sees it, and nothing stays in scratch.
     let again =
         EgressRequest::ReadBody { workspace_id: g.ws.to_string(), handle: o.body_handle.clone().unwrap(), offset: 0 };
-    assert!(matches!(egress.handle(again).await, EgressResponse::Failed(f) if f.code == "NOT_FOUND"));
+    assert!(matches!(egress.handle(again).await, EgressResponse::Failed(f) if f.code == FailureCode::NotFound));
     let names: Vec<&str> = o.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type", "content-length", "etag", "server"], "no cookie, no unknown header");
     assert!(chrono::DateTime::parse_from_rfc3339(&o.started_at).is_ok());
@@ -919,7 +920,7 @@ async fn the_service_answers_every_request() {
         EgressRequest::EndCampaign { workspace_id: w.ws.to_string(), campaign_id: "grant:x".into() },
     ] {
         let EgressResponse::Failed(f) = egress.handle(bad).await else { panic!() };
-        assert_eq!(f.code, "INVALID_INPUT");
+        assert_eq!(f.code, FailureCode::InvalidInput);
     }
     let inv = ObjectRef::new(RefKind::Investigation, Uuid::now_v7());
     let EgressResponse::Fetched(o) =

@@ -11,7 +11,7 @@ use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
     Amounts, CampaignAsk, Decision, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
 };
-use labfy_ipc::messages::{Boundary, Failure, Health, Role};
+use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
 
 use crate::config::GovernorConfig;
@@ -53,8 +53,8 @@ pub struct Governor {
     pressured: Mutex<u32>,
 }
 
-fn failure(code: &str, message: impl Into<String>) -> GovernorResponse {
-    GovernorResponse::Failed(Failure { code: code.into(), message: message.into() })
+fn failure(code: FailureCode, message: impl Into<String>) -> GovernorResponse {
+    GovernorResponse::Failed(Failure::new(code, message))
 }
 
 impl Governor {
@@ -136,10 +136,10 @@ impl Governor {
         let valid_ref = ask.campaign.len() <= MAX_CAMPAIGN_REF
             && ask.campaign.strip_prefix("campaign:").is_some_and(|u| uuid::Uuid::parse_str(u).is_ok());
         if !valid_ref {
-            return failure("INVALID_INPUT", "campaign must be campaign:<uuid>");
+            return failure(FailureCode::InvalidInput, "campaign must be campaign:<uuid>");
         }
         if !(1..=MAX_CAMPAIGN_CONCURRENCY).contains(&ask.concurrency) {
-            return failure("INVALID_INPUT", format!("concurrency must be 1 to {MAX_CAMPAIGN_CONCURRENCY}"));
+            return failure(FailureCode::InvalidInput, format!("concurrency must be 1 to {MAX_CAMPAIGN_CONCURRENCY}"));
         }
         let ram = ask.ram_bytes.saturating_add(u64::from(ask.concurrency) * CAMPAIGN_RAM_PER_FETCH);
         let a = Ask {
@@ -174,38 +174,41 @@ impl Governor {
             GovernorRequest::ModelStart(spec) => match self.model.start(spec, MODEL_START_WAIT).await {
                 Ok(status) => GovernorResponse::Model(Box::new(status)),
                 Err(StartError::Refused(r)) => GovernorResponse::Refused(r),
-                Err(e @ StartError::Invalid(_)) => failure("INVALID_INPUT", e.to_string()),
-                Err(e @ StartError::Busy(_)) => failure("CONFLICT", e.to_string()),
-                Err(e @ StartError::Unavailable(_)) => failure("UNAVAILABLE", e.to_string()),
+                Err(e @ StartError::Invalid(_)) => failure(FailureCode::InvalidInput, e.to_string()),
+                Err(e @ StartError::Busy(_)) => failure(FailureCode::Conflict, e.to_string()),
+                Err(e @ StartError::Unavailable(_)) => failure(FailureCode::Unavailable, e.to_string()),
             },
             GovernorRequest::ModelStop {} => {
                 if self.model.stop("asked by the operator").await {
                     GovernorResponse::ModelStopped {}
                 } else {
-                    failure("NOT_FOUND", "no model is running")
+                    failure(FailureCode::NotFound, "no model is running")
                 }
             }
             GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask),
             GovernorRequest::Release { reservation } => {
                 if self.model.holds(&reservation) {
-                    return failure("INVALID_INPUT", "the model's reservation is released by stopping the model");
+                    return failure(
+                        FailureCode::InvalidInput,
+                        "the model's reservation is released by stopping the model",
+                    );
                 }
                 if self.ledger.release(&reservation, "released by its holder", now_ms()) {
                     GovernorResponse::Released {}
                 } else {
-                    failure("NOT_FOUND", format!("no reservation {reservation}"))
+                    failure(FailureCode::NotFound, format!("no reservation {reservation}"))
                 }
             }
             GovernorRequest::Renew { reservation } => {
                 if self.model.holds(&reservation) {
                     return failure(
-                        "INVALID_INPUT",
+                        FailureCode::InvalidInput,
                         "the model's reservation has no lease: it lasts while the model runs",
                     );
                 }
                 match self.ledger.renew(&reservation, CAMPAIGN_LEASE_MS, now_ms()) {
                     Ok(lease_expires_ms) => GovernorResponse::Renewed { lease_expires_ms },
-                    Err(why) => failure("NOT_FOUND", why),
+                    Err(why) => failure(FailureCode::NotFound, why),
                 }
             }
         }

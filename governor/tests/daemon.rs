@@ -24,7 +24,7 @@ use labfy_ipc::messages::governor::{
     CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus,
     ReservationKind,
 };
-use labfy_ipc::messages::{Boundary, Role};
+use labfy_ipc::messages::{Boundary, FailureCode, Role};
 use labfy_ipc::secret::{self, Secret};
 
 struct Daemon {
@@ -101,7 +101,7 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn failed(r: GovernorResponse) -> (String, String) {
+fn failed(r: GovernorResponse) -> (FailureCode, String) {
     match r {
         GovernorResponse::Failed(f) => (f.code, f.message),
         other => panic!("expected a failure, got {other:?}"),
@@ -155,14 +155,17 @@ async fn state_gpus_from_sysfs_and_campaign_admission_over_ipc() {
     let (code, msg) = failed(
         d.ask(GovernorRequest::AdmitCampaign(CampaignAsk { campaign: "campaign:nope".into(), ..campaign(1, 1) })).await,
     );
-    assert_eq!(code, "INVALID_INPUT", "{msg}");
-    assert_eq!(failed(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 0))).await).0, "INVALID_INPUT");
-    assert_eq!(failed(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 17))).await).0, "INVALID_INPUT");
+    assert_eq!(code, FailureCode::InvalidInput, "{msg}");
+    assert_eq!(failed(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 0))).await).0, FailureCode::InvalidInput);
+    assert_eq!(failed(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 17))).await).0, FailureCode::InvalidInput);
     assert!(matches!(d.ask(GovernorRequest::AdmitCampaign(campaign(1, 16))).await, GovernorResponse::Admitted { .. }));
     assert_eq!(d.ask(GovernorRequest::Release { reservation: admitted.clone() }).await, GovernorResponse::Released {});
-    assert_eq!(failed(d.ask(GovernorRequest::Release { reservation: admitted.clone() }).await).0, "NOT_FOUND");
+    assert_eq!(
+        failed(d.ask(GovernorRequest::Release { reservation: admitted.clone() }).await).0,
+        FailureCode::NotFound
+    );
     let (code, why) = failed(d.ask(GovernorRequest::Renew { reservation: admitted }).await);
-    assert_eq!(code, "NOT_FOUND");
+    assert_eq!(code, FailureCode::NotFound);
     assert!(why.contains("released by its holder"), "{why}");
     let log = d.state().await.decisions;
     assert!(log.iter().any(|x| x.outcome == DecisionOutcome::Refused && x.reason.starts_with("RAM:")));
@@ -227,7 +230,7 @@ async fn sustained_pressure_stops_the_lowest_priority_run_with_its_reason() {
     // The stopped campaign's runner learns it at its next renewal, with the
     // reason it can show the analyst (SPEC F5); the other one renews.
     let (code, why) = failed(d.ask(GovernorRequest::Renew { reservation: low }).await);
-    assert_eq!(code, "NOT_FOUND");
+    assert_eq!(code, FailureCode::NotFound);
     assert!(why.contains("stopped under pressure") && why.contains("PSI"), "{why}");
     assert!(matches!(d.ask(GovernorRequest::Renew { reservation: high }).await, GovernorResponse::Renewed { .. }));
     psi(0.0);
@@ -238,7 +241,7 @@ async fn model_start_is_refused_without_a_program_or_a_server() {
     let d = Daemon::start(&[]).await;
     let spec = ModelSpec { gguf: "/nonexistent.gguf".into(), sha256: "0".repeat(64), ctx: None, gpu_layers: 0 };
     let (code, msg) = failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await);
-    assert_eq!(code, "UNAVAILABLE");
+    assert_eq!(code, FailureCode::Unavailable);
     assert!(msg.contains("no llama-server is configured"), "{msg}");
     let not_exec = d.dir.path().join("llama-server");
     std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
@@ -248,7 +251,7 @@ async fn model_start_is_refused_without_a_program_or_a_server() {
     // A program, but no workspace server named yet: nowhere to put the model.
     let d = Daemon::start(&["--llama-server", "/bin/true"]).await;
     let (code, msg) = failed(d.ask(GovernorRequest::ModelStart(spec)).await);
-    assert_eq!(code, "UNAVAILABLE");
+    assert_eq!(code, FailureCode::Unavailable);
     assert!(msg.contains("no workspace server is running"), "{msg}");
     assert!(d.state().await.reservations.is_empty());
 }
@@ -310,7 +313,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     // Bad input first: each refused before any process starts.
     let (code, msg) =
         failed(d.ask(GovernorRequest::ModelStart(ModelSpec { sha256: "f".repeat(64), ..spec.clone() })).await);
-    assert_eq!(code, "INVALID_INPUT");
+    assert_eq!(code, FailureCode::InvalidInput);
     assert!(msg.contains("SHA-256 mismatch"), "{msg}");
     let dir = d.dir.path().to_str().unwrap().to_owned();
     let (_, msg) = failed(d.ask(GovernorRequest::ModelStart(ModelSpec { gguf: dir, ..spec.clone() })).await);
@@ -324,7 +327,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     std::fs::write(&truncated, &head).unwrap();
     let t = ModelSpec { gguf: truncated.to_str().unwrap().into(), sha256: sha256_hex(&head), ..spec.clone() };
     let (code, msg) = failed(d.ask(GovernorRequest::ModelStart(t)).await);
-    assert_eq!(code, "INVALID_INPUT");
+    assert_eq!(code, FailureCode::InvalidInput);
     assert!(msg.contains("not a usable GGUF file"), "{msg}");
     assert!(d.state().await.reservations.is_empty(), "nothing reserved by a refused start");
 
@@ -365,7 +368,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     }
     assert!(!root(gguf.trim_start_matches('/')).exists(), "the model is passed by descriptor, not by path");
     // A second start while it runs: a conflict, not a second server.
-    assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, "CONFLICT");
+    assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, FailureCode::Conflict);
     assert!(curl(&[&format!("{endpoint}/health")]).contains("ok"));
     // Requests up to a long prompt, so the peak includes the compute buffers,
     // a filled KV cache and the prompt cache: what the estimate bounds.
@@ -418,7 +421,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         let left = std::path::Path::new("/sys/fs/cgroup").join(dir).join("labfy").join(&cgroup_name);
         assert!(!left.exists(), "{} is left behind", left.display());
     }
-    assert_eq!(failed(d.ask(GovernorRequest::ModelStop {}).await).0, "NOT_FOUND");
+    assert_eq!(failed(d.ask(GovernorRequest::ModelStop {}).await).0, FailureCode::NotFound);
 
     // The governor killed outright: its llama-server dies with it (the
     // parent-death signal survives the change to the unprivileged uid).

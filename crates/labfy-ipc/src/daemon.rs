@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use crate::IpcError;
 use crate::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use crate::messages::control::{ControlRequest, ControlResponse};
-use crate::messages::{Boundary, Failure, Health, Role};
+use crate::messages::{Boundary, Failure, FailureCode, Health, Role};
 use crate::secret::{self, Secret};
 use crate::server::{self, Stats};
 
@@ -184,7 +184,7 @@ pub fn start_control(
                     ControlResponse::PeersSet {}
                 }
                 ControlRequest::Status {} => ControlResponse::Failed(Failure {
-                    code: "INVALID_INPUT".into(),
+                    code: FailureCode::InvalidInput,
                     message: "only the supervisor reports status".into(),
                 }),
             }

@@ -78,10 +78,71 @@ pub struct Health {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Failure {
-    /// Stable code (`UNAVAILABLE`, `INVALID_INPUT`, …).
-    pub code: String,
+    /// Stable code.
+    pub code: FailureCode,
     /// Bounded human-readable message.
     pub message: String,
+}
+
+impl Failure {
+    /// A failure with `code` and `message`.
+    pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+/// Why a daemon answered a failure instead of a result: one closed set for
+/// every boundary, so that a caller matches a variant, never a string. On
+/// the wire, `SCREAMING_SNAKE_CASE` (`NOT_FOUND`, …); a code outside the set
+/// does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FailureCode {
+    /// The request is malformed or out of bounds.
+    InvalidInput,
+    /// What it names does not exist (or no longer: a reservation released,
+    /// a grant egress never saw).
+    NotFound,
+    /// The request contradicts the present state.
+    Conflict,
+    /// The caller may not ask this.
+    Forbidden,
+    /// A policy refused it (a grant's terms, an admission).
+    Refused,
+    /// The service cannot serve it now (Tor not bootstrapped, no probe).
+    Unavailable,
+    /// It did not finish in time.
+    Timeout,
+    /// Too many requests.
+    RateLimited,
+    /// The daemon's own store failed (egress's ledger).
+    Storage,
+    /// A fault of the daemon itself.
+    Internal,
+}
+
+impl FailureCode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "INVALID_INPUT",
+            Self::NotFound => "NOT_FOUND",
+            Self::Conflict => "CONFLICT",
+            Self::Forbidden => "FORBIDDEN",
+            Self::Refused => "REFUSED",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::Timeout => "TIMEOUT",
+            Self::RateLimited => "RATE_LIMITED",
+            Self::Storage => "STORAGE",
+            Self::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What the supervisor knows of one child.

@@ -66,12 +66,12 @@ use std::time::Duration;
 use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
 use labfy_ipc::client::Client;
-use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{
     DEFAULT_MAX_BODY_BYTES, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
     GrantRecord, MAX_BODY_BYTES_CEILING,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse};
+use labfy_ipc::messages::{Boundary, FailureCode};
 use labfy_store::blobs::{Blob, BlobStore};
 use labfy_store::{
     Campaign, CampaignStatus, FetchedBody, FetchedPage, Grant, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store, StoreError,
@@ -444,7 +444,7 @@ impl Run<'_> {
                     GrantPhase::Expired => Some(format!("{} expired before a human confirmed it", self.grant)),
                     GrantPhase::Ended => Some(format!("egress has ended {}", self.campaign)),
                 },
-                Err(EgressError::Failed { code, .. }) if code == "NOT_FOUND" => {
+                Err(EgressError::Failed { code: FailureCode::NotFound, .. }) => {
                     match self.inner.runner_propose(self.campaign, self.grant, c).await {
                         Ok(()) => None,
                         Err(e) => Some(format!("egress refused the grant's proposal: {e}")),
@@ -717,7 +717,7 @@ impl Run<'_> {
         };
         let why = match governor_call(dir, GovernorRequest::Renew { reservation: reservation.clone() }).await {
             Ok(GovernorResponse::Renewed { .. }) => return Ok(()),
-            Ok(GovernorResponse::Failed(f)) if f.code == "NOT_FOUND" => f.message,
+            Ok(GovernorResponse::Failed(f)) if f.code == FailureCode::NotFound => f.message,
             Ok(other) => {
                 tracing::warn!(campaign = %self.campaign, %reservation, answer = ?other,
                                "the governor did not renew the lease");

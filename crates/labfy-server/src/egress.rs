@@ -20,7 +20,7 @@ use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, FetchOutcome, FetchRequest,
     GrantProposal, GrantRecord,
 };
-use labfy_ipc::messages::{Boundary, Health};
+use labfy_ipc::messages::{Boundary, FailureCode, Health};
 use uuid::Uuid;
 
 /// Deadline of one fetch, connection included: egress bounds a fetch at
@@ -48,8 +48,8 @@ pub enum EgressError {
     /// Egress answered `Failed` (its code and message).
     #[error("egress answered {code}: {message}")]
     Failed {
-        /// Egress's stable code (`UNAVAILABLE`, `INVALID_INPUT`, …).
-        code: String,
+        /// Egress's code.
+        code: FailureCode,
         /// Its message, one bounded line.
         message: String,
     },
@@ -64,7 +64,7 @@ impl EgressError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Self::Absent | Self::Unreachable(_) | Self::Timeout(_) | Self::Unexpected(_) => true,
-            Self::Failed { code, .. } => code == "UNAVAILABLE",
+            Self::Failed { code, .. } => *code == FailureCode::Unavailable,
         }
     }
 }
@@ -221,9 +221,7 @@ async fn ask(
     deadline: Duration,
 ) -> Result<EgressResponse, EgressError> {
     match tokio::time::timeout(deadline, c.call(request)).await {
-        Ok(Ok(EgressResponse::Failed(f))) => {
-            Err(EgressError::Failed { code: one_line(&f.code), message: one_line(&f.message) })
-        }
+        Ok(Ok(EgressResponse::Failed(f))) => Err(EgressError::Failed { code: f.code, message: one_line(&f.message) }),
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(e)) => Err(EgressError::Unreachable(one_line(&e.to_string()))),
         Err(_) => Err(EgressError::Timeout(deadline.as_millis())),
@@ -283,8 +281,8 @@ mod tests {
         let c = EgressClient::new(None);
         assert_eq!(rt.block_on(c.status()), Err(EgressError::Absent));
         assert!(EgressError::Absent.is_unavailable());
-        assert!(EgressError::Failed { code: "UNAVAILABLE".into(), message: String::new() }.is_unavailable());
-        assert!(!EgressError::Failed { code: "INVALID_INPUT".into(), message: String::new() }.is_unavailable());
+        assert!(EgressError::Failed { code: FailureCode::Unavailable, message: String::new() }.is_unavailable());
+        assert!(!EgressError::Failed { code: FailureCode::InvalidInput, message: String::new() }.is_unavailable());
     }
 
     #[test]

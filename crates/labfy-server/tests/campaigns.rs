@@ -22,7 +22,7 @@ use labfy_ipc::messages::egress::{
     FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
-use labfy_ipc::messages::{Boundary, Failure};
+use labfy_ipc::messages::{Boundary, Failure, FailureCode};
 use labfy_ipc::secret::Secret;
 use labfy_ipc::server::{self, Stats};
 use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS};
@@ -80,7 +80,7 @@ enum Step {
     /// Waits until its grant is stopped, then answers `STOPPED`.
     UntilStopped,
     /// Answers `Failed` (no outcome).
-    Fail(&'static str, &'static str),
+    Fail(FailureCode, &'static str),
 }
 
 /// Bodies the fake egress holds "in scratch", by handle (SPEC C3), shared
@@ -173,9 +173,7 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                                     "grant revoked",
                                 )))
                             }
-                            Step::Fail(code, message) => {
-                                EgressResponse::Failed(Failure { code: code.into(), message: message.into() })
-                            }
+                            Step::Fail(code, message) => EgressResponse::Failed(Failure::new(code, message)),
                         };
                         f.log.lock().unwrap().in_flight -= 1;
                         answer
@@ -192,7 +190,7 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                     EgressRequest::Status {} => match status {
                         Some(s) => EgressResponse::Status(s),
                         None => EgressResponse::Failed(Failure {
-                            code: "UNAVAILABLE".into(),
+                            code: FailureCode::Unavailable,
                             message: "arti is\nnot configured".into(),
                         }),
                     },
@@ -208,7 +206,7 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                                 }
                             }
                             _ => EgressResponse::Failed(Failure {
-                                code: "NOT_FOUND".into(),
+                                code: FailureCode::NotFound,
                                 message: "no such body: it was released, expired or never kept".into(),
                             }),
                         }
@@ -229,13 +227,13 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                         match log.proposals.iter().find(|p| p.grant_id == grant_id) {
                             Some(p) => EgressResponse::Grant(Box::new(record(p, phase))),
                             None => EgressResponse::Failed(Failure {
-                                code: "NOT_FOUND".into(),
+                                code: FailureCode::NotFound,
                                 message: format!("egress has no record of {grant_id}"),
                             }),
                         }
                     }
                     other => EgressResponse::Failed(Failure {
-                        code: "INVALID_INPUT".into(),
+                        code: FailureCode::InvalidInput,
                         message: format!("the test egress does not answer {other:?}"),
                     }),
                 }
@@ -348,13 +346,13 @@ fn fake_governor(run: &Run, refuse: Option<&'static str>) -> Arc<Mutex<GovernorL
                         log.renewals.push(reservation);
                         match &log.revoke_after {
                             Some((after, why)) if log.renewals.len() > *after => {
-                                GovernorResponse::Failed(Failure { code: "NOT_FOUND".into(), message: why.clone() })
+                                GovernorResponse::Failed(Failure { code: FailureCode::NotFound, message: why.clone() })
                             }
                             _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
                         }
                     }
                     other => GovernorResponse::Failed(Failure {
-                        code: "INVALID_INPUT".into(),
+                        code: FailureCode::InvalidInput,
                         message: format!("the test governor does not answer {other:?}"),
                     }),
                 }
@@ -915,7 +913,7 @@ async fn a_page_the_store_refuses_fails_its_item_and_the_campaign_goes_on() {
             o.body_handle = Some(Uuid::new_v4().to_string());
             Step::Answer(o)
         }
-        _ => Step::Fail("INVALID_INPUT", "method not allowed"),
+        _ => Step::Fail(FailureCode::InvalidInput, "method not allowed"),
     });
     fake_egress(&run, script, None);
     let f = fixture(Some(&run.dir)).await;

@@ -19,7 +19,7 @@ use labfy_ipc::messages::governor::{
     Amounts, Decision, DecisionOutcome, Gauge, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor,
     History, HistoryPoint, HostSample, Psi, Reservation, ReservationKind, Sample, ScratchSample,
 };
-use labfy_ipc::messages::{Boundary, Failure};
+use labfy_ipc::messages::{Boundary, Failure, FailureCode};
 use labfy_ipc::server::{self, Stats};
 use labfy_server::session::RateLimit;
 use labfy_server::state::{GOVERNOR_STATE_TIMEOUT, GOVERNOR_STATE_TTL};
@@ -120,7 +120,7 @@ where
                 }
                 GovernorRequest::History {} => GovernorResponse::History(Box::new(canned_history())),
                 other => GovernorResponse::Failed(Failure {
-                    code: "INVALID_INPUT".into(),
+                    code: FailureCode::InvalidInput,
                     message: format!("the test governor only answers State, not {other:?}"),
                 }),
             }
@@ -280,7 +280,10 @@ async fn concurrent_polls_share_one_call() {
 #[tokio::test]
 async fn a_governor_that_fails_is_unavailable_with_its_message() {
     let gov = fake_governor(|| async {
-        GovernorResponse::Failed(Failure { code: "UNAVAILABLE".into(), message: "probes are not built\nyet".into() })
+        GovernorResponse::Failed(Failure {
+            code: FailureCode::Unavailable,
+            message: "probes are not built\nyet".into(),
+        })
     });
     let f = fixture(Some(gov.dir().to_path_buf())).await;
     let (status, body) = f.resources().await;

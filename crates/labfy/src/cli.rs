@@ -209,6 +209,21 @@ impl Failure {
     }
 }
 
+/// The kind of failure a daemon's answer is, for the exit status and the
+/// message (the one mapping from IPC codes, for every command).
+pub fn error_kind(code: labfy_ipc::messages::FailureCode) -> ErrorKind {
+    use labfy_ipc::messages::FailureCode as C;
+    match code {
+        C::InvalidInput => ErrorKind::InvalidInput,
+        C::NotFound => ErrorKind::NotFound,
+        C::Conflict => ErrorKind::Conflict,
+        C::Forbidden | C::Refused => ErrorKind::Forbidden,
+        C::Unavailable | C::Timeout | C::RateLimited => ErrorKind::Unavailable,
+        C::Storage => ErrorKind::Storage,
+        C::Internal => ErrorKind::Internal,
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         Self::new(e.kind(), e.to_string())

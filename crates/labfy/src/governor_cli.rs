@@ -67,15 +67,7 @@ fn refused(r: GovernorResponse) -> Failure {
             ErrorKind::Unavailable,
             format!("refused by admission: {} (blocked by: {})", r.reason, r.blocked_by.join(", ")),
         ),
-        GovernorResponse::Failed(f) => {
-            let kind = match f.code.as_str() {
-                "INVALID_INPUT" => ErrorKind::InvalidInput,
-                "CONFLICT" => ErrorKind::Conflict,
-                "NOT_FOUND" => ErrorKind::NotFound,
-                _ => ErrorKind::Unavailable,
-            };
-            Failure::new(kind, f.message)
-        }
+        GovernorResponse::Failed(f) => Failure::new(crate::cli::error_kind(f.code), f.message),
         other => Failure::new(ErrorKind::Internal, format!("unexpected answer from the governor: {other:?}")),
     }
 }

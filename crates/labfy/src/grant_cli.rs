@@ -75,19 +75,8 @@ pub fn grant(what: GrantWhat) -> Result<(), Failure> {
 /// One call on egress's operator socket; its `Failed` answer is a failure.
 fn ask(runtime_dir: Option<PathBuf>, request: EgressRequest) -> Result<EgressResponse, Failure> {
     match crate::operator::call(runtime_dir, Boundary::Egress, "egress", request, CALL_TIMEOUT)? {
-        EgressResponse::Failed(f) => Err(Failure::new(kind(&f.code), f.message)),
+        EgressResponse::Failed(f) => Err(Failure::new(crate::cli::error_kind(f.code), f.message)),
         answer => Ok(answer),
-    }
-}
-
-fn kind(code: &str) -> ErrorKind {
-    match code {
-        "INVALID_INPUT" => ErrorKind::InvalidInput,
-        "CONFLICT" => ErrorKind::Conflict,
-        "NOT_FOUND" => ErrorKind::NotFound,
-        "FORBIDDEN" => ErrorKind::Forbidden,
-        "STORAGE" => ErrorKind::Storage,
-        _ => ErrorKind::Unavailable,
     }
 }
 

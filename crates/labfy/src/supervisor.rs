@@ -17,7 +17,7 @@ use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{self, control_socket, role_name, supervisor_socket};
 use labfy_ipc::login::{self, LoginKey};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
-use labfy_ipc::messages::{Boundary, ChildStatus, Role};
+use labfy_ipc::messages::{Boundary, ChildStatus, FailureCode, Role};
 use labfy_ipc::secret::{self, Secret};
 use labfy_ipc::server;
 use labfy_sys::ConfinedChild;
@@ -554,7 +554,7 @@ async fn supervise(
                     children: shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
                 },
                 _ => ControlResponse::Failed(labfy_ipc::messages::Failure {
-                    code: "INVALID_INPUT".into(),
+                    code: FailureCode::InvalidInput,
                     message: "the supervisor answers status only".into(),
                 }),
             }
