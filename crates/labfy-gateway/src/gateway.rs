@@ -63,7 +63,7 @@ impl Memory {
     /// Journals the turn's present state.
     fn journal_turn(&self, turn: &Turn) {
         if let Some(j) = &self.journal {
-            let seq = turn_seq(turn);
+            let seq = crate::journal::created_seq(&turn.created_at);
             let id = turn.turn_id.to_string();
             j.record(turn.workspace, JournalLayer::Gateway, JournalKind::Turn, id, seq, turn.clone());
         }
@@ -175,15 +175,6 @@ struct ReadResult {
     result: ToolResult,
     idempotency_key: String,
     intent: String,
-}
-
-/// A turn's place in the journal: its creation time in milliseconds, the
-/// same for every snapshot of it.
-fn turn_seq(turn: &Turn) -> u64 {
-    chrono::DateTime::parse_from_rfc3339(&turn.created_at)
-        .ok()
-        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
-        .unwrap_or(0)
 }
 
 fn hex(bytes: &[u8]) -> String {

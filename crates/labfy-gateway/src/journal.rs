@@ -41,6 +41,16 @@ pub const JOURNAL_PRUNE_EVERY: u32 = 64;
 /// Longest [`Journal::flush`] waits.
 pub const JOURNAL_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The journal order of a record created at `created_at` (RFC 3339): its
+/// milliseconds since the epoch, the same for every snapshot of it (a
+/// turn's); 0 when it does not parse.
+pub fn created_seq(created_at: &str) -> u64 {
+    chrono::DateTime::parse_from_rfc3339(created_at)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+        .unwrap_or(0)
+}
+
 /// A record whose body is serialised on the writer thread, not the caller's.
 struct Pending {
     head: JournalRecord,

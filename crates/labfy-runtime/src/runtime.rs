@@ -230,15 +230,6 @@ impl StoredTurn {
     }
 }
 
-/// A runtime turn's place in the journal: its creation time, in
-/// milliseconds (the same for every snapshot of it).
-fn turn_seq(t: &RuntimeTurn) -> u64 {
-    chrono::DateTime::parse_from_rfc3339(&t.created_at)
-        .ok()
-        .and_then(|c| u64::try_from(c.timestamp_millis()).ok())
-        .unwrap_or(0)
-}
-
 /// What [`AgentRuntime::restore`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeRestored {
@@ -600,7 +591,14 @@ impl AgentRuntime {
     fn journal_turn(&self, t: &RuntimeTurn) {
         if let Some(j) = self.inner.gateway.journal() {
             let stored = StoredTurn::of(t);
-            j.record(t.workspace, JournalLayer::Runtime, JournalKind::Turn, t.turn_id.to_string(), turn_seq(t), stored);
+            j.record(
+                t.workspace,
+                JournalLayer::Runtime,
+                JournalKind::Turn,
+                t.turn_id.to_string(),
+                labfy_gateway::journal::created_seq(&t.created_at),
+                stored,
+            );
         }
     }
 
