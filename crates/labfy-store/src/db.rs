@@ -31,15 +31,21 @@ pub(crate) fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError
 /// Reads the header facts of an open file and refuses what is not ours.
 /// Returns the schema version found (0 for a fresh, empty file).
 pub(crate) fn check_identity(conn: &Connection, path: &Path) -> Result<i64> {
+    check_identity_of(conn, path, APPLICATION_ID, LATEST)
+}
+
+/// [`check_identity`] for a file of `app_id` whose newest schema is `latest`
+/// (the database, the agent journal).
+pub(crate) fn check_identity_of(conn: &Connection, path: &Path, app_id_expected: i32, latest: i64) -> Result<i64> {
     let err = |e| classify_open_error(path, e);
     let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(err)?;
     let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(err)?;
-    if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
+    if app_id != app_id_expected && !(app_id == 0 && tables == 0) {
         return Err(StoreError::Foreign { path: path.to_path_buf(), found: app_id });
     }
-    if version > LATEST {
-        return Err(StoreError::TooNew { path: path.to_path_buf(), found: version, known: LATEST });
+    if version > latest {
+        return Err(StoreError::TooNew { path: path.to_path_buf(), found: version, known: latest });
     }
     Ok(version)
 }

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags, params};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::{BUSY_TIMEOUT, classify_open_error};
+use crate::db::{BUSY_TIMEOUT, check_identity_of, classify_open_error};
 use crate::{Result, StoreError};
 
 /// File name of the journal inside a data directory.
@@ -138,15 +138,7 @@ impl JournalStore {
         let err = |e| classify_open_error(&path, e);
         let mut conn = Connection::open_with_flags(&path, flags).map_err(err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-        let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(err)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(err)?;
-        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(err)?;
-        if app_id != JOURNAL_APPLICATION_ID && !(app_id == 0 && tables == 0) {
-            return Err(StoreError::Foreign { path: path.clone(), found: app_id });
-        }
-        if version > JOURNAL_VERSION {
-            return Err(StoreError::TooNew { path: path.clone(), found: version, known: JOURNAL_VERSION });
-        }
+        let version = check_identity_of(&conn, &path, JOURNAL_APPLICATION_ID, JOURNAL_VERSION)?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
         conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
