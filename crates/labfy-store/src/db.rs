@@ -69,19 +69,26 @@ pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `<data_dir>/<name>`, created empty if absent, mode 0600 in a 0700
+/// directory whatever the umask (SPEC T4): the database and the agent
+/// journal (SQLite gives their -wal and -shm files the file's mode).
+pub(crate) fn private_file(data_dir: &Path, name: &str) -> Result<PathBuf> {
+    let dir_err = |source| StoreError::DataDir { path: data_dir.to_path_buf(), source };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(dir_err)?;
+    let path = data_dir.join(name);
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+        Ok(_) => Ok(path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(path),
+        Err(source) => Err(dir_err(source)),
+    }
+}
+
 /// Opens (creating if needed) the read-write database of `data_dir` and brings
 /// its schema to [`LATEST`].
 pub(crate) fn open_read_write(data_dir: &Path) -> Result<(Connection, PathBuf)> {
     // SPEC T4: the data directory 0700 and the database 0600 whatever the
     // umask (SQLite gives its -wal and -shm files the database's mode).
-    let dir_err = |source| StoreError::DataDir { path: data_dir.to_path_buf(), source };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(dir_err)?;
-    let path = data_dir.join(DB_FILE);
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(source) => return Err(dir_err(source)),
-    }
+    let path = private_file(data_dir, DB_FILE)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(&path, flags).map_err(|e| classify_open_error(&path, e))?;
     configure(&conn, &path)?;

@@ -17,14 +17,13 @@
 //! [`JournalStore::prune`] keeps [`JOURNAL_KEEP`] records of each layer and
 //! kind per workspace.
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, params};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::{BUSY_TIMEOUT, check_identity_of, classify_open_error};
+use crate::db::{BUSY_TIMEOUT, check_identity_of, classify_open_error, private_file};
 use crate::{Result, StoreError};
 
 /// File name of the journal inside a data directory.
@@ -126,14 +125,7 @@ impl JournalStore {
     /// 0600 in a 0700 directory (SPEC T4). A file that is not a Labfy journal
     /// is refused and left untouched.
     pub fn open(data_dir: &Path) -> Result<Self> {
-        let dir_err = |source| StoreError::DataDir { path: data_dir.to_path_buf(), source };
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(dir_err)?;
-        let path = data_dir.join(JOURNAL_FILE);
-        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(source) => return Err(dir_err(source)),
-        }
+        let path = private_file(data_dir, JOURNAL_FILE)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let err = |e| classify_open_error(&path, e);
         let mut conn = Connection::open_with_flags(&path, flags).map_err(err)?;
