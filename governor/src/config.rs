@@ -11,6 +11,7 @@ use labfy_ipc::messages::governor::Amounts;
 use crate::ledger::LedgerConfig;
 use crate::model::{MAX_CTX, MIN_CTX, ModelSettings};
 use crate::probe::ProbeConfig;
+use crate::sandbox::SandboxSettings;
 
 /// Default sampling period, milliseconds.
 pub const DEFAULT_SAMPLE_MS: u64 = 1000;
@@ -103,6 +104,11 @@ pub struct Args {
     /// Do not load NVML.
     #[arg(long)]
     pub no_nvml: bool,
+    /// A program `sandbox.exec` may run (SPEC X1): `name=/abs/program arg…
+    /// {script}`, repeated (`;` between them in the variable); `none` turns
+    /// the sandbox off. Default: python3 and jq, where installed.
+    #[arg(long = "sandbox-program", env = "LABFY_GOVERNOR_SANDBOX_PROGRAMS", value_delimiter = ';')]
+    pub sandbox_programs: Vec<String>,
 }
 
 /// The validated configuration.
@@ -120,6 +126,8 @@ pub struct GovernorConfig {
     pub sample_period: Duration,
     /// Samples in a row under pressure before a stop (0: never).
     pub pressure_stop_after: u32,
+    /// `sandbox.exec`'s allow-list (SPEC X1).
+    pub sandbox: SandboxSettings,
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -159,6 +167,7 @@ impl GovernorConfig {
             .model_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() as u32))
             .clamp(1, 256);
+        let sandbox = SandboxSettings::from_specs(&a.sandbox_programs, scratch.join("sandbox"))?;
         let mut probe = ProbeConfig::new(scratch);
         probe.drm_root = a.drm_root;
         probe.proc_root = a.proc_root;
@@ -182,6 +191,7 @@ impl GovernorConfig {
             },
             sample_period: Duration::from_millis(a.sample_ms),
             pressure_stop_after: a.pressure_stop_after,
+            sandbox,
         })
     }
 }

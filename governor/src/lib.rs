@@ -7,4 +7,5 @@ pub mod ledger;
 pub mod model;
 pub mod netns;
 pub mod probe;
+pub mod sandbox;
 pub mod service;

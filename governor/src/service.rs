@@ -10,6 +10,7 @@ use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
     Amounts, CampaignAsk, Decision, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
+    SandboxRun,
 };
 use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
@@ -18,6 +19,7 @@ use crate::config::GovernorConfig;
 use crate::ledger::{Ask, Ledger, human};
 use crate::model::{LocalModelSupervisor, StartError};
 use crate::probe::Prober;
+use crate::sandbox::{self, MEMORY_MAX, SANDBOX_PRIORITY, Stop};
 
 /// Longest campaign lease, milliseconds (renewed by the runner while it runs).
 pub const CAMPAIGN_LEASE_MS: u64 = 10 * 60 * 1000;
@@ -51,6 +53,8 @@ pub struct Governor {
     started: Instant,
     /// Samples in a row under pressure.
     pressured: Mutex<u32>,
+    /// Sandbox runs going on, by reservation (a pressure stop reaches them).
+    sandboxes: Mutex<std::collections::HashMap<String, Arc<Stop>>>,
 }
 
 fn failure(code: FailureCode, message: impl Into<String>) -> GovernorResponse {
@@ -64,7 +68,15 @@ impl Governor {
         let ledger = Arc::new(Ledger::new(config.ledger.clone()));
         let model = LocalModelSupervisor::new(config.model.clone(), ledger.clone(), Arc::new(server));
         let prober = Mutex::new(Prober::new(config.probe.clone()));
-        Arc::new(Self { config, prober, ledger, model, started: Instant::now(), pressured: Mutex::new(0) })
+        Arc::new(Self {
+            config,
+            prober,
+            ledger,
+            model,
+            started: Instant::now(),
+            pressured: Mutex::new(0),
+            sandboxes: Mutex::default(),
+        })
     }
 
     /// One sampling round: probes, ledger, pressure reaction (SPEC Q4).
@@ -94,6 +106,9 @@ impl Governor {
         });
         if self.model.holds(&victim.id) {
             self.model.stop(&reason).await;
+        } else if let Some(run) = self.sandbox_run_of(&victim.id) {
+            // A sandbox run: killed now; its end releases the reservation.
+            run.stop(reason);
         } else {
             // A campaign: its runner's next renewal is told the reservation
             // went, with this reason, and stops the campaign (SPEC F5).
@@ -129,6 +144,57 @@ impl Governor {
             pressure: self.ledger.pressure(),
             model: self.model.status(),
             sample_period_ms: self.config.sample_period.as_millis() as u64,
+            sandbox: self.config.sandbox.status(),
+        }
+    }
+
+    fn sandbox_run_of(&self, reservation: &str) -> Option<Arc<Stop>> {
+        self.sandboxes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(reservation).cloned()
+    }
+
+    /// One `sandbox.exec` run (SPEC X1): checked against the allow-list and
+    /// bounds, admitted (its own reservation kind), confined, carried out,
+    /// released with how it ended.
+    async fn sandbox_run(&self, run: SandboxRun) -> GovernorResponse {
+        let owner: String = run.owner.chars().take(MAX_CAMPAIGN_REF).collect();
+        let checked = match sandbox::check(&self.config.sandbox, run) {
+            Ok(c) => c,
+            Err(e) => return failure(e.code, e.message),
+        };
+        let ask = Ask {
+            owner,
+            kind: ReservationKind::Sandbox,
+            amounts: Amounts { vram: 0, ram: MEMORY_MAX, swap: 0, scratch: 0 },
+            priority: SANDBOX_PRIORITY,
+            lease_ms: None,
+        };
+        let reservation = match self.ledger.admit(ask, now_ms()) {
+            Ok(r) => r.id,
+            Err(refusal) => return GovernorResponse::Refused(refusal),
+        };
+        let stop = Arc::new(Stop::default());
+        self.sandboxes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(reservation.clone(), stop.clone());
+        let outcome = sandbox::run(&self.config.sandbox, checked, &reservation, &stop).await;
+        self.sandboxes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&reservation);
+        let why = match &outcome {
+            Ok(report) => match &report.end {
+                labfy_ipc::messages::governor::SandboxEnd::Exited { code } => format!("the run exited (code {code})"),
+                labfy_ipc::messages::governor::SandboxEnd::Signalled { signal } => {
+                    format!("the run ended by signal {signal}")
+                }
+                labfy_ipc::messages::governor::SandboxEnd::Stopped { reason } => {
+                    format!("the run was stopped: {reason}")
+                }
+            },
+            Err(e) => format!("the run could not start: {}", e.message),
+        };
+        self.ledger.release(&reservation, &why, now_ms());
+        match outcome {
+            Ok(report) => GovernorResponse::SandboxRan(Box::new(report)),
+            Err(e) => failure(e.code, e.message),
         }
     }
 
@@ -186,12 +252,16 @@ impl Governor {
                 }
             }
             GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask),
+            GovernorRequest::SandboxRun(run) => self.sandbox_run(*run).await,
             GovernorRequest::Release { reservation } => {
                 if self.model.holds(&reservation) {
                     return failure(
                         FailureCode::InvalidInput,
                         "the model's reservation is released by stopping the model",
                     );
+                }
+                if self.sandbox_run_of(&reservation).is_some() {
+                    return failure(FailureCode::InvalidInput, "a sandbox run's reservation is released when it ends");
                 }
                 if self.ledger.release(&reservation, "released by its holder", now_ms()) {
                     GovernorResponse::Released {}
@@ -200,10 +270,10 @@ impl Governor {
                 }
             }
             GovernorRequest::Renew { reservation } => {
-                if self.model.holds(&reservation) {
+                if self.model.holds(&reservation) || self.sandbox_run_of(&reservation).is_some() {
                     return failure(
                         FailureCode::InvalidInput,
-                        "the model's reservation has no lease: it lasts while the model runs",
+                        "this reservation has no lease: it lasts while its model or sandbox run does",
                     );
                 }
                 match self.ledger.renew(&reservation, CAMPAIGN_LEASE_MS, now_ms()) {
@@ -275,9 +345,23 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
             let mut n: u64 = 0;
+            let mut last: Option<Instant> = None;
             loop {
                 tick.tick().await;
+                let started = Instant::now();
                 gov.sample_once().await;
+                // A late sample reads as "old" in the UI (SPEC Q5): say in
+                // the log why, the round's own cost or the wait before it.
+                let took = started.elapsed();
+                let gap = last.map(|l| started.duration_since(l));
+                if took > period || gap.is_some_and(|g| g > period * 3) {
+                    tracing::warn!(
+                        took_ms = took.as_millis() as u64,
+                        gap_ms = gap.map(|g| g.as_millis() as u64),
+                        "a late sample"
+                    );
+                }
+                last = Some(started);
                 n += 1;
                 if n % SWEEP_EVERY_SAMPLES == 0 {
                     let removed = crate::cgroup::sweep_stale();

@@ -14,6 +14,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,7 @@ use labfy_ipc::daemon::{control_socket, operator_socket};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::governor::{
     CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus,
-    ReservationKind,
+    ReservationKind, SandboxEnd, SandboxInput, SandboxReport, SandboxRun,
 };
 use labfy_ipc::messages::{Boundary, FailureCode, Role};
 use labfy_ipc::secret::{self, Secret};
@@ -562,5 +564,188 @@ fn nix_root() -> bool {
     #[allow(unsafe_code)]
     unsafe {
         libc::geteuid() == 0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// sandbox.exec (SPEC X1): real confined runs, each bound stopped and said.
+
+fn sandbox_ask(program: &str, script: &str, timeout_ms: u64) -> GovernorRequest {
+    GovernorRequest::SandboxRun(Box::new(SandboxRun {
+        owner: "test:sandbox".into(),
+        program: program.into(),
+        script: Some(script.into()),
+        args: vec![],
+        inputs: vec![SandboxInput {
+            name: "evidence.txt".into(),
+            data_b64: base64::engine::general_purpose::STANDARD.encode("alpha\nbeta\nalpha\n"),
+        }],
+        timeout_ms,
+    }))
+}
+
+async fn sandbox_run(d: &Daemon, script: &str, timeout_ms: u64) -> SandboxReport {
+    match d.ask(sandbox_ask("python3", script, timeout_ms)).await {
+        GovernorResponse::SandboxRan(r) => *r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn python_daemon_args() -> Option<Vec<&'static str>> {
+    if !nix_root() {
+        eprintln!("skipped: confinement needs root");
+        return None;
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        assert!(
+            std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(),
+            "LABFY_REQUIRE_SANDBOX set, but no /usr/bin/python3"
+        );
+        eprintln!("skipped: no /usr/bin/python3");
+        return None;
+    }
+    Some(vec!["--sandbox-program", "python3=/usr/bin/python3 -I -B {script}"])
+}
+
+#[tokio::test]
+async fn a_sandbox_run_reads_its_inputs_writes_its_work_and_returns_its_output() {
+    let Some(args) = python_daemon_args() else { return };
+    let d = Daemon::start(&args).await;
+    let state = d.state().await;
+    assert!(state.sandbox.ready, "{}", state.sandbox.detail);
+    assert_eq!(state.sandbox.programs[0].name, "python3");
+    let script = r#"
+import collections, os, sys
+words = open('/input/evidence.txt').read().split()
+counts = collections.Counter(words)
+print(dict(sorted(counts.items())))
+print('cwd', os.getcwd(), 'uid', os.getuid())
+print('to stderr', file=sys.stderr)
+with open('counts.csv', 'w') as f:
+    for w, n in sorted(counts.items()):
+        f.write(f'{w},{n}\n')
+os.makedirs('sub', exist_ok=True)
+open('sub/note.txt', 'w').write('x')
+"#;
+    let r = sandbox_run(&d, script, 20_000).await;
+    assert_eq!(r.end, SandboxEnd::Exited { code: 0 }, "stderr: {}", r.stderr.text);
+    assert!(r.stdout.text.contains("{'alpha': 2, 'beta': 1}"), "{}", r.stdout.text);
+    assert!(r.stdout.text.contains("cwd /work uid 65534"), "{}", r.stdout.text);
+    assert_eq!(r.stderr.text, "to stderr\n");
+    let names: Vec<&str> = r.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["counts.csv", "sub/note.txt"]);
+    let csv = base64::engine::general_purpose::STANDARD.decode(r.files[0].data_b64.as_deref().unwrap()).unwrap();
+    assert_eq!(csv, b"alpha,2\nbeta,1\n");
+    assert!(r.confinement.iter().any(|l| l.contains("no interface up")), "{:?}", r.confinement);
+    // Released at its end, with how it ended, in the admission log.
+    let s = d.state().await;
+    assert!(s.reservations.is_empty(), "{:?}", s.reservations);
+    assert!(s.decisions.iter().any(|x| x.kind == ReservationKind::Sandbox
+        && x.outcome == DecisionOutcome::Released
+        && x.reason.contains("exited (code 0)")));
+}
+
+#[tokio::test]
+async fn a_sandbox_run_has_no_network_and_sees_nothing_of_the_host() {
+    let Some(args) = python_daemon_args() else { return };
+    let d = Daemon::start(&args).await;
+    // A listener on the host's loopback the run must not reach.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        r#"
+import os, socket
+def attempt(name, f):
+    try:
+        f()
+        print(name, 'OK')
+    except Exception as e:
+        print(name, 'refused', type(e).__name__)
+attempt('tcp', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2))
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b'x', ('192.0.2.1', 53))
+attempt('udp', udp)
+attempt('shadow', lambda: open('/etc/shadow').read())
+attempt('etc', lambda: os.listdir('/etc'))
+attempt('home', lambda: os.listdir('/root'))
+attempt('input-write', lambda: open('/input/evidence.txt', 'a').write('x'))
+attempt('usr-write', lambda: open('/usr/x', 'w').write('x'))
+attempt('proc', lambda: print(sorted(p for p in os.listdir('/proc') if p.isdigit())))
+"#
+    );
+    let r = sandbox_run(&d, &script, 20_000).await;
+    assert_eq!(r.end, SandboxEnd::Exited { code: 0 }, "stderr: {}", r.stderr.text);
+    for refused in ["tcp", "udp", "shadow", "home", "input-write", "usr-write"] {
+        assert!(r.stdout.text.contains(&format!("{refused} refused")), "{refused}: {}", r.stdout.text);
+    }
+    // /etc is not the host's: at most what the root names (the loader's cache).
+    assert!(!r.stdout.text.contains("passwd"), "{}", r.stdout.text);
+    // Its own PID namespace: it sees itself only.
+    assert!(r.stdout.text.contains("['1']"), "{}", r.stdout.text);
+}
+
+#[tokio::test]
+async fn each_sandbox_bound_stops_the_run_and_says_which() {
+    let Some(args) = python_daemon_args() else { return };
+    let d = Daemon::start(&args).await;
+    // Time.
+    let r = sandbox_run(&d, "while True: pass", 1_500).await;
+    assert!(matches!(&r.end, SandboxEnd::Stopped { reason } if reason.contains("ran past its 2 s")), "{:?}", r.end);
+    // Output: gigabytes asked, the run stopped past the bound, the first bytes kept.
+    let r = sandbox_run(&d, "import sys\nwhile True: sys.stdout.write('y' * 65536)", 30_000).await;
+    assert!(matches!(&r.end, SandboxEnd::Stopped { reason } if reason.contains("printed more than")), "{:?}", r.end);
+    assert_eq!(r.stdout.text.len(), labfy_ipc::messages::governor::MAX_SANDBOX_STREAM_BYTES);
+    // Memory: the kernel's OOM killer, named.
+    let r = sandbox_run(&d, "b = []\nwhile True: b.append(bytearray(16 << 20))", 30_000).await;
+    assert!(
+        matches!(&r.end, SandboxEnd::Stopped { reason } if reason.contains("memory bound")),
+        "{:?} {}",
+        r.end,
+        r.stderr.text
+    );
+    // Disk: /work is bounded by the kernel (ENOSPC or EFBIG), the run goes on.
+    let r = sandbox_run(
+        &d,
+        "try:\n    open('big', 'wb').write(b'z' * (64 << 20))\nexcept OSError as e:\n    print('refused', e.errno)",
+        30_000,
+    )
+    .await;
+    assert_eq!(r.end, SandboxEnd::Exited { code: 0 }, "{}", r.stderr.text);
+    assert!(r.stdout.text.starts_with("refused"), "{}", r.stdout.text);
+    // Processes: a fork bomb meets the bound, and the time bound ends it.
+    let r = sandbox_run(
+        &d,
+        "import os, time\nn = 0\nfor _ in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint('forked', n, flush=True)\ntime.sleep(60)",
+        3_000,
+    )
+    .await;
+    assert!(matches!(&r.end, SandboxEnd::Stopped { .. }), "{:?}", r.end);
+    let forked: u64 = r.stdout.text.trim().strip_prefix("forked ").and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+    assert!(forked < 64, "{}", r.stdout.text);
+    assert!(r.confinement.iter().any(|l| l.contains("refused") && l.contains("fork")), "{:?}", r.confinement);
+    // Nothing held after all that.
+    let s = d.state().await;
+    assert!(s.reservations.is_empty(), "{:?}", s.reservations);
+}
+
+#[tokio::test]
+async fn a_program_off_the_allow_list_is_refused_and_none_turns_the_sandbox_off() {
+    let Some(args) = python_daemon_args() else { return };
+    let d = Daemon::start(&args).await;
+    match d.ask(sandbox_ask("bash", "echo hi", 1_000)).await {
+        GovernorResponse::Failed(f) => {
+            assert_eq!(f.code, FailureCode::Forbidden);
+            assert!(f.message.contains("allow-list (python3)"), "{}", f.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(d);
+    let d = Daemon::start(&["--sandbox-program", "none"]).await;
+    let s = d.state().await;
+    assert!(!s.sandbox.ready && s.sandbox.detail.contains("turned it off"), "{:?}", s.sandbox);
+    match d.ask(sandbox_ask("python3", "print(1)", 1_000)).await {
+        GovernorResponse::Failed(f) => assert_eq!(f.code, FailureCode::Unavailable, "{}", f.message),
+        other => panic!("{other:?}"),
     }
 }

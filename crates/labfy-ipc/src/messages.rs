@@ -342,6 +342,8 @@ pub mod governor {
         Model,
         /// A research campaign.
         Campaign,
+        /// A `sandbox.exec` run (SPEC X1).
+        Sandbox,
     }
 
     /// One reservation of the ledger.
@@ -496,6 +498,155 @@ pub mod governor {
         pub model: Option<ModelStatus>,
         /// Sampling period, milliseconds.
         pub sample_period_ms: u64,
+        /// The sandbox: its allowed programs, or why it has none (SPEC X1).
+        pub sandbox: SandboxStatus,
+    }
+
+    /// Longest `sandbox.exec` run, milliseconds (SPEC X1).
+    pub const MAX_SANDBOX_MS: u64 = 60_000;
+    /// Most bytes of inputs (evidence and script together) one run is
+    /// given: base64 keeps the request under
+    /// [`crate::frame::MAX_FRAME_BYTES`].
+    pub const MAX_SANDBOX_INPUT_BYTES: usize = 600 * 1024;
+    /// Most input files one run is given.
+    pub const MAX_SANDBOX_INPUTS: usize = 8;
+    /// Most arguments the model adds to a program's command.
+    pub const MAX_SANDBOX_ARGS: usize = 16;
+    /// Longest such argument, in bytes.
+    pub const MAX_SANDBOX_ARG_BYTES: usize = 256;
+    /// Most bytes of stdout, and of stderr, a report carries.
+    pub const MAX_SANDBOX_STREAM_BYTES: usize = 64 * 1024;
+    /// Most bytes of written files a report carries (each file whole or
+    /// not at all).
+    pub const MAX_SANDBOX_FILE_BYTES: usize = 256 * 1024;
+    /// Most written files a report lists.
+    pub const MAX_SANDBOX_FILES: usize = 16;
+
+    /// The sandbox as the governor offers it.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxStatus {
+        /// Whether a run may be asked for now.
+        pub ready: bool,
+        /// Why not, or what it offers, in one line.
+        pub detail: String,
+        /// The operator's allow-list.
+        pub programs: Vec<SandboxProgram>,
+    }
+
+    /// One program of the operator's allow-list.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxProgram {
+        /// Its name, the one a call gives (`python3`).
+        pub name: String,
+        /// Its command; `{script}` stands for the script's path.
+        pub command: Vec<String>,
+    }
+
+    /// One file a run is given, read-only under `/input`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxInput {
+        /// Its file name (`[A-Za-z0-9._-]`, no leading dot).
+        pub name: String,
+        /// Its bytes, base64.
+        pub data_b64: String,
+    }
+
+    /// A run to admit, confine and carry out (SPEC X1). The program is a
+    /// name of the allow-list, never a path: the governor holds the list.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxRun {
+        /// Who asks, for the admission log (`agent:<call id>`).
+        pub owner: String,
+        /// A name of the allow-list.
+        pub program: String,
+        /// The script, at `/script/main` (the command's `{script}`).
+        pub script: Option<String>,
+        /// Arguments after the program's command.
+        pub args: Vec<String>,
+        /// Files under `/input`.
+        pub inputs: Vec<SandboxInput>,
+        /// Longest run, milliseconds (at most [`MAX_SANDBOX_MS`]).
+        pub timeout_ms: u64,
+    }
+
+    /// How a run ended.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+    pub enum SandboxEnd {
+        /// It exited by itself with this code.
+        Exited {
+            /// The exit code.
+            code: i32,
+        },
+        /// A signal ended it (not one of the governor's bounds).
+        Signalled {
+            /// The signal.
+            signal: i32,
+        },
+        /// The governor stopped it at a bound: time, output, memory.
+        Stopped {
+            /// Which bound, in words.
+            reason: String,
+        },
+    }
+
+    /// One regular file the run left in `/work`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxFile {
+        /// Its path under `/work`.
+        pub name: String,
+        /// Its size in bytes.
+        pub size: u64,
+        /// SHA-256 of its bytes, hex.
+        pub sha256: String,
+        /// Its bytes, base64, when they fit the report's bound.
+        pub data_b64: Option<String>,
+    }
+
+    /// One stream of a run: its first bytes, and how many it wrote.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxStream {
+        /// The first [`MAX_SANDBOX_STREAM_BYTES`], as text (invalid UTF-8
+        /// replaced).
+        pub text: String,
+        /// Bytes written in all.
+        pub bytes: u64,
+    }
+
+    /// What a run did (its streams and files are untrusted data).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SandboxReport {
+        /// The program's name.
+        pub program: String,
+        /// The reservation it ran under.
+        pub reservation: String,
+        /// How it ended.
+        pub end: SandboxEnd,
+        /// Its stdout.
+        pub stdout: SandboxStream,
+        /// Its stderr.
+        pub stderr: SandboxStream,
+        /// Files it left in `/work`, by name.
+        pub files: Vec<SandboxFile>,
+        /// Files beyond [`MAX_SANDBOX_FILES`], not listed.
+        pub files_unlisted: u32,
+        /// Start to exit, milliseconds.
+        pub duration_ms: u64,
+        /// Peak memory of its cgroup, bytes (0 where unmeasured).
+        pub peak_memory_bytes: u64,
+        /// CPU time, milliseconds (0 where unmeasured).
+        pub cpu_ms: u64,
+        /// The protections applied, one line each.
+        pub confinement: Vec<String>,
+        /// Protections this kernel lacks, one line each.
+        pub missing: Vec<String>,
     }
 
     /// Bytes used out of a total.
@@ -573,6 +724,9 @@ pub mod governor {
             /// The reservation id.
             reservation: String,
         },
+        /// Admit, confine and carry out one sandbox run (SPEC X1); the
+        /// answer comes when it has ended.
+        SandboxRun(Box<SandboxRun>),
         /// Renew a campaign's lease while it runs (SPEC F5). A reservation
         /// the governor no longer holds — released under pressure, or its
         /// lease lapsed — is `NOT_FOUND`, with the reason it went: the
@@ -604,6 +758,8 @@ pub mod governor {
         },
         /// Refused by admission.
         Refused(Refusal),
+        /// A sandbox run ended (SPEC X1).
+        SandboxRan(Box<SandboxReport>),
         /// Released.
         Released {},
         /// The lease is renewed.

@@ -24,6 +24,9 @@ const NAMESPACES: u64 = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NE
 const OWN_NAMESPACES: &str = "user, mount, PID, network, IPC, UTS and cgroup namespaces";
 /// Those of a child that joins a network namespace.
 const JOINED_NAMESPACES: &str = "mount, PID, IPC, UTS and cgroup namespaces; the network namespace it was given";
+/// Those of a child with no network at all.
+const NO_NETWORK_NAMESPACES: &str =
+    "mount, PID, IPC, UTS and cgroup namespaces; a network namespace of its own with no interface up (no loopback)";
 /// Most descriptors a child is given, numbered from 3.
 pub const MAX_FDS: usize = 4;
 /// Most arguments or environment variables a child is given.
@@ -87,6 +90,10 @@ enum Network {
     /// would not have, so the caller is privileged and the child drops to
     /// [`Jail::run_as`]'s identity before `execve`.
     Join(RawFd),
+    /// A new network namespace with no interface up, not even loopback: no
+    /// network at all (a `sandbox.exec` run, SPEC X1). No user namespace:
+    /// the caller is privileged and names [`Jail::run_as`]'s identity.
+    Nothing,
 }
 
 /// The unprivileged identity a child of a privileged caller runs as.
@@ -112,6 +119,8 @@ pub struct Jail {
     hostname: CString,
     root: Root,
     writable: Vec<PathBuf>,
+    /// Writable places of the new root named as they are inside.
+    writable_inside: Vec<PathBuf>,
     limits: Vec<(u32, u64)>,
     landlock: bool,
     tcp_connect: bool,
@@ -123,11 +132,13 @@ pub struct Jail {
     cgroup: Vec<CString>,
     /// Where stdout and stderr go (the caller's stderr, stdout to
     /// `/dev/null`, when `None`).
-    output: Option<RawFd>,
+    output: Option<(RawFd, RawFd)>,
     /// Devices a driver is reached through (a GPU's), bound and allowed.
     driver_devices: Vec<PathBuf>,
     /// Passed descriptors (child numbering) readable again by path.
     readable_fds: Vec<RawFd>,
+    /// The working directory, a path of the new root (`/` when `None`).
+    current_dir: Option<CString>,
 }
 
 /// Everything the child touches, built before the clone.
@@ -160,6 +171,7 @@ impl Jail {
             hostname: c"labfy".to_owned(),
             root,
             writable: Vec::new(),
+            writable_inside: Vec::new(),
             limits: Vec::new(),
             landlock: true,
             tcp_connect: false,
@@ -171,6 +183,7 @@ impl Jail {
             output: None,
             driver_devices: Vec::new(),
             readable_fds: Vec::new(),
+            current_dir: None,
         }
     }
 
@@ -182,9 +195,28 @@ impl Jail {
         self
     }
 
+    /// No network at all (see [`Network::Nothing`]): a network namespace
+    /// of its own where not even loopback is up. The caller must be
+    /// privileged, and name the identity the child drops to
+    /// ([`Jail::run_as`]).
+    pub fn no_network(&mut self) -> &mut Self {
+        self.network = Network::Nothing;
+        self
+    }
+
+    /// The program starts in `dir`, a path of the new root (one the root
+    /// binds or makes); `/` otherwise.
+    pub fn current_dir(&mut self, dir: &Path) -> Result<&mut Self, SpawnError> {
+        if !dir.is_absolute() {
+            return Err(SpawnError::prepare(format!("{} is not an absolute path", dir.display())));
+        }
+        self.current_dir = Some(cstring(dir.as_os_str())?);
+        Ok(self)
+    }
+
     /// Runs the program as `uid`/`gid` with these supplementary groups
-    /// (with [`Jail::join_network`] only: a child in its own user namespace
-    /// keeps the caller's ids).
+    /// (with [`Jail::join_network`] or [`Jail::no_network`] only: a child in
+    /// its own user namespace keeps the caller's ids).
     pub fn run_as(&mut self, uid: u32, gid: u32, groups: &[u32]) -> &mut Self {
         self.identity = Some(Identity { uid, gid, groups: groups.to_vec() });
         self
@@ -200,7 +232,13 @@ impl Jail {
 
     /// stdout and stderr both to `fd` (the caller's log pipe).
     pub fn output(&mut self, fd: RawFd) -> &mut Self {
-        self.output = Some(fd);
+        self.output = Some((fd, fd));
+        self
+    }
+
+    /// Where stdout and stderr go, apart (descriptors of the caller).
+    pub fn streams(&mut self, stdout: RawFd, stderr: RawFd) -> &mut Self {
+        self.output = Some((stdout, stderr));
         self
     }
 
@@ -271,6 +309,14 @@ impl Jail {
         self
     }
 
+    /// A directory the child may write at `inside`, a place of its own
+    /// root (bound there with `Root::writable_at`): Landlock names it as
+    /// is, nothing resolved on the host.
+    pub fn may_write_at(&mut self, inside: &Path) -> &mut Self {
+        self.writable_inside.push(inside.to_path_buf());
+        self
+    }
+
     /// A resource limit (`libc::RLIMIT_*`), soft and hard alike.
     pub fn limit(&mut self, resource: u32, value: u64) -> &mut Self {
         self.limits.push((resource, value));
@@ -312,6 +358,9 @@ impl Jail {
             })?;
             rules.writable(&real)?;
         }
+        for w in &self.writable_inside {
+            rules.writable(w)?;
+        }
         rules.writable(Path::new("/tmp"))?;
         for d in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"] {
             if Path::new(d).exists() {
@@ -338,6 +387,7 @@ impl Jail {
         let namespaces = match self.network {
             Network::Own => OWN_NAMESPACES,
             Network::Join(_) => JOINED_NAMESPACES,
+            Network::Nothing => NO_NETWORK_NAMESPACES,
         };
         let mut applied = vec![namespaces.to_owned(), "minimal root (pivot_root)".to_owned()];
         let (mut missing, mut missing_codes) = (Vec::new(), Vec::new());
@@ -388,6 +438,11 @@ impl Jail {
             (Network::Join(_), None) => {
                 return Err(SpawnError::prepare(
                     "join_network needs run_as: without a user namespace the child would keep the caller's ids",
+                ));
+            }
+            (Network::Nothing, None) => {
+                return Err(SpawnError::prepare(
+                    "no_network needs run_as: without a user namespace the child would keep the caller's ids",
                 ));
             }
             (_, Some(id)) if id.groups.len() > MAX_GROUPS => {
@@ -463,8 +518,10 @@ impl Jail {
         let (read_end, write_end) = report_pipe().map_err(|e| SpawnError::new(Step::Prepare, e))?;
         let mut pidfd: libc::c_int = -1;
         let mut flags = NAMESPACES | libc::CLONE_PIDFD as u64;
-        if let Network::Own = self.network {
-            flags |= (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64;
+        match self.network {
+            Network::Own => flags |= (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64,
+            Network::Nothing => flags |= libc::CLONE_NEWNET as u64,
+            Network::Join(_) => {}
         }
         if self.cgroup.is_empty() {
             flags |= libc::CLONE_NEWCGROUP as u64;
@@ -555,6 +612,8 @@ impl Jail {
             }
             // 5. Or into the network namespace it was given.
             Network::Join(fd) => raw::join_network(fd).map_err(at(Step::JoinNetwork))?,
+            // Or nothing: its new network namespace stays empty.
+            Network::Nothing => {}
         }
 
         // 6. Its own host name.
@@ -576,9 +635,9 @@ impl Jail {
             let null = raw::check(libc::open(c"/dev/null".as_ptr(), libc::O_RDWR)).map_err(at(Step::Descriptors))?;
             raw::check(libc::dup2(null, 0)).map_err(at(Step::Descriptors))?;
             match self.output {
-                Some(out) => {
+                Some((out, err)) => {
                     raw::check(libc::dup2(out, 1)).map_err(at(Step::Descriptors))?;
-                    raw::check(libc::dup2(out, 2)).map_err(at(Step::Descriptors))?;
+                    raw::check(libc::dup2(err, 2)).map_err(at(Step::Descriptors))?;
                 }
                 None => {
                     raw::check(libc::dup2(null, 1)).map_err(at(Step::Descriptors))?;
@@ -629,6 +688,9 @@ impl Jail {
         }
         raw::pivot_here().map_err(at(Step::PivotRoot))?;
         raw::set_readonly(c"/", true, false).map_err(at(Step::PivotRoot))?;
+        if let Some(dir) = &self.current_dir {
+            raw::chdir(dir).map_err(at(Step::PivotRoot))?;
+        }
 
         // 9. Loopback, the only interface of its own network namespace (a
         //    joined one is its owner's to set up).

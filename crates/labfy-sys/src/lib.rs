@@ -11,9 +11,11 @@ mod raw;
 mod root;
 pub mod seccomp;
 pub mod steps;
+mod tmpfs;
 pub mod worker;
 
 pub use child::{ConfinedChild, pipe};
 pub use error::{SpawnError, Step};
 pub use jail::{Confinement, Jail, MAX_GROUPS};
 pub use root::Root;
+pub use tmpfs::Tmpfs;

@@ -35,7 +35,7 @@ pub(crate) enum RootOp {
 
 /// The child's root, built with the methods below; every path is absolute
 /// and kept at the same place inside as outside, so the program's arguments
-/// stay valid.
+/// stay valid — except where a `*_at` method names another place.
 #[derive(Debug, Default)]
 pub struct Root {
     pub(crate) ops: Vec<RootOp>,
@@ -109,7 +109,16 @@ impl Root {
     }
 
     fn bind(&mut self, host: &Path, writable: bool) -> Result<&mut Self, SpawnError> {
+        self.bind_to(host, None, writable)
+    }
+
+    /// `host` bound at `target` (its own path when `None`).
+    fn bind_to(&mut self, host: &Path, place: Option<&Path>, writable: bool) -> Result<&mut Self, SpawnError> {
         let (real, rel) = resolve(host)?;
+        let rel = match place {
+            Some(t) => inside(t)?,
+            None => rel,
+        };
         // Already visible read-only through an ancestor bound read-only (the
         // program under /usr, say): nothing to add.
         let covering = self.bound.iter().filter(|(p, _)| rel.starts_with(p)).max_by_key(|(p, _)| p.as_os_str().len());
@@ -131,7 +140,8 @@ impl Root {
         }
         let (source, target) = (cstring(&real)?, cstring(&rel)?);
         self.push(RootOp::Bind { source, target, writable })?;
-        self.described.push(format!("{}{}", real.display(), if writable { " (rw)" } else { " (ro)" }));
+        let at = place.map_or_else(String::new, |t| format!(" at {}", t.display()));
+        self.described.push(format!("{}{at}{}", real.display(), if writable { " (rw)" } else { " (ro)" }));
         Ok(self)
     }
 
@@ -143,6 +153,17 @@ impl Root {
     /// `host` (a directory, resolved) at the same path, writable.
     pub fn writable(&mut self, host: &Path) -> Result<&mut Self, SpawnError> {
         self.bind(host, true)
+    }
+
+    /// `host` (a file or a directory, resolved) at `target` inside,
+    /// read-only: a place of the child's own (`/input`), not the host's.
+    pub fn read_only_at(&mut self, host: &Path, target: &Path) -> Result<&mut Self, SpawnError> {
+        self.bind_to(host, Some(target), false)
+    }
+
+    /// `host` (a directory, resolved) at `target` inside, writable.
+    pub fn writable_at(&mut self, host: &Path, target: &Path) -> Result<&mut Self, SpawnError> {
+        self.bind_to(host, Some(target), true)
     }
 
     /// Hides `host` (a directory that exists) behind an empty read-only
