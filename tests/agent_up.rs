@@ -137,3 +137,78 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     assert!(status.success(), "{status:?}");
     assert_eq!(integrity(dir.path()), "ok");
 }
+
+/// `sandbox.exec` for real under `labfy up` (SPEC X1): the catalog says it
+/// is available with the governor's allow-list; a manual turn's call runs
+/// python3 in the governor's sandbox over an evidence item's text, and its
+/// output and written file come back as untrusted data; a program off the
+/// list is refused by the governor; the admission log shows the run.
+#[test]
+fn sandbox_exec_runs_in_the_governors_sandbox() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        assert!(std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(), "LABFY_REQUIRE_SANDBOX set, but no python3");
+        eprintln!("skipped: no /usr/bin/python3");
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let (_up, port) = start_up(BIN, dir.path());
+    let (cookie, csrf) = login(port, &runtime_dir(dir.path()));
+    let (s, catalog) = get(port, &cookie, "/api/v1/agent-tools/catalog");
+    assert_eq!(s, 200);
+    let tool = catalog["tools"].as_array().unwrap().iter().find(|t| t["tool_id"] == "sandbox.exec").unwrap().clone();
+    assert_eq!(tool["availability"]["status"], "AVAILABLE", "{tool}");
+    assert!(tool["availability"]["reason"].as_str().is_some_and(|r| r.contains("python3")), "{tool}");
+
+    let inv = first_investigation(port, &cookie);
+    let (s, listed) = get(port, &cookie, &format!("/api/v1/investigations/{inv}/lists/evidence?limit=1"));
+    assert_eq!(s, 200, "{listed}");
+    let evidence = listed["items"][0]["id"].as_str().unwrap().to_owned();
+    let uuid = evidence.strip_prefix("evidence:").unwrap().to_owned();
+    let (s, turn) =
+        post(port, &cookie, &csrf, "/api/v1/agent-tools/turns", &json!({"question": "Compter", "mode": "manual"}));
+    assert_eq!(s, 201, "{turn}");
+    let turn = turn["turn_id"].as_str().unwrap().to_owned();
+    let call = |key: &str, input: serde_json::Value| {
+        let body = json!({"turn_id": turn, "call_id": uuid::Uuid::new_v4(), "tool_id": "sandbox.exec",
+                          "input": input, "context": {"purpose": "compter les lignes"}, "object_refs": [],
+                          "idempotency_key": key});
+        let (s, r) = post(port, &cookie, &csrf, "/api/v1/agent-tools/calls", &body);
+        assert_eq!(s, 200, "{r}");
+        r
+    };
+    let script = format!(
+        "text = open('/input/{uuid}.txt').read()\nprint('chars', len(text))\nopen('words.txt', 'w').write(str(len(text.split())))\n"
+    );
+    let r =
+        call("s1", json!({"program": "python3", "code": script, "evidence_ids": [evidence], "timeout_seconds": 20}));
+    assert_eq!(r["status"], "COMPLETED", "{r:#}");
+    let a = &r["artifacts"][0];
+    assert_eq!((a["kind"].as_str(), a["trust"].as_str()), (Some("sandbox_output"), Some("UNTRUSTED_DATA")), "{r:#}");
+    let run = &a["data"]["run"];
+    assert_eq!(run["end"], json!({"kind": "exited", "code": 0}), "{r:#}");
+    assert!(run["stdout"]["text"].as_str().unwrap().starts_with("chars "), "{r:#}");
+    assert_eq!(run["files"][0]["name"], "words.txt", "{r:#}");
+    assert!(run["files"][0]["text"].as_str().unwrap().parse::<u64>().is_ok(), "{r:#}");
+    assert_eq!(a["data"]["stored"], false);
+
+    // Off the operator's list: the governor refuses, with its list.
+    let r = call("s2", json!({"program": "bash", "code": "echo hi"}));
+    assert_eq!(r["status"], "DENIED", "{r:#}");
+    assert!(r["diagnostic"].as_str().unwrap().contains("allow-list"), "{r:#}");
+
+    // The run in the governor's admission log, released with how it ended
+    // (the server reuses the governor's state for up to a second).
+    wait_for("the sandbox run in the admission log", || {
+        let (s, res) = get(port, &cookie, "/api/v1/resources");
+        assert_eq!(s, 200);
+        res["state"]["decisions"]
+            .as_array()?
+            .iter()
+            .any(|d| {
+                d["kind"] == "sandbox"
+                    && d["outcome"] == "released"
+                    && d["reason"].as_str().is_some_and(|r| r.contains("exited (code 0)"))
+            })
+            .then_some(())
+    });
+}

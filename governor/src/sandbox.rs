@@ -340,7 +340,10 @@ impl RunDir {
     fn make(base: &Path, c: &Checked) -> std::io::Result<Self> {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base)?;
         let path = base.join(uuid::Uuid::new_v4().simple().to_string());
+        // Modes are set after creation: `labfy up` runs with umask 077, which
+        // would leave the run's uid unable to read its inputs.
         std::fs::DirBuilder::new().mode(0o711).create(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o711))?;
         let mut dir = Self { path, work: None };
         let input = dir.path.join("input");
         let script = dir.path.join("script");
@@ -390,7 +393,8 @@ impl Drop for RunDir {
 
 fn write_read_only(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(path)?;
-    std::io::Write::write_all(&mut f, bytes)
+    std::io::Write::write_all(&mut f, bytes)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o444))
 }
 
 /// One stream read to its end: the first bytes kept, all counted; past

@@ -46,6 +46,12 @@ pub const MAX_URL_CHARS: u64 = 2_048;
 pub const MAX_SANDBOX_CODE_CHARS: u64 = 20_000;
 /// Longest `sandbox.exec` run, in seconds.
 pub const MAX_SANDBOX_SECONDS: u64 = 60;
+/// Most evidence items one `sandbox.exec` run reads.
+pub const MAX_SANDBOX_EVIDENCE: u64 = 8;
+/// Most arguments a `sandbox.exec` call adds to the program's command.
+pub const MAX_SANDBOX_ARGS: u64 = 16;
+/// Longest such argument, in characters.
+pub const MAX_SANDBOX_ARG_CHARS: u64 = 256;
 
 /// The sixteen tools of the base catalog (G2), in published order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -328,7 +334,9 @@ impl Tool {
             ToolId::SandboxExec if !env.sandbox.ready => {
                 Availability::unavailable(format!("no sandbox: {}", env.sandbox.detail))
             }
-            ToolId::SandboxExec => Availability::unavailable("this build has no sandbox runner"),
+            // Availability is real (X1): the governor's allow-list, asked
+            // by the server; no governor or no program, no sandbox.
+            ToolId::SandboxExec => Availability::available(Some(env.sandbox.detail.clone())),
             // Availability is real (G3): the server's campaign runner runs
             // the agent's fetches (F2); without one there is none.
             ToolId::WebFetch if !env.web_fetch.ready => {
@@ -620,7 +628,10 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             id: ToolId::SandboxExec,
-            description: "Runs code in a confined sandbox with no network and no durable writes; only its bounded output returns.",
+            description: "Runs a program of the operator's allow-list (its availability names them: python3, jq…) on a \
+                          script, confined with no network: the chosen evidence's text is read-only at \
+                          /input/<uuid>.txt, the working directory /work is a bounded scratch. Its stdout, stderr \
+                          and the files it leaves in /work return as untrusted data; nothing is stored.",
             // Worst path: computation (R1 `low`): the contract forbids network
             // and durable writes. Its danger is cost, which is `expensive`.
             action: A::Compute,
@@ -632,11 +643,19 @@ fn specs() -> Vec<Spec> {
             permissions: &["sandbox.run"],
             input: object(
                 json!({
-                    "language": {"type": "string", "enum": ["python3"]},
-                    "code": {"type": "string", "minLength": 1, "maxLength": MAX_SANDBOX_CODE_CHARS},
+                    "program": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,31}$",
+                                "description": "A program of the operator's allow-list (python3, jq…)."},
+                    "code": {"type": "string", "minLength": 1, "maxLength": MAX_SANDBOX_CODE_CHARS,
+                             "description": "The script, for a program that runs one (python3, jq)."},
+                    "args": {"type": "array", "maxItems": MAX_SANDBOX_ARGS,
+                             "items": {"type": "string", "maxLength": MAX_SANDBOX_ARG_CHARS}},
+                    "evidence_ids": {
+                        "type": "array", "maxItems": MAX_SANDBOX_EVIDENCE, "uniqueItems": true,
+                        "items": ref_prop("Evidence whose text the run reads at /input/<uuid>.txt.", &[RefKind::Evidence]),
+                    },
                     "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_SANDBOX_SECONDS, "default": 10},
                 }),
-                &["language", "code"],
+                &["program"],
             ),
             output: json!({"artifact": "sandbox_output", "trust": "UNTRUSTED_DATA"}),
             refs: vec![],

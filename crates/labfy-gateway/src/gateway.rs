@@ -20,6 +20,7 @@ use crate::error::GatewayError;
 use crate::fetch::Fetcher;
 use crate::journal::Journal;
 use crate::protocol::*;
+use crate::sandbox::Sandbox;
 use crate::services::{self, Outcome};
 
 /// The workspace a request acts in, as the server knows it.
@@ -253,6 +254,8 @@ pub struct AgentGateway {
     backend: Arc<dyn Backend>,
     /// The runner of the agent's fetches, once the server lends it (F2).
     fetcher: std::sync::OnceLock<Arc<dyn Fetcher>>,
+    /// The governor's sandbox runs, once the server lends them (X1).
+    sandbox: std::sync::OnceLock<Arc<dyn Sandbox>>,
     memory: Mutex<Memory>,
 }
 
@@ -268,6 +271,7 @@ impl AgentGateway {
         Ok(Self {
             catalog: Catalog::build()?,
             fetcher: std::sync::OnceLock::new(),
+            sandbox: std::sync::OnceLock::new(),
             memory: Mutex::new(Memory::default()),
             backend,
         })
@@ -398,6 +402,21 @@ impl AgentGateway {
 
     pub(crate) fn fetcher(&self) -> Option<&dyn Fetcher> {
         self.fetcher.get().map(|f| f.as_ref())
+    }
+
+    /// Lends the gateway the sandbox runs (SPEC X1): the governor's, asked
+    /// by the server. Once; a second call answers false.
+    pub fn set_sandbox(&self, sandbox: Arc<dyn Sandbox>) -> bool {
+        self.sandbox.set(sandbox).is_ok()
+    }
+
+    /// Whether sandbox runs were lent.
+    pub fn has_sandbox(&self) -> bool {
+        self.sandbox.get().is_some()
+    }
+
+    pub(crate) fn sandbox(&self) -> Option<&dyn Sandbox> {
+        self.sandbox.get().map(|s| s.as_ref())
     }
 
     /// The catalog.

@@ -8,6 +8,7 @@ pub mod fetch;
 mod gateway;
 pub mod journal;
 pub mod protocol;
+pub mod sandbox;
 mod services;
 mod turns;
 
@@ -16,6 +17,7 @@ pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
 pub use error::GatewayError;
 pub use fetch::{AgentFetch, Fetched, Fetcher};
 pub use gateway::{AgentGateway, INTERRUPTED_BY_RESTART, Restored, Scope};
+pub use sandbox::{Sandbox, SandboxAsk, SandboxOutcome};
 pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, LOCAL_MODEL_ACTOR, keywords};
 
 #[cfg(test)]

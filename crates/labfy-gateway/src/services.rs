@@ -4,6 +4,7 @@
 //! apply the schema's defaults.
 
 use labfy_core::{ObjectRef, RefKind};
+use labfy_store::MAX_EXCERPT_CHARS;
 use labfy_store::{NewResearchRequest, StoreError};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -13,6 +14,7 @@ use crate::catalog::{Tool, ToolId};
 use crate::fetch::{AgentFetch, FetchMethod, Fetched};
 use crate::gateway::{AgentGateway, CallOrigin, Scope};
 use crate::protocol::{Artifact, CallRequest, ResultStatus, trust};
+use crate::sandbox::{SandboxAsk, SandboxInputFile, SandboxOutcome};
 
 /// What a service produced.
 #[derive(Debug)]
@@ -247,12 +249,7 @@ pub(crate) fn run(
             let t = gw.catalog().tool(id);
             Outcome::completed("tool_contract", trust::LABFY, gw.catalog().published(t, scope.class, env))
         }
-        ToolId::SandboxExec => {
-            // Availability refuses it in this build (no sandbox runner), so
-            // policy stops it first; this arm answers the same should a call
-            // ever get here.
-            Ok(Outcome::unavailable(format!("{} has no runner in this build", tool.id.as_str())))
-        }
+        ToolId::SandboxExec => sandbox_exec(gw, ws, req),
         ToolId::WebFetch => web_fetch(gw, ws, req, origin),
         ToolId::AgentPropose => {
             let refs = references(input, "object_ids")?;
@@ -324,6 +321,89 @@ pub(crate) const WEB_FETCH_EXCERPT_CHARS: u32 = 4_000;
 /// the grant's campaign, through egress, which checks it against what a
 /// human confirmed (T2). The policy stage already checked that the grant is
 /// active and that its scope holds the URL.
+/// Most characters of evidence text one `sandbox.exec` run reads in all
+/// (the governor takes 600 KiB of inputs; text is at most 4 bytes a
+/// character, so this is checked again in bytes by the governor).
+const SANDBOX_INPUT_CHARS: u32 = 600 * 1024;
+
+/// `sandbox.exec` (SPEC X1): the evidence's text read here, the run asked
+/// of the governor through the lent [`crate::Sandbox`].
+fn sandbox_exec(gw: &AgentGateway, ws: uuid::Uuid, req: &CallRequest) -> Result<Outcome, StoreError> {
+    let Some(sandbox) = gw.sandbox() else {
+        return Ok(Outcome::unavailable("sandbox.exec has no runner in this process".to_owned()));
+    };
+    let input = &req.input;
+    let evidence = if input.get("evidence_ids").is_some() { references(input, "evidence_ids")? } else { Vec::new() };
+    let b = gw.backend();
+    let mut inputs = Vec::with_capacity(evidence.len());
+    let mut left = SANDBOX_INPUT_CHARS;
+    for ev in &evidence {
+        // The whole text, page by page (an excerpt is bounded).
+        let mut text = String::new();
+        loop {
+            let offset = text.chars().count() as u64;
+            let page = backend::read(b, |r| r.excerpt(ws, ev, offset, MAX_EXCERPT_CHARS))?;
+            if page.total_chars > i64::from(left) {
+                return Ok(Outcome::with_status(
+                    ResultStatus::Denied,
+                    format!(
+                        "the chosen evidence holds more text than a sandbox run reads ({SANDBOX_INPUT_CHARS} \
+                         characters in all; {ev} alone holds {}): choose fewer or smaller items",
+                        page.total_chars
+                    ),
+                ));
+            }
+            text.push_str(&page.text);
+            if !page.truncated || page.length == 0 {
+                break;
+            }
+        }
+        left = left.saturating_sub(u32::try_from(text.chars().count()).unwrap_or(u32::MAX));
+        inputs.push(SandboxInputFile { name: format!("{}.txt", ev.id()), evidence: *ev, text });
+    }
+    let code = input.get("code").and_then(Value::as_str).map(str::to_owned);
+    let args = input
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let ask = SandboxAsk {
+        workspace: ws,
+        program: text(input, "program").to_owned(),
+        script: code,
+        args,
+        inputs,
+        timeout_seconds: input.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(10),
+        turn_id: req.turn_id,
+        call_id: req.call_id,
+    };
+    Ok(match sandbox.run(&ask).map_err(StoreError::Internal)? {
+        SandboxOutcome::Ran(ran) => {
+            let line = format!(
+                "{} ran confined with no network in {} ms under {}: {}",
+                ran.program,
+                ran.duration_ms,
+                ran.reservation,
+                match &ran.end {
+                    crate::sandbox::SandboxEnded::Exited { code } => format!("exit code {code}"),
+                    crate::sandbox::SandboxEnded::Signalled { signal } => format!("ended by signal {signal}"),
+                    crate::sandbox::SandboxEnded::Stopped { reason } => format!("stopped: {reason}"),
+                }
+            );
+            let names: Vec<Value> = ask
+                .inputs
+                .iter()
+                .map(|i| json!({"path": format!("/input/{}", i.name), "evidence_id": i.evidence}))
+                .collect();
+            let data = json!({"run": ran, "inputs": names, "stored": false});
+            Outcome::completed("sandbox_output", trust::UNTRUSTED, data)?.refs(evidence).observe(line)
+        }
+        SandboxOutcome::Refused(why) => Outcome::with_status(ResultStatus::Denied, why),
+        SandboxOutcome::Unavailable(why) => Outcome::unavailable(why),
+        SandboxOutcome::Failed(why) => Outcome::failed(why),
+    })
+}
+
 fn web_fetch(
     gw: &AgentGateway,
     ws: uuid::Uuid,

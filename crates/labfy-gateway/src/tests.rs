@@ -41,14 +41,17 @@ const PINNED_TOOL_FINGERPRINTS: [(&str, &str); 16] = [
     ("jobs.get", "cd0b891f2069a48345413c520ceeb5c57db3b4076c7a87fd3ec9e0430b4aa130"),
     ("tool.catalog", "1c37483d90100e3c64fec07bceddb77e7fbb93e656a123b374ca7a0523dc4278"),
     ("tool.docs.read", "364c99212afe9ed4ca7aff7ee61bd510bfea562c2d8e4c7ac4a077b87d13a11e"),
-    ("sandbox.exec", "2e2f8399ec6dc67e34627745dd348f32b4293ea9916816b773b6577d95f9057e"),
+    // Re-pinned for X1: `program` of the operator's allow-list (was a
+    // `language` enum), `args`, `evidence_ids`, and the description of the
+    // run's view (/input, /work).
+    ("sandbox.exec", "db739bfbaea989282800940014af76368ab150d41006d4ef3b543b88bee837b2"),
     ("agent.propose", "c0a8cebb6e388b1ec1ef18892ab13b21a7cc93836870403026b600e961e32a16"),
     ("web.fetch", "fe2f0723da67c090649d90777ef46d5fb95567394556bda9900761960230de53"),
     ("research.get_state", "ecb1bb48b90e5bb715e28e5e344474fc4a4a5e4f7f750e1e850ca6a89d55ffab"),
     ("research.prepare", "e746a34eb770c4a8b72973c79f0c65fc5970eb378769a8e6bdd24c75f6c493e3"),
 ];
 /// Pinned fingerprint of the whole catalog (R5).
-const PINNED_CATALOG_FINGERPRINT: &str = "890a62dcea48e233bee7a52e1264b681a035046bb2b56a86e024185afd68fc80";
+const PINNED_CATALOG_FINGERPRINT: &str = "6ab3ca267b507eec8c58819e0e85cd8dcde974a973b9501b621c984bcf80b9b8";
 
 /// The sixteen tools of G2, in published order.
 const G2_TOOLS: [&str; 16] = [
@@ -1089,6 +1092,103 @@ impl Fetcher for FakeFetcher {
     }
 }
 
+/// Sandbox runs that answer what the test tells them, and record what they
+/// were asked.
+struct FakeSandbox {
+    answer: std::sync::Mutex<Option<SandboxOutcome>>,
+    asked: std::sync::Mutex<Vec<SandboxAsk>>,
+}
+
+impl Sandbox for FakeSandbox {
+    fn run(&self, ask: &SandboxAsk) -> Result<SandboxOutcome, String> {
+        self.asked.lock().unwrap().push(ask.clone());
+        self.answer.lock().unwrap().take().ok_or_else(|| "no answer scripted".to_owned())
+    }
+}
+
+#[test]
+fn sandbox_exec_gives_the_evidence_text_and_maps_the_governors_answers() {
+    use crate::sandbox::{SandboxEnded, SandboxRan, SandboxStreamText};
+    let mut seeded = None;
+    let fx = Fx::with(|p| {
+        let note = labfy_store::NewNote { title: "Liste".into(), content: "alpha\nbeta\nalpha".into(), source: None };
+        seeded = Some(p.store.add_note(p.real_ws, &p.real_inv, &note, "analyst").unwrap());
+    });
+    let evidence = seeded.unwrap();
+    let fake = Arc::new(FakeSandbox { answer: std::sync::Mutex::new(None), asked: std::sync::Mutex::new(vec![]) });
+    assert!(fx.gw.set_sandbox(fake.clone()));
+    assert!(fx.gw.has_sandbox() && !fx.gw.set_sandbox(fake.clone()), "lent once");
+    let ready = Environment {
+        sandbox: Readiness { ready: true, detail: "python3 — no network".into() },
+        ..Environment::offline("x")
+    };
+    let published = fx.gw.catalog().published(fx.gw.catalog().tool(ToolId::SandboxExec), WorkspaceClass::Real, &ready);
+    assert_eq!(published["availability"]["status"], "AVAILABLE", "{published}");
+    let rt = fx.turn(fx.real);
+    let input = json!({"program": "python3", "code": "print(open('/input/x').read())",
+                       "evidence_ids": [evidence.to_string()], "timeout_seconds": 5});
+    let stream = |text: &str| SandboxStreamText { text: text.into(), bytes: text.len() as u64, truncated: false };
+    let ran = SandboxRan {
+        program: "python3".into(),
+        end: SandboxEnded::Exited { code: 0 },
+        stdout: stream("<b>alpha</b>"),
+        stderr: stream(""),
+        files: vec![],
+        files_unlisted: 0,
+        duration_ms: 42,
+        peak_memory_bytes: 1 << 20,
+        cpu_ms: 10,
+        reservation: "res-1".into(),
+        confinement: vec!["no network".into()],
+        missing: vec![],
+    };
+    *fake.answer.lock().unwrap() = Some(SandboxOutcome::Ran(Box::new(ran)));
+    let r = fx.gw.call(fx.real, &ready, req(rt, "sandbox.exec", input.clone())).unwrap();
+    assert_eq!((r.status, r.stage), (ResultStatus::Completed, Stage::Service), "{:?}", r.diagnostic);
+    let a = &r.artifacts[0];
+    assert_eq!((&*a.kind, &*a.trust), ("sandbox_output", "UNTRUSTED_DATA"));
+    assert_eq!(a.data["run"]["stdout"]["text"], "<b>alpha</b>", "the output as data, never markup");
+    assert_eq!(a.data["inputs"][0]["path"], format!("/input/{}.txt", evidence.id()));
+    assert_eq!(r.object_refs, vec![evidence.clone()]);
+    {
+        let asked = fake.asked.lock().unwrap();
+        let ask = &asked[0];
+        assert_eq!((ask.program.as_str(), ask.timeout_seconds), ("python3", 5));
+        assert_eq!(ask.inputs[0].text, "alpha\nbeta\nalpha", "the evidence's whole text");
+        assert_eq!(ask.inputs[0].name, format!("{}.txt", evidence.id()));
+    }
+    // The governor's refusals keep their reasons and statuses.
+    let rt = fx.turn(fx.real);
+    for (answer, status, needle) in [
+        (
+            SandboxOutcome::Refused("\"bash\" is not on the operator's allow-list".into()),
+            ResultStatus::Denied,
+            "allow-list",
+        ),
+        (SandboxOutcome::Unavailable("no sandbox: turned off".into()), ResultStatus::Unavailable, "turned off"),
+        (SandboxOutcome::Failed("cannot confine".into()), ResultStatus::Failed, "cannot confine"),
+    ] {
+        *fake.answer.lock().unwrap() = Some(answer);
+        let mut i = input.clone();
+        i["code"] = json!(format!("# {needle}"));
+        let r = fx.gw.call(fx.real, &ready, req(rt, "sandbox.exec", i)).unwrap();
+        assert_refused(&r, status, Stage::Service, needle);
+    }
+    // Evidence of another workspace does not resolve: the run is never asked.
+    let before = fake.asked.lock().unwrap().len();
+    let foreign = ObjectRef::new(RefKind::Evidence, Uuid::new_v4());
+    let r = fx
+        .gw
+        .call(
+            fx.real,
+            &ready,
+            req(rt, "sandbox.exec", json!({"program": "python3", "code": "x", "evidence_ids": [foreign.to_string()]})),
+        )
+        .unwrap();
+    assert_ne!(r.status, ResultStatus::Completed);
+    assert_eq!(fake.asked.lock().unwrap().len(), before);
+}
+
 #[test]
 fn web_fetch_runs_through_the_lent_runner_and_maps_its_answers() {
     let mut seeded = (None, None);
@@ -1254,16 +1354,19 @@ fn policy_and_real_availability() {
     let r = fx.gw.call(fx.spec, &ready, req(st, "web.fetch", fetch("https://news.example.org/a", spec_grant))).unwrap();
     assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "SPECIMEN");
 
-    // sandbox.exec: no sandbox in this build, whatever the environment says.
-    let code = json!({"language": "python3", "code": "print(1)"});
+    // sandbox.exec: unavailable while the environment has no sandbox (no
+    // governor, no program), with the governor's reason.
+    let code = json!({"program": "python3", "code": "print(1)"});
     for (scope, turn) in [(fx.spec, st), (fx.real, rt)] {
         let r = fx.call(scope, req(turn, "sandbox.exec", code.clone()));
-        assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "sandbox");
+        assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "no sandbox");
     }
+    // Ready by the environment but nothing lent to this gateway: the
+    // service says so (the server lends the governor's runs).
     let with_sandbox =
         Environment { sandbox: Readiness { ready: true, detail: "ok".into() }, ..Environment::offline("x") };
     let r = fx.gw.call(fx.spec, &with_sandbox, req(st, "sandbox.exec", code)).unwrap();
-    assert_refused(&r, ResultStatus::Unavailable, Stage::Policy, "no sandbox runner");
+    assert_refused(&r, ResultStatus::Unavailable, Stage::Service, "no runner in this process");
 
     // Catalog tools complete, and show real availability.
     let r = fx.call(fx.real, req(rt, "tool.catalog", json!({})));

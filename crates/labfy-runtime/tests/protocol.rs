@@ -385,12 +385,12 @@ fn final_text_is_bounded_at_n() {
 #[test]
 fn arguments_size_is_bounded_at_n() {
     // sandbox.exec takes up to 20,000 characters of code; two-byte characters reach the byte bound.
-    let base = json!({"language": "python3", "code": ""}).to_string().len();
+    let base = json!({"program": "python3", "code": ""}).to_string().len();
     let code = "é".repeat((MAX_ARGUMENTS_BYTES - base) / 2) + &"a".repeat((MAX_ARGUMENTS_BYTES - base) % 2);
-    let at_n = json!({"language": "python3", "code": code});
+    let at_n = json!({"program": "python3", "code": code});
     assert_eq!(at_n.to_string().len(), MAX_ARGUMENTS_BYTES);
     assert!(parse(&call("sandbox.exec", at_n)).is_ok());
-    let over = json!({"language": "python3", "code": format!("{code}a")});
+    let over = json!({"program": "python3", "code": format!("{code}a")});
     assert_eq!(
         refused_value(&call("sandbox.exec", over)),
         ProtocolError::ArgumentsTooLarge { bytes: MAX_ARGUMENTS_BYTES + 1, max: MAX_ARGUMENTS_BYTES }

@@ -781,8 +781,8 @@ async fn the_same_failing_call_twice_in_a_row_ends_the_turn() {
     let fx = Fx::new();
     let provider = Provider::start().await;
     let rt = fx.model(&provider);
-    // sandbox.exec has no runner: the gateway answers UNAVAILABLE.
-    let failing = tool_call("sandbox.exec", json!({"language": "python3", "code": "print(1)"}));
+    // No sandbox in this environment (no governor): the gateway answers UNAVAILABLE.
+    let failing = tool_call("sandbox.exec", json!({"program": "python3", "code": "print(1)"}));
     let other = tool_call("research.get_state", json!({"investigation_id": fx.inv.to_string()}));
 
     // Not in a row: another call in between resets the rule.

@@ -10,6 +10,7 @@ pub mod http;
 pub mod isolation;
 pub mod listener;
 pub mod routes;
+pub mod sandbox;
 pub mod security;
 pub mod session;
 pub mod state;

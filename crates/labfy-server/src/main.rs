@@ -131,6 +131,10 @@ fn main() -> anyhow::Result<()> {
         if state.lend_fetcher() {
             tracing::info!("web.fetch runs under granted campaigns");
         }
+        // The agent's `sandbox.exec` runs are the governor's (X1).
+        if state.lend_sandbox() {
+            tracing::info!("sandbox.exec runs through the governor");
+        }
         // REAL campaigns a previous run left unfinished go on (E3–E6).
         match state.campaigns().resume_unfinished().await {
             Ok(0) => {}

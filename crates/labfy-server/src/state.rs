@@ -314,7 +314,8 @@ impl AppState {
         } else {
             Readiness::not_ready("this server runs no campaign (no supervisor, or a SPECIMEN workspace)")
         };
-        Environment { egress, sandbox: Readiness::not_ready("no sandbox is configured"), web_fetch }
+        let sandbox = self.sandbox_readiness().await;
+        Environment { egress, sandbox, web_fetch }
     }
 
     async fn probe_egress(&self) -> Readiness {
@@ -422,9 +423,7 @@ impl AppState {
         &self,
         request: labfy_ipc::messages::governor::GovernorRequest,
     ) -> Result<labfy_ipc::messages::governor::GovernorResponse, String> {
-        use labfy_ipc::client::Client;
-        use labfy_ipc::messages::Boundary;
-        use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
+        use labfy_ipc::messages::governor::GovernorResponse;
         let line = |why: String| {
             let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
             labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
@@ -432,19 +431,60 @@ impl AppState {
         let Some(dir) = self.runtime_dir() else {
             return Err(line("no governor: this server was not started by `labfy up`".into()));
         };
-        let asked = async {
-            let secret = labfy_ipc::secret::read_secret(dir)?;
-            let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
-            let mut c: Client<GovernorRequest, GovernorResponse> =
-                Client::connect(&socket, Boundary::Governor, &secret).await?;
-            c.call(request).await
-        };
-        match tokio::time::timeout(GOVERNOR_STATE_TIMEOUT, asked).await {
-            Ok(Ok(GovernorResponse::Failed(f))) => Err(line(format!("governor answered {}: {}", f.code, f.message))),
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(line(format!("governor unreachable: {e}"))),
-            Err(_) => Err(line(format!("governor did not answer within {} ms", GOVERNOR_STATE_TIMEOUT.as_millis()))),
+        match ask_governor_at(dir, request, GOVERNOR_STATE_TIMEOUT).await? {
+            GovernorResponse::Failed(f) => Err(line(format!("governor answered {}: {}", f.code, f.message))),
+            answer => Ok(answer),
         }
+    }
+
+    /// Lends the gateway the governor's sandbox runs (SPEC X1), under a
+    /// supervisor only (the governor is there). Whether it was lent.
+    pub fn lend_sandbox(&self) -> bool {
+        let Some(dir) = self.inner.runtime_dir.clone() else { return false };
+        self.inner.gateway.set_sandbox(Arc::new(crate::sandbox::GovernorSandbox::new(dir)))
+    }
+
+    /// The sandbox as tools see it: lent, and the governor offering it.
+    async fn sandbox_readiness(&self) -> Readiness {
+        if !self.inner.gateway.has_sandbox() {
+            return Readiness::not_ready("no governor: this server was not started by `labfy up`");
+        }
+        match self.governor_state().await {
+            GovernorView::Available(s) if s.sandbox.ready => {
+                Readiness { ready: true, detail: s.sandbox.detail.clone() }
+            }
+            GovernorView::Available(s) => Readiness::not_ready(s.sandbox.detail.clone()),
+            GovernorView::Unavailable(why) => Readiness::not_ready(why),
+        }
+    }
+}
+
+/// One call on the governor's service socket in `dir`: connect,
+/// authenticate and call under one deadline. A `Failed` answer is returned
+/// as is; `Err` is one bounded line saying why there was no answer.
+pub async fn ask_governor_at(
+    dir: &Path,
+    request: labfy_ipc::messages::governor::GovernorRequest,
+    deadline: Duration,
+) -> Result<labfy_ipc::messages::governor::GovernorResponse, String> {
+    use labfy_ipc::client::Client;
+    use labfy_ipc::messages::Boundary;
+    use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
+    let line = |why: String| {
+        let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
+        labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
+    };
+    let asked = async {
+        let secret = labfy_ipc::secret::read_secret(dir)?;
+        let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
+        let c: Client<GovernorRequest, GovernorResponse> =
+            Client::connect(&socket, Boundary::Governor, &secret).await?;
+        c.with_timeout(deadline).call(request).await
+    };
+    match tokio::time::timeout(deadline, asked).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(line(format!("governor unreachable: {e}"))),
+        Err(_) => Err(line(format!("governor did not answer within {} ms", deadline.as_millis()))),
     }
 }
 

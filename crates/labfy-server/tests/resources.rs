@@ -192,6 +192,7 @@ fn canned_state() -> GovernorState {
         pressure: Some("swap use 6 % is above 5 %".into()),
         model: None,
         sample_period_ms: 2000,
+        sandbox: Default::default(),
     }
 }
 

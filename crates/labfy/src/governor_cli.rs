@@ -177,6 +177,7 @@ pub fn render(s: &GovernorState) -> String {
         let kind = match r.kind {
             ReservationKind::Model => "model",
             ReservationKind::Campaign => "campaign",
+            ReservationKind::Sandbox => "sandbox run",
         };
         let peak = r.measured_peak.as_ref().map_or_else(|| "not measured".into(), amounts);
         let _ = writeln!(
@@ -191,6 +192,9 @@ pub fn render(s: &GovernorState) -> String {
     if let Some(m) = &s.model {
         let _ = writeln!(out, "\nmodel: {}", model_line(m));
     }
+    // SPEC X1: what `sandbox.exec` may run, or why nothing.
+    let sandbox = if s.sandbox.ready { s.sandbox.detail.clone() } else { format!("off — {}", s.sandbox.detail) };
+    let _ = writeln!(out, "\nsandbox: {sandbox}");
     let _ = writeln!(out, "\nadmission log (latest last):");
     for d in &s.decisions {
         let verdict = match d.outcome {
