@@ -1732,6 +1732,44 @@ async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
   assertNoNewEvents(before);
 }
 
+// The model runs python3 in the governor's sandbox (SPEC X1): the card
+// shows how the run ended, its resources, its streams and the file it left,
+// all as text — its hostile stdout included.
+async function scenarioLocalSandbox({ page, base, fake }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const hostile = '<img src=x onerror="window.__pwned=1">';
+  const code = `print(${JSON.stringify(hostile)})\nopen('compte.txt', 'w').write('3')\nimport sys; print('fin', file=sys.stderr)`;
+  fake.script('sandbox', [
+    { content: toolCallAnswer('sandbox.exec', { program: 'python3', code, timeout_seconds: 20 }) },
+    { content: finalAnswer('Le script a compté 3 éléments.') },
+  ]);
+  const turnId = await startLocalTurn(page, 'Compte les éléments avec un script');
+  const end = await waitTurnEnded(page, turnId);
+  const api = await runtimeTurn(page, turnId);
+  assert(end.status === 'COMPLETED' && api.body.tool_calls === 1, `the turn ended ${end.status}: ${api.body.error}`);
+  const cards = await cardsOf(page);
+  assert(cards.length === 1 && cards[0].tool === 'sandbox.exec' && cards[0].status === 'COMPLETED',
+    `cards: ${JSON.stringify(cards.map(({ tool, status }) => ({ tool, status })))}`);
+  const card = await openCard(page, 'sandbox.exec');
+  await card.locator(`${tid('sandbox-run')}[data-end="exited"]`).waitFor({ timeout: STEP_TIMEOUT_MS });
+  const endText = (await card.locator(tid('sandbox-end')).textContent()).trim();
+  assert(endText === 'terminé, code 0', `the run's end reads ${JSON.stringify(endText)}`);
+  const stdout = await card.locator(tid('sandbox-stdout')).textContent();
+  assert(stdout.trim() === hostile, `stdout shows ${JSON.stringify(stdout)}`);
+  assert((await card.locator(tid('sandbox-stderr')).textContent()).trim() === 'fin', 'stderr is not shown apart');
+  const file = (await card.locator(tid('sandbox-file')).allTextContents()).join(' ');
+  assert(file.includes('compte.txt'), `the file left in /work: ${JSON.stringify(file)}`);
+  const active = await page.$$eval(`${agentPanel} :is(img, script, iframe, object, embed, svg)`, (els) => els.map((e) => e.tagName));
+  assert(active.length === 0, `agent panel contains elements: ${active.join(', ')}`);
+  await sleep(300);
+  assert(!(await page.evaluate(() => window.__pwned)), 'the run\'s output ran as markup');
+  await waitAgentIdle(page);
+  await shotsAt(page, 'agent-sandbox', tid('sandbox-run'));
+  await assertNothingActive(page, 'local model: sandbox run');
+  assertNoNewEvents(before);
+}
+
 // Prose, then (after the one repair) a Markdown fence: MODEL_PROTOCOL_ERROR,
 // said in words, one repair, no tool run.
 async function scenarioLocalInvalidJson({ page, base, fake }) {
@@ -2310,6 +2348,8 @@ const SCENARIOS = [
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true, agent: true }],
   ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true, agent: true }],
+  ['agent, local model: sandbox.exec runs python3 in the governor\'s sandbox; the card shows its end, streams and file as text (X1; screenshots)',
+    scenarioLocalSandbox, { local: true, agent: true }],
   ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true, agent: true }],
   ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true, agent: true }],
 ];

@@ -658,7 +658,7 @@ fn specs() -> Vec<Spec> {
                 &["program"],
             ),
             output: json!({"artifact": "sandbox_output", "trust": "UNTRUSTED_DATA"}),
-            refs: vec![],
+            refs: vec![RefField { name: "evidence_ids", list: true, kinds: vec![RefKind::Evidence] }],
         },
         Spec {
             id: ToolId::AgentPropose,

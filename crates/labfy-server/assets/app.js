@@ -564,6 +564,21 @@ const I18N = {
     agent_result_untrusted: 'données non fiables, affichées comme texte',
     agent_result_trusted: 'données Labfy',
     agent_result_truncated: '… (aperçu tronqué)',
+    sbx_program: 'Programme',
+    sbx_end: 'Fin',
+    sbx_end_exited: 'terminé, code {code}',
+    sbx_end_signalled: 'arrêté par le signal {signal}',
+    sbx_end_stopped: 'arrêté par le gouverneur : {reason}',
+    sbx_usage: 'Ressources',
+    sbx_usage_line: '{ms} ms · mémoire max {mem} · CPU {cpu} ms',
+    sbx_inputs: 'Entrées',
+    sbx_stdout: 'Sortie standard',
+    sbx_stderr: 'Sortie d’erreur',
+    sbx_stream_cut: '… ({bytes} écrits en tout ; seul le début est gardé)',
+    sbx_empty: '(vide)',
+    sbx_files: 'Fichiers laissés dans /work (non enregistrés)',
+    sbx_files_more: '{n} autre(s) fichier(s) non listé(s)',
+    sbx_no_text: '(contenu binaire ou trop grand : seule l’empreinte est gardée)',
     agent_missed: 'Des événements plus anciens ont été évincés du journal de l’agent.',
     agent_poll_stopped: 'Suivi de l’agent interrompu : {message}',
     agent_poll_retry: 'Reprendre le suivi',
@@ -1231,6 +1246,21 @@ const I18N = {
     agent_result_untrusted: 'untrusted data, shown as text',
     agent_result_trusted: 'Labfy data',
     agent_result_truncated: '… (preview truncated)',
+    sbx_program: 'Program',
+    sbx_end: 'End',
+    sbx_end_exited: 'exited, code {code}',
+    sbx_end_signalled: 'ended by signal {signal}',
+    sbx_end_stopped: 'stopped by the governor: {reason}',
+    sbx_usage: 'Resources',
+    sbx_usage_line: '{ms} ms · peak memory {mem} · CPU {cpu} ms',
+    sbx_inputs: 'Inputs',
+    sbx_stdout: 'Standard output',
+    sbx_stderr: 'Standard error',
+    sbx_stream_cut: '… ({bytes} written in all; only the beginning is kept)',
+    sbx_empty: '(empty)',
+    sbx_files: 'Files left in /work (not stored)',
+    sbx_files_more: '{n} more file(s) not listed',
+    sbx_no_text: '(binary or too large: only the digest is kept)',
     agent_missed: 'Older events were evicted from the agent’s log.',
     agent_poll_stopped: 'Agent tracking stopped: {message}',
     agent_poll_retry: 'Resume tracking',
@@ -4702,6 +4732,43 @@ function artifactText(a) {
   return s.length > AGENT_ARTIFACT_PREVIEW ? `${s.slice(0, AGENT_ARTIFACT_PREVIEW)}\n${t('agent_result_truncated')}` : s;
 }
 
+// A sandbox run (SPEC X1): how it ended, what it used, its inputs, its
+// streams and the files it left — all untrusted, all shown as text.
+function renderSandboxRun(data) {
+  const run = data?.run ?? {};
+  const end = run.end ?? {};
+  const endText = end.kind === 'exited' ? t('sbx_end_exited', { code: String(end.code) })
+    : end.kind === 'signalled' ? t('sbx_end_signalled', { signal: String(end.signal) })
+      : t('sbx_end_stopped', { reason: String(end.reason ?? '') });
+  const stream = (s, testid) => {
+    const text = String(s?.text ?? '');
+    const cut = s?.truncated ? `\n${t('sbx_stream_cut', { bytes: fmtBytes(Number(s.bytes) || 0) })}` : '';
+    return h('pre', { class: 'agent-artifact-text', testid, text: text ? text + cut : t('sbx_empty') });
+  };
+  const inputs = Array.isArray(data?.inputs) ? data.inputs : [];
+  const files = Array.isArray(run.files) ? run.files : [];
+  const box = h('div', { class: 'sandbox-run', testid: 'sandbox-run', dataset: { end: String(end.kind ?? '') } },
+    dl([
+      [t('sbx_program'), h('code', { text: String(run.program ?? '') })],
+      [t('sbx_end'), h('span', { testid: 'sandbox-end', text: endText })],
+      [t('sbx_usage'), t('sbx_usage_line', { ms: fmtNumber(Number(run.duration_ms) || 0), mem: fmtBytes(Number(run.peak_memory_bytes) || 0), cpu: fmtNumber(Number(run.cpu_ms) || 0) })],
+      [t('sbx_inputs'), inputs.length
+        ? h('ul', { class: 'sandbox-list small' }, inputs.map((i) => h('li', null, h('code', { text: String(i.path ?? '') }), ' ', refList([i.evidence_id]))))
+        : t('sbx_empty')],
+    ], 'sandbox-meta'),
+    h('p', { class: 'small muted', text: t('sbx_stdout') }), stream(run.stdout, 'sandbox-stdout'),
+    h('p', { class: 'small muted', text: t('sbx_stderr') }), stream(run.stderr, 'sandbox-stderr'));
+  if (files.length) {
+    box.append(h('p', { class: 'small muted', text: t('sbx_files') }),
+      h('ul', { class: 'sandbox-list small', testid: 'sandbox-files' }, files.map((f) => h('li', { testid: 'sandbox-file' },
+        h('details', null,
+          h('summary', null, h('code', { text: String(f.name ?? '') }), ` · ${fmtBytes(Number(f.size) || 0)} · `, fingerprintEl(f.sha256)),
+          h('pre', { class: 'agent-artifact-text', text: typeof f.text === 'string' ? f.text : t('sbx_no_text') }))))));
+  }
+  if (Number(run.files_unlisted) > 0) box.append(h('p', { class: 'small muted', text: t('sbx_files_more', { n: fmtNumber(Number(run.files_unlisted)) }) }));
+  return box;
+}
+
 function renderResult(entry) {
   const box = h('div', { class: 'agent-result', testid: 'agent-result' });
   if (entry.loading && !entry.data) {
@@ -4726,7 +4793,9 @@ function renderResult(entry) {
       h('p', { class: 'small' },
         h('span', { class: 'pill', text: String(a?.kind ?? '?') }), ' ',
         h('span', { class: `pill ${untrusted ? 'trust-untrusted' : 'trust-labfy'}`, text: t(untrusted ? 'agent_result_untrusted' : 'agent_result_trusted') })),
-      h('pre', { class: 'agent-artifact-text', testid: 'agent-artifact-text', text: artifactText(a) })));
+      a?.kind === 'sandbox_output'
+        ? renderSandboxRun(a.data)
+        : h('pre', { class: 'agent-artifact-text', testid: 'agent-artifact-text', text: artifactText(a) })));
   }
   return box;
 }
