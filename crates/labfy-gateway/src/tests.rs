@@ -1149,7 +1149,7 @@ fn sandbox_exec_gives_the_evidence_text_and_maps_the_governors_answers() {
     assert_eq!((&*a.kind, &*a.trust), ("sandbox_output", "UNTRUSTED_DATA"));
     assert_eq!(a.data["run"]["stdout"]["text"], "<b>alpha</b>", "the output as data, never markup");
     assert_eq!(a.data["inputs"][0]["path"], format!("/input/{}.txt", evidence.id()));
-    assert_eq!(r.object_refs, vec![evidence.clone()]);
+    assert_eq!(r.object_refs, vec![evidence]);
     {
         let asked = fake.asked.lock().unwrap();
         let ask = &asked[0];

@@ -479,7 +479,9 @@ pub async fn ask_governor_at(
         let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
         let c: Client<GovernorRequest, GovernorResponse> =
             Client::connect(&socket, Boundary::Governor, &secret).await?;
-        c.with_timeout(deadline).call(request).await
+        // The deadline below is the one that speaks; the client's own is
+        // only as long as a sandbox run needs (CALL_TIMEOUT would cut it).
+        c.with_timeout(deadline + Duration::from_secs(1)).call(request).await
     };
     match tokio::time::timeout(deadline, asked).await {
         Ok(Ok(answer)) => Ok(answer),

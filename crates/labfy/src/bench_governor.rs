@@ -19,6 +19,12 @@
 //!    set; reference: a plain read of the file's first 64 KiB. The bytes the
 //!    parser read (`rchar` of `/proc/self/io`) show that it skipped the
 //!    tensors.
+//! 4. **Sandbox run** (SPEC X1; root only: cgroups and mounts). A trivial
+//!    program (`/usr/bin/true`) run `--sandbox-runs` times through a
+//!    governor's `SandboxRun` (IPC, check, admission, run directories and
+//!    tmpfs, cgroup, the whole `Jail` with no network, read-back, release)
+//!    against the same program started directly (`fork`/`exec`/`wait`):
+//!    start-to-answer vs start-to-exit.
 
 use std::fs::File;
 use std::io::Read;
@@ -69,6 +75,10 @@ pub struct GovernorBenchArgs {
     /// a two-thousandth (at least 20) parses of each GGUF file.
     #[arg(long, default_value_t = 100_000)]
     iterations: usize,
+    /// Sandbox runs measured, and direct runs of the reference (after 5
+    /// warm-up ones each).
+    #[arg(long, default_value_t = 100)]
+    sandbox_runs: usize,
 }
 
 /// Runs the benchmark.
@@ -81,6 +91,80 @@ pub fn governor(args: GovernorBenchArgs) -> Result<(), Failure> {
     sampling(&args, tmp.path())?;
     admission(&args, tmp.path())?;
     gguf_header(&args, tmp.path())?;
+    sandbox(&args, tmp.path())?;
+    Ok(())
+}
+
+/// The program of the sandbox measurement and its reference.
+const TRIVIAL: &str = "/usr/bin/true";
+/// Unmeasured runs before each measured series.
+const SANDBOX_WARM_UP: usize = 5;
+
+fn sandbox(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
+    use labfy_ipc::messages::governor::SandboxRun;
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    #[allow(unsafe_code)]
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !Path::new(TRIVIAL).is_file() {
+        println!("\n## sandbox run\nskipped: needs root (cgroups, mounts) and {TRIVIAL}");
+        return Ok(());
+    }
+    let bin = governor_bin()?;
+    let spec = format!("true={TRIVIAL}");
+    let mut d = Daemon::start(&bin, &tmp.join("governor-sandbox"), "sandbox", None, &["--sandbox-program", &spec])?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runs = args.sandbox_runs.max(1);
+    let mut sandboxed = runtime.block_on(async {
+        d.wait_ready().await?;
+        let sock = labfy_ipc::daemon::operator_socket(&d.runtime_dir, Boundary::Governor);
+        let secret = labfy_ipc::secret::read_secret(&d.runtime_dir).map_err(fail)?;
+        let mut times = Vec::with_capacity(runs);
+        for i in 0..SANDBOX_WARM_UP + runs {
+            let ask = SandboxRun {
+                owner: "bench".into(),
+                program: "true".into(),
+                script: None,
+                args: vec![],
+                inputs: vec![],
+                timeout_ms: 10_000,
+            };
+            let mut c = Client::<GovernorRequest, GovernorResponse>::connect(&sock, Boundary::Governor, &secret)
+                .await
+                .map_err(fail)?
+                .with_timeout(Duration::from_secs(30));
+            let started = Instant::now();
+            match c.call(GovernorRequest::SandboxRun(Box::new(ask))).await.map_err(fail)? {
+                GovernorResponse::SandboxRan(r) if r.end == labfy_ipc::messages::governor::SandboxEnd::Exited { code: 0 } => {}
+                other => return Err(fail(format!("a sandbox run failed: {other:?}"))),
+            }
+            if i >= SANDBOX_WARM_UP {
+                times.push(started.elapsed());
+            }
+        }
+        Ok::<_, Failure>(times)
+    })?;
+    drop(d);
+    let mut direct = Vec::with_capacity(runs);
+    for i in 0..SANDBOX_WARM_UP + runs {
+        let started = Instant::now();
+        let status = Command::new(TRIVIAL).stdin(Stdio::null()).stdout(Stdio::null()).status()?;
+        if !status.success() {
+            return Err(fail(format!("{TRIVIAL} failed: {status}")));
+        }
+        if i >= SANDBOX_WARM_UP {
+            direct.push(started.elapsed());
+        }
+    }
+    let (s50, s99) = p50_p99(&mut sandboxed);
+    let (d50, d99) = p50_p99(&mut direct);
+    println!("\n## sandbox run ({runs} runs of {TRIVIAL})");
+    line_us("sandbox.exec through the governor", s50, s99);
+    line_us("reference: the program started directly", d50, d99);
+    println!(
+        "overhead p50 {:.1} ms (target ≤ 30 ms, SPEC X1 issue); ratio p50 {:.1}",
+        (us(s50) - us(d50)) / 1000.0,
+        us(s50) / us(d50).max(1.0)
+    );
     Ok(())
 }
 
@@ -138,7 +222,7 @@ impl Daemon {
     /// Creates `dir/{run,scratch}`, the runtime directory private with a
     /// fresh secret, and starts the governor on them as the supervisor does
     /// (cleared environment, `LABFY_LOG` at `warn` unless set).
-    fn start(bin: &Path, dir: &Path, label: &str, sample_ms: Option<u64>) -> Result<Self, Failure> {
+    fn start(bin: &Path, dir: &Path, label: &str, sample_ms: Option<u64>, extra: &[&str]) -> Result<Self, Failure> {
         std::fs::create_dir_all(dir)?;
         let runtime_dir = dir.join("run");
         labfy_ipc::secret::create_private_dir(&runtime_dir).map_err(fail)?;
@@ -157,6 +241,7 @@ impl Daemon {
         if let Some(ms) = sample_ms {
             cmd.arg("--sample-ms").arg(ms.to_string());
         }
+        cmd.args(extra);
         let child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", bin.display())))?;
         Ok(Self { label: label.into(), child, runtime_dir, stderr })
     }
@@ -309,9 +394,9 @@ fn sampling(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
     let hz = clock_ticks()?;
     // Declared after `tmp`'s owner: the daemons stop before their
     // directories are removed.
-    let mut on = Daemon::start(&bin, &tmp.join("governor-on"), "sampling", None)?;
+    let mut on = Daemon::start(&bin, &tmp.join("governor-on"), "sampling", None, &[])?;
     let off_started = Instant::now();
-    let mut off = Daemon::start(&bin, &tmp.join("governor-off"), "reference", Some(REFERENCE_SAMPLE_MS))?;
+    let mut off = Daemon::start(&bin, &tmp.join("governor-off"), "reference", Some(REFERENCE_SAMPLE_MS), &[])?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         on.wait_ready().await?;
