@@ -227,6 +227,24 @@ impl Stop {
     }
 }
 
+/// Removes the run directories a governor that died mid-run left in
+/// `dir` (unmounting their `/work` first); the names of those removed.
+pub fn sweep_stale(dir: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let _ = Tmpfs::detach_stale(&path.join("work")); // not mounted: nothing to do
+        for d in ["input", "script"] {
+            let _ = std::fs::set_permissions(path.join(d), std::fs::Permissions::from_mode(0o700));
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    removed
+}
+
 /// A refusal or failure, with its code, before or around a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError {
@@ -684,6 +702,25 @@ mod tests {
         assert!(SandboxSettings::from_specs(&["none".into(), "a=/bin/true".into()], PathBuf::from("/d")).is_err());
         let missing = SandboxSettings::from_specs(&["a=/nonexistent/prog".into()], PathBuf::from("/d")).unwrap_err();
         assert!(missing.contains("not an executable file"), "{missing}");
+    }
+
+    #[test]
+    fn run_directories_left_by_a_dead_governor_are_swept() {
+        let base = tempfile::tempdir().unwrap();
+        for name in ["a1", "b2"] {
+            let run = base.path().join(name);
+            for d in ["input", "script", "work"] {
+                std::fs::create_dir_all(run.join(d)).unwrap();
+            }
+            std::fs::write(run.join("input/x.txt"), "x").unwrap();
+            // As a run leaves them: its read-only directories.
+            std::fs::set_permissions(run.join("input"), std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        let mut removed = sweep_stale(base.path());
+        removed.sort();
+        assert_eq!(removed, ["a1", "b2"]);
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+        assert!(sweep_stale(&base.path().join("absent")).is_empty());
     }
 
     #[test]

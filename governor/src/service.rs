@@ -307,6 +307,10 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
     if !removed.is_empty() {
         tracing::warn!(?removed, "removed cgroups left by an earlier governor");
     }
+    let runs = sandbox::sweep_stale(&config.sandbox.dir);
+    if !runs.is_empty() {
+        tracing::warn!(?runs, "removed sandbox run directories left by an earlier governor");
+    }
     let period = config.sample_period;
     let gov = Governor::new(config, plane.peers.clone());
     *gov_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gov.clone());

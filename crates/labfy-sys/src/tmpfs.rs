@@ -33,6 +33,15 @@ impl Tmpfs {
         Ok(Self { path: path.to_path_buf(), target })
     }
 
+    /// Unmounts (`MNT_DETACH`) whatever is mounted on `path`: a tmpfs an
+    /// earlier process left behind when it died mid-run.
+    pub fn detach_stale(path: &Path) -> io::Result<()> {
+        let target = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path holds a NUL"))?;
+        // SAFETY: a NUL-terminated path we own.
+        raw::check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+    }
+
     /// The directory it is mounted on.
     pub fn path(&self) -> &Path {
         &self.path

@@ -134,7 +134,8 @@ fn sandbox(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
                 .with_timeout(Duration::from_secs(30));
             let started = Instant::now();
             match c.call(GovernorRequest::SandboxRun(Box::new(ask))).await.map_err(fail)? {
-                GovernorResponse::SandboxRan(r) if r.end == labfy_ipc::messages::governor::SandboxEnd::Exited { code: 0 } => {}
+                GovernorResponse::SandboxRan(r)
+                    if r.end == labfy_ipc::messages::governor::SandboxEnd::Exited { code: 0 } => {}
                 other => return Err(fail(format!("a sandbox run failed: {other:?}"))),
             }
             if i >= SANDBOX_WARM_UP {
