@@ -1764,6 +1764,12 @@ async function scenarioLocalSandbox({ page, base, fake }) {
   assert(active.length === 0, `agent panel contains elements: ${active.join(', ')}`);
   await sleep(300);
   assert(!(await page.evaluate(() => window.__pwned)), 'the run\'s output ran as markup');
+  // The runtime's lines on it in French (SPEC U4): the tool id and the
+  // summary as written, the statuses in words.
+  const lines = await page.$$eval(`${tid('agent-activity-item')} .agent-activity-detail`, (els) => els.map((e) => e.textContent));
+  assert(lines.includes('sandbox.exec : terminé'), `activity: ${JSON.stringify(lines.slice(0, 10))}`);
+  assert(lines.includes('Terminé : Le script a compté 3 éléments.'), `activity: ${JSON.stringify(lines.slice(0, 10))}`);
+  assert(!lines.some((x) => /\bCompleted\b/.test(x)), `an English status in French: ${JSON.stringify(lines.slice(0, 10))}`);
   await waitAgentIdle(page);
   await shotsAt(page, 'agent-sandbox', tid('sandbox-run'));
   await assertNothingActive(page, 'local model: sandbox run');

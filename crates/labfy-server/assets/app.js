@@ -564,6 +564,8 @@ const I18N = {
     agent_result_untrusted: 'données non fiables, affichées comme texte',
     agent_result_trusted: 'données Labfy',
     agent_result_truncated: '… (aperçu tronqué)',
+    rtd_tool_result: '{tool} : {status}',
+    rtd_turn_end: '{status} : {detail}',
     sbx_program: 'Programme',
     sbx_end: 'Fin',
     sbx_end_exited: 'terminé, code {code}',
@@ -1246,6 +1248,8 @@ const I18N = {
     agent_result_untrusted: 'untrusted data, shown as text',
     agent_result_trusted: 'Labfy data',
     agent_result_truncated: '… (preview truncated)',
+    rtd_tool_result: '{tool}: {status}',
+    rtd_turn_end: '{status}: {detail}',
     sbx_program: 'Program',
     sbx_end: 'End',
     sbx_end_exited: 'exited, code {code}',
@@ -4813,7 +4817,23 @@ const RUNTIME_DETAILS = [
   [/^LocalModel$/, () => t('rtd_driver_local')],
   [/^refused: the resume summary is the gateway's$/, () => t('rtd_answer_refused')],
   [/^no answer: the resume summary is the gateway's$/, () => t('rtd_answer_none')],
+  // `tool.result`: "<tool>: <ResultStatus>[ — diagnostic]" (the runtime
+  // writes the status as its Rust name); the tool id and diagnostic stay.
+  [/^([a-z][a-z0-9_.]*): (Completed|Failed|Denied|AuthorizationRequired|Unavailable|Cancelled)(?: — ([\s\S]*))?$/,
+    (m) => t('rtd_tool_result', { tool: m[1], status: enumLabel('rs', screaming(m[2])) }) + (m[3] !== undefined ? ` — ${m[3]}` : '')],
+  // A turn's end: "<RuntimeStatus>: <summary or reason>".
+  [/^(Completed|Failed|AuthorizationRequired|Cancelled|ModelUnavailable|ModelProtocolError|BudgetExhausted): ([\s\S]*)$/,
+    (m) => t('rtd_turn_end', { status: capitalise(enumLabel('turn', screaming(m[1]))), detail: m[2] })],
 ];
+
+// `AuthorizationRequired` → `AUTHORIZATION_REQUIRED`.
+function screaming(name) {
+  return name.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+}
+
+function capitalise(s) {
+  return s ? s[0].toUpperCase() + s.slice(1) : s;
+}
 
 function runtimeDetail(raw) {
   const known = RUNTIME_DETAILS.find(([re]) => re.test(raw));
