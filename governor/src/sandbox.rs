@@ -487,6 +487,16 @@ fn spawn(
     jail.spawn()
 }
 
+/// Kills everything in the run's cgroup, and its first process (the PID
+/// namespace's init: the kernel then kills the rest) should the cgroup's
+/// kill fall short.
+fn stop_run(confinement: &Confinement, child: &ConfinedChild) {
+    if let Err(e) = confinement.kill_all() {
+        tracing::warn!(error = %e, "could not kill a sandbox run through its cgroup");
+    }
+    let _ = child.signal(libc::SIGKILL);
+}
+
 /// Admitted already: confines, runs and reads back one run. Blocking parts
 /// (cgroup creation and removal, file reads) are short; the wait is async.
 pub async fn run(
@@ -534,16 +544,16 @@ pub async fn run(
             status = child.wait() => break status,
             () = &mut deadline, if stopped.is_none() => {
                 stopped = Some(format!("it ran past its {} s", c.timeout.as_millis().div_ceil(1000)));
-                let _ = confinement.kill_all();
+                stop_run(&confinement, &child);
             }
             () = stop.notify.notified(), if stopped.is_none() => {
                 stopped = Some(stop.reason());
-                let _ = confinement.kill_all();
+                stop_run(&confinement, &child);
             }
             _ = poll.tick(), if stopped.is_none() => {
                 if over.load(Ordering::Relaxed) {
                     stopped = Some(format!("it printed more than {} MiB", STREAM_STOP_BYTES >> 20));
-                    let _ = confinement.kill_all();
+                    stop_run(&confinement, &child);
                 }
             }
         }
