@@ -2242,8 +2242,9 @@ async function scenarioLists({ page, base }) {
 
 // Accessibility (SPEC U7): axe-core (a test dependency, run in the page
 // through the DevTools protocol, so the CSP is not loosened) on every view,
-// with the agent's drawer open on its review; no serious or critical
-// violation. Printed per view; the failure names rule, impact and targets.
+// with the agent's drawer open on its review; no violation at all, of any
+// impact (the last moderate one, heading-order, is fixed: h1 → h2 → h3).
+// Printed per view; the failure names rule, impact and targets.
 const AXE_SOURCE = fs.readFileSync(path.join(HERE, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
 
 async function axeViolations(page, where) {
@@ -2253,9 +2254,9 @@ async function axeViolations(page, where) {
     const r = await axe.run(document, { resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')), count: v.nodes.length }));
   });
-  const bad = found.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  console.log(`# axe ${where}: ${found.length} rule(s) violated, ${bad.length} serious or critical${found.length ? ` (${found.map((v) => `${v.id}:${v.impact}×${v.count}`).join(', ')})` : ''}`);
-  return bad;
+  const serious = found.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  console.log(`# axe ${where}: ${found.length} rule(s) violated, ${serious.length} serious or critical${found.length ? ` (${found.map((v) => `${v.id}:${v.impact}×${v.count}`).join(', ')})` : ''}`);
+  return found;
 }
 
 async function scenarioAccessibility({ page, base }) {
@@ -2300,7 +2301,7 @@ async function scenarioAccessibility({ page, base }) {
   await setAgentDrawer(page, true);
   await check('agent drawer');
   await setAgentDrawer(page, false);
-  assert(failures.length === 0, `${failures.length} serious or critical accessibility violation(s), listed above: ${failures[0] ?? ''}`);
+  assert(failures.length === 0, `${failures.length} accessibility violation(s), listed above: ${failures[0] ?? ''}`);
   assertNoNewEvents(before);
 }
 
@@ -2334,7 +2335,7 @@ const SCENARIOS = [
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
-  ['accessibility: axe-core on every view and the agent drawer, no serious or critical violation (U7)', scenarioAccessibility],
+  ['accessibility: axe-core on every view and the agent drawer, no violation of any impact (U7)', scenarioAccessibility],
   ['agent demo flow (plan, tool cards, review: selection by title, risk « moyen », campaign « élevé », fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],
   ['agent: a grant with an invalid host shows the API error and grants nothing', scenarioAgentBadHost, { agent: true }],

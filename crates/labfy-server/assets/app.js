@@ -1576,7 +1576,7 @@ function cssToken(s) {
 
 function section(titleKey, testid, ...children) {
   return h('section', { class: 'panel', testid },
-    h('h3', { text: t(titleKey) }), ...children);
+    h('h2', { text: t(titleKey) }), ...children);
 }
 
 function emptyNote(key = 'empty', testid) {
@@ -2820,7 +2820,7 @@ function renderImportForm(ctx, inv) {
   const bar = h('progress', { max: '1', value: '0', testid: 'import-progress', hidden: true });
   const status = h('p', { class: 'form-status', testid: 'import-status', role: 'status', hidden: true });
   const report = h('ol', { class: 'rows import-report', testid: 'import-report' });
-  const reportHead = h('h4', { class: 'small', text: t('import_report'), hidden: true });
+  const reportHead = h('h3', { class: 'small', text: t('import_report'), hidden: true });
   const say = formSay(status);
   const show = (imp) => {
     clear(report);
@@ -3140,10 +3140,10 @@ async function renderEvidence(ref) {
       renderImports(ev),
       h('div', { class: 'reader' },
         h('section', { class: 'panel reader-main', testid: 'evidence-reader' },
-          h('h3', { text: t('reader_text') }), pre, readerError,
+          h('h2', { text: t('reader_text') }), pre, readerError,
           h('div', { class: 'reader-foot' }, progress, more)),
         h('section', { class: 'panel reader-side', testid: 'evidence-entities-panel' },
-          h('h3', { text: t('reader_entities') }),
+          h('h2', { text: t('reader_entities') }),
           entities.length
             ? h('ol', { class: 'rows', testid: 'evidence-entities' },
               entities.map((e) => h('li', null,
@@ -3276,11 +3276,11 @@ async function renderNode(ref) {
         graph ? graph.el : null,
         h('div', { class: 'col col-wide' },
           h('section', { class: 'panel neighbours-panel', testid: 'neighbours-panel' },
-            h('h3', { text: t('neighbours') }), count, list, nbError, more))),
+            h('h2', { text: t('neighbours') }), count, list, nbError, more))),
       h('div', { class: 'grid node-facts' },
         h('div', { class: 'col' },
           h('section', { class: 'panel', testid: 'node-details-panel' },
-            h('h3', { text: t('node_details') }),
+            h('h2', { text: t('node_details') }),
             dl([
               [t('meta_id'), h('code', { class: 'hash', text: id })],
               ...(node.degree !== undefined ? [[t('node_degree'), fmtNumber(node.degree)]] : []),
@@ -3360,7 +3360,7 @@ function renderEntityEdit(ctx, node) {
     });
   });
   return h('section', { class: 'panel entity-edit', testid: 'entity-edit' },
-    h('h3', { text: t('edit_heading') }),
+    h('h2', { text: t('edit_heading') }),
     h('label', { for: 'edit-name', text: t('edit_rename') }), h('div', { class: 'form-actions' }, name, rename),
     h('label', { for: 'edit-merge', text: t('edit_merge_label') }), h('div', { class: 'form-actions' }, into, merge),
     h('label', { for: 'edit-link', text: t('edit_link_label') }), h('div', { class: 'form-actions' }, relKind, target, link),

@@ -192,7 +192,7 @@ export function egoGraph(ui, centerRef) {
   const error = h('p', { class: 'error-box', testid: 'graph-error', role: 'alert', hidden: true });
   const el = h('section', { class: 'panel graph-panel', testid: 'graph-panel', dataset: { state: 'loading' } },
     h('div', { class: 'graph-head' },
-      h('h3', { text: t('graph_title') }),
+      h('h2', { text: t('graph_title') }),
       h('div', { class: 'graph-tools' },
         h('label', { for: 'graph-size', class: 'graph-size-label', text: t('graph_size') }), sizeSelect,
         fitButton, resetButton)),
