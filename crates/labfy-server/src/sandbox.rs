@@ -74,10 +74,17 @@ fn stream(s: SandboxStream) -> SandboxStreamText {
     SandboxStreamText { text: s.text, bytes: s.bytes, truncated }
 }
 
+/// Most bytes of written files' text a result shows: with both streams
+/// (64 KiB each) the result stays under the gateway's 256 KiB bound; a file
+/// past it is listed with its size and digest only.
+pub const MAX_SHOWN_FILE_TEXT: usize = 64 * 1024;
+
 /// The governor's report, as the gateway shows it: a file's text when it
-/// is UTF-8 and was carried, its name, size and digest always.
+/// is UTF-8 and fits [`MAX_SHOWN_FILE_TEXT`], its name, size and digest
+/// always.
 fn ran(r: SandboxReport) -> SandboxRan {
     let b64 = base64::engine::general_purpose::STANDARD;
+    let mut shown = 0usize;
     SandboxRan {
         program: r.program,
         end: match r.end {
@@ -90,11 +97,14 @@ fn ran(r: SandboxReport) -> SandboxRan {
         files: r
             .files
             .into_iter()
-            .map(|f| SandboxFileOut {
-                text: f.data_b64.and_then(|d| b64.decode(d).ok()).and_then(|bytes| String::from_utf8(bytes).ok()),
-                name: f.name,
-                size: f.size,
-                sha256: f.sha256,
+            .map(|f| {
+                let text = f
+                    .data_b64
+                    .and_then(|d| b64.decode(d).ok())
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                    .filter(|t| shown + t.len() <= MAX_SHOWN_FILE_TEXT);
+                shown += text.as_ref().map_or(0, String::len);
+                SandboxFileOut { text, name: f.name, size: f.size, sha256: f.sha256 }
             })
             .collect(),
         files_unlisted: r.files_unlisted,
@@ -104,5 +114,43 @@ fn ran(r: SandboxReport) -> SandboxRan {
         reservation: r.reservation,
         confinement: r.confinement,
         missing: r.missing,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use labfy_ipc::messages::governor::SandboxFile;
+
+    #[test]
+    fn files_text_is_shown_within_the_results_bound() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let file = |name: &str, len: usize| SandboxFile {
+            name: name.into(),
+            size: len as u64,
+            sha256: "ab".repeat(32),
+            data_b64: Some(b64.encode("x".repeat(len))),
+        };
+        let report = SandboxReport {
+            program: "python3".into(),
+            reservation: "res-1".into(),
+            end: SandboxEnd::Exited { code: 0 },
+            stdout: SandboxStream { text: "o".into(), bytes: 100 },
+            stderr: SandboxStream::default(),
+            files: vec![file("a.csv", 40 * 1024), file("b.csv", 40 * 1024), file("c.txt", 10)],
+            files_unlisted: 0,
+            duration_ms: 1,
+            peak_memory_bytes: 0,
+            cpu_ms: 0,
+            confinement: vec![],
+            missing: vec![],
+        };
+        let shown = ran(report);
+        let texts: Vec<Option<usize>> = shown.files.iter().map(|f| f.text.as_ref().map(String::len)).collect();
+        // The second would pass 64 KiB: listed without its text; the third fits.
+        assert_eq!(texts, [Some(40 * 1024), None, Some(10)]);
+        assert_eq!(shown.files[1].size, 40 * 1024);
+        assert!(shown.stdout.truncated, "100 bytes written, 1 kept");
     }
 }
