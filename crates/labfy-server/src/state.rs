@@ -424,10 +424,7 @@ impl AppState {
         request: labfy_ipc::messages::governor::GovernorRequest,
     ) -> Result<labfy_ipc::messages::governor::GovernorResponse, String> {
         use labfy_ipc::messages::governor::GovernorResponse;
-        let line = |why: String| {
-            let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
-            labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
-        };
+        let line = governor_line;
         let Some(dir) = self.runtime_dir() else {
             return Err(line("no governor: this server was not started by `labfy up`".into()));
         };
@@ -459,6 +456,12 @@ impl AppState {
     }
 }
 
+/// A reason about the governor as one bounded line.
+fn governor_line(why: String) -> String {
+    let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
+}
+
 /// One call on the governor's service socket in `dir`: connect,
 /// authenticate and call under one deadline. A `Failed` answer is returned
 /// as is; `Err` is one bounded line saying why there was no answer.
@@ -470,10 +473,7 @@ pub async fn ask_governor_at(
     use labfy_ipc::client::Client;
     use labfy_ipc::messages::Boundary;
     use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
-    let line = |why: String| {
-        let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
-        labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
-    };
+    let line = governor_line;
     let asked = async {
         let secret = labfy_ipc::secret::read_secret(dir)?;
         let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
