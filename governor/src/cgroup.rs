@@ -8,24 +8,32 @@
 //! [`exit_cause`] tells an OOM kill from any other death, and
 //! [`Confinement::delete`] kills what remains and removes the cgroup.
 //!
-//! The cgroup is created, limited and read through `cgroups-rs`
-//! (`hierarchies::auto()` picks v1 or the unified v2 hierarchy). Raw cgroupfs
-//! access is limited to what that crate lacks, each place saying so: the
-//! child's `cgroup.procs` writes (no allocation is allowed after `fork`), v2
-//! `memory.events` (`oom_kill`), v2 `memory.swap.max` read back, and telling a
-//! missing file from a zero (`cgroups-rs` reports an unreadable file as 0).
+//! Where the cgroups go is a [`Tree`] (SPEC D2): the whole hierarchy when the
+//! governor runs as root, the sub-tree systemd delegated to the service, or a
+//! directory given as a parameter (the fixture trees of the tests). The tree
+//! is resolved once at start ([`install`]).
+//!
+//! The limits are written and read through `cgroups-rs`, to which the tree
+//! is a `Hierarchy`. Raw cgroupfs access is limited to what that crate lacks
+//! or does against fixed paths, each place saying so: the tree's controllers
+//! and `cgroup.subtree_control` (`tree.rs`), the child's `cgroup.procs` writes
+//! (no allocation is allowed after `fork`), v2 `memory.events` (`oom_kill`),
+//! v2 `memory.swap.max` read back, and telling a missing file from a zero
+//! (`cgroups-rs` reports an unreadable file as 0).
 //!
 //! Facts measured on a v1 machine (`../shared/notes/platform-facts.md`): an
 //! allocation over the limit is killed with SIGKILL and `memory.oom_control`
 //! `oom_kill` rises, while `memory.failcnt` stays 0; so an OOM is recognised
 //! by SIGKILL plus a risen `oom_kill` counter (v2: `memory.events`).
 //!
-//! `labfy/` sits at the root of each hierarchy (v1: one per controller,
-//! `/sys/fs/cgroup/<controller>/labfy/<name>`; v2: `/sys/fs/cgroup/labfy/<name>`),
-//! not inside the governor's own cgroup: a confined child leaves the
-//! governor's cgroup and is bound by its own limits only.
+//! `labfy/` sits at the tree's root (as root, v1: one per controller,
+//! `/sys/fs/cgroup/<controller>/labfy/<name>`; v2: `/sys/fs/cgroup/labfy/<name>`;
+//! delegated: `<unit's cgroup>/labfy/<name>`), not inside the governor's own
+//! cgroup: a confined child leaves the governor's cgroup and is bound by its
+//! own limits only.
 //!
-//! Only root confines: anything else is [`CgroupError::Unavailable`], and the
+//! A tree that is not ours (not root, no delegation), lacks a controller or
+//! is read-only is [`CgroupError::Unavailable`] with the reason, and the
 //! governor then refuses to start what it cannot confine — it never runs it
 //! unconfined.
 
@@ -38,18 +46,20 @@ use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use cgroups_rs::fs::cgroup_builder::CgroupBuilder;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::cpuacct::CpuAcctController;
 use cgroups_rs::fs::error::{Error as CgroupsRsError, ErrorKind as CgroupsRsErrorKind};
-use cgroups_rs::fs::hierarchies;
 use cgroups_rs::fs::memory::{MemController, Memory};
 use cgroups_rs::fs::pid::PidController;
-use cgroups_rs::fs::{Cgroup, Controller, MaxValue};
+use cgroups_rs::fs::{Cgroup, Controller, MaxValue, Resources};
 use serde::{Deserialize, Serialize};
+
+mod tree;
+
+pub use tree::{Origin, SUPERVISOR_LEAF, Tree, TreeSpec, UNIFIED_MOUNT, enter_supervisor_leaf};
 
 /// The parent of every Labfy cgroup, in each hierarchy. Created on first use
 /// and kept (it is shared by all runs; removing it would race a new run).
@@ -243,7 +253,9 @@ fn classify(op: &'static str, error: CgroupsRsError) -> CgroupError {
         .and_then(io::Error::raw_os_error);
     let why = match os {
         Some(libc::EROFS) => "the cgroup hierarchy is mounted read-only",
-        Some(libc::EACCES | libc::EPERM) => "permission denied writing cgroupfs (the governor must run as root)",
+        Some(libc::EACCES | libc::EPERM) => {
+            "permission denied writing cgroupfs (the sub-tree is neither root's to give nor delegated to this user)"
+        }
         Some(libc::ENOENT) => "a controller file is missing (controller or kernel feature not available)",
         _ => return CgroupError::Cgroup { op, source: error },
     };
@@ -348,39 +360,34 @@ fn sigkill(pid: u32) -> Result<(), CgroupError> {
     }
 }
 
-/// The hierarchy `cgroups-rs` detects, and the controllers to attach there.
-struct Detected {
-    hier: Box<dyn cgroups_rs::fs::Hierarchy>,
-    version: Hierarchy,
-    /// The mounted ones among [`CONTROLLERS`].
-    attached: Vec<String>,
+/// The tree the governor was started with ([`install`]); `None` until then.
+static TREE: OnceLock<Result<Tree, String>> = OnceLock::new();
+
+/// Resolves `spec` once, at governor start, into the tree every later
+/// confinement of this process uses. A tree that cannot be resolved is kept
+/// as its reason: each model start and sandbox run is then refused with it.
+pub fn install(spec: &TreeSpec) -> Result<Tree, CgroupError> {
+    let resolved = TREE.get_or_init(|| Tree::resolve(spec).map_err(|e| e.to_string()));
+    resolved.clone().map_err(CgroupError::Unavailable)
 }
 
-/// Detects the hierarchy; `Unavailable` when a `required` controller is missing.
-fn detect(required: &[&str]) -> Result<Detected, CgroupError> {
-    let hier = hierarchies::auto();
-    let version = if hier.v2() { Hierarchy::V2 } else { Hierarchy::V1 };
-    let mounted: Vec<String> = hier.subsystems().iter().map(|s| s.controller_name()).collect();
-    if let Some(missing) = required.iter().find(|c| !mounted.iter().any(|m| m == *c)) {
-        return Err(CgroupError::Unavailable(format!(
-            "the {missing} controller is not available in the {version:?} cgroup hierarchy (mounted: {})",
-            if mounted.is_empty() { "none — no cgroup filesystem?".to_owned() } else { mounted.join(", ") }
-        )));
+/// The tree installed at start, or (in a process that installed none, such
+/// as a test) the one `auto` names.
+pub fn configured() -> Result<Tree, CgroupError> {
+    match TREE.get() {
+        Some(resolved) => resolved.clone().map_err(CgroupError::Unavailable),
+        None => Tree::resolve(&TreeSpec::Auto),
     }
-    let attached = CONTROLLERS.iter().filter(|c| mounted.iter().any(|m| m == *c)).map(|c| (*c).to_owned()).collect();
-    Ok(Detected { hier, version, attached })
 }
 
-/// Checks that confinement is possible here and creates the shared `labfy`
-/// parent once (later calls reuse it). The governor calls it at start and
-/// refuses to run local models when it fails.
+/// Checks that confinement is possible in the configured tree and creates
+/// the shared `labfy` parent once (later calls reuse it). The governor calls
+/// it at start and before each model start, and refuses to run what it
+/// cannot confine.
 pub fn probe() -> Result<Hierarchy, CgroupError> {
-    if !is_root() {
-        return Err(CgroupError::Unavailable("the governor does not run as root".to_owned()));
-    }
-    let Detected { hier, version, attached } = detect(&["memory", "cpu", "pids"])?;
-    Cgroup::new_with_specified_controllers(hier, PARENT, Some(attached)).map_err(|e| classify("create labfy", e))?;
-    Ok(version)
+    let tree = configured()?;
+    tree.prepare(&["memory", "cpu", "pids"])?;
+    Ok(tree.version())
 }
 
 /// One cgroup, `labfy/<name>`, with its limits (SPEC Q3).
@@ -401,69 +408,67 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// Creates `labfy/<name>` with `limits`, before any process is in it.
+    /// Creates `labfy/<name>` with `limits` in the configured tree
+    /// ([`install`]), before any process is in it. See [`Confinement::create_in`].
+    pub fn create(name: &str, limits: &Limits) -> Result<Self, CgroupError> {
+        validate_name(name)?;
+        limits.validate()?;
+        Self::create_in(&configured()?, name, limits)
+    }
+
+    /// Creates `labfy/<name>` with `limits` in `tree`, before any process is
+    /// in it: [`Confinement::make`], then [`Unlimited::limit`].
+    pub fn create_in(tree: &Tree, name: &str, limits: &Limits) -> Result<Self, CgroupError> {
+        Self::make(tree, name, limits)?.limit()
+    }
+
+    /// The first half of [`Confinement::create_in`]: the directories, with
+    /// no limit written yet (and so no way for a process to join).
     ///
     /// Steps, in order:
     /// 1. refuse a bad name or limits before touching the filesystem;
-    /// 2. refuse when not root, or when a controller the limits need is missing;
+    /// 2. make the tree ready (its controllers offered, enabled below its
+    ///    root on v2, the `labfy` parent made): refused with the reason when a
+    ///    controller the limits need is missing or the tree is not ours;
     /// 3. reserve the name in this process and refuse one that exists on disk;
-    /// 4. create the cgroup and write the limits (cgroups-rs), noting each
-    ///    attached controller's directory (what [`Confinement::joiner`] joins);
-    /// 5. read every limit back.
-    pub fn create(name: &str, limits: &Limits) -> Result<Self, CgroupError> {
+    /// 4. make the directory in each attached hierarchy (where the kernel
+    ///    makes its control files).
+    pub fn make(tree: &Tree, name: &str, limits: &Limits) -> Result<Unlimited, CgroupError> {
         // 1. Input first: the name becomes a path component in every
         //    hierarchy, and a limit the kernel would clamp must not pass silently.
         validate_name(name)?;
         limits.validate()?;
 
-        // 2. Only root can move a process into a cgroup it does not own;
-        //    a missing controller means a limit could not be enforced.
-        if !is_root() {
-            return Err(CgroupError::Unavailable("the governor does not run as root".to_owned()));
-        }
-        let Detected { hier, version: hierarchy, attached } = detect(&limits.required_controllers())?;
+        // 2. A missing controller means a limit could not be enforced; a tree
+        //    that is not ours (no root, no delegation) cannot take a process.
+        let attached = tree.prepare(&limits.required_controllers())?;
 
         // 3. Hold the name before the directory exists, so `sweep_stale` in
         //    this process never takes a cgroup being set up. An existing
         //    directory is never adopted: its processes would share our limits.
         let reservation = Reservation::take(name)?;
         let path = format!("{PARENT}/{name}");
-        if Cgroup::load_with_specified_controllers(hierarchies::auto(), &path, attached.clone()).exists() {
+        let mut dirs = tree.dirs_of(&path, &attached);
+        if dirs.iter().any(|dir| dir.exists()) {
             return Err(CgroupError::Exists(name.to_owned()));
         }
 
-        // 4. Create and limit, with no process inside yet. cgroups-rs creates
-        //    the `labfy` parent on first use (and on v2 enables the
-        //    controllers in its `cgroup.subtree_control`).
-        let builder =
-            build_limits(CgroupBuilder::new(&path).set_specified_controllers(attached.clone()), limits, hierarchy);
-        let cgroup = match builder.build(hier) {
-            Ok(cgroup) => cgroup,
-            Err(error) => {
-                // A failed apply leaves the directory behind: remove it.
-                let partial = Cgroup::load_with_specified_controllers(hierarchies::auto(), &path, attached);
-                if let Err(cleanup) = partial.delete() {
-                    tracing::warn!(cgroup = %path, error = %cleanup, "could not remove a half-created cgroup");
-                }
-                return Err(classify("create", error));
-            }
-        };
-        let mut dirs: Vec<PathBuf> =
-            cgroup.subsystems().iter().map(|s| s.to_controller().path().to_path_buf()).collect();
+        // 4. From the first directory on, `Drop` removes what was made.
         dirs.sort();
-        dirs.dedup();
-        // From here the directory exists and `Drop` removes it on any error.
-        let confinement =
-            Self { name: name.to_owned(), cgroup, hierarchy, dirs, removed: false, _reservation: reservation };
-
-        // 5. cgroups-rs ignores errors of the memory writes (and checks the
-        //    CPU and pids ones): read each limit back.
-        confinement.verify(limits)?;
-
-        tracing::info!(cgroup = %path, ?hierarchy, memory_max = limits.memory_max, swap_max = ?limits.swap_max,
-            cpu_quota_percent = ?limits.cpu_quota_percent, cpu_weight = ?limits.cpu_weight,
-            pids_max = ?limits.pids_max, "confinement created");
-        Ok(confinement)
+        let mut confinement = Self {
+            name: name.to_owned(),
+            cgroup: tree.load(&path, &attached),
+            hierarchy: tree.version(),
+            dirs: Vec::new(),
+            removed: false,
+            _reservation: reservation,
+        };
+        for dir in &dirs {
+            tree::make_dir(dir, false)?;
+            confinement.dirs.push(dir.clone());
+        }
+        tracing::debug!(cgroup = %path, tree = %tree, "cgroup made");
+        Ok(Unlimited { confinement, limits: limits.clone() })
     }
 
     /// Reads the limits back; handles a kernel without swap accounting.
@@ -643,6 +648,9 @@ impl Confinement {
     }
 
     fn remove(&self, wait: Duration) -> Result<(), CgroupError> {
+        if self.dirs.is_empty() {
+            return Ok(()); // creation failed before any directory was made
+        }
         // 1. Kill what remains: a run that ended cleanly leaves nothing, a
         //    crash may leave grandchildren behind.
         self.kill_all()?;
@@ -677,6 +685,35 @@ impl Confinement {
     }
 }
 
+/// A cgroup made by [`Confinement::make`], its limits not yet written: it
+/// offers no joiner, so nothing can run in it unlimited. Dropping it removes
+/// the directories.
+#[derive(Debug)]
+pub struct Unlimited {
+    confinement: Confinement,
+    limits: Limits,
+}
+
+impl Unlimited {
+    /// Its directory in each attached hierarchy (one on v2).
+    pub fn dirs(&self) -> &[PathBuf] {
+        self.confinement.dirs()
+    }
+
+    /// Writes the limits (cgroups-rs) and reads every one back: cgroups-rs
+    /// ignores errors of the memory writes (and checks the CPU and pids ones).
+    pub fn limit(self) -> Result<Confinement, CgroupError> {
+        let Self { confinement, limits } = self;
+        let resources = resources(&limits, confinement.hierarchy);
+        confinement.cgroup.apply(&resources).map_err(|e| classify("write the limits", e))?;
+        confinement.verify(&limits)?;
+        tracing::info!(cgroup = %confinement.cgroup.path(), memory_max = limits.memory_max, swap_max = ?limits.swap_max,
+            cpu_quota_percent = ?limits.cpu_quota_percent, cpu_weight = ?limits.cpu_weight,
+            pids_max = ?limits.pids_max, "confinement created");
+        Ok(confinement)
+    }
+}
+
 impl Drop for Confinement {
     fn drop(&mut self) {
         if self.removed {
@@ -696,32 +733,30 @@ fn memory_stat(mem: &MemController) -> Option<Memory> {
     std::panic::catch_unwind(AssertUnwindSafe(|| mem.memory_stat())).ok()
 }
 
-/// Puts the limits into a cgroups-rs builder (units converted per hierarchy).
-fn build_limits(builder: CgroupBuilder, limits: &Limits, hierarchy: Hierarchy) -> CgroupBuilder {
+/// The limits as cgroups-rs resources (units converted per hierarchy).
+fn resources(limits: &Limits, hierarchy: Hierarchy) -> Resources {
     let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX); // validated: never clamps
     let swap = limits.swap_max.unwrap_or(0);
     let memsw = match hierarchy {
         Hierarchy::V1 => limits.memory_max.saturating_add(swap), // memory + swap
         Hierarchy::V2 => swap,                                   // swap alone
     };
-    let mut builder =
-        builder.memory().memory_hard_limit(to_i64(limits.memory_max)).memory_swap_limit(to_i64(memsw)).done();
-    if limits.cpu_quota_percent.is_some() || limits.cpu_weight.is_some() {
-        let mut cpu = builder.cpu();
-        if let Some(percent) = limits.cpu_quota_percent {
-            let quota_us = u64::from(percent) * CPU_PERIOD_US / 100;
-            cpu = cpu.period(CPU_PERIOD_US).quota(to_i64(quota_us));
-        }
-        if let Some(weight) = limits.cpu_weight {
-            // cgroups-rs writes `shares` as is: v1 cpu.shares, v2 cpu.weight.
-            cpu = cpu.shares(if hierarchy == Hierarchy::V1 { weight_to_shares(weight) } else { weight });
-        }
-        builder = cpu.done();
+    let mut resources = Resources::default();
+    resources.memory.memory_hard_limit = Some(to_i64(limits.memory_max));
+    resources.memory.memory_swap_limit = Some(to_i64(memsw));
+    if let Some(percent) = limits.cpu_quota_percent {
+        let quota_us = u64::from(percent) * CPU_PERIOD_US / 100;
+        resources.cpu.period = Some(CPU_PERIOD_US);
+        resources.cpu.quota = Some(to_i64(quota_us));
+    }
+    if let Some(weight) = limits.cpu_weight {
+        // cgroups-rs writes `shares` as is: v1 cpu.shares, v2 cpu.weight.
+        resources.cpu.shares = Some(if hierarchy == Hierarchy::V1 { weight_to_shares(weight) } else { weight });
     }
     if let Some(pids) = limits.pids_max {
-        builder = builder.pid().maximum_number_of_processes(MaxValue::Value(to_i64(pids))).done();
+        resources.pid.maximum_number_of_processes = Some(MaxValue::Value(to_i64(pids)));
     }
-    builder
+    resources
 }
 
 /// Removes `labfy/*` cgroups left by an earlier run that crashed: those not
@@ -729,17 +764,21 @@ fn build_limits(builder: CgroupBuilder, limits: &Limits, hierarchy: Hierarchy) -
 /// [`STALE_MIN_AGE`]. Returns the names removed; a leftover that still holds
 /// processes is logged and kept (it may be an orphaned server: kill it first).
 pub fn sweep_stale() -> Vec<String> {
-    if !is_root() {
-        return Vec::new();
+    match configured() {
+        Ok(tree) => sweep_stale_in(&tree),
+        Err(_) => Vec::new(), // nothing of ours to sweep
     }
-    let Ok(Detected { hier, attached, .. }) = detect(&["memory"]) else { return Vec::new() };
+}
+
+/// [`sweep_stale`] in `tree`.
+pub fn sweep_stale_in(tree: &Tree) -> Vec<String> {
+    let Ok(attached) = tree.offered() else { return Vec::new() };
     // Held for the whole sweep: no `create` in this process can start
     // setting up a cgroup between the check and the removal.
     let live = live();
-    let parent = Cgroup::load_with_specified_controllers(hier, PARENT, attached.clone());
     let mut candidates: BTreeSet<String> = BTreeSet::new();
-    for sub in parent.subsystems() {
-        let Ok(entries) = std::fs::read_dir(sub.to_controller().path()) else { continue };
+    for root in tree.roots() {
+        let Ok(entries) = std::fs::read_dir(root.join(PARENT)) else { continue };
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir())
                 && let Some(name) = entry.file_name().to_str()
@@ -753,8 +792,8 @@ pub fn sweep_stale() -> Vec<String> {
     let mut removed = Vec::new();
     for name in candidates {
         let path = format!("{PARENT}/{name}");
-        let cgroup = Cgroup::load_with_specified_controllers(hierarchies::auto(), &path, attached.clone());
-        let dirs: Vec<PathBuf> = cgroup.subsystems().iter().map(|s| s.to_controller().path().to_path_buf()).collect();
+        let cgroup = tree.load(&path, &attached);
+        let dirs = tree.dirs_of(&path, &attached);
         if dirs.iter().any(|dir| modified_within(dir, STALE_MIN_AGE)) {
             continue; // young: maybe being set up by another process
         }

@@ -109,6 +109,11 @@ pub struct Args {
     /// the sandbox off. Default: python3 and jq, where installed.
     #[arg(long = "sandbox-program", env = "LABFY_GOVERNOR_SANDBOX_PROGRAMS", value_delimiter = ';')]
     pub sandbox_programs: Vec<String>,
+    /// Where the governor makes its cgroups (SPEC D2): `auto` (the whole
+    /// hierarchy as root, else the sub-tree systemd delegated), `system`,
+    /// `delegated`, `v2:/dir` or `v1:/dir` (one directory per controller).
+    #[arg(long, env = "LABFY_GOVERNOR_CGROUP_ROOT", default_value = "auto")]
+    pub cgroup_root: String,
 }
 
 /// The validated configuration.
@@ -128,6 +133,8 @@ pub struct GovernorConfig {
     pub pressure_stop_after: u32,
     /// `sandbox.exec`'s allow-list (SPEC X1).
     pub sandbox: SandboxSettings,
+    /// Where confinements go (SPEC D2), resolved at start.
+    pub cgroup_root: crate::cgroup::TreeSpec,
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -168,6 +175,7 @@ impl GovernorConfig {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() as u32))
             .clamp(1, 256);
         let sandbox = SandboxSettings::from_specs(&a.sandbox_programs, scratch.join("sandbox"))?;
+        let cgroup_root = a.cgroup_root.parse().map_err(|e| format!("--cgroup-root: {e}"))?;
         let mut probe = ProbeConfig::new(scratch);
         probe.drm_root = a.drm_root;
         probe.proc_root = a.proc_root;
@@ -192,6 +200,7 @@ impl GovernorConfig {
             sample_period: Duration::from_millis(a.sample_ms),
             pressure_stop_after: a.pressure_stop_after,
             sandbox,
+            cgroup_root,
         })
     }
 }
@@ -224,6 +233,8 @@ mod tests {
         assert_eq!(parse(&["--model-port", "18090"]).unwrap().model.port, Some(18090));
         assert!(parse(&["--headroom-ram-mib", &u64::MAX.to_string()]).unwrap_err().contains("too large"));
         assert!(parse(&["--bogus"]).is_err());
+        assert_eq!(c.cgroup_root, crate::cgroup::TreeSpec::Auto);
+        assert!(parse(&["--cgroup-root", "v2:relative"]).unwrap_err().contains("--cgroup-root"));
         let no_dir = Args::try_parse_from(["labfy-governor", "--runtime-dir", "/r"]).unwrap();
         assert!(GovernorConfig::from_args(no_dir).unwrap_err().contains("--data-dir"));
     }

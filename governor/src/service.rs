@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
-    Amounts, CampaignAsk, Decision, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ReservationKind,
-    SandboxRun,
+    Amounts, CampaignAsk, ConfinementStatus, Decision, DecisionOutcome, GovernorRequest, GovernorResponse,
+    GovernorState, ReservationKind, SandboxRun, SandboxStatus,
 };
 use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
@@ -55,6 +55,27 @@ pub struct Governor {
     pressured: Mutex<u32>,
     /// Sandbox runs going on, by reservation (a pressure stop reaches them).
     sandboxes: Mutex<std::collections::HashMap<String, Arc<Stop>>>,
+    /// The cgroup tree as found at start (SPEC D2).
+    confinement: ConfinementStatus,
+}
+
+/// Resolves the cgroup tree once (SPEC D2) and says whether runs can be
+/// confined there: a tree that is not ours is kept as the reason every model
+/// start and sandbox run is refused with.
+fn confinement_status(spec: &crate::cgroup::TreeSpec) -> ConfinementStatus {
+    let status = match crate::cgroup::install(spec) {
+        Ok(tree) => match tree.prepare(&["memory", "cpu", "pids"]) {
+            Ok(attached) => ConfinementStatus { ready: true, detail: format!("{tree} ({})", attached.join(", ")) },
+            Err(error) => ConfinementStatus { ready: false, detail: error.to_string() },
+        },
+        Err(error) => ConfinementStatus { ready: false, detail: error.to_string() },
+    };
+    if status.ready {
+        tracing::info!(detail = %status.detail, "cgroup tree ready");
+    } else {
+        tracing::warn!(reason = %status.detail, "no usable cgroup tree: model starts and sandbox runs will be refused");
+    }
+    status
 }
 
 fn failure(code: FailureCode, message: impl Into<String>) -> GovernorResponse {
@@ -68,6 +89,7 @@ impl Governor {
         let ledger = Arc::new(Ledger::new(config.ledger.clone()));
         let model = LocalModelSupervisor::new(config.model.clone(), ledger.clone(), Arc::new(server));
         let prober = Mutex::new(Prober::new(config.probe.clone()));
+        let confinement = confinement_status(&config.cgroup_root);
         Arc::new(Self {
             config,
             prober,
@@ -76,6 +98,7 @@ impl Governor {
             started: Instant::now(),
             pressured: Mutex::new(0),
             sandboxes: Mutex::default(),
+            confinement,
         })
     }
 
@@ -122,6 +145,11 @@ impl Governor {
         let Some(sample) = self.ledger.sample() else { return (false, "no sample yet".into()) };
         let model = self.model.status().map_or_else(|| "no model".into(), |m| format!("model {}", m.state));
         let pressure = self.ledger.pressure().map_or_else(String::new, |p| format!("; PRESSURE: {p}"));
+        let pressure = if self.confinement.ready {
+            pressure
+        } else {
+            format!("{pressure}; NO CONFINEMENT (model starts and sandbox runs refused): {}", self.confinement.detail)
+        };
         (
             true,
             format!(
@@ -144,7 +172,15 @@ impl Governor {
             pressure: self.ledger.pressure(),
             model: self.model.status(),
             sample_period_ms: self.config.sample_period.as_millis() as u64,
-            sandbox: self.config.sandbox.status(),
+            sandbox: match self.config.sandbox.status() {
+                s if s.ready && !self.confinement.ready => SandboxStatus {
+                    ready: false,
+                    detail: format!("cannot confine a run: {}", self.confinement.detail),
+                    ..s
+                },
+                s => s,
+            },
+            confinement: self.confinement.clone(),
         }
     }
 

@@ -749,3 +749,38 @@ async fn a_program_off_the_allow_list_is_refused_and_none_turns_the_sandbox_off(
         other => panic!("{other:?}"),
     }
 }
+
+/// SPEC D1/D2: a cgroup tree the governor cannot use (here a v2 root that
+/// is no cgroup directory: what a unit without `Delegate=yes` amounts to)
+/// is said in its state and health, and each confined run is refused with
+/// that reason — the appliance never runs a sandbox or a model unconfined.
+#[tokio::test]
+async fn an_unusable_cgroup_tree_is_said_and_confined_runs_are_refused_with_it() {
+    let Some(mut args) = python_daemon_args() else { return };
+    let not_cgroup = tempfile::tempdir().unwrap();
+    let root = format!("v2:{}", not_cgroup.path().display());
+    args.extend(["--cgroup-root", root.as_str()]);
+    let d = Daemon::start(&args).await;
+    let s = d.state().await;
+    assert!(!s.confinement.ready, "{:?}", s.confinement);
+    assert!(s.confinement.detail.contains("is not a cgroup v2 directory"), "{}", s.confinement.detail);
+    assert!(!s.sandbox.ready && s.sandbox.detail.starts_with("cannot confine a run:"), "{:?}", s.sandbox);
+    match d.ask(sandbox_ask("python3", "print(1)", 1_000)).await {
+        GovernorResponse::Failed(f) => {
+            assert_eq!(f.code, FailureCode::Unavailable, "{}", f.message);
+            assert!(f.message.contains("not a cgroup v2 directory"), "{}", f.message);
+        }
+        other => panic!("a run without confinement: {other:?}"),
+    }
+    match d.ask(GovernorRequest::Health {}).await {
+        GovernorResponse::Health(h) => assert!(h.detail.contains("NO CONFINEMENT"), "{}", h.detail),
+        other => panic!("{other:?}"),
+    }
+    // The whole hierarchy, as root on this machine, is ready.
+    drop(d);
+    if nix_root() {
+        let d = Daemon::start(&["--cgroup-root", "system"]).await;
+        let s = d.state().await;
+        assert!(s.confinement.ready && s.confinement.detail.contains("the whole hierarchy"), "{:?}", s.confinement);
+    }
+}

@@ -500,6 +500,19 @@ pub mod governor {
         pub sample_period_ms: u64,
         /// The sandbox: its allowed programs, or why it has none (SPEC X1).
         pub sandbox: SandboxStatus,
+        /// Where confined runs go, or why none can be (SPEC D1, D2).
+        pub confinement: ConfinementStatus,
+    }
+
+    /// The governor's cgroup tree as it found it at start (SPEC D2): a
+    /// model start or a sandbox run is refused with `detail` when not ready.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ConfinementStatus {
+        /// Whether cgroups can be made there with Labfy's controllers.
+        pub ready: bool,
+        /// The tree and its controllers, or why it cannot be used, in one line.
+        pub detail: String,
     }
 
     /// Longest `sandbox.exec` run, milliseconds (SPEC X1).

@@ -193,6 +193,7 @@ fn canned_state() -> GovernorState {
         model: None,
         sample_period_ms: 2000,
         sandbox: Default::default(),
+        confinement: Default::default(),
     }
 }
 

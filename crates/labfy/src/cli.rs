@@ -482,6 +482,23 @@ fn up(
             )
         })?,
     };
+    // Under systemd with `Delegate=yes` (the unit sets the governor's cgroup
+    // root to `delegated`, SPEC D1): into the `supervisor` leaf before any
+    // child exists, so that the governor may confine beside it. A unit
+    // without delegation is said here and by the governor, which then
+    // refuses every confined run with the reason.
+    if std::env::var("LABFY_GOVERNOR_CGROUP_ROOT").is_ok_and(|v| v == "delegated") {
+        match labfy_governor::cgroup::enter_supervisor_leaf() {
+            Ok(moved) => {
+                for leaf in moved {
+                    eprintln!("labfy: supervisor moved into cgroup {}", leaf.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("labfy: no delegated cgroup sub-tree ({e}): model starts and sandbox runs will be refused")
+            }
+        }
+    }
     // The server runs with our uid: it must not be able to ptrace us.
     labfy_ipc::daemon::forbid_ptrace().map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
     let (ws, name, class) = (chosen.id, chosen.name.clone(), chosen.class);

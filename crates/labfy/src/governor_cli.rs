@@ -192,6 +192,10 @@ pub fn render(s: &GovernorState) -> String {
     if let Some(m) = &s.model {
         let _ = writeln!(out, "\nmodel: {}", model_line(m));
     }
+    // SPEC D2: where confined runs go, or why none can be.
+    let confinement =
+        if s.confinement.ready { s.confinement.detail.clone() } else { format!("NONE — {}", s.confinement.detail) };
+    let _ = writeln!(out, "\nconfinement: {confinement}");
     // SPEC X1: what `sandbox.exec` may run, or why nothing.
     let sandbox = if s.sandbox.ready { s.sandbox.detail.clone() } else { format!("off — {}", s.sandbox.detail) };
     let _ = writeln!(out, "\nsandbox: {sandbox}");
