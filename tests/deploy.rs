@@ -50,10 +50,21 @@ fn the_unit_carries_the_hardening_of_the_design() {
         "RestrictNamespaces=user mnt pid net ipc uts cgroup",
         "CapabilityBoundingSet=",
         "KillMode=mixed",
+        // SPEC D1/D2: the governor's cgroups in the unit's delegated sub-tree.
+        "Delegate=yes",
+        "Environment=LABFY_GOVERNOR_CGROUP_ROOT=delegated",
+        // The GPU's nodes and the pseudo-devices, nothing else.
+        "DevicePolicy=closed",
+        "DeviceAllow=char-drm rw",
+        "DeviceAllow=/dev/kfd rw",
     ] {
         assert!(directives.contains(&wanted), "missing `{wanted}` in deploy/labfy.service");
     }
     assert!(!directives.iter().any(|d| d.starts_with("User=root")), "the unit must not run as root");
+    // Each would undo the delegation or hide the GPU (the unit says why).
+    for undoing in ["ProtectControlGroups=yes", "PrivateDevices=yes"] {
+        assert!(!directives.contains(&undoing), "`{undoing}` in deploy/labfy.service undoes SPEC D1");
+    }
     // A unit-wide address filter would cut egress off from Tor (SPEC P4);
     // the server's lack of network comes from its namespaces (SPEC P2).
     assert!(

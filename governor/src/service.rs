@@ -172,15 +172,30 @@ impl Governor {
             pressure: self.ledger.pressure(),
             model: self.model.status(),
             sample_period_ms: self.config.sample_period.as_millis() as u64,
-            sandbox: match self.config.sandbox.status() {
-                s if s.ready && !self.confinement.ready => SandboxStatus {
-                    ready: false,
-                    detail: format!("cannot confine a run: {}", self.confinement.detail),
-                    ..s
-                },
-                s => s,
-            },
+            sandbox: self.sandbox_status(),
             confinement: self.confinement.clone(),
+        }
+    }
+
+    /// The sandbox as offered now: the allow-list, unless runs cannot be
+    /// confined here (SPEC X1, D2).
+    fn sandbox_status(&self) -> SandboxStatus {
+        match self.config.sandbox.status() {
+            s if s.ready && !self.confinement.ready => SandboxStatus {
+                ready: false,
+                detail: format!("cannot confine a run: {}", self.confinement.detail),
+                ..s
+            },
+            // Its own uid and a network namespace with nothing in it are
+            // root's to give (labfy-sys `Jail::run_as`, `no_network`).
+            s if s.ready && !crate::cgroup::is_root() => SandboxStatus {
+                ready: false,
+                detail: "a run gets its own uid and an empty network namespace, which only a governor running \
+                     as root can give (labfy up as root)"
+                    .into(),
+                ..s
+            },
+            s => s,
         }
     }
 
@@ -197,6 +212,10 @@ impl Governor {
             Ok(c) => c,
             Err(e) => return failure(e.code, e.message),
         };
+        let offered = self.sandbox_status();
+        if !offered.ready {
+            return failure(FailureCode::Unavailable, format!("no sandbox: {}", offered.detail));
+        }
         let ask = Ask {
             owner,
             kind: ReservationKind::Sandbox,
