@@ -97,10 +97,8 @@ fn the_units_exposure_stays_low() {
         .expect("systemd-analyze is needed (Debian package systemd)");
     let out = String::from_utf8_lossy(&o.stdout);
     let line = out.lines().find(|l| l.contains("Overall exposure level")).unwrap_or_else(|| panic!("{out}"));
-    let level: f64 = line
-        .split_whitespace()
-        .find_map(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no figure in {line:?}"));
+    let level: f64 =
+        line.split_whitespace().find_map(|w| w.parse().ok()).unwrap_or_else(|| panic!("no figure in {line:?}"));
     println!("{line}");
     assert!(level <= 5.0, "the unit's exposure rose to {level}: {line}");
 }
@@ -153,7 +151,9 @@ fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgro
         unit_dirs.push(d);
     }
     if unit_dirs.is_empty() {
-        eprintln!("skipped: no cgroup v1 controller mounts here (the v2 path is covered by governor/tests/cgroup_trees.rs)");
+        eprintln!(
+            "skipped: no cgroup v1 controller mounts here (the v2 path is covered by governor/tests/cgroup_trees.rs)"
+        );
         return;
     }
     struct Cleanup(Vec<PathBuf>);
