@@ -45,7 +45,7 @@ fn the_unit_carries_the_hardening_of_the_design() {
         text.lines().map(str::trim).filter(|l| !l.starts_with('#') && l.contains('=')).collect();
     for wanted in [
         "User=labfy",
-        "ExecStart=/usr/bin/labfy up --data-dir /var/lib/labfy --runtime-dir /run/labfy/run",
+        "ExecStart=/usr/bin/labfy up --config /etc/labfy/labfy.toml --data-dir /var/lib/labfy --runtime-dir /run/labfy/run",
         "StateDirectory=labfy",
         "StateDirectoryMode=0700",
         "RuntimeDirectory=labfy",
@@ -244,4 +244,59 @@ fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgro
     let said = said.join().unwrap();
     assert!(said.contains("supervisor moved into cgroup"), "{said}");
     drop(cleanup);
+}
+
+/// The operator's configuration file (`labfy up --config`, the unit's
+/// /etc/labfy/labfy.toml): a setting applies where the environment leaves
+/// it unset, the environment wins over it, and a bad file stops `labfy up`
+/// at once with the reason — before anything is bound or written.
+#[test]
+fn the_configuration_file_sets_what_the_environment_leaves_unset() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::TempDir::new().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("labfy.toml");
+    std::fs::write(&config, format!("[ui]\nport = {free}\n[log]\nlevel = \"warn\"\n")).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let up = |data: &str, env_port: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(["up", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path().join(data))
+            .arg("--runtime-dir")
+            .arg(dir.path().join(data).join(".run"))
+            .env("LABFY_ARTI_CONFIG", support::OFFLINE_ARTI)
+            .env_remove("LABFY_PORT")
+            .env_remove("LABFY_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(p) = env_port {
+            c.env("LABFY_PORT", p);
+        }
+        c
+    };
+    // From the file.
+    let mut child = Guard(up("a", None).spawn().unwrap());
+    let (port, _) = read_url(child.0.stdout.take().unwrap());
+    assert_eq!(port, free, "the file's [ui] port was not used");
+    drop(child);
+    // The environment wins (0: any free port).
+    let mut child = Guard(up("b", Some("0")).spawn().unwrap());
+    let (port, _) = read_url(child.0.stdout.take().unwrap());
+    assert_ne!(port, free, "the file won over LABFY_PORT");
+    drop(child);
+    // A misspelt key: refused with its name; nothing written.
+    std::fs::write(&config, "[ui]\nprot = 7400\n").unwrap();
+    let o = up("c", None).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a bad configuration file started Labfy");
+    assert!(err.contains("unknown field `prot`") && err.contains("labfy.toml"), "{err}");
+    assert!(!dir.path().join("c").exists(), "the data directory was made before the file was checked");
+    // A file others may write: refused.
+    std::fs::write(&config, "[ui]\nport = 7400\n").unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = up("d", None).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("can be written by others"), "{err}");
 }

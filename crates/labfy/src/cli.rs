@@ -57,6 +57,11 @@ enum Command {
         #[arg(long, env = "LABFY_MAX_BODY_MIB", default_value_t = labfy_ipc::messages::egress::DEFAULT_MAX_BODY_BYTES >> 20,
               value_parser = clap::value_parser!(u64).range(1..=(labfy_ipc::messages::egress::MAX_BODY_BYTES_CEILING >> 20)))]
         max_body_mib: u64,
+        /// The operator's configuration file (TOML; the packaged unit gives
+        /// /etc/labfy/labfy.toml): each setting applies where neither a flag
+        /// nor the environment gives it (docs/OPERATIONS.md, "Configuration").
+        #[arg(long, env = "LABFY_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Show the governor's samples, reservations and admission log.
     Resources {
@@ -257,6 +262,18 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::umask(0o077);
     }
+    // The operator's configuration file (`labfy up --config FILE`): its
+    // settings become the environment variables the environment leaves
+    // unset, before clap reads them — and before any thread exists.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "up")
+        && let Some(path) = crate::config_file::named(&args)
+        && let Err(e) = crate::config_file::apply(&path)
+    {
+        let failure = Failure::new(ErrorKind::InvalidInput, e);
+        eprintln!("labfy: error: {}", failure.message);
+        return ExitCode::from(failure.exit_code());
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "warn".into()))
@@ -265,7 +282,7 @@ pub fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config, max_body_mib } => {
+        Command::Up { data_dir, port, workspace, runtime_dir, llama_server, arti_config, max_body_mib, config: _ } => {
             up(data_dir, port, workspace, runtime_dir, llama_server, arti_config, max_body_mib)
         }
         Command::Resources { runtime_dir, json } => crate::governor_cli::resources(runtime_dir, json),

@@ -9,6 +9,7 @@ mod bench_import;
 mod bench_runtime;
 mod case_cli;
 mod cli;
+mod config_file;
 mod governor_cli;
 mod grant_cli;
 mod import_cli;

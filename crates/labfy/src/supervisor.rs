@@ -238,7 +238,7 @@ enum Isolation {
 }
 
 /// Environment variables passed to `role`: `LABFY_LOG`, and the
-/// governor's tunables (`LABFY_GOVERNOR_*`, deploy/labfy.env) to the
+/// governor's tunables (`LABFY_GOVERNOR_*`, deploy/labfy.toml's `[governor]`) to the
 /// governor only, the agent configuration (`LABFY_AGENT_*`, SPEC M4) to the
 /// server only; no other variable crosses into a child.
 fn child_env(role: Role) -> Vec<(OsString, OsString)> {
