@@ -1206,6 +1206,41 @@ async function scenarioResources({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// A governor that cannot confine (SPEC D1, D2: here its cgroup tree is a
+// directory that is no cgroup, as a unit that lost `Delegate=yes` amounts
+// to): the resources panel says so in French, with the governor's reason
+// and where the operator finds what to do — never a silent demo-only
+// appliance. Its own `labfy up`, stopped at the end.
+async function scenarioNoConfinement() {
+  const before = eventCounts();
+  const server = await startLabfy('no-confinement', 'server-no-confinement.log', {
+    LABFY_GOVERNOR_CGROUP_ROOT: 'v2:/labfy-browser-no-such-cgroup',
+  });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  try {
+    const page = await context.newPage();
+    await page.addInitScript(installActiveWatch);
+    watch(page);
+    await logIn(page, server);
+    await openOverview(page, server.base);
+    const panel = tid('resources-panel');
+    if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+    await page.waitForSelector(tid('resources-confinement'), { timeout: STEP_TIMEOUT_MS });
+    const text = await textOf(page, tid('resources-confinement'));
+    assert(text.includes('Aucun confinement') && text.includes('refuse donc tout lancement du modèle local'), `the alert reads: ${text}`);
+    assert(text.includes('is not a cgroup v2 directory'), `the governor's reason is missing: ${text}`);
+    assert(text.includes('« cgroups »'), `no pointer to the operations guide: ${text}`);
+    assert(await page.getAttribute(tid('resources-confinement'), 'role') === 'alert', 'the confinement line is not an alert');
+    await shotsAt(page, 'resources-no-confinement', panel);
+    await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
+  } finally {
+    await context.close();
+    await stopServer(server);
+  }
+  assertNoNewEvents(before);
+}
+
 // ---------------------------------------------------------------------------
 // Local-model mode (SPEC M; seed LOCAL_MODEL_AGENT_RUNTIME_V1, « le scénario
 // navigateur » with a fake provider): a second `labfy up` in local-model
@@ -2342,6 +2377,7 @@ const SCENARIOS = [
   ['agent in English: the demo agent plans and sums up in the analyst’s language (U4)', scenarioAgentEnglish, { agent: true }],
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel, { agent: true }],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
+  ['resources panel: a governor that cannot confine says so in French, with its reason (D1, D2; screenshots)', scenarioNoConfinement],
   ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost, { agent: true }],
   ['without a login link the UI is closed; a link works once (T4)', scenarioLogin],
   // On a `labfy up` serving a REAL workspace.

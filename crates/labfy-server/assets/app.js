@@ -686,6 +686,8 @@ const I18N = {
     res_facts: 'Constats du gouverneur',
     res_no_facts: 'Aucun constat.',
     res_pressure: 'Admissions suspendues : {reason}',
+    res_no_confinement: 'Aucun confinement : le gouverneur ne peut pas créer de cgroups ici, et refuse donc tout lancement du modèle local et toute exécution en bac à sable. Raison donnée par le gouverneur :',
+    res_no_confinement_hint: 'L’opérateur trouvera la marche à suivre dans le guide d’exploitation, section « cgroups ».',
     res_reservations: 'Réservations',
     res_no_reservations: 'Aucune réservation.',
     res_col_owner: 'Titulaire',
@@ -1370,6 +1372,8 @@ const I18N = {
     res_facts: 'Governor facts',
     res_no_facts: 'No facts.',
     res_pressure: 'Admissions paused: {reason}',
+    res_no_confinement: 'No confinement: the governor cannot make cgroups here, so it refuses every local model start and every sandbox run. The governor’s reason:',
+    res_no_confinement_hint: 'The operator will find what to do in the operations guide, section “cgroups”.',
     res_reservations: 'Reservations',
     res_no_reservations: 'No reservations.',
     res_col_owner: 'Holder',
@@ -5570,8 +5574,15 @@ function renderResources() {
   details.dataset.fresh = String(resFresh());
   if (!st) return;
   const pressure = st.pressure === null || st.pressure === undefined ? null : String(st.pressure);
+  // SPEC D1/D2: a governor that cannot confine says so here, never a silent
+  // demo-only appliance. Its reason is the governor's own words.
+  const conf = st.confinement && typeof st.confinement === 'object' ? st.confinement : null;
   append(details, [
     pressure ? h('p', { class: 'error-box', testid: 'resources-pressure', role: 'alert', text: t('res_pressure', { reason: pressure }) }) : null,
+    conf && conf.ready === false ? h('div', { class: 'error-box', testid: 'resources-confinement', role: 'alert' },
+      h('p', { text: t('res_no_confinement') }),
+      h('p', null, h('code', { text: String(conf.detail ?? '') })),
+      h('p', { class: 'small', text: t('res_no_confinement_hint') })) : null,
     section('res_figures', 'resources-figures-panel', renderResFigures(st)),
     section('res_gpus', 'resources-gpus-panel', renderResGpus(st)),
     section('res_facts', 'resources-facts-panel', renderResFacts(st)),
