@@ -237,6 +237,12 @@ fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgro
         assert_eq!(uid.split_whitespace().nth(1), Some("65534"), "{role}: {uid}");
         let eff = proc_status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
         assert!(eff.ends_with("0000000000000000"), "{role} holds capabilities: {eff}");
+        if role != "egress" {
+            // SPEC P2, P4: only egress has a network interface.
+            let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
+            let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+            assert_eq!(names, ["lo"], "{role} sees interfaces");
+        }
     }
     // The governor made its parent beside the leaf, in the unit's cgroup.
     assert!(unit_dirs.iter().all(|d| d.join("labfy").is_dir()), "no labfy/ in {unit_dirs:?}");

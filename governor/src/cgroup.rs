@@ -367,7 +367,14 @@ static TREE: OnceLock<Result<Tree, String>> = OnceLock::new();
 /// confinement of this process uses. A tree that cannot be resolved is kept
 /// as its reason: each model start and sandbox run is then refused with it.
 pub fn install(spec: &TreeSpec) -> Result<Tree, CgroupError> {
-    let resolved = TREE.get_or_init(|| Tree::resolve(spec).map_err(|e| e.to_string()));
+    // Kept as the reason's words, re-wrapped on each use (not its Display,
+    // which would say "unavailable" twice).
+    let resolved = TREE.get_or_init(|| {
+        Tree::resolve(spec).map_err(|e| match e {
+            CgroupError::Unavailable(why) => why,
+            other => other.to_string(),
+        })
+    });
     resolved.clone().map_err(CgroupError::Unavailable)
 }
 

@@ -276,13 +276,21 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>, book: &Ar
     if fds.is_some() {
         cmd.env("LISTEN_FDS", "1").env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string());
     }
+    // The governor needs cgroups and Unix sockets, never the network (SPEC
+    // P4): a network namespace of its own with nothing in it. (It reaches the
+    // model inside the server's namespace by entering that one.)
+    let no_network = (slot.role == Role::Governor).then(labfy_sys::steps::NoNetwork::prepare);
     // SAFETY: the closure runs between fork and exec and makes only
-    // async-signal-safe system calls (prctl, fcntl, dup2) on values copied in.
+    // async-signal-safe system calls (prctl, unshare, open/write/close,
+    // fcntl, dup2) on values prepared above.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
             // Die with the supervisor, whatever kills it.
             labfy_sys::steps::die_with_parent(libc::SIGTERM)?;
+            if let Some(empty) = &no_network {
+                empty.enter()?;
+            }
             // The listener on fd 3, the control end on fd 4: both copied
             // above first (one may sit on the other's number).
             if let Some((listener, control)) = fds {
