@@ -86,6 +86,14 @@ pub(crate) fn normalise_domain(name: &str, free_text: bool) -> Option<String> {
     if ascii.len() > 253 || ascii.split('.').any(|l| l.len() > 63) {
         return None;
     }
+    // A host name's labels are letters, digits and inner hyphens (RFC 1123),
+    // also after the IDNA mapping: `⑽.fr` maps to `(10).fr`, which the URL
+    // standard lets through and no DNS name is (found by the fuzzer).
+    if ascii.split('.').any(|l| {
+        !l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') || l.starts_with('-') || l.ends_with('-')
+    }) {
+        return None;
+    }
     let top = ascii.rsplit('.').next().unwrap_or_default();
     if top == "onion" || (free_text && FILE_LIKE_TLDS.contains(&top)) {
         return None;

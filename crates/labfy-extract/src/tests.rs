@@ -18,6 +18,11 @@ fn domains_are_normalised_to_their_ascii_lower_case_form() {
     assert_eq!(values("sous bbc.co.uk et co.uk seul", Kind::Domain), ["bbc.co.uk"]);
     // Special-use names (RFC 6761) are hosts in synthetic and lab documents.
     assert_eq!(values("nordlys.example et api.lab.test", Kind::Domain), ["nordlys.example", "api.lab.test"]);
+    // What the IDNA mapping turns into no host name is none (`⑽` → `(10)`;
+    // the fuzzer's find), nor is the mention's address.
+    assert_eq!(values("voir ⑽.fr", Kind::Domain), Vec::<String>::new());
+    assert_eq!(values("voir ⑧.com", Kind::Domain), ["8.com"]); // a host name once mapped
+    assert_eq!(values("écrire à a@⑽.fr", Kind::Email), Vec::<String>::new());
 }
 
 #[test]
