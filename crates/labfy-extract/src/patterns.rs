@@ -89,9 +89,10 @@ pub(crate) fn normalise_domain(name: &str, free_text: bool) -> Option<String> {
     // A host name's labels are letters, digits and inner hyphens (RFC 1123),
     // also after the IDNA mapping: `⑽.fr` maps to `(10).fr`, which the URL
     // standard lets through and no DNS name is (found by the fuzzer).
-    if ascii.split('.').any(|l| {
-        !l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') || l.starts_with('-') || l.ends_with('-')
-    }) {
+    if ascii
+        .split('.')
+        .any(|l| !l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') || l.starts_with('-') || l.ends_with('-'))
+    {
         return None;
     }
     let top = ascii.rsplit('.').next().unwrap_or_default();
