@@ -7,11 +7,12 @@
 //! server's pid (the one the supervisor allows on `governor.sock`), has the
 //! llama-server child join it (`labfy_sys::Jail::join_network`), and reaches the model's `/health`
 //! from a short-lived thread that enters it alone (a network namespace is
-//! per thread; the rest of the governor stays in the host's).
+//! per thread; the rest of the governor stays in its own, which `labfy up`
+//! gives it empty — SPEC P4).
 //!
 //! Entering another network namespace needs `CAP_SYS_ADMIN`: the governor
 //! runs as root under `labfy up` on the appliance. Without it, a model start
-//! is refused with that reason — never started in the host's namespace.
+//! is refused with that reason — never started in any other namespace.
 
 use std::fs::File;
 use std::io;

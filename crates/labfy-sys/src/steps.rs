@@ -1,7 +1,8 @@
 //! The confinement steps a `pre_exec` hook of another crate may take, so
-//! that each rule is written once, here: the supervisor's governor and
-//! egress (which keep the host's namespaces: they need cgroups and the
-//! network) and the governor's cgroup tests. Every confined child — the
+//! that each rule is written once, here: the supervisor's governor (which
+//! keeps the host's namespaces but the network one: it needs cgroups, never
+//! the network — [`NoNetwork`]) and egress (which keeps them all: it is the
+//! network), and the governor's cgroup tests. Every confined child — the
 //! workspace server, the governor's llama-server — goes through a
 //! [`crate::Jail`] instead. Every function is async-signal-safe: a system
 //! call on integers or prepared C strings, no allocation.
