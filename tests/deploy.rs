@@ -20,13 +20,19 @@ fn unit() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/labfy.service")).unwrap()
 }
 
+/// The unit written into `dir` with `ExecStart=` on this build's `labfy`
+/// (systemd-analyze checks that the program exists).
+fn unit_on_this_build(dir: &Path) -> PathBuf {
+    let text = unit().replace("ExecStart=/usr/bin/labfy ", &format!("ExecStart={BIN} "));
+    let path = dir.join("labfy.service");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn the_unit_verifies() {
     let dir = tempfile::TempDir::new().unwrap();
-    // verify checks that ExecStart's program exists: point it at the build.
-    let text = unit().replace("ExecStart=/usr/bin/labfy ", &format!("ExecStart={BIN} "));
-    let path = dir.path().join("labfy.service");
-    std::fs::write(&path, text).unwrap();
+    let path = unit_on_this_build(dir.path());
     let o = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&path)
@@ -87,9 +93,7 @@ fn the_unit_carries_the_hardening_of_the_design() {
 #[test]
 fn the_units_exposure_stays_low() {
     let dir = tempfile::TempDir::new().unwrap();
-    let text = unit().replace("ExecStart=/usr/bin/labfy ", &format!("ExecStart={BIN} "));
-    let path = dir.path().join("labfy.service");
-    std::fs::write(&path, text).unwrap();
+    let path = unit_on_this_build(dir.path());
     let o = Command::new("systemd-analyze")
         .args(["security", "--offline=true", "--no-pager"])
         .arg(&path)
