@@ -585,6 +585,16 @@ impl LocalModelSupervisor {
                 }
             }
         }
+        // Root first: what the model's confinement needs and the packaged
+        // unit does not give yet (issue 18 D1), said before anything else.
+        if !cgroup::is_root() {
+            return Err(StartError::Unavailable(
+                "the model's confinement needs a governor running as root: it joins the workspace server's \
+                 network namespace, gets mount and PID namespaces of its own and an unprivileged uid of its own; \
+                 under the packaged unit (user labfy) this is not possible yet (docs/OPERATIONS.md, \"Privilege\")"
+                    .into(),
+            ));
+        }
         // The namespace first: without it there is nowhere to put the model.
         let server = self.locator.server_pid().ok_or_else(|| {
             StartError::Unavailable(
@@ -594,13 +604,6 @@ impl LocalModelSupervisor {
         let ns = Netns::of_pid(server).map_err(|e| {
             StartError::Unavailable(format!("cannot open the workspace server's network namespace: {e}"))
         })?;
-        if !cgroup::is_root() {
-            return Err(StartError::Unavailable(
-                "the model's confinement needs root: it joins the workspace server's network namespace and \
-                 gets mount and PID namespaces of its own beside it (run labfy up as root)"
-                    .into(),
-            ));
-        }
         ns.check_enterable().map_err(|e| {
             StartError::Unavailable(format!(
                 "cannot enter the workspace server's network namespace ({e}); the governor needs CAP_SYS_ADMIN \
