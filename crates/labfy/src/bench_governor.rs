@@ -79,6 +79,12 @@ pub struct GovernorBenchArgs {
     /// warm-up ones each).
     #[arg(long, default_value_t = 100)]
     sandbox_runs: usize,
+    /// Governed model starts measured, and starts of the same llama-server
+    /// by hand (issue 18: the governor's overhead, load excluded). Needs
+    /// root and `LABFY_LLAMA_SERVER`, `LABFY_TEST_GGUF`,
+    /// `LABFY_TEST_GGUF_SHA256` (`tests/llama-fixture`); 0 skips it.
+    #[arg(long, default_value_t = 5)]
+    model_starts: usize,
 }
 
 /// Runs the benchmark.
@@ -92,7 +98,139 @@ pub fn governor(args: GovernorBenchArgs) -> Result<(), Failure> {
     admission(&args, tmp.path())?;
     gguf_header(&args, tmp.path())?;
     sandbox(&args, tmp.path())?;
+    model_starts(&args, tmp.path())?;
     Ok(())
+}
+
+/// Context and threads of both kinds of start (the same flags).
+const BENCH_CTX: u32 = 2048;
+const BENCH_THREADS: u32 = 2;
+
+/// The governor's model start (admission, the file's SHA-256 and header,
+/// cgroup, the `Jail`, `/health` polled inside the server's namespace)
+/// against the same llama-server started by hand and polled alike; both
+/// include the model's load, so the difference is the governor's part. The
+/// file's SHA-256 alone is timed too (the governor hashes every start).
+fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
+    use labfy_ipc::messages::Role;
+    use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
+    use labfy_ipc::messages::governor::ModelSpec;
+    let starts = args.model_starts;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    #[allow(unsafe_code)]
+    let root = unsafe { libc::geteuid() } == 0;
+    let (Some(program), Some(gguf), Some(sha256)) =
+        (env("LABFY_LLAMA_SERVER"), env("LABFY_TEST_GGUF"), env("LABFY_TEST_GGUF_SHA256"))
+    else {
+        println!("\n## model start\nskipped: set LABFY_LLAMA_SERVER, LABFY_TEST_GGUF, LABFY_TEST_GGUF_SHA256");
+        return Ok(());
+    };
+    if starts == 0 || !root {
+        println!("\n## model start\nskipped: --model-starts 0, or not root (cgroups, namespaces)");
+        return Ok(());
+    }
+    let bin = governor_bin()?;
+    let (ctx, threads) = (BENCH_CTX.to_string(), BENCH_THREADS.to_string());
+    let mut d = Daemon::start(
+        &bin,
+        &tmp.join("governor-model"),
+        "model",
+        None,
+        &["--llama-server", &program, "--model-ctx", &ctx, "--model-threads", &threads],
+    )?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let spec = ModelSpec { gguf: gguf.clone(), sha256, ctx: None, gpu_layers: 0 };
+    let mut governed = runtime.block_on(async {
+        d.wait_ready().await?;
+        let secret = labfy_ipc::secret::read_secret(&d.runtime_dir).map_err(fail)?;
+        // This process stands for the workspace server: the model lives in
+        // its network namespace (here the host's, as in the governor's tests).
+        let control = labfy_ipc::daemon::control_socket(&d.runtime_dir, Role::Governor);
+        let mut c = Client::<ControlRequest, ControlResponse>::connect(&control, Boundary::Control, &secret)
+            .await
+            .map_err(fail)?;
+        c.call(ControlRequest::SetPeers { pids: vec![std::process::id() as i32] }).await.map_err(fail)?;
+        let sock = labfy_ipc::daemon::operator_socket(&d.runtime_dir, Boundary::Governor);
+        let mut times = Vec::with_capacity(starts);
+        for _ in 0..starts {
+            let mut c = Client::<GovernorRequest, GovernorResponse>::connect(&sock, Boundary::Governor, &secret)
+                .await
+                .map_err(fail)?
+                .with_timeout(Duration::from_secs(300));
+            let started = Instant::now();
+            match c.call(GovernorRequest::ModelStart(spec.clone())).await.map_err(fail)? {
+                GovernorResponse::Model(m) if m.state == "ready" => times.push(started.elapsed()),
+                other => return Err(fail(format!("a model start failed: {other:?}"))),
+            }
+            c.call(GovernorRequest::ModelStop {}).await.map_err(fail)?;
+        }
+        Ok::<_, Failure>(times)
+    })?;
+    drop(d);
+    let mut by_hand = Vec::with_capacity(starts);
+    for _ in 0..starts {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let started = Instant::now();
+        let mut child = Command::new(&program)
+            .args(["-m", &gguf, "--host", "127.0.0.1", "--port", &port.to_string(), "-c", &ctx, "-ngl", "0"])
+            .args(["-t", &threads, "--no-webui"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let healthy = wait_health(port, Duration::from_secs(300));
+        let elapsed = started.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        if !healthy {
+            return Err(fail(format!("{program} by hand: no /health 200 within 300 s")));
+        }
+        by_hand.push(elapsed);
+    }
+    let mut hashes = Vec::with_capacity(starts);
+    for _ in 0..starts {
+        let started = Instant::now();
+        let mut file = File::open(&gguf)?;
+        let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+        std::io::copy(&mut file, &mut hasher)?;
+        let _ = sha2::Digest::finalize(hasher);
+        hashes.push(started.elapsed());
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (g50, g99) = p50_p99(&mut governed);
+    let (h50, h99) = p50_p99(&mut by_hand);
+    let (s50, _) = p50_p99(&mut hashes);
+    println!("\n## model start ({starts} starts of {gguf}, ctx {ctx}, {threads} threads, CPU only)");
+    println!("{:<48} p50 {:>9.1} ms  p99 {:>9.1} ms", "governed: ModelStart → ready", ms(g50), ms(g99));
+    println!("{:<48} p50 {:>9.1} ms  p99 {:>9.1} ms", "reference: by hand → /health 200", ms(h50), ms(h99));
+    println!("{:<48} p50 {:>9.1} ms", "the file's SHA-256 alone (inside the governed figure)", ms(s50));
+    println!(
+        "overhead p50 {:.1} ms, the hash included (target ≤ 200 ms, issue 18); ratio p50 {:.2}",
+        ms(g50) - ms(h50),
+        ms(g50) / ms(h50).max(0.001)
+    );
+    Ok(())
+}
+
+/// Polls `http://127.0.0.1:port/health` until it answers 200 (true) or
+/// `limit` passes (false).
+fn wait_health(port: u16, limit: Duration) -> bool {
+    use std::io::Write;
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_ok() {
+                let mut head = [0u8; 12];
+                if s.read_exact(&mut head).is_ok() && head.ends_with(b"200") {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
 
 /// The program of the sandbox measurement and its reference.
