@@ -117,24 +117,13 @@ fn the_units_exposure_stays_low() {
 /// Needs root to set it up; skipped with a message otherwise.
 #[test]
 fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgroup() {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    #[allow(unsafe_code)]
-    if unsafe { libc::geteuid() } != 0 {
+    if !support::is_root() {
         eprintln!("skipped: switching to the service user and delegating a cgroup need root");
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::TempDir::new().unwrap();
     let base = dir.path();
-    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin_dir = base.join("bin");
-    std::fs::create_dir(&bin_dir).unwrap();
-    for p in ["labfy", "labfy-server", "labfy-governor", "labfy-egress"] {
-        std::fs::copy(Path::new(BIN).parent().unwrap().join(p), bin_dir.join(p)).unwrap();
-    }
-    let arti = base.join("arti-offline.toml");
-    std::fs::copy(support::OFFLINE_ARTI, &arti).unwrap();
-    std::fs::set_permissions(&arti, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (bin_dir, arti) = support::programs_for_another_uid(base, BIN);
     let home = base.join("home");
     std::fs::create_dir(&home).unwrap();
     std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();

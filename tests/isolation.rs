@@ -192,25 +192,13 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
 /// switch user; skipped with a message otherwise (the test above still runs).
 #[test]
 fn an_ordinary_user_gets_the_same_isolation() {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    #[allow(unsafe_code)]
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         eprintln!("skipped: switching to another uid needs root");
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new().unwrap();
     let base = dir.path();
-    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin_dir = base.join("bin");
-    std::fs::create_dir(&bin_dir).unwrap();
-    for p in ["labfy", "labfy-server", "labfy-governor", "labfy-egress"] {
-        std::fs::copy(std::path::Path::new(BIN).parent().unwrap().join(p), bin_dir.join(p)).unwrap();
-    }
-    // The offline arti configuration, where uid 65534 can read it.
-    let arti = base.join("arti-offline.toml");
-    std::fs::copy(OFFLINE_ARTI, &arti).unwrap();
-    std::fs::set_permissions(&arti, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (bin_dir, arti) = programs_for_another_uid(base, BIN);
     let home = base.join("home");
     std::fs::create_dir(&home).unwrap();
     std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
@@ -276,9 +264,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
 /// `nsenter`; skipped with a message otherwise.
 #[test]
 fn the_governor_has_no_network() {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    #[allow(unsafe_code)]
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         eprintln!("skipped: entering the governor's namespace needs root");
         return;
     }

@@ -215,3 +215,31 @@ pub fn integrity(dir: &Path) -> String {
     let conn = rusqlite::Connection::open(dir.join("labfy.sqlite3")).expect("open");
     conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check")
 }
+
+/// Whether this process runs as root (tests that switch uid, delegate
+/// cgroups or enter namespaces need it, and say so when they skip).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid() == 0
+    }
+}
+
+/// For a `labfy up` run as another uid (the unit's `User=labfy`): `base`
+/// made searchable, copies of the four programs beside `bin` in
+/// `base/bin`, and the offline arti configuration readable by all. Returns
+/// the programs' directory and the configuration's path.
+pub fn programs_for_another_uid(base: &Path, bin: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).expect("chmod base");
+    let bin_dir = base.join("bin");
+    std::fs::create_dir(&bin_dir).expect("bin dir");
+    for p in ["labfy", "labfy-server", "labfy-governor", "labfy-egress"] {
+        std::fs::copy(Path::new(bin).parent().expect("bin dir").join(p), bin_dir.join(p)).expect("copy program");
+    }
+    let arti = base.join("arti-offline.toml");
+    std::fs::copy(OFFLINE_ARTI, &arti).expect("copy arti config");
+    std::fs::set_permissions(&arti, std::fs::Permissions::from_mode(0o644)).expect("chmod arti config");
+    (bin_dir, arti)
+}

@@ -418,6 +418,7 @@ impl Confinement {
     /// Creates `labfy/<name>` with `limits` in the configured tree
     /// ([`install`]), before any process is in it. See [`Confinement::create_in`].
     pub fn create(name: &str, limits: &Limits) -> Result<Self, CgroupError> {
+        // Bad input is refused as such before the tree is even looked for.
         validate_name(name)?;
         limits.validate()?;
         Self::create_in(&configured()?, name, limits)

@@ -1233,6 +1233,15 @@ async function scenarioNoConfinement() {
     assert(text.includes('« cgroups »'), `no pointer to the operations guide: ${text}`);
     assert(await page.getAttribute(tid('resources-confinement'), 'role') === 'alert', 'the confinement line is not an alert');
     await shotsAt(page, 'resources-no-confinement', panel);
+    // In English too (SPEC U4): every word of the alert but the governor's own.
+    await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+    await page.waitForFunction(() => document.documentElement.lang === 'en', null, { timeout: STEP_TIMEOUT_MS });
+    await page.waitForSelector(tid('resources-confinement'), { timeout: STEP_TIMEOUT_MS });
+    const english = await textOf(page, tid('resources-confinement'));
+    assert(english.includes('No confinement') && english.includes('refuses every local model start'), `the English alert reads: ${english}`);
+    assert(!/Aucun|refuse donc|guide d’exploitation/.test(english), `French left in the English alert: ${english}`);
+    await shotsAt(page, 'resources-no-confinement-en', panel);
+    if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
     await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });
   } finally {
     await context.close();
@@ -2377,7 +2386,7 @@ const SCENARIOS = [
   ['agent in English: the demo agent plans and sums up in the analyst’s language (U4)', scenarioAgentEnglish, { agent: true }],
   ['agent: the mode line comes from the runtime status; a turn cancelled at once shows how it ended', scenarioAgentCancel, { agent: true }],
   ['resources panel: live chart of the governor\'s samples, figures, GPU facts, admission log (screenshot)', scenarioResources],
-  ['resources panel: a governor that cannot confine says so in French, with its reason (D1, D2; screenshots)', scenarioNoConfinement],
+  ['resources panel: a governor that cannot confine says so in French and in English, with its reason (D1, D2; screenshots)', scenarioNoConfinement],
   ['a lost session is reported in words, and a new login link recovers', scenarioSessionLost, { agent: true }],
   ['without a login link the UI is closed; a link works once (T4)', scenarioLogin],
   // On a `labfy up` serving a REAL workspace.
