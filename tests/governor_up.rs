@@ -1,17 +1,16 @@
-//! The governor under `labfy up` (SPEC P2, P5, M11, Q5): `labfy resources`
-//! reads it; `labfy model start` runs the real llama-server inside the
-//! workspace server's network namespace — reachable from there, not from the
-//! host — and when the server is killed and restarted into a new namespace,
-//! the model follows it. Needs the fixture of `tests/llama-fixture`
+//! The governor under `labfy up` (SPEC P2, P5, M11, Q5, D1): `labfy
+//! resources` reads it; `labfy model start` runs the real llama-server with
+//! no network at all, listening on a Unix socket in the runtime directory —
+//! where the confined workspace server finds it, through its read-only view
+//! of that directory — and when the server is killed and restarted, the
+//! model stays as it is. Needs the fixture of `tests/llama-fixture`
 //! (`tests/run-all` sets it, with `LABFY_REQUIRE_MODEL=1`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod support;
 
-use std::net::TcpStream;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
@@ -33,18 +32,19 @@ fn model_status(run: &str) -> Option<Value> {
     if ok { serde_json::from_str(&out).ok() } else { None }
 }
 
-/// `curl` run inside the network namespace of `pid`.
-fn curl_in(pid: u32, url: &str) -> String {
+/// `curl` of `path` on a Unix socket, run in the mount and network
+/// namespaces of `pid` (its view of the file system, its network).
+fn curl_as_seen_by(pid: u32, socket: &str, path: &str) -> String {
     let o = Command::new("nsenter")
-        .arg(format!("--net=/proc/{pid}/ns/net"))
-        .args(["curl", "-s", "--max-time", "10", url])
+        .args(["-t", &pid.to_string(), "--mount", "--net", "--"])
+        .args(["curl", "-s", "--max-time", "10", "--unix-socket", socket, &format!("http://localhost{path}")])
         .output()
         .unwrap();
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]
-fn resources_and_a_model_beside_the_server_that_follows_its_restart() {
+fn resources_and_a_model_the_server_reaches_on_its_socket_across_its_restart() {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let (Some(_), Some(gguf), Some(sha)) =
         (get("LABFY_LLAMA_SERVER"), get("LABFY_TEST_GGUF"), get("LABFY_TEST_GGUF_SHA256"))
@@ -79,35 +79,34 @@ fn resources_and_a_model_beside_the_server_that_follows_its_restart() {
     assert!(out.contains("ready"), "{out}");
     let m = model_status(run_s).unwrap();
     let endpoint = m["endpoint"].as_str().unwrap().to_owned();
-    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let socket = run.join("model").join("model.sock");
+    assert_eq!(endpoint, format!("unix:{}", socket.display()));
+    let socket = socket.to_str().unwrap().to_owned();
     let first_pid = m["pid"].as_u64().unwrap();
-
-    // From the host's namespace: nothing listens there (SPEC P2/P5).
-    assert!(
-        TcpStream::connect_timeout(&format!("127.0.0.1:{port}").parse().unwrap(), Duration::from_secs(2)).is_err(),
-        "the model must not be reachable from the host's namespace"
-    );
-    // From the workspace server's namespace: it answers.
+    // No network at all: its own namespace, where nothing is up.
+    let net = |pid: u64| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     let server = server_pid(BIN, &run);
-    assert!(curl_in(server, &format!("{endpoint}/health")).contains("ok"));
+    assert_ne!(net(first_pid), net(u64::from(server)), "the model shares the server's network");
+    assert_ne!(net(first_pid), net(u64::from(std::process::id())), "the model shares the host's network");
+    // From the workspace server's view (its mount and network namespaces,
+    // the runtime directory read-only): it answers.
+    assert!(curl_as_seen_by(server, &socket, "/health").contains("ok"));
 
-    // The server dies; the supervisor restarts it into a new namespace; the
-    // model is moved there.
+    // The server dies; the supervisor restarts it; the model is untouched
+    // and the new server reaches the same socket.
     signal(server, libc::SIGKILL);
     let new_server = wait_for("a new server", || {
         let p = server_pid(BIN, &run);
         (p != server).then_some(p)
     });
-    let moved = wait_for("the model in the new namespace", || {
-        let m = model_status(run_s)?;
-        (m["state"] == "ready" && m["pid"].as_u64() != Some(first_pid)).then_some(m)
-    });
-    let endpoint = moved["endpoint"].as_str().unwrap().to_owned();
-    let answer = wait_for("an answer in the new namespace", || {
-        let a = curl_in(new_server, &format!("{endpoint}/health"));
+    let answer = wait_for("an answer from the new server's view", || {
+        let a = curl_as_seen_by(new_server, &socket, "/health");
         a.contains("ok").then_some(a)
     });
     assert!(answer.contains("ok"));
+    let m = model_status(run_s).unwrap();
+    assert_eq!((m["state"].as_str(), m["pid"].as_u64()), (Some("ready"), Some(first_pid)), "{m}");
+    assert_eq!(m["restarts"], 0, "{m}");
 
     let (ok, out, err) = labfy(&["model", "stop", "--runtime-dir", run_s]);
     assert!(ok, "{out}{err}");

@@ -52,9 +52,6 @@ fn a_real_local_model_turn_through_the_runtime_the_protocol_and_the_gateway() {
         eprintln!("skipped: no llama-server fixture (eval \"$(tests/llama-fixture)\")");
         return;
     };
-    // A fixed port on the server's own loopback: only the server lives in
-    // that namespace, so it collides with nothing (never 8080).
-    let model_port = 18_000 + (std::process::id() % 1000) as u16;
     let model_id = "gemma-3-270m";
     let dir = TempDir::new().unwrap();
     let data = dir.path();
@@ -65,9 +62,9 @@ fn a_real_local_model_turn_through_the_runtime_the_protocol_and_the_gateway() {
         .arg("--runtime-dir")
         .arg(runtime_dir(data))
         .env("LABFY_LLAMA_SERVER", &llama)
-        .env("LABFY_GOVERNOR_MODEL_PORT", model_port.to_string())
         .env("LABFY_AGENT_MODE", "local-model")
-        .env("LABFY_AGENT_MODEL_ENDPOINT", format!("http://127.0.0.1:{model_port}"))
+        // The model `labfy model start` runs, on its socket (SPEC D1).
+        .env("LABFY_AGENT_MODEL_ENDPOINT", "governed")
         .env("LABFY_AGENT_MODEL_ID", model_id)
         .env("LABFY_AGENT_MODEL_TIMEOUT_SECONDS", "180")
         .stdout(Stdio::piped())

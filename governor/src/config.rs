@@ -83,11 +83,6 @@ pub struct Args {
     /// Threads of llama-server (default: the machine's cores).
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_THREADS")]
     pub model_threads: Option<u32>,
-    /// A fixed port for the model on the workspace server's loopback (so the
-    /// server's `LABFY_AGENT_MODEL_ENDPOINT` can name it); default: a free
-    /// one at each start. Never 8080.
-    #[arg(long, env = "LABFY_GOVERNOR_MODEL_PORT")]
-    pub model_port: Option<u16>,
     /// Longest wait for the model's `/health` 200, seconds.
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
     pub model_start_timeout_s: u64,
@@ -152,9 +147,6 @@ impl GovernorConfig {
         if !(a.psi_pressure > 0.0 && a.psi_pressure <= 100.0) {
             return Err(format!("--psi-pressure {} is not in (0, 100]", a.psi_pressure));
         }
-        if matches!(a.model_port, Some(0 | crate::model::FORBIDDEN_PORT)) {
-            return Err("--model-port must be 1–65535 and never 8080".into());
-        }
         if !(MIN_CTX..=MAX_CTX).contains(&a.model_ctx) {
             return Err(format!("--model-ctx {} is not between {MIN_CTX} and {MAX_CTX}", a.model_ctx));
         }
@@ -176,6 +168,7 @@ impl GovernorConfig {
             .clamp(1, 256);
         let sandbox = SandboxSettings::from_specs(&a.sandbox_programs, scratch.join("sandbox"))?;
         let cgroup_root = a.cgroup_root.parse().map_err(|e| format!("--cgroup-root: {e}"))?;
+        let socket_dir = labfy_ipc::daemon::model_dir(&a.runtime_dir);
         let mut probe = ProbeConfig::new(scratch);
         probe.drm_root = a.drm_root;
         probe.proc_root = a.proc_root;
@@ -195,7 +188,7 @@ impl GovernorConfig {
                 default_ctx: a.model_ctx,
                 threads,
                 start_timeout: Duration::from_secs(a.model_start_timeout_s.clamp(1, 3600)),
-                port: a.model_port,
+                socket_dir,
             },
             sample_period: Duration::from_millis(a.sample_ms),
             pressure_stop_after: a.pressure_stop_after,
@@ -228,9 +221,9 @@ mod tests {
         assert!(parse(&["--swap-pressure-percent", "0"]).is_err());
         assert!(parse(&["--psi-pressure", "0"]).is_err());
         assert!(parse(&["--model-ctx", "255"]).is_err());
-        assert!(parse(&["--model-port", "8080"]).unwrap_err().contains("8080"));
-        assert!(parse(&["--model-port", "0"]).is_err());
-        assert_eq!(parse(&["--model-port", "18090"]).unwrap().model.port, Some(18090));
+        assert_eq!(c.model.socket(), PathBuf::from("/run/x/model/model.sock"));
+        // The model listens on a Unix socket: there is no port to configure.
+        assert!(parse(&["--model-port", "18090"]).is_err());
         assert!(parse(&["--headroom-ram-mib", &u64::MAX.to_string()]).unwrap_err().contains("too large"));
         assert!(parse(&["--bogus"]).is_err());
         assert_eq!(c.cgroup_root, crate::cgroup::TreeSpec::Auto);

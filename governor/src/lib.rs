@@ -5,7 +5,6 @@ pub mod config;
 pub mod gguf;
 pub mod ledger;
 pub mod model;
-pub mod netns;
 pub mod probe;
 pub mod sandbox;
 pub mod service;

@@ -16,39 +16,45 @@
 //!    `--ctx-checkpoints`: by default its prompt cache grows to 8 GiB).
 //! 4. A cgroup is created with a memory ceiling above the estimate, no swap,
 //!    a lower CPU weight than the desktop and a pids limit.
-//! 5. A free port other than 8080 is chosen on the loopback of the workspace
-//!    server's network namespace (where llama-server will listen, reachable
-//!    by the server and nothing else).
+//! 5. The model's socket directory (`labfy_ipc::daemon::model_dir`, in the
+//!    runtime directory) is made ready: created, a stale socket of a
+//!    previous run removed.
 //! 6. The child is started through `labfy-sys`'s [`Jail`], the sequence the
 //!    workspace server also goes through (SPEC T1): it dies with the
-//!    governor; joins the cgroup before it runs anything; enters the
-//!    server's network namespace; gets mount, PID, IPC, UTS and cgroup
-//!    namespaces of its own and a minimal read-only root (the system's
-//!    libraries, its program's directory, `/dev/null` and friends, a
-//!    private `/proc` and `/tmp`; the GPU's device nodes and `/sys` when
-//!    layers are offloaded); the verified file as fd 3; no core dumps;
-//!    Landlock (its one TCP port to bind, no file outside its root but fd
-//!    3); no capability; the unprivileged uid [`MODEL_UID`]; a seccomp
-//!    allow-list. llama-server parses prompts built from hostile pages: if
-//!    one took it over, it could reach nothing the server cannot.
-//! 7. `/health` is polled inside that namespace until it answers 200 (503
-//!    while the model loads). A child that exits first is reported with the
-//!    tail of its log; a lost port race (another process took the port) is
-//!    retried on another port.
+//!    governor; joins the cgroup before it runs anything; gets a network
+//!    namespace of its own with nothing up (no network at all: it listens
+//!    on a Unix socket, `--host /run/model/model.sock`), mount, PID, IPC,
+//!    UTS and cgroup namespaces of its own and a minimal read-only root
+//!    (the system's libraries, its program's directory, `/dev/null` and
+//!    friends, a private `/proc` and `/tmp`, the socket directory as
+//!    `/run/model`; the GPU's device nodes and `/sys` when layers are
+//!    offloaded); the verified file as fd 3; no core dumps; Landlock (no
+//!    file outside its root but fd 3, written only in `/run/model` and
+//!    `/tmp`); no capability; a seccomp allow-list (Unix sockets only).
+//!    Its identity: as root, the unprivileged uid [`MODEL_UID`]; as the
+//!    service user (SPEC D1), a user namespace of its own that maps that
+//!    user to itself — no capability over anything outside it, which is
+//!    what an unprivileged governor can give. llama-server parses prompts
+//!    built from hostile pages: if one took it over, it could reach nothing
+//!    the server cannot.
+//! 7. `/health` is polled on the socket until it answers 200 (503 while the
+//!    model loads). A child that exits first is reported with the tail of
+//!    its log.
 //!
-//! While it runs, its cgroup's memory is measured into the ledger. If it
-//! dies while its reservation holds, it is restarted (with backoff, a bounded
-//! number of times) — except after an OOM kill, which releases the
-//! reservation and is reported. If the workspace server restarts (a new
-//! network namespace), the model is moved into the new one. A stop is
-//! SIGTERM, then SIGKILL after a grace period, then the cgroup is removed and
-//! the reservation released. The governor never signals a process it did not
-//! start, and never connects to port 8080.
+//! The workspace server reaches the socket through its read-only view of
+//! the runtime directory (its agent's endpoint `governed`): no process
+//! enters another's network namespace, so none of this needs root, and the
+//! model outlives a restart of the server. While it runs, its cgroup's
+//! memory is measured into the ledger. If it dies while its reservation
+//! holds, it is restarted (with backoff, a bounded number of times) —
+//! except after an OOM kill, which releases the reservation and is
+//! reported. A stop is SIGTERM, then SIGKILL after a grace period, then the
+//! cgroup is removed and the reservation released. The governor never
+//! signals a process it did not start, and never connects to port 8080.
 
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io::{BufRead, Read};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -64,7 +70,6 @@ use tokio::sync::{Notify, watch};
 use crate::cgroup::{self, Confinement, ExitCause, Limits, Usage};
 use crate::gguf;
 use crate::ledger::{Ask, Ledger, human};
-use crate::netns::{self, Netns};
 
 /// Smallest context accepted.
 pub const MIN_CTX: u32 = 256;
@@ -74,9 +79,6 @@ pub const MAX_CTX: u32 = 262_144;
 pub const MAX_GPU_LAYERS: u32 = 1024;
 /// Longest model path, bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
-/// The port llama-server uses by default, which the governor never uses nor
-/// probes: a llama-server there is somebody else's (SPEC P5).
-pub const FORBIDDEN_PORT: u16 = 8080;
 /// Priority of the model's reservation (campaigns default lower: the
 /// analyst's conversation outlives one campaign).
 pub const MODEL_PRIORITY: u8 = 100;
@@ -92,8 +94,6 @@ pub const CPU_WEIGHT: u64 = 50;
 pub const LOG_TAIL_LINES: usize = 40;
 /// Longest log line kept, bytes.
 pub const LOG_LINE_BYTES: usize = 512;
-/// Tries when another process takes the chosen port first.
-pub const PORT_TRIES: u32 = 3;
 /// Restarts allowed within [`RESTART_WINDOW`] before giving up.
 pub const MAX_RESTARTS: usize = 5;
 /// Window of [`MAX_RESTARTS`].
@@ -108,8 +108,6 @@ pub const WATCH_PERIOD: Duration = Duration::from_millis(1000);
 pub const HEALTH_POLL: Duration = Duration::from_millis(200);
 /// Deadline of one `/health` request.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait for a restarted workspace server before the model gives up.
-pub const MOVE_WAIT: Duration = Duration::from_secs(120);
 /// Hashing reads this much at a time.
 const HASH_CHUNK: usize = 1024 * 1024;
 /// The uid and gid llama-server runs as: the kernel's overflow id, `nobody`
@@ -120,6 +118,12 @@ pub const MODEL_UID: u32 = 65_534;
 pub const MODEL_TMP_BYTES: u64 = 16 << 20;
 /// Most GPU device nodes given to llama-server.
 const MAX_GPU_DEVICES: usize = 16;
+/// The longest socket path a `sockaddr_un` holds.
+const MAX_SOCKET_PATH: usize = 107;
+/// Where the socket directory is inside llama-server's root.
+const SOCKET_DIR_INSIDE: &str = "/run/model";
+/// The socket's name, in that directory and on the host.
+const SOCKET_NAME: &str = "model.sock";
 
 /// How the supervisor runs llama-server (from the governor's configuration).
 #[derive(Debug, Clone)]
@@ -132,11 +136,17 @@ pub struct ModelSettings {
     pub threads: u32,
     /// Longest wait for `/health` 200 after the process starts.
     pub start_timeout: Duration,
-    /// A fixed port on the server namespace's loopback (so the workspace
-    /// server can be configured with `http://127.0.0.1:<port>`, M4); `None`:
-    /// a free one each start. Only the server lives in that namespace, so a
-    /// fixed port there collides with nothing of anyone else's. Never 8080.
-    pub port: Option<u16>,
+    /// The directory of the model's socket
+    /// (`labfy_ipc::daemon::model_dir` of the runtime directory): the
+    /// workspace server's agent connects to `model.sock` there.
+    pub socket_dir: PathBuf,
+}
+
+impl ModelSettings {
+    /// The model's socket on the host (what the server connects to).
+    pub fn socket(&self) -> PathBuf {
+        self.socket_dir.join(SOCKET_NAME)
+    }
 }
 
 /// Why a start was refused.
@@ -148,7 +158,7 @@ pub enum StartError {
     Busy(String),
     /// The ledger refused (reason and holders).
     Refused(Refusal),
-    /// Cannot be done here (no namespace to enter, no cgroup, no program).
+    /// Cannot be done here (no cgroup, no program, no socket directory).
     Unavailable(String),
 }
 
@@ -158,18 +168,6 @@ impl std::fmt::Display for StartError {
             Self::Invalid(m) | Self::Busy(m) | Self::Unavailable(m) => f.write_str(m),
             Self::Refused(r) => write!(f, "{} (blocked by: {})", r.reason, r.blocked_by.join(", ")),
         }
-    }
-}
-
-/// Where the workspace server lives, for the model to live beside it.
-pub trait ServerLocator: Send + Sync + 'static {
-    /// The workspace server's pid, when one runs.
-    fn server_pid(&self) -> Option<i32>;
-}
-
-impl ServerLocator for labfy_ipc::auth::AllowedPids {
-    fn server_pid(&self) -> Option<i32> {
-        self.snapshot().first().copied()
     }
 }
 
@@ -190,7 +188,6 @@ struct RunHandle {
 pub struct LocalModelSupervisor {
     settings: ModelSettings,
     ledger: Arc<Ledger>,
-    locator: Arc<dyn ServerLocator>,
     slot: Mutex<Slot>,
     changed: watch::Sender<u64>,
 }
@@ -222,8 +219,9 @@ pub fn check_spec(spec: &ModelSpec, settings: &ModelSettings) -> Result<(PathBuf
     Ok((path, ctx))
 }
 
-/// Checks the configured llama-server: a regular file, executable.
-pub fn check_program(program: Option<&Path>) -> Result<PathBuf, StartError> {
+/// Checks the configured llama-server: a regular file, executable — by any
+/// user when it runs as [`MODEL_UID`] (`other_uid`, a root governor).
+pub fn check_program(program: Option<&Path>, other_uid: bool) -> Result<PathBuf, StartError> {
     let Some(p) = program else {
         return Err(StartError::Unavailable(
             "no llama-server is configured (labfy up reads LABFY_LLAMA_SERVER; the governor --llama-server)".into(),
@@ -237,8 +235,11 @@ pub fn check_program(program: Option<&Path>) -> Result<PathBuf, StartError> {
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(StartError::Unavailable(format!("llama-server {} is not executable", p.display())));
     }
-    // It runs as MODEL_UID, with its directory bound into its root: both
-    // must be open to any user (a script must be readable too).
+    // As MODEL_UID, with its directory bound into its root: both must be
+    // open to any user (a script must be readable too).
+    if !other_uid {
+        return Ok(p.to_path_buf());
+    }
     if meta.permissions().mode() & 0o005 != 0o005 {
         return Err(StartError::Unavailable(format!(
             "llama-server {} is mode {:o}: it runs as the unprivileged uid {MODEL_UID}, so it must be readable and \
@@ -306,41 +307,12 @@ fn estimate_view(h: &gguf::GgufHeader, e: &gguf::Estimate) -> ModelEstimate {
     }
 }
 
-/// A port free now on the loopback of `ns` (never 8080).
-fn free_port(ns: &Netns) -> std::io::Result<u16> {
-    let fd = ns.raw_fd();
-    let own = ns.is_own()?;
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            if !own {
-                netns::enter(fd)?;
-            }
-            for _ in 0..4 {
-                let l = std::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
-                let port = l.local_addr()?.port();
-                if port != FORBIDDEN_PORT {
-                    return Ok(port);
-                }
-            }
-            Err(std::io::Error::other("the kernel kept choosing port 8080"))
-        })
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
-    })
-}
-
-/// `GET /health` inside `ns`: the status code.
-async fn health_status(ns: &Netns, port: u16) -> Result<u16, String> {
+/// `GET /health` on the model's socket: the status code.
+async fn health_status(socket: &Path) -> Result<u16, String> {
     use http_body_util::Empty;
     use hyper::body::Bytes;
-    if port == FORBIDDEN_PORT {
-        return Err("refusing to probe port 8080".into());
-    }
-    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
     let asked = async {
-        let std_stream = ns.connect(addr, HEALTH_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
-        std_stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let stream = tokio::net::TcpStream::from_std(std_stream).map_err(|e| e.to_string())?;
+        let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| format!("connect: {e}"))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .map_err(|e| e.to_string())?;
@@ -348,13 +320,40 @@ async fn health_status(ns: &Netns, port: u16) -> Result<u16, String> {
             let _ = conn.await;
         });
         let req = hyper::Request::get("/health")
-            .header(hyper::header::HOST, format!("127.0.0.1:{port}"))
+            .header(hyper::header::HOST, "localhost")
             .body(Empty::<Bytes>::new())
             .map_err(|e| e.to_string())?;
         let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
         Ok::<u16, String>(resp.status().as_u16())
     };
     tokio::time::timeout(HEALTH_TIMEOUT, asked).await.map_err(|_| "health request timed out".to_owned())?
+}
+
+/// Makes the socket directory ready for a run: created if missing (its
+/// parent, the runtime directory, is the supervisor's, private), owned by
+/// the uid llama-server runs as, with no socket of an earlier run left in
+/// it (llama-server would fail to bind; one killed leaves its file).
+fn prepare_socket_dir(dir: &Path, owner: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(format!("{} is not a directory", dir.display())));
+    }
+    if let Some(uid) = owner {
+        // Searchable by the server (root in a user namespace of its own,
+        // without power over MODEL_UID's files); the gate is the runtime
+        // directory above, 0700.
+        std::os::unix::fs::chown(dir, Some(uid), Some(uid))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    match std::fs::remove_file(dir.join(SOCKET_NAME)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The bounded tail of a child's log.
@@ -375,10 +374,6 @@ impl LogTail {
     fn last(&self, n: usize) -> String {
         let g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         g.iter().skip(g.len().saturating_sub(n)).cloned().collect::<Vec<_>>().join(" | ")
-    }
-
-    fn contains(&self, needle: &str) -> bool {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|l| l.contains(needle))
     }
 
     /// Reads `stream` line by line into the tail, on a thread of its own.
@@ -410,19 +405,20 @@ struct Launch {
 }
 
 /// Spawns llama-server confined (step 6) through the shared confinement
-/// sequence of `labfy-sys` (SPEC T1): into its cgroup first; the workspace
-/// server's network namespace (its loopback, nothing else); its own mount,
-/// PID, IPC, UTS and cgroup namespaces; a minimal root holding the system's
-/// libraries, its program's directory, `/dev/null` and friends, a private
-/// `/proc` and `/tmp` — and the GPU's device nodes and `/sys` when layers
-/// are offloaded; the verified model file as fd 3 (reopened through
-/// `/proc/self/fd/3`, the only file outside its root Landlock lets it read);
-/// TCP bind on its one port; no capability; the unprivileged
-/// [`MODEL_UID`]; a seccomp allow-list.
+/// sequence of `labfy-sys` (SPEC T1): into its cgroup first; a network
+/// namespace of its own with nothing up; its own mount, PID, IPC, UTS and
+/// cgroup namespaces; a minimal root holding the system's libraries, its
+/// program's directory, `/dev/null` and friends, a private `/proc` and
+/// `/tmp`, the socket directory at `/run/model` — and the GPU's device
+/// nodes and `/sys` when layers are offloaded; the verified model file as
+/// fd 3 (reopened through `/proc/self/fd/3`, the only file outside its root
+/// Landlock lets it read); no capability; a seccomp allow-list (Unix
+/// sockets only); as root, the unprivileged [`MODEL_UID`], otherwise a user
+/// namespace of its own.
 fn spawn(
     launch: &Launch,
-    port: u16,
-    ns: &Netns,
+    socket_dir: &Path,
+    as_root: bool,
     procs: Vec<CString>,
     log: &LogTail,
 ) -> Result<(ConfinedChild, Vec<String>), String> {
@@ -431,14 +427,13 @@ fn spawn(
     let jail = || -> Result<Jail, SpawnError> {
         let mut root = Root::new();
         root.system()?.devices()?.proc()?.tmp(MODEL_TMP_BYTES)?.read_only(program_dir)?;
+        root.writable_at(socket_dir, Path::new(SOCKET_DIR_INSIDE))?;
         if !devices.is_empty() && Path::new("/sys").is_dir() {
             // GPU runtimes find their devices and topology there.
             root.read_only(Path::new("/sys"))?;
         }
         let mut jail = Jail::new(&launch.program, root);
-        jail.args(["-m", "/proc/self/fd/3", "--host", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .arg("-c")
+        jail.args(["-m", "/proc/self/fd/3", "--host", &format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"), "-c"])
             .arg(launch.ctx.to_string())
             .arg("-ngl")
             .arg(launch.gpu_layers.to_string())
@@ -449,11 +444,11 @@ fn spawn(
         jail.hostname("labfy-model")?
             .pass_fd(launch.model_fd, 3)
             .reopen_fd(3)
-            .join_network(ns.raw_fd())
+            .no_network()
+            .may_write_at(Path::new(SOCKET_DIR_INSIDE))
             .cgroup(procs)
-            .tcp_bind(port)
             .limit(libc::RLIMIT_CORE, 0)
-            .seccomp(Policy { sockets: Sockets::UnixAndLoopback, driver_ioctl: !devices.is_empty() });
+            .seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: !devices.is_empty() });
         let mut groups = Vec::new();
         for d in &devices {
             jail.driver_device(&d.path)?;
@@ -462,7 +457,16 @@ fn spawn(
             }
         }
         groups.truncate(labfy_sys::MAX_GROUPS);
-        jail.run_as(MODEL_UID, MODEL_UID, &groups);
+        if as_root {
+            // The socket is MODEL_UID's; the server, root of a user namespace
+            // of its own, must be able to connect: the mode is the
+            // directory's business (see `prepare_socket_dir`).
+            jail.run_as(MODEL_UID, MODEL_UID, &groups).umask(0);
+        } else {
+            // The service user's own ids, its groups (render, video) kept:
+            // the socket is for that user alone.
+            jail.umask(0o077);
+        }
         Ok(jail)
     };
     let (read, write) = labfy_sys::pipe().map_err(|e| format!("log pipe: {e}"))?;
@@ -538,17 +542,15 @@ enum Ended {
     /// The process exited before it was ever ready: not restarted (a bad
     /// file, a bad program, a CPU it cannot run on do not improve).
     NeverReady(ExitCause, String),
-    /// The workspace server moved to a new network namespace.
-    Moved,
     /// It could not be started at all.
     Failed(String),
 }
 
 impl LocalModelSupervisor {
     /// A supervisor with no model.
-    pub fn new(settings: ModelSettings, ledger: Arc<Ledger>, locator: Arc<dyn ServerLocator>) -> Arc<Self> {
+    pub fn new(settings: ModelSettings, ledger: Arc<Ledger>) -> Arc<Self> {
         let (changed, _) = watch::channel(0);
-        Arc::new(Self { settings, ledger, locator, slot: Mutex::new(Slot::default()), changed })
+        Arc::new(Self { settings, ledger, slot: Mutex::new(Slot::default()), changed })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
@@ -573,7 +575,8 @@ impl LocalModelSupervisor {
     /// failed, or `wait` has passed (then it goes on loading).
     pub async fn start(self: &Arc<Self>, spec: ModelSpec, wait: Duration) -> Result<ModelStatus, StartError> {
         let (path, ctx) = check_spec(&spec, &self.settings)?;
-        let program = check_program(self.settings.llama_server.as_deref())?;
+        let as_root = cgroup::is_root();
+        let program = check_program(self.settings.llama_server.as_deref(), as_root)?;
         {
             let g = self.lock();
             if let Some(s) = &g.status {
@@ -585,31 +588,15 @@ impl LocalModelSupervisor {
                 }
             }
         }
-        // Root first: what the model's confinement needs and the packaged
-        // unit does not give yet (issue 18 D1), said before anything else.
-        if !cgroup::is_root() {
-            return Err(StartError::Unavailable(
-                "the model's confinement needs a governor running as root: it joins the workspace server's \
-                 network namespace, gets mount and PID namespaces of its own and an unprivileged uid of its own; \
-                 under the packaged unit (user labfy) this is not possible yet (docs/OPERATIONS.md, \"Privilege\")"
-                    .into(),
-            ));
+        // Where the server will find it: a socket address holds 107 bytes.
+        let socket = self.settings.socket();
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(StartError::Unavailable(format!(
+                "the model's socket {} is longer than a socket address holds ({MAX_SOCKET_PATH} bytes): use a \
+                 shorter runtime directory",
+                socket.display()
+            )));
         }
-        // The namespace first: without it there is nowhere to put the model.
-        let server = self.locator.server_pid().ok_or_else(|| {
-            StartError::Unavailable(
-                "no workspace server is running: the model must live in its network namespace".into(),
-            )
-        })?;
-        let ns = Netns::of_pid(server).map_err(|e| {
-            StartError::Unavailable(format!("cannot open the workspace server's network namespace: {e}"))
-        })?;
-        ns.check_enterable().map_err(|e| {
-            StartError::Unavailable(format!(
-                "cannot enter the workspace server's network namespace ({e}); the governor needs CAP_SYS_ADMIN \
-                 (run labfy up as root)"
-            ))
-        })?;
         cgroup::probe().map_err(|e| StartError::Unavailable(format!("cannot confine the model: {e}")))?;
         // One file descriptor from here on: hashed, parsed, then loaded.
         let file = open_model(&path)?;
@@ -679,7 +666,7 @@ impl LocalModelSupervisor {
             let me = self.clone();
             let reservation = r.id.clone();
             tokio::spawn(async move {
-                me.life(launch, file, reservation, ns, stop, stop_reason).await;
+                me.life(launch, file, reservation, as_root, stop, stop_reason).await;
                 let _ = done_tx.send(true);
             });
             r.id
@@ -727,14 +714,14 @@ impl LocalModelSupervisor {
         launch: Launch,
         file: std::fs::File,
         reservation: String,
-        mut ns: Netns,
+        as_root: bool,
         stop: Arc<Notify>,
         stop_reason: Arc<Mutex<Option<String>>>,
     ) {
         let mut restarts: VecDeque<Instant> = VecDeque::new();
         let mut backoff = RESTART_BACKOFF;
         let final_state: (&str, String) = loop {
-            let ended = self.run_once(&launch, &reservation, &ns, &stop, &stop_reason).await;
+            let ended = self.run_once(&launch, &reservation, as_root, &stop, &stop_reason).await;
             match ended {
                 Ended::Stopped(why) => break ("stopped", format!("stopped: {why}")),
                 Ended::NeverReady(cause, tail) => {
@@ -751,18 +738,6 @@ impl LocalModelSupervisor {
                             human(limit)
                         ),
                     );
-                }
-                Ended::Moved => {
-                    self.update(|s| {
-                        s.state = "restarting".into();
-                        s.pid = None;
-                        s.endpoint = None;
-                        s.detail = "the workspace server restarted: moving the model into its new namespace".into();
-                    });
-                    match self.next_namespace(&ns, &stop).await {
-                        Ok(n) => ns = n,
-                        Err(why) => break ("failed", why),
-                    }
                 }
                 Ended::Exited(cause, tail) => {
                     if self.ledger.reservation(&reservation).is_none() {
@@ -817,39 +792,12 @@ impl LocalModelSupervisor {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    /// After the server left `old`: the namespace of the server that
-    /// replaced it, once the supervisor names it (bounded by [`MOVE_WAIT`]).
-    async fn next_namespace(&self, old: &Netns, stop: &Notify) -> Result<Netns, String> {
-        let deadline = Instant::now() + MOVE_WAIT;
-        loop {
-            if let Some(pid) = self.locator.server_pid() {
-                // A new pid, or the same one still in the same namespace (a
-                // false alarm): either way that is where the model goes.
-                if let Ok(n) = Netns::of_pid(pid) {
-                    if n.inode() != old.inode() || old.still_of(pid) {
-                        return Ok(n);
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "the workspace server did not come back within {} s; the model stopped with it",
-                    MOVE_WAIT.as_secs()
-                ));
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(HEALTH_POLL) => {}
-                _ = stop.notified() => return Err("stopped while the workspace server restarted".into()),
-            }
-        }
-    }
-
     /// One process: confine, spawn, wait until ready, watch until it ends.
     async fn run_once(
         &self,
         launch: &Launch,
         reservation: &str,
-        ns: &Netns,
+        as_root: bool,
         stop: &Notify,
         stop_reason: &Mutex<Option<String>>,
     ) -> Ended {
@@ -870,66 +818,50 @@ impl LocalModelSupervisor {
         // Its counters before anything ran: an OOM kill is a SIGKILL with
         // the `oom_kill` counter above this.
         let before = confinement.usage();
-        let mut port_tries = 0;
         let log = LogTail::default();
+        let socket_dir = &self.settings.socket_dir;
+        if let Err(e) = prepare_socket_dir(socket_dir, as_root.then_some(MODEL_UID)) {
+            let _ = confinement.delete();
+            return Ended::Failed(format!("the model's socket directory {}: {e}", socket_dir.display()));
+        }
         // `missing`: protections this kernel could not give llama-server, said loudly.
-        let (mut child, port, missing) = loop {
-            port_tries += 1;
-            let port = match self.settings.port {
-                Some(p) if p != FORBIDDEN_PORT => p,
-                Some(_) => return Ended::Failed("the configured model port is 8080, which is never used".into()),
-                None => match free_port(ns) {
-                    Ok(p) => p,
-                    Err(e) => return Ended::Failed(format!("no free port in the server's namespace: {e}")),
-                },
-            };
-            let (child, missing) = match spawn(launch, port, ns, confinement.procs_files(), &log) {
-                Ok(spawned) => spawned,
-                Err(e) => {
-                    let _ = confinement.delete();
-                    return Ended::Failed(format!("cannot start {} confined: {e}", launch.program.display()));
-                }
-            };
-            self.update(|s| {
-                s.state = "loading".into();
-                s.pid = child.id();
-                s.endpoint = None;
-                s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
-            });
-            match self.wait_ready(child, port, ns, &before, &log, stop, stop_reason, &confinement).await {
-                Ok(child) => break (child, port, missing),
-                Err(Ended::Exited(cause, tail))
-                    if log.contains("couldn't bind") && port_tries < PORT_TRIES && self.settings.port.is_none() =>
-                {
-                    tracing::warn!(port, %cause, tail = %tail, "lost a port race; trying another port");
-                    continue;
-                }
-                Err(ended) => {
-                    let _ = confinement.delete();
-                    return match ended {
-                        Ended::Exited(ExitCause::OomKilled, tail) => Ended::Exited(ExitCause::OomKilled, tail),
-                        Ended::Exited(cause, tail) => Ended::NeverReady(cause, tail),
-                        other => other,
-                    };
-                }
+        let (child, missing) = match spawn(launch, socket_dir, as_root, confinement.procs_files(), &log) {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                let _ = confinement.delete();
+                return Ended::Failed(format!("cannot start {} confined: {e}", launch.program.display()));
             }
         };
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let retried = if port_tries > 1 {
-            format!(" (after {port_tries} port tries: a port race was lost)")
-        } else {
-            String::new()
+        self.update(|s| {
+            s.state = "loading".into();
+            s.pid = child.id();
+            s.endpoint = None;
+            s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
+        });
+        let socket = self.settings.socket();
+        let mut child = match self.wait_ready(child, &socket, &before, &log, stop, stop_reason, &confinement).await {
+            Ok(child) => child,
+            Err(ended) => {
+                let _ = confinement.delete();
+                return match ended {
+                    Ended::Exited(ExitCause::OomKilled, tail) => Ended::Exited(ExitCause::OomKilled, tail),
+                    Ended::Exited(cause, tail) => Ended::NeverReady(cause, tail),
+                    other => other,
+                };
+            }
         };
+        let endpoint = format!("unix:{}", socket.display());
         self.update(|s| {
             s.state = "ready".into();
             s.endpoint = Some(endpoint.clone());
-            s.detail = format!("ready at {endpoint} in the workspace server's network namespace{retried}");
+            s.detail =
+                format!("ready on {} (no network: a Unix socket the workspace server reaches)", socket.display());
             if !missing.is_empty() {
                 s.detail.push_str(&format!("; confinement MISSING: {}", missing.join("; ")));
             }
         });
-        tracing::info!(port, "llama-server ready");
-        // Watch: usage into the ledger, exit, stop, namespace change.
+        tracing::info!(socket = %socket.display(), "llama-server ready");
+        // Watch: usage into the ledger, exit, stop.
         let mut tick = tokio::time::interval(WATCH_PERIOD);
         let ended = loop {
             tokio::select! {
@@ -948,14 +880,7 @@ impl LocalModelSupervisor {
                     terminate(&mut child).await;
                     break Ended::Stopped(why);
                 }
-                _ = tick.tick() => {
-                    self.measure(&confinement, reservation, child.id());
-                    let moved = self.locator.server_pid().is_none_or(|pid| !ns.still_of(pid));
-                    if moved {
-                        terminate(&mut child).await;
-                        break Ended::Moved;
-                    }
-                }
+                _ = tick.tick() => self.measure(&confinement, reservation, child.id()),
             }
         };
         self.measure(&confinement, reservation, None);
@@ -970,8 +895,7 @@ impl LocalModelSupervisor {
     async fn wait_ready(
         &self,
         mut child: ConfinedChild,
-        port: u16,
-        ns: &Netns,
+        socket: &Path,
         before: &Usage,
         log: &LogTail,
         stop: &Notify,
@@ -995,7 +919,7 @@ impl LocalModelSupervisor {
                     log.last(6)
                 )));
             }
-            match health_status(ns, port).await {
+            match health_status(socket).await {
                 Ok(200) => return Ok(child),
                 Ok(code) => last = format!("/health answered {code}"),
                 Err(e) => last = e,
@@ -1064,7 +988,7 @@ mod tests {
             default_ctx: 2048,
             threads: 2,
             start_timeout: Duration::from_secs(5),
-            port: None,
+            socket_dir: PathBuf::from("/run/labfy/model"),
         }
     }
 
@@ -1094,25 +1018,31 @@ mod tests {
     #[test]
     fn the_program_must_be_an_executable_file() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(check_program(None), Err(StartError::Unavailable(m)) if m.contains("no llama-server")));
+        assert!(matches!(check_program(None, true), Err(StartError::Unavailable(m)) if m.contains("no llama-server")));
         let missing = dir.path().join("nope");
-        assert!(matches!(check_program(Some(&missing)), Err(StartError::Unavailable(m)) if m.contains("missing")));
         assert!(
-            matches!(check_program(Some(dir.path())), Err(StartError::Unavailable(m)) if m.contains("not a regular"))
+            matches!(check_program(Some(&missing), true), Err(StartError::Unavailable(m)) if m.contains("missing"))
+        );
+        assert!(
+            matches!(check_program(Some(dir.path()), true), Err(StartError::Unavailable(m)) if m.contains("not a regular"))
         );
         let f = dir.path().join("llama-server");
         std::fs::write(&f, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("not executable")));
-        // Runnable by its owner only: the unprivileged uid could not run it.
+        assert!(
+            matches!(check_program(Some(&f), true), Err(StartError::Unavailable(m)) if m.contains("not executable"))
+        );
+        // Runnable by its owner only: the unprivileged uid could not run it;
+        // the service user's own llama-server (it runs as that user) can.
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("chmod o+rx")));
+        assert_eq!(check_program(Some(&f), false).unwrap(), f);
+        assert!(matches!(check_program(Some(&f), true), Err(StartError::Unavailable(m)) if m.contains("chmod o+rx")));
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
         // A temporary directory is 0700: its files are out of reach.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert!(matches!(check_program(Some(&f)), Err(StartError::Unavailable(m)) if m.contains("chmod o+x")));
+        assert!(matches!(check_program(Some(&f), true), Err(StartError::Unavailable(m)) if m.contains("chmod o+x")));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(check_program(Some(&f)).unwrap(), f);
+        assert_eq!(check_program(Some(&f), true).unwrap(), f);
     }
 
     #[test]
@@ -1142,6 +1072,6 @@ mod tests {
         assert_eq!(t.0.lock().unwrap().len(), LOG_TAIL_LINES);
         assert_eq!(t.0.lock().unwrap().back().unwrap().len(), LOG_LINE_BYTES);
         assert!(t.last(2).starts_with(&format!("line {}", LOG_TAIL_LINES + 4)));
-        assert!(!t.contains("line 0"));
+        assert!(!t.last(LOG_TAIL_LINES).contains("line 0 |"));
     }
 }

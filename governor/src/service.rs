@@ -6,7 +6,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
+use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
     Amounts, CampaignAsk, ConfinementStatus, Decision, DecisionOutcome, GovernorRequest, GovernorResponse,
@@ -83,11 +83,10 @@ fn failure(code: FailureCode, message: impl Into<String>) -> GovernorResponse {
 }
 
 impl Governor {
-    /// A governor whose model lives beside the pids in `server` (the
-    /// workspace server's, set by the supervisor).
-    pub fn new(config: GovernorConfig, server: AllowedPids) -> Arc<Self> {
+    /// A governor with no run yet.
+    pub fn new(config: GovernorConfig) -> Arc<Self> {
         let ledger = Arc::new(Ledger::new(config.ledger.clone()));
-        let model = LocalModelSupervisor::new(config.model.clone(), ledger.clone(), Arc::new(server));
+        let model = LocalModelSupervisor::new(config.model.clone(), ledger.clone());
         let prober = Mutex::new(Prober::new(config.probe.clone()));
         let confinement = confinement_status(&config.cgroup_root);
         Arc::new(Self {
@@ -367,7 +366,7 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
         tracing::warn!(?runs, "removed sandbox run directories left by an earlier governor");
     }
     let period = config.sample_period;
-    let gov = Governor::new(config, plane.peers.clone());
+    let gov = Governor::new(config);
     *gov_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gov.clone());
     gov.sample_once().await;
 

@@ -6,10 +6,11 @@
 //! The model tests start the real llama-server and the small real GGUF model
 //! that `tests/llama-fixture` builds (`LABFY_LLAMA_SERVER`, `LABFY_TEST_GGUF`,
 //! `LABFY_TEST_GGUF_SHA256`; `tests/run-all` sets them and
-//! `LABFY_REQUIRE_MODEL=1`, so CI cannot skip them). The "server" here is
-//! this test process, so the model lives in the host's network namespace; the
-//! namespace of a real workspace server is tested through `labfy up` in
-//! `tests/governor_up.rs`.
+//! `LABFY_REQUIRE_MODEL=1`, so CI cannot skip them). The model listens on a
+//! Unix socket in the runtime directory, with no network at all; a real
+//! workspace server reaching it is tested through `labfy up` in
+//! `tests/governor_up.rs` (as root) and `tests/deploy.rs` (as the service
+//! user).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,13 +21,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use labfy_ipc::client::Client;
-use labfy_ipc::daemon::{control_socket, operator_socket};
-use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
+use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::governor::{
     CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus,
     ReservationKind, SandboxEnd, SandboxInput, SandboxReport, SandboxRun,
 };
-use labfy_ipc::messages::{Boundary, FailureCode, Role};
+use labfy_ipc::messages::{Boundary, FailureCode};
 use labfy_ipc::secret::{self, Secret};
 
 struct Daemon {
@@ -71,16 +71,6 @@ impl Daemon {
 
     fn run(&self) -> PathBuf {
         self.dir.path().join("run")
-    }
-
-    /// As the supervisor does after each server start: the pid the model lives beside.
-    async fn set_server(&self, pid: u32) {
-        let mut c: Client<ControlRequest, ControlResponse> =
-            Client::connect(&control_socket(&self.run(), Role::Governor), Boundary::Control, &self.secret)
-                .await
-                .unwrap();
-        let r = c.call(ControlRequest::SetPeers { pids: vec![pid as i32] }).await.unwrap();
-        assert_eq!(r, ControlResponse::PeersSet {});
     }
 
     async fn ask(&self, req: GovernorRequest) -> GovernorResponse {
@@ -239,7 +229,7 @@ async fn sustained_pressure_stops_the_lowest_priority_run_with_its_reason() {
 }
 
 #[tokio::test]
-async fn model_start_is_refused_without_a_program_or_a_server() {
+async fn model_start_is_refused_without_a_program_or_a_file() {
     let d = Daemon::start(&[]).await;
     let spec = ModelSpec { gguf: "/nonexistent.gguf".into(), sha256: "0".repeat(64), ctx: None, gpu_layers: 0 };
     let (code, msg) = failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await);
@@ -250,11 +240,12 @@ async fn model_start_is_refused_without_a_program_or_a_server() {
     let d = Daemon::start(&["--llama-server", not_exec.to_str().unwrap()]).await;
     let (_, msg) = failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await);
     assert!(msg.contains("is missing") || msg.contains("not executable"), "{msg}");
-    // A program, but no workspace server named yet: nowhere to put the model.
+    // A program, but no model file: the model needs no workspace server
+    // to live beside (it has a socket), so the file is what is missing.
     let d = Daemon::start(&["--llama-server", "/bin/true"]).await;
     let (code, msg) = failed(d.ask(GovernorRequest::ModelStart(spec)).await);
-    assert_eq!(code, FailureCode::Unavailable);
-    assert!(msg.contains("no workspace server is running"), "{msg}");
+    assert_eq!(code, FailureCode::InvalidInput);
+    assert!(msg.contains("/nonexistent.gguf"), "{msg}");
     assert!(d.state().await.reservations.is_empty());
 }
 
@@ -309,7 +300,6 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         return;
     }
     let d = Daemon::start(&["--llama-server", &program, "--model-ctx", "2048", "--model-threads", "2"]).await;
-    d.set_server(std::process::id()).await;
     let spec = ModelSpec { gguf: gguf.clone(), sha256: sha.clone(), ctx: None, gpu_layers: 0 };
 
     // Bad input first: each refused before any process starts.
@@ -339,9 +329,11 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         other => panic!("{other:?}"),
     };
     assert_eq!(started.state, "ready", "{started:?}");
-    let endpoint = started.endpoint.clone().unwrap();
-    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
-    assert_ne!(port, 8080);
+    // Its endpoint is the socket in the runtime directory (SPEC D1): the
+    // server's `governed`.
+    let socket = d.run().join("model").join("model.sock");
+    assert_eq!(started.endpoint.as_deref(), Some(format!("unix:{}", socket.display()).as_str()));
+    let endpoint = socket.to_str().unwrap().to_owned();
     let pid = started.pid.unwrap();
     assert!(alive(pid));
     // Confined: its cgroup is one of the governor's.
@@ -353,32 +345,56 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     assert!(status.lines().any(|l| l == "CapEff:\t0000000000000000"), "{status}");
     assert!(status.lines().any(|l| l == "NoNewPrivs:\t1"), "{status}");
     // Through the shared confinement sequence (SPEC T1): unprivileged, a
-    // seccomp filter, the server's network namespace, its own PID and mount
-    // namespaces, and a root without the host's files.
+    // seccomp filter, no network at all, its own PID and mount namespaces,
+    // and a root without the host's files.
     assert!(status.lines().any(|l| l == "Uid:\t65534\t65534\t65534\t65534"), "{status}");
     assert!(status.lines().any(|l| l == "Seccomp:\t2"), "{status}");
     let ns = |pid: &str, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap();
     let me = std::process::id().to_string();
-    assert_eq!(ns(&pid.to_string(), "net"), ns(&me, "net"), "not in the server's network namespace");
-    for own in ["pid", "mnt", "ipc", "uts", "cgroup"] {
+    for own in ["net", "pid", "mnt", "ipc", "uts", "cgroup"] {
         assert_ne!(ns(&pid.to_string(), own), ns(&me, own), "{own} namespace shared with the host");
     }
+    // No network: its namespace has only the kernel's loopback, and down.
+    let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
+    let lo = dev.lines().skip(2).map(|l| l.split_whitespace().collect::<Vec<_>>()).collect::<Vec<_>>();
+    assert_eq!(lo.len(), 1, "{dev}");
+    // Loopback down: IPv6 gives `::1` to an interface that is up.
+    let addresses = std::fs::read_to_string(format!("/proc/{pid}/net/if_inet6")).unwrap_or_default();
+    assert!(addresses.is_empty(), "an address is up: {addresses}");
+    // The socket is llama-server's (MODEL_UID), open to the server through
+    // its directory (the runtime directory above is 0700).
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534);
     let root = |p: &str| std::path::Path::new(&format!("/proc/{pid}/root")).join(p);
     assert!(root("usr/lib").is_dir(), "the system's libraries are in its root");
-    for hidden in ["etc/shadow", "etc/passwd", "home", "root", "var/lib", "run", "sys"] {
+    for hidden in ["etc/shadow", "etc/passwd", "home", "root", "var/lib", "sys"] {
         assert!(!root(hidden).exists(), "/{hidden} is visible to llama-server");
     }
+    // Of /run, only its socket's directory.
+    let names = |p: &str| -> Vec<String> {
+        std::fs::read_dir(root(p)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    assert_eq!(names("run"), ["model"]);
+    assert_eq!(names("run/model"), ["model.sock"]);
     assert!(!root(gguf.trim_start_matches('/')).exists(), "the model is passed by descriptor, not by path");
     // A second start while it runs: a conflict, not a second server.
     assert_eq!(failed(d.ask(GovernorRequest::ModelStart(spec.clone())).await).0, FailureCode::Conflict);
-    assert!(curl(&[&format!("{endpoint}/health")]).contains("ok"));
+    assert!(curl(&["--unix-socket", &endpoint, "http://localhost/health"]).contains("ok"));
     // Requests up to a long prompt, so the peak includes the compute buffers,
     // a filled KV cache and the prompt cache: what the estimate bounds.
     let long = "evidence graph provenance ".repeat(450);
     for question in ["Say hello.", "Name three colours.", long.as_str(), "What is a graph?"] {
         let body = format!(r#"{{"messages":[{{"role":"user","content":"{question}"}}],"max_tokens":48}}"#);
-        let answer =
-            curl(&["-H", "Content-Type: application/json", "-d", &body, &format!("{endpoint}/v1/chat/completions")]);
+        let answer = curl(&[
+            "--unix-socket",
+            &endpoint,
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &body,
+            "http://localhost/v1/chat/completions",
+        ]);
         assert!(answer.contains("\"choices\""), "{answer}");
     }
 
@@ -408,6 +424,8 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     }
     let again = wait_model(&d, "restarted", |m| m.restarts == 1 && m.state == "ready").await;
     assert_ne!(again.pid, Some(pid));
+    // The socket the killed one left was replaced by the new one's.
+    assert!(curl(&["--unix-socket", &endpoint, "http://localhost/health"]).contains("ok"));
     assert!(again.detail.contains("ready"), "{again:?}");
     assert_eq!(d.state().await.reservations.len(), 1, "the same reservation holds across a restart");
 
@@ -455,7 +473,6 @@ async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
     std::fs::write(&fake, "#!/usr/bin/python3\nimport time\nb = bytearray(8 << 30)\ntime.sleep(60)\n").unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let d = Daemon::start(&["--llama-server", fake.to_str().unwrap(), "--model-ctx", "2048"]).await;
-    d.set_server(std::process::id()).await;
     let spec = ModelSpec { gguf, sha256: sha, ctx: None, gpu_layers: 0 };
     let m = match d.ask(GovernorRequest::ModelStart(spec)).await {
         GovernorResponse::Model(m) => *m,
@@ -469,83 +486,11 @@ async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
     assert!(s.decisions.iter().any(|x| x.reason.contains("out of memory")), "{:?}", s.decisions);
 }
 
-/// A stand-in llama-server (Python's http.server) over a synthetic GGUF: it
-/// loses the port race on its first start, like a real one whose port was
-/// taken between the governor's choice and its bind; the governor retries on
-/// another port. Needs no fixture.
-#[tokio::test]
-async fn a_lost_port_race_is_retried_on_another_port() {
-    use labfy_governor::gguf::testing::{ModelShape, model};
-    if !nix_root() {
-        eprintln!("skipped: confinement needs root");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let gguf = dir.path().join("tiny.gguf");
-    let bytes = model(&ModelShape::tiny()).to_bytes();
-    std::fs::write(&gguf, &bytes).unwrap();
-    // The fake cannot keep state between tries: it runs confined, with a
-    // read-only root and a private /tmp. So the test holds it, as a UDP
-    // socket in the same network namespace: while it is open (listed in
-    // /proc/net/udp), a try is the first one — it says so over UDP (the test
-    // closes the socket), waits for the socket to go, and loses the race.
-    let told = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let marker = told.local_addr().unwrap().port();
-    let tried = std::thread::spawn(move || {
-        told.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
-        let mut buf = [0u8; 16];
-        told.recv(&mut buf).is_ok_and(|n| &buf[..n] == b"tried")
-    });
-    let fake = dir.path().join("llama-server");
-    let script = format!(
-        r#"#!/usr/bin/python3
-import http.server, signal, socket, sys, time
-# PID 1 of its PID namespace: SIGTERM needs a handler (llama-server has one).
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-port = int(sys.argv[sys.argv.index("--port") + 1])
-assert port != 8080
-def held():
-    with open("/proc/net/udp") as f:
-        return any(int(l.split()[1].split(":")[1], 16) == {marker} for l in f.readlines()[1:])
-if held():
-    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"tried", ("127.0.0.1", {marker}))
-    deadline = time.time() + 30
-    while held() and time.time() < deadline:
-        time.sleep(0.05)
-    print("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: %d" % port, file=sys.stderr, flush=True)
-    sys.exit(1)
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-        self.wfile.write(b'{{"status":"ok"}}')
-    def log_message(self, *a):
-        pass
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-"#
-    );
-    std::fs::write(&fake, script).unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let d = Daemon::start(&["--llama-server", fake.to_str().unwrap(), "--model-ctx", "512"]).await;
-    d.set_server(std::process::id()).await;
-    let spec = ModelSpec { gguf: gguf.to_str().unwrap().into(), sha256: sha256_hex(&bytes), ctx: None, gpu_layers: 0 };
-    let m = match d.ask(GovernorRequest::ModelStart(spec)).await {
-        GovernorResponse::Model(m) => *m,
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(m.state, "ready", "{m:?}");
-    assert!(m.detail.contains("after 2 port tries"), "{}", m.detail);
-    assert!(tried.join().unwrap(), "the first try never said it lost");
-    assert_eq!(m.restarts, 0);
-    assert_eq!(d.ask(GovernorRequest::ModelStop {}).await, GovernorResponse::ModelStopped {});
-}
-
 #[tokio::test]
 async fn a_model_that_does_not_fit_is_refused_by_admission() {
     let Some((program, gguf, sha)) = model_fixture() else { return };
     // Headroom larger than the machine: nothing fits.
     let d = Daemon::start(&["--llama-server", &program, "--headroom-ram-mib", "100000000"]).await;
-    d.set_server(std::process::id()).await;
     let spec = ModelSpec { gguf, sha256: sha, ctx: Some(2048), gpu_layers: 0 };
     match d.ask(GovernorRequest::ModelStart(spec)).await {
         GovernorResponse::Refused(r) => {

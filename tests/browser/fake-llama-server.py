@@ -2,10 +2,10 @@
 """A scripted stand-in for llama-server, for the browser harness (run.mjs).
 
 The governor starts it exactly as it starts llama-server (`labfy model
-start`): confined, in the workspace server's network namespace, with a
-cleared environment and llama-server's arguments (`-m /proc/self/fd/3
---host 127.0.0.1 --port P -c N ...`). Only `--host` and `--port` matter here;
-the rest is accepted and ignored.
+start`): confined, with no network, a cleared environment and
+llama-server's arguments (`-m /proc/self/fd/3 --host /run/model/model.sock
+-c N ...`). Only `--host` (a Unix socket when it ends in `.sock`, as for
+llama-server) and `--port` matter here; the rest is accepted and ignored.
 
 It serves:
 
@@ -40,6 +40,7 @@ import json
 import os
 import re
 import signal
+import socketserver
 import sys
 import threading
 import time
@@ -189,14 +190,28 @@ def model_magic():
         return f"unreadable: {e}"
 
 
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """HTTP on a Unix socket: the peer has no address, so the handler is
+    given a stand-in one."""
+
+    def get_request(self):
+        request, _ = super().get_request()
+        return request, ("unix", 0)
+
+
 def main(argv):
     with open(STARTED, "w", encoding="utf-8") as f:
         json.dump({"argv": argv, "pid": os.getpid(), "model_magic": model_magic()}, f)
     host = arg(argv, "--host", "127.0.0.1")
     port = int(arg(argv, "--port", "0"))
-    server = ThreadingHTTPServer((host, port), Handler)
+    if host.endswith(".sock"):
+        server = UnixHTTPServer(host, Handler)
+        where = f"unix:{host}"
+    else:
+        server = ThreadingHTTPServer((host, port), Handler)
+        where = f"{host}:{server.server_address[1]}"
     server.daemon_threads = True
-    sys.stderr.write(f"fake-llama-server: listening on {host}:{server.server_address[1]}, control dir {HERE}\n")
+    sys.stderr.write(f"fake-llama-server: listening on {where}, control dir {HERE}\n")
     sys.stderr.flush()
     # PID 1 of its own PID namespace when confined: a signal without a
     # handler is ignored there, so SIGTERM (the governor's stop) gets one,

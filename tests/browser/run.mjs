@@ -1584,10 +1584,11 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
 
 // The second `labfy up`, the fake model started by its governor, and a
 // browser page of its own (its own cookies). Needs root: the governor puts
-// the model in a cgroup and in the server's network namespace.
+// the model in a cgroup (these machines' cgroup v1 delegates nothing to a
+// user).
 async function setupLocal() {
   if (typeof process.getuid === 'function' && process.getuid() !== 0) {
-    return { skip: 'not root: the governor needs root to confine the model (cgroup, network namespace); CI runs as root' };
+    return { skip: 'not root: the governor needs a cgroup tree to confine the model (cgroup v1 here); CI runs as root' };
   }
   if (!fs.existsSync(FAKE_INTERPRETER)) throw new Error(`no ${FAKE_INTERPRETER}, the fake llama-server's interpreter`);
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-fake-'));
@@ -1604,14 +1605,11 @@ async function setupLocal() {
   const gguf = tinyGguf();
   const ggufPath = path.join(work, 'tiny.gguf');
   fs.writeFileSync(ggufPath, gguf.bytes);
-  // On the server's own loopback (its network namespace holds nothing
-  // else); never 8080.
-  const modelPort = 19000 + (process.pid % 1000);
+  // The model the governor runs, on its Unix socket (SPEC D1).
   const server = await startLabfy('local-model', 'server-local.log', {
     LABFY_LLAMA_SERVER: program,
-    LABFY_GOVERNOR_MODEL_PORT: String(modelPort),
     LABFY_AGENT_MODE: 'local-model',
-    LABFY_AGENT_MODEL_ENDPOINT: `http://127.0.0.1:${modelPort}`,
+    LABFY_AGENT_MODEL_ENDPOINT: 'governed',
     LABFY_AGENT_MODEL_ID: LOCAL_MODEL_ID,
     LABFY_AGENT_MODEL_TIMEOUT_SECONDS: '30',
   });
@@ -1626,7 +1624,7 @@ async function setupLocal() {
   // file it checked handed over as fd 3.
   const launched = fake.started();
   const argv = launched.argv.join(' ');
-  assert(argv.startsWith(`-m /proc/self/fd/3 --host 127.0.0.1 --port ${modelPort} -c 512 `) && launched.argv.includes('--no-webui'),
+  assert(argv.startsWith('-m /proc/self/fd/3 --host /run/model/model.sock -c 512 ') && launched.argv.includes('--no-webui'),
     `the fake was started with: ${argv}`);
   assert(launched.model_magic === 'GGUF', `fd 3 of the fake starts with ${JSON.stringify(launched.model_magic)}`);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
@@ -1636,7 +1634,8 @@ async function setupLocal() {
   await page.addInitScript(installActiveWatch);
   watch(page);
   await logIn(page, server);
-  return { server, context, page, fake, model: { port: modelPort, sha256: gguf.sha256 } };
+  const socket = path.join(server.runtimeDir, 'model', 'model.sock');
+  return { server, context, page, fake, model: { endpoint: `unix:${socket}`, sha256: gguf.sha256 } };
 }
 
 // Starts a local-model turn from the form; returns its id once the panel
@@ -1703,7 +1702,7 @@ async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
   // The governor runs the model it admitted, beside the server (SPEC M11).
   const res = await page.evaluate(async () => (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json());
   const m = res.state?.model;
-  assert(res.available === true && m && m.state === 'ready' && m.endpoint === `http://127.0.0.1:${model.port}`
+  assert(res.available === true && m && m.state === 'ready' && m.endpoint === model.endpoint
     && m.spec?.sha256 === model.sha256 && m.estimate?.architecture === 'llama' && typeof m.reservation === 'string',
   `the governor's model: ${JSON.stringify(m)?.slice(0, 300)}`);
   const st = await page.evaluate(async () => (await fetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' })).json());

@@ -60,6 +60,23 @@ pub fn operator_socket(runtime_dir: &Path, boundary: Boundary) -> PathBuf {
     })
 }
 
+/// The directory of the governed model's socket in the runtime directory
+/// (SPEC D1, M11): the governor makes it and binds it, writable, into
+/// llama-server's root; the confined server sees it through its read-only
+/// view of the runtime directory, where it can connect to the socket and
+/// replace nothing.
+pub fn model_dir(runtime_dir: &Path) -> PathBuf {
+    runtime_dir.join("model")
+}
+
+/// The governed model's socket: llama-server listens there
+/// (`--host …/model.sock`), the server's agent connects there (its endpoint
+/// `governed`). A Unix socket rather than a TCP port: the model needs no
+/// network at all, and nothing has to enter the server's network namespace.
+pub fn model_socket(runtime_dir: &Path) -> PathBuf {
+    model_dir(runtime_dir).join("model.sock")
+}
+
 /// Lower-case name of a role.
 pub fn role_name(role: Role) -> &'static str {
     match role {

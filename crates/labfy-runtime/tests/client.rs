@@ -189,7 +189,7 @@ async fn serve(
 
 /// Reads one HTTP/1.1 request (head bounded to 64 KiB, body by
 /// `Content-Length`).
-async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
+async fn read_request(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<Seen> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 4096];
     let head_end = loop {
@@ -654,11 +654,41 @@ async fn ipv6_loopback_works() {
     };
     let mut fake = Fake::start(listener, |_| Action::Reply(json_response("200 OK", &completion("v6", "stop"))));
     let endpoint = Endpoint::parse(&format!("http://[::1]:{}", fake.addr.port())).unwrap();
-    assert_eq!(endpoint.socket_addr(), fake.addr);
+    assert_eq!(endpoint.socket_addr(), Some(fake.addr));
     let client = LocalModelClient::new(ModelConfig::new(endpoint, "test-model", T5).unwrap());
     assert_eq!(client.chat(&request()).await.unwrap().content, "v6");
     let seen = fake.next_request().await;
     assert_eq!(seen.header("host"), Some(format!("[::1]:{}", fake.addr.port()).as_str()));
+}
+
+/// The governed model's transport (SPEC D1): the same exchange on a Unix
+/// socket, with `Host: localhost` (a name never resolved), and a socket
+/// nobody listens on is a connection failure, said as one.
+#[tokio::test]
+async fn a_unix_socket_endpoint_carries_the_same_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let seen = read_request(&mut stream).await.unwrap();
+        stream.write_all(&json_response("200 OK", &completion("over unix", "stop"))).await.unwrap();
+        stream.shutdown().await.unwrap();
+        seen
+    });
+    let endpoint = Endpoint::parse(&format!("unix:{}", path.display())).unwrap();
+    let client = LocalModelClient::new(ModelConfig::new(endpoint, "test-model", T5).unwrap());
+    assert_eq!(client.chat(&request()).await.unwrap().content, "over unix");
+    let seen = tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap();
+    assert_eq!(seen.path, CHAT_PATH);
+    assert_eq!(seen.header("host"), Some("localhost"));
+    assert_eq!(seen.json()["model"], "test-model");
+
+    let gone = Endpoint::parse(&format!("unix:{}", dir.path().join("nobody.sock").display())).unwrap();
+    let client = LocalModelClient::new(ModelConfig::new(gone, "test-model", T5).unwrap());
+    let err = client.chat(&request()).await.unwrap_err();
+    assert!(matches!(err, ClientError::Connect { .. }), "{err:?}");
+    assert!(matches!(client.status().await, Readiness::Unavailable { .. }));
 }
 
 // ---------------------------------------------------------------------------

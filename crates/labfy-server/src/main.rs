@@ -32,8 +32,10 @@ struct Args {
     /// the deterministic demo agent). Validated at start, never a fallback.
     #[arg(long, value_name = "MODE")]
     agent_mode: Option<String>,
-    /// Local model endpoint, `http://127.0.0.1:<port>` or `http://[::1]:<port>`
-    /// (else `LABFY_AGENT_MODEL_ENDPOINT`).
+    /// Local model endpoint: `governed` (the model `labfy model start` runs,
+    /// on its socket in the runtime directory), `unix:/<path>.sock`,
+    /// `http://127.0.0.1:<port>` or `http://[::1]:<port>` (else
+    /// `LABFY_AGENT_MODEL_ENDPOINT`).
     #[arg(long, value_name = "URL")]
     agent_endpoint: Option<String>,
     /// Local model id, sent in requests and shown in the UI (else
@@ -73,7 +75,10 @@ fn main() -> anyhow::Result<()> {
     // SPEC M4, STYLE 11: the agent configuration is resolved and validated
     // once, first; a bad one stops the server with the reason — the demo
     // agent never stands in for a model the operator asked for.
-    let agent = AgentMode::from_env_and_flags(&args.agent_flags(), process_env)
+    // The endpoint `governed` is the governor's model socket in the
+    // supervisor's runtime directory (SPEC D1).
+    let governed = args.runtime_dir.as_deref().map(labfy_ipc::daemon::model_socket);
+    let agent = AgentMode::resolve(&args.agent_flags(), process_env, governed.as_deref())
         .map_err(|e| anyhow!("invalid agent configuration (SPEC M4): {e}"))?;
     tracing::info!(agent = %agent, "agent mode");
     // Before any thread exists: take the inherited socket (and clear LISTEN_*).

@@ -16,34 +16,32 @@ pub enum Step {
     Cgroup = 3,
     /// The uid and gid maps of the new user namespace.
     IdMaps = 4,
-    /// `setns` into the network namespace the caller named.
-    JoinNetwork = 5,
     /// The host name of the new UTS namespace.
-    Hostname = 6,
+    Hostname = 5,
     /// The listener on fd 3, every other descriptor close-on-exec.
-    Descriptors = 7,
+    Descriptors = 6,
     /// Building the minimal root (tmpfs, binds, masks).
-    Root = 8,
+    Root = 7,
     /// A private `/proc` of the new PID namespace.
-    Proc = 9,
+    Proc = 8,
     /// `pivot_root` into the new root and detaching the old one.
-    PivotRoot = 10,
+    PivotRoot = 9,
     /// Loopback up in the new network namespace.
-    Loopback = 11,
+    Loopback = 10,
     /// Resource limits.
-    Limits = 12,
+    Limits = 11,
     /// `PR_SET_NO_NEW_PRIVS`.
-    NoNewPrivs = 13,
+    NoNewPrivs = 12,
     /// The Landlock ruleset.
-    Landlock = 14,
+    Landlock = 13,
     /// Emptying the capability bounding set, locking `SECBIT_NOROOT`.
-    Capabilities = 15,
+    Capabilities = 14,
     /// Becoming the unprivileged user the caller named (groups, gid, uid).
-    Identity = 16,
+    Identity = 15,
     /// Installing the seccomp filters.
-    Seccomp = 17,
+    Seccomp = 16,
     /// `execve` of the program.
-    Exec = 18,
+    Exec = 17,
 }
 
 impl Step {
@@ -55,7 +53,6 @@ impl Step {
             ParentDeath,
             Cgroup,
             IdMaps,
-            JoinNetwork,
             Hostname,
             Descriptors,
             Root,
@@ -83,7 +80,6 @@ impl Step {
             Step::ParentDeath => "parent-death signal",
             Step::Cgroup => "cgroup",
             Step::IdMaps => "uid/gid maps",
-            Step::JoinNetwork => "network namespace (setns)",
             Step::Hostname => "host name",
             Step::Descriptors => "descriptors",
             Step::Root => "minimal root",

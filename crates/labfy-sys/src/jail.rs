@@ -17,16 +17,18 @@ use crate::root::Root;
 use crate::seccomp::Policy;
 
 /// Namespaces every confined child gets at `clone3` (a cgroup namespace
-/// too, at `clone3` or after the child has joined its cgroup; user and
-/// network ones unless it joins a network namespace).
+/// too, at `clone3` or after the child has joined its cgroup; a network
+/// one, and a user one unless it drops to an identity of the caller's
+/// choosing).
 const NAMESPACES: u64 = (libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) as u64;
 /// The namespaces of a child with its own network, for reports.
 const OWN_NAMESPACES: &str = "user, mount, PID, network, IPC, UTS and cgroup namespaces";
-/// Those of a child that joins a network namespace.
-const JOINED_NAMESPACES: &str = "mount, PID, IPC, UTS and cgroup namespaces; the network namespace it was given";
 /// Those of a child with no network at all.
 const NO_NETWORK_NAMESPACES: &str =
     "mount, PID, IPC, UTS and cgroup namespaces; a network namespace of its own with no interface up (no loopback)";
+/// Those of a child with no network at all and the caller's ids.
+const NO_NETWORK_OWN_USER_NAMESPACES: &str = "user, mount, PID, IPC, UTS and cgroup namespaces; a network namespace \
+                                              of its own with no interface up (no loopback)";
 /// Most descriptors a child is given, numbered from 3.
 pub const MAX_FDS: usize = 4;
 /// Most arguments or environment variables a child is given.
@@ -83,16 +85,12 @@ enum Network {
     /// A new user namespace and a new network namespace (loopback only),
     /// both its own: the workspace server.
     Own,
-    /// The network namespace open on this descriptor, joined with `setns`
-    /// — a child that must listen beside another (the local model, on the
-    /// workspace server's loopback). No user namespace then: joining needs
-    /// `CAP_SYS_ADMIN` over that namespace, which a new user namespace
-    /// would not have, so the caller is privileged and the child drops to
-    /// [`Jail::run_as`]'s identity before `execve`.
-    Join(RawFd),
     /// A new network namespace with no interface up, not even loopback: no
-    /// network at all (a `sandbox.exec` run, SPEC X1). No user namespace:
-    /// the caller is privileged and names [`Jail::run_as`]'s identity.
+    /// network at all (a `sandbox.exec` run, SPEC X1; the local model,
+    /// which listens on a Unix socket). With [`Jail::run_as`] (a privileged
+    /// caller) the child drops to that identity; without it, it gets a user
+    /// namespace of its own too, mapping the caller's ids to themselves, as
+    /// [`Network::Own`] does — how an unprivileged caller confines.
     Nothing,
 }
 
@@ -124,7 +122,6 @@ pub struct Jail {
     limits: Vec<(u32, u64)>,
     landlock: bool,
     tcp_connect: bool,
-    tcp_bind: Option<u16>,
     seccomp: Option<Policy>,
     network: Network,
     identity: Option<Identity>,
@@ -139,6 +136,9 @@ pub struct Jail {
     readable_fds: Vec<RawFd>,
     /// The working directory, a path of the new root (`/` when `None`).
     current_dir: Option<CString>,
+    /// The file mode creation mask the program starts with (the caller's
+    /// when `None`).
+    umask: Option<libc::mode_t>,
 }
 
 /// Everything the child touches, built before the clone.
@@ -175,7 +175,6 @@ impl Jail {
             limits: Vec::new(),
             landlock: true,
             tcp_connect: false,
-            tcp_bind: None,
             seccomp: None,
             network: Network::Own,
             identity: None,
@@ -184,24 +183,33 @@ impl Jail {
             driver_devices: Vec::new(),
             readable_fds: Vec::new(),
             current_dir: None,
+            umask: None,
         }
     }
 
-    /// Joins the network namespace open on `ns` instead of creating one (see
-    /// [`Network::Join`]); the caller must be privileged over it, and name
-    /// the identity the child drops to ([`Jail::run_as`]).
-    pub fn join_network(&mut self, ns: RawFd) -> &mut Self {
-        self.network = Network::Join(ns);
-        self
-    }
-
     /// No network at all (see [`Network::Nothing`]): a network namespace
-    /// of its own where not even loopback is up. The caller must be
-    /// privileged, and name the identity the child drops to
-    /// ([`Jail::run_as`]).
+    /// of its own where not even loopback is up. A privileged caller names
+    /// the identity the child drops to ([`Jail::run_as`]); an unprivileged
+    /// one does not, and the child keeps its ids in a user namespace of its
+    /// own.
     pub fn no_network(&mut self) -> &mut Self {
         self.network = Network::Nothing;
         self
+    }
+
+    /// The file mode creation mask the program starts with (a socket it
+    /// creates takes its mode from it).
+    pub fn umask(&mut self, mask: u32) -> &mut Self {
+        self.umask = Some(mask & 0o777);
+        self
+    }
+
+    /// Whether the child gets a user namespace of its own.
+    fn own_user_namespace(&self) -> bool {
+        match self.network {
+            Network::Own => true,
+            Network::Nothing => self.identity.is_none(),
+        }
     }
 
     /// The program starts in `dir`, a path of the new root (one the root
@@ -215,7 +223,7 @@ impl Jail {
     }
 
     /// Runs the program as `uid`/`gid` with these supplementary groups
-    /// (with [`Jail::join_network`] or [`Jail::no_network`] only: a child in
+    /// (with [`Jail::no_network`] only, and a privileged caller: a child in
     /// its own user namespace keeps the caller's ids).
     pub fn run_as(&mut self, uid: u32, gid: u32, groups: &[u32]) -> &mut Self {
         self.identity = Some(Identity { uid, gid, groups: groups.to_vec() });
@@ -256,12 +264,6 @@ impl Jail {
     /// outside the new root).
     pub fn reopen_fd(&mut self, target: RawFd) -> &mut Self {
         self.readable_fds.push(target);
-        self
-    }
-
-    /// The one TCP port the child may `bind` (Landlock; none by default).
-    pub fn tcp_bind(&mut self, port: u16) -> &mut Self {
-        self.tcp_bind = Some(port);
         self
     }
 
@@ -373,9 +375,6 @@ impl Jail {
         for fd in &self.readable_fds {
             rules.readable_fd(*fd)?;
         }
-        if let Some(port) = self.tcp_bind {
-            rules.allow_tcp_bind(port)?;
-        }
         if self.tcp_connect {
             rules.allow_tcp_connect();
         }
@@ -386,7 +385,7 @@ impl Jail {
     pub fn confinement(&self) -> Confinement {
         let namespaces = match self.network {
             Network::Own => OWN_NAMESPACES,
-            Network::Join(_) => JOINED_NAMESPACES,
+            Network::Nothing if self.identity.is_none() => NO_NETWORK_OWN_USER_NAMESPACES,
             Network::Nothing => NO_NETWORK_NAMESPACES,
         };
         let mut applied = vec![namespaces.to_owned(), "minimal root (pivot_root)".to_owned()];
@@ -432,17 +431,7 @@ impl Jail {
         match (&self.network, &self.identity) {
             (Network::Own, Some(_)) => {
                 return Err(SpawnError::prepare(
-                    "run_as needs join_network: in its own user namespace a child keeps the caller's ids",
-                ));
-            }
-            (Network::Join(_), None) => {
-                return Err(SpawnError::prepare(
-                    "join_network needs run_as: without a user namespace the child would keep the caller's ids",
-                ));
-            }
-            (Network::Nothing, None) => {
-                return Err(SpawnError::prepare(
-                    "no_network needs run_as: without a user namespace the child would keep the caller's ids",
+                    "run_as needs no_network: in its own user namespace a child keeps the caller's ids",
                 ));
             }
             (_, Some(id)) if id.groups.len() > MAX_GROUPS => {
@@ -518,10 +507,9 @@ impl Jail {
         let (read_end, write_end) = report_pipe().map_err(|e| SpawnError::new(Step::Prepare, e))?;
         let mut pidfd: libc::c_int = -1;
         let mut flags = NAMESPACES | libc::CLONE_PIDFD as u64;
-        match self.network {
-            Network::Own => flags |= (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64,
-            Network::Nothing => flags |= libc::CLONE_NEWNET as u64,
-            Network::Join(_) => {}
+        flags |= libc::CLONE_NEWNET as u64;
+        if self.own_user_namespace() {
+            flags |= libc::CLONE_NEWUSER as u64;
         }
         if self.cgroup.is_empty() {
             flags |= libc::CLONE_NEWCGROUP as u64;
@@ -584,7 +572,7 @@ impl Jail {
         unsafe { libc::_exit(127) }
     }
 
-    /// Steps 2–16; returns only on failure (or if `execve` returns).
+    /// Steps 2–15; returns only on failure (or if `execve` returns).
     fn child_steps(&self, plan: &Prepared, report: RawFd) -> Result<(), (Step, io::Error)> {
         let at = |step: Step| move |e: io::Error| (step, e);
 
@@ -601,27 +589,20 @@ impl Jail {
             raw::unshare(libc::CLONE_NEWCGROUP).map_err(at(Step::Cgroup))?;
         }
 
-        match self.network {
-            // 4. Identity maps: the same ids inside as outside, so file
-            //    access and the SO_PEERCRED seen by the other daemons are
-            //    unchanged.
-            Network::Own => {
-                raw::write_file(c"/proc/self/setgroups", b"deny").map_err(at(Step::IdMaps))?;
-                raw::write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes()).map_err(at(Step::IdMaps))?;
-                raw::write_file(c"/proc/self/gid_map", plan.gid_map.as_bytes()).map_err(at(Step::IdMaps))?;
-            }
-            // 5. Or into the network namespace it was given.
-            Network::Join(fd) => raw::join_network(fd).map_err(at(Step::JoinNetwork))?,
-            // Or nothing: its new network namespace stays empty.
-            Network::Nothing => {}
+        // 4. Identity maps: the same ids inside as outside, so file access
+        //    and the SO_PEERCRED seen by the other daemons are unchanged.
+        if self.own_user_namespace() {
+            raw::write_file(c"/proc/self/setgroups", b"deny").map_err(at(Step::IdMaps))?;
+            raw::write_file(c"/proc/self/uid_map", plan.uid_map.as_bytes()).map_err(at(Step::IdMaps))?;
+            raw::write_file(c"/proc/self/gid_map", plan.gid_map.as_bytes()).map_err(at(Step::IdMaps))?;
         }
 
-        // 6. Its own host name.
+        // 5. Its own host name.
         let name = self.hostname.as_bytes();
         // SAFETY: a buffer of the stated length.
         raw::check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map_err(at(Step::Hostname))?;
 
-        // 7. A session of its own: no controlling terminal (nothing to type
+        // 6. A session of its own: no controlling terminal (nothing to type
         //    into with TIOCSTI), and a Ctrl-C in the operator's terminal
         //    reaches the supervisor only. stdin is /dev/null; stdout and
         //    stderr go to the caller's output when it names one, otherwise
@@ -664,7 +645,7 @@ impl Jail {
         raw::check(unsafe { libc::close_range(first_closed, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32) })
             .map_err(at(Step::Descriptors))?;
 
-        // 8. The minimal root: nothing propagates back to the host; the new
+        // 7. The minimal root: nothing propagates back to the host; the new
         //    root is a tmpfs holding only what `Root` names; a private /proc
         //    of the new PID namespace (mounted while the host's is still
         //    visible, which the kernel requires); pivot_root; the old root
@@ -692,30 +673,35 @@ impl Jail {
             raw::chdir(dir).map_err(at(Step::PivotRoot))?;
         }
 
-        // 9. Loopback, the only interface of its own network namespace (a
-        //    joined one is its owner's to set up).
+        // 8. Loopback, the only interface of its own network namespace (none
+        //    at all for a child with no network).
         if let Network::Own = self.network {
             raw::loopback_up().map_err(at(Step::Loopback))?;
         }
 
-        // 10. Limits (core dumps off, open files bounded…).
+        // 9. Limits (core dumps off, open files bounded…), and the mode
+        //     mask the program starts with.
         for (resource, value) in &self.limits {
             raw::set_limit(*resource, *value).map_err(at(Step::Limits))?;
         }
+        if let Some(mask) = self.umask {
+            // SAFETY: umask takes and returns plain integers.
+            unsafe { libc::umask(mask) };
+        }
 
-        // 11. Nothing exec'd from here on can gain a privilege (and Landlock
+        // 10. Nothing exec'd from here on can gain a privilege (and Landlock
         //     and seccomp require it of an unprivileged caller).
         raw::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(at(Step::NoNewPrivs))?;
 
-        // 12. Landlock, on the paths of the new root.
+        // 11. Landlock, on the paths of the new root.
         if let Some(rules) = &plan.landlock {
             rules.enforce().map_err(at(Step::Landlock))?;
         }
 
-        // 13. No capability survives exec, not even inside the namespaces.
+        // 12. No capability survives exec, not even inside the namespaces.
         raw::drop_capabilities().map_err(at(Step::Capabilities))?;
 
-        // 14. The unprivileged identity, after the bounding set is emptied
+        // 13. The unprivileged identity, after the bounding set is emptied
         //     (that needs CAP_SETPCAP) and before seccomp (which forbids
         //     setuid): leaving uid 0 clears every remaining capability.
         //     A change of credentials clears the parent-death signal: armed
@@ -726,12 +712,12 @@ impl Jail {
             raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong).map_err(at(Step::Identity))?;
         }
 
-        // 15. Seccomp last: it forbids mount, prctl and the rest used above.
+        // 14. Seccomp last: it forbids mount, prctl and the rest used above.
         for program in &plan.seccomp {
             raw::install_seccomp(program).map_err(at(Step::Seccomp))?;
         }
 
-        // 16. execve; it returns only on failure.
+        // 15. execve; it returns only on failure.
         // SAFETY: NUL-terminated program path and null-terminated arrays of
         // pointers into CStrings that live in `plan`.
         unsafe { libc::execve(plan.program.as_ptr(), plan.argv_ptrs.as_ptr(), plan.envp_ptrs.as_ptr()) };

@@ -214,12 +214,6 @@ pub(crate) fn write_all(fd: libc::c_int, buf: &[u8]) {
     }
 }
 
-/// `setns(2)` into the network namespace behind `fd`.
-pub(crate) fn join_network(fd: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns with plain integers.
-    check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) }).map(drop)
-}
-
 /// `unshare(2)` with `flags`.
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: unshare with plain integers.

@@ -106,111 +106,36 @@ fn the_report_names_what_is_applied_and_what_is_missing() {
     assert!(unfiltered.missing.iter().any(|m| m.contains("seccomp")), "{unfiltered}");
 }
 
-/// Runs `jail` with its output on a pipe; the exit status and the output.
-fn run_output(mut jail: Jail) -> (std::process::ExitStatus, String) {
-    let (mut read, write) = labfy_sys::pipe().unwrap();
-    jail.output(std::os::fd::AsRawFd::as_raw_fd(&write));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (mut child, _) = jail.spawn().expect("spawn");
-    drop(write);
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut read, &mut out).unwrap();
-    let status =
-        rt.block_on(async { tokio::time::timeout(Duration::from_secs(30), child.wait()).await.unwrap().unwrap() });
-    (status, out)
-}
-
-fn root_caller() -> bool {
-    // SAFETY: geteuid takes no argument and cannot fail.
-    #[allow(unsafe_code)]
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("skipped: joining a network namespace needs root");
-    }
-    root
-}
-
-/// The local model's case (SPEC T1, P5): a child that joins another confined
-/// child's network namespace (to listen on its loopback) gets every other
-/// namespace of its own, runs as the unprivileged identity it was given with
-/// no capability, and binds only the port Landlock allows.
+/// The local model's case under a service user (SPEC D1, T1): no network at
+/// all and no identity to drop to, so a user namespace of its own mapping
+/// the caller's ids to themselves — the same ids inside, no capability over
+/// anything outside — and the mode mask it was given, so that the socket it
+/// creates is the mode the caller chose.
 #[test]
-fn a_child_joining_a_network_namespace_runs_unprivileged_beside_it() {
-    if !root_caller() {
-        return;
-    }
-    // The "server": a confined child in a network namespace of its own.
+fn without_an_identity_a_child_with_no_network_keeps_the_callers_ids_in_a_user_namespace_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let work = std::fs::canonicalize(dir.path()).unwrap();
-    let (server, _) = shell_jail(&work, "exec sleep 60").spawn().expect("server");
-    let server_pid = server.id().unwrap();
-    let ns = std::fs::File::open(format!("/proc/{server_pid}/ns/net")).unwrap();
-    let server_net = std::fs::read_link(format!("/proc/{server_pid}/ns/net")).unwrap();
-
-    let script = "grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; \
-                  echo \"pid $$\"; echo /proc/[0-9]*; ls /; cat /proc/self/cgroup; readlink /proc/self/ns/net; \
-                  : > /dev/null && echo 'dev reachable'; \
-                  : >> /dev/full && echo 'driver device reachable'";
-    let mut root = Root::new();
-    root.system().unwrap().devices().unwrap().proc().unwrap().tmp(1 << 20).unwrap();
-    let mut jail = Jail::new(Path::new("/bin/sh"), root);
-    jail.arg("-c").arg(script);
-    jail.join_network(std::os::fd::AsRawFd::as_raw_fd(&ns))
-        .run_as(65_534, 65_534, &[65_533])
-        // A device given as a driver's (a GPU's, on the appliance): bound,
-        // and open for writing through Landlock.
-        .driver_device(Path::new("/dev/full"))
-        .unwrap()
-        .seccomp(Policy { sockets: Sockets::UnixAndLoopback, driver_ioctl: false });
+    let script = "cat /proc/self/uid_map > \"$OUT/uid_map\"; id -u > \"$OUT/uid\"; \
+                  cat /proc/net/dev > \"$OUT/net\"; umask > \"$OUT/umask\"; : > \"$OUT/made\"";
+    let mut jail = shell_jail(&work, script);
+    jail.no_network().umask(0o007).seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: false });
     let report = jail.confinement().to_string();
-    assert!(report.contains("the network namespace it was given"), "{report}");
-    assert!(report.contains("uid 65534"), "{report}");
-    // Under `labfy up` the caller's umask is 077: the root's directories
-    // must still let the unprivileged child reach its program.
-    // SAFETY: umask takes and returns plain integers.
+    assert!(report.starts_with("user, mount, PID"), "{report}");
+    assert!(report.contains("no interface up"), "{report}");
+    let status = run(jail);
+    assert!(status.success(), "{status}");
+    let read = |f: &str| std::fs::read_to_string(work.join(f)).unwrap_or_default();
+    // SAFETY: geteuid takes no argument and cannot fail.
     #[allow(unsafe_code)]
-    let umask = unsafe { libc::umask(0o077) };
-    let (status, out) = run_output(jail);
-    // SAFETY: as above.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::umask(umask)
-    };
-    assert!(status.success(), "{status}: {out}");
-    let field = |name: &str| {
-        out.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or_else(|| panic!("{name}: {out}"))
-    };
-    assert_eq!(field("Uid:"), "65534\t65534\t65534\t65534", "{out}");
-    assert_eq!(field("Gid:"), "65534\t65534\t65534\t65534", "{out}");
-    assert_eq!(field("Groups:"), "65533", "{out}");
-    assert_eq!(field("CapEff:"), "0000000000000000", "{out}");
-    assert_eq!(field("CapBnd:"), "0000000000000000", "{out}");
-    assert_eq!(field("NoNewPrivs:"), "1", "{out}");
-    assert_eq!(field("Seccomp:"), "2", "{out}");
-    assert_eq!(field("pid"), "1", "not PID 1 of its own namespace: {out}");
-    assert!(out.lines().any(|l| l == "/proc/1"), "it sees other processes: {out}");
-    assert!(!out.lines().any(|l| l == "home" || l == "root" || l == "var"), "host tree visible: {out}");
-    // Its cgroup namespace is rooted at its own cgroup.
-    assert!(out.lines().any(|l| l.ends_with(":/")), "{out}");
-    assert!(out.lines().any(|l| l == "dev reachable"), "/dev/null out of reach: {out}");
-    assert!(out.lines().any(|l| l == "driver device reachable"), "/dev/full out of reach: {out}");
-    // In the server's network namespace, not a new one.
-    assert!(out.lines().any(|l| Path::new(l) == server_net), "{server_net:?} not in {out}");
-    drop(server);
-}
-
-/// A plan that would leave the child root, or unconfined by a user
-/// namespace, is refused before any clone.
-#[test]
-fn joining_a_network_namespace_needs_an_unprivileged_identity() {
-    let ns = std::fs::File::open("/proc/self/ns/net").unwrap();
-    let mut jail = Jail::new(Path::new("/bin/true"), Root::new());
-    jail.join_network(std::os::fd::AsRawFd::as_raw_fd(&ns));
-    let err = jail.spawn().unwrap_err();
-    assert_eq!(err.step, Step::Prepare, "{err}");
-    assert!(err.to_string().contains("run_as"), "{err}");
-    let mut jail = Jail::new(Path::new("/bin/true"), Root::new());
-    jail.run_as(65_534, 65_534, &[]);
-    let err = jail.spawn().unwrap_err();
-    assert!(err.to_string().contains("join_network"), "{err}");
+    let me = unsafe { libc::geteuid() };
+    let map: Vec<String> = read("uid_map").split_whitespace().map(str::to_owned).collect();
+    assert_eq!(map, [me.to_string(), me.to_string(), "1".to_owned()], "not a user namespace of its own");
+    assert_eq!(read("uid").trim(), me.to_string());
+    // Only the kernel's own loopback, and down: no interface is brought up.
+    let net = read("net");
+    let interfaces: Vec<&str> = net.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    assert_eq!(interfaces, ["lo"], "{net}");
+    assert_eq!(read("umask").trim(), "0007");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(work.join("made")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o660);
 }

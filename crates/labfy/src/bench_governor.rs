@@ -112,8 +112,6 @@ const BENCH_THREADS: u32 = 2;
 /// include the model's load, so the difference is the governor's part. The
 /// file's SHA-256 alone is timed too (the governor hashes every start).
 fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
-    use labfy_ipc::messages::Role;
-    use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
     use labfy_ipc::messages::governor::ModelSpec;
     let starts = args.model_starts;
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -144,13 +142,6 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
     let mut governed = runtime.block_on(async {
         d.wait_ready().await?;
         let secret = labfy_ipc::secret::read_secret(&d.runtime_dir).map_err(fail)?;
-        // This process stands for the workspace server: the model lives in
-        // its network namespace (here the host's, as in the governor's tests).
-        let control = labfy_ipc::daemon::control_socket(&d.runtime_dir, Role::Governor);
-        let mut c = Client::<ControlRequest, ControlResponse>::connect(&control, Boundary::Control, &secret)
-            .await
-            .map_err(fail)?;
-        c.call(ControlRequest::SetPeers { pids: vec![std::process::id() as i32] }).await.map_err(fail)?;
         let sock = labfy_ipc::daemon::operator_socket(&d.runtime_dir, Boundary::Governor);
         let mut times = Vec::with_capacity(starts);
         for _ in 0..starts {
@@ -168,18 +159,24 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         Ok::<_, Failure>(times)
     })?;
     drop(d);
+    // The reference: the same llama-server on a Unix socket of its own, as
+    // the governed one listens, started by hand.
+    let by_hand_dir = tempfile::tempdir()?;
+    let socket = by_hand_dir.path().join("model.sock");
     let mut by_hand = Vec::with_capacity(starts);
     for _ in 0..starts {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let _ = std::fs::remove_file(&socket);
         let started = Instant::now();
         let mut child = Command::new(&program)
-            .args(["-m", &gguf, "--host", "127.0.0.1", "--port", &port.to_string(), "-c", &ctx, "-ngl", "0"])
+            .args(["-m", &gguf, "--host"])
+            .arg(&socket)
+            .args(["-c", &ctx, "-ngl", "0"])
             .args(["-t", &threads, "--no-webui"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let healthy = wait_health(port, Duration::from_secs(300));
+        let healthy = wait_health(&socket, Duration::from_secs(300));
         let elapsed = started.elapsed();
         let _ = child.kill();
         let _ = child.wait();
@@ -213,15 +210,15 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Polls `http://127.0.0.1:port/health` until it answers 200 (true) or
-/// `limit` passes (false).
-fn wait_health(port: u16, limit: Duration) -> bool {
+/// Polls `/health` on the Unix socket `socket` until it answers 200 (true)
+/// or `limit` passes (false).
+fn wait_health(socket: &Path, limit: Duration) -> bool {
     use std::io::Write;
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_ok() {
+            if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_ok() {
                 let mut head = [0u8; 12];
                 if s.read_exact(&mut head).is_ok() && head.ends_with(b"200") {
                     return true;

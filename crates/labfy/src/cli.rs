@@ -467,10 +467,14 @@ fn up(
         .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--workspace: {e}")))?;
     // The agent's configuration (SPEC M4) is the server's, from the
     // `LABFY_AGENT_*` variables passed to it: checked here first, so a bad
-    // one is one clear error instead of a server that keeps exiting.
-    let agent = labfy_runtime::client::AgentMode::from_env_and_flags(
+    // one is one clear error instead of a server that keeps exiting. The
+    // endpoint `governed` is the governor's model socket in our runtime
+    // directory (SPEC D1).
+    let runtime_dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
+    let agent = labfy_runtime::client::AgentMode::resolve(
         &labfy_runtime::client::AgentFlags::default(),
         labfy_runtime::client::process_env,
+        Some(&labfy_ipc::daemon::model_socket(&runtime_dir)),
     )
     .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("invalid agent configuration (SPEC M4): {e}")))?;
     // The socket first: a port in use fails before anything is written.
@@ -524,12 +528,14 @@ fn up(
         real_workspace: class == WorkspaceClass::Real,
         data_dir: data_dir.clone(),
         workspace: ws.to_string(),
-        runtime_dir: runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir),
+        runtime_dir,
         programs,
         llama_server,
         arti_config,
         max_body_mib,
-        loopback_tcp: matches!(agent, labfy_runtime::client::AgentMode::LocalModel(_)),
+        // TCP on its own loopback only for a model endpoint named by port;
+        // the governed model is a Unix socket.
+        loopback_tcp: agent.model_config().is_some_and(|m| m.endpoint().is_tcp()),
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.

@@ -110,7 +110,6 @@ pub struct Governor {
     pub pressure_stop_after: Option<u32>,
     pub model_ctx: Option<u32>,
     pub model_threads: Option<u32>,
-    pub model_port: Option<u16>,
     pub model_start_timeout_s: Option<u64>,
     /// The sandbox's allow-list, one `name=/abs/program arg… {script}` each.
     pub sandbox_programs: Option<Vec<String>>,
@@ -198,7 +197,6 @@ impl ConfigFile {
         put("LABFY_GOVERNOR_PRESSURE_STOP_AFTER", g.pressure_stop_after.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_CTX", g.model_ctx.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_THREADS", g.model_threads.map(|v| v.to_string()));
-        put("LABFY_GOVERNOR_MODEL_PORT", g.model_port.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", g.model_start_timeout_s.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_SANDBOX_PROGRAMS", g.sandbox_programs.as_ref().map(|p| p.join(";")));
         put("LABFY_GOVERNOR_CGROUP_ROOT", g.cgroup_root.clone());
@@ -273,7 +271,7 @@ mod tests {
             llama_server = "/usr/lib/labfy/llama-server"
             [agent]
             mode = "local-model"
-            model_endpoint = "http://127.0.0.1:18090"
+            model_endpoint = "governed"
             model_id = "gemma"
             model_timeout_seconds = 90
             [governor]

@@ -21,6 +21,9 @@
 //!   demo agent instead would be exactly the silent fallback M4 forbids.
 //! - An environment variable set to the empty string counts as unset (shells
 //!   write `VAR=` to clear); an empty flag is a value, and refused as such.
+//! - The endpoint [`GOVERNED`] names the model the governor runs (SPEC D1,
+//!   M11): its Unix socket in the supervisor's runtime directory, which the
+//!   caller knows ([`AgentMode::resolve`]); without one it is refused.
 
 use std::fmt;
 use std::time::Duration;
@@ -60,6 +63,9 @@ pub const ENV_TIMEOUT: &str = "LABFY_AGENT_MODEL_TIMEOUT_SECONDS";
 pub const MODE_DEMO: &str = "demo";
 /// Value of the mode setting for a local model.
 pub const MODE_LOCAL_MODEL: &str = "local-model";
+/// Value of the endpoint setting for the model the governor runs
+/// (`labfy model start`), on its Unix socket (SPEC D1).
+pub const GOVERNED: &str = "governed";
 
 /// How many characters of a refused value an error may quote.
 const QUOTE_CHARS: usize = 32;
@@ -115,6 +121,16 @@ pub enum ConfigError {
          there is no fallback to the demo agent"
     )]
     MissingEndpoint,
+    /// The endpoint `governed` where no supervisor's runtime directory is
+    /// known (a server started by hand without `--runtime-dir`).
+    #[error(
+        "{setting}: \"governed\" names the model `labfy model start` runs, on a socket in the runtime \
+         directory of labfy up; this process has none (give --runtime-dir, or an http:// or unix: endpoint)"
+    )]
+    GovernedWithoutRuntime {
+        /// The flag or variable that gave it.
+        setting: &'static str,
+    },
     /// Mode `local-model` without a model id.
     #[error("agent mode local-model needs a model id ({FLAG_MODEL} or {ENV_MODEL})")]
     MissingModel,
@@ -216,8 +232,8 @@ impl ModelConfig {
     }
 
     /// Where the model server listens.
-    pub fn endpoint(&self) -> Endpoint {
-        self.endpoint
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The model id: sent as `model` in requests, shown as
@@ -241,9 +257,23 @@ impl fmt::Display for ModelConfig {
 
 impl AgentMode {
     /// Resolves the mode from the flags and then the environment, per setting
+    /// (rules in the module documentation), where no governed model's
+    /// socket is known: the endpoint [`GOVERNED`] is refused.
+    pub fn from_env_and_flags(flags: &AgentFlags, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::resolve(flags, env, None)
+    }
+
+    /// Resolves the mode from the flags and then the environment, per setting
     /// (rules in the module documentation). `env` reads one variable; pass
     /// [`process_env`] in a binary and a closure over a map in tests.
-    pub fn from_env_and_flags(flags: &AgentFlags, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// `governed` is the governed model's socket
+    /// (`labfy_ipc::daemon::model_socket` of the runtime directory), which
+    /// the endpoint [`GOVERNED`] stands for.
+    pub fn resolve(
+        flags: &AgentFlags,
+        env: impl Fn(&str) -> Option<String>,
+        governed: Option<&std::path::Path>,
+    ) -> Result<Self, ConfigError> {
         let pick = |flag_value: &Option<String>, flag: &'static str, var: &'static str| match flag_value {
             Some(value) => Some((value.clone(), flag)),
             None => env(var).filter(|value| !value.is_empty()).map(|value| (value, var)),
@@ -268,8 +298,14 @@ impl AgentMode {
             },
             MODE_LOCAL_MODEL => {
                 let (endpoint, endpoint_setting) = endpoint.ok_or(ConfigError::MissingEndpoint)?;
-                let endpoint = Endpoint::parse(&endpoint)
-                    .map_err(|reason| ConfigError::Endpoint { setting: endpoint_setting, reason })?;
+                let endpoint = match (endpoint.as_str(), governed) {
+                    (GOVERNED, Some(socket)) => Endpoint::unix(socket),
+                    (GOVERNED, None) => {
+                        return Err(ConfigError::GovernedWithoutRuntime { setting: endpoint_setting });
+                    }
+                    (text, _) => Endpoint::parse(text),
+                }
+                .map_err(|reason| ConfigError::Endpoint { setting: endpoint_setting, reason })?;
                 let (model, model_setting) = model.ok_or(ConfigError::MissingModel)?;
                 validate_model(&model).map_err(|reason| ConfigError::Model { setting: model_setting, reason })?;
                 let timeout = match timeout {
@@ -381,6 +417,28 @@ mod tests {
     }
 
     #[test]
+    fn governed_is_the_socket_the_caller_knows_and_refused_without_one() {
+        let f = flags(Some("local-model"), Some(GOVERNED), Some("gemma"), None);
+        let socket = std::path::Path::new("/run/labfy/model/model.sock");
+        match AgentMode::resolve(&f, env_of(&[]), Some(socket)) {
+            Ok(AgentMode::LocalModel(c)) => {
+                assert_eq!(c.endpoint().to_string(), "unix:/run/labfy/model/model.sock");
+                assert!(!c.endpoint().is_tcp());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(resolve(&f, &[]), Err(ConfigError::GovernedWithoutRuntime { setting: FLAG_ENDPOINT }));
+        let env = [(ENV_MODE, "local-model"), (ENV_ENDPOINT, GOVERNED), (ENV_MODEL, "gemma")];
+        let err = resolve(&AgentFlags::default(), &env).unwrap_err();
+        assert!(err.to_string().starts_with(ENV_ENDPOINT), "{err}");
+        assert!(err.to_string().contains("--runtime-dir"), "{err}");
+        // A runtime directory too deep for a socket address: refused, said.
+        let deep = format!("/{}/model.sock", "d".repeat(120));
+        let err = AgentMode::resolve(&f, env_of(&[]), Some(std::path::Path::new(&deep))).unwrap_err();
+        assert!(err.to_string().contains("longer than a socket address"), "{err}");
+    }
+
+    #[test]
     fn explicit_demo_is_demo() {
         assert_eq!(resolve(&flags(Some("demo"), None, None, None), &[]), Ok(AgentMode::Demo));
         assert_eq!(resolve(&AgentFlags::default(), &[(ENV_MODE, "demo")]), Ok(AgentMode::Demo));
@@ -389,7 +447,7 @@ mod tests {
     #[test]
     fn local_model_from_flags() {
         let c = local(&flags(Some("local-model"), Some(EP), Some("qwen"), Some("30")), &[]);
-        assert_eq!(c.endpoint(), Endpoint::parse(EP).unwrap());
+        assert_eq!(c.endpoint(), &Endpoint::parse(EP).unwrap());
         assert_eq!(c.model(), "qwen");
         assert_eq!(c.timeout(), Duration::from_secs(30));
         assert_eq!(c.to_string(), "endpoint=http://127.0.0.1:8081 model=qwen timeout=30s");
@@ -422,11 +480,11 @@ mod tests {
             (ENV_TIMEOUT, "10"),
         ];
         let c = local(&flags(None, Some(EP), None, None), &env);
-        assert_eq!(c.endpoint().port(), 8081);
+        assert_eq!(c.endpoint().port(), Some(8081));
         assert_eq!(c.model(), "from-env");
         assert_eq!(c.timeout(), Duration::from_secs(10));
         let c = local(&flags(None, None, Some("from-flag"), Some("20")), &env);
-        assert_eq!(c.endpoint().port(), 9000);
+        assert_eq!(c.endpoint().port(), Some(9000));
         assert_eq!(c.model(), "from-flag");
         assert_eq!(c.timeout(), Duration::from_secs(20));
         // A flag mode wins too, and then the env's model settings contradict it.
@@ -526,27 +584,27 @@ mod tests {
             assert!(matches!(with(t), Err(ConfigError::Timeout { reason: TimeoutError::Invalid { .. }, .. })), "{t:?}");
         }
         let ep = Endpoint::parse(EP).unwrap();
-        assert!(ModelConfig::new(ep, "m", Duration::from_millis(999)).is_err());
-        assert!(ModelConfig::new(ep, "m", Duration::from_millis(1000)).is_ok());
-        assert!(ModelConfig::new(ep, "m", Duration::from_millis(600_000)).is_ok());
-        assert!(ModelConfig::new(ep, "m", Duration::from_millis(600_001)).is_err());
+        assert!(ModelConfig::new(ep.clone(), "m", Duration::from_millis(999)).is_err());
+        assert!(ModelConfig::new(ep.clone(), "m", Duration::from_millis(1000)).is_ok());
+        assert!(ModelConfig::new(ep.clone(), "m", Duration::from_millis(600_000)).is_ok());
+        assert!(ModelConfig::new(ep.clone(), "m", Duration::from_millis(600_001)).is_err());
     }
 
     #[test]
     fn model_ids_are_checked() {
         let ep = Endpoint::parse(EP).unwrap();
         let t = Duration::from_secs(5);
-        let model_err = |m: &str| match ModelConfig::new(ep, m, t) {
+        let model_err = |m: &str| match ModelConfig::new(ep.clone(), m, t) {
             Err(ConfigError::Model { reason, .. }) => reason,
             other => panic!("{m:?}: {other:?}"),
         };
-        assert!(ModelConfig::new(ep, "a".repeat(MAX_MODEL_ID_LEN), t).is_ok());
+        assert!(ModelConfig::new(ep.clone(), "a".repeat(MAX_MODEL_ID_LEN), t).is_ok());
         assert_eq!(
             model_err(&"a".repeat(MAX_MODEL_ID_LEN + 1)),
             ModelIdError::TooLong { len: MAX_MODEL_ID_LEN + 1, max: MAX_MODEL_ID_LEN }
         );
         assert_eq!(model_err(""), ModelIdError::Empty);
-        assert!(ModelConfig::new(ep, "/models/qwen-9b_Q4:latest+x.gguf", t).is_ok());
+        assert!(ModelConfig::new(ep.clone(), "/models/qwen-9b_Q4:latest+x.gguf", t).is_ok());
         for (m, c) in [("a b", ' '), ("a\nb", '\n'), ("é", 'é'), ("a\"b", '"'), ("a<b", '<'), ("a\u{fffd}", '\u{fffd}')]
         {
             assert_eq!(model_err(m), ModelIdError::InvalidCharacter(c), "{m:?}");

@@ -1,4 +1,5 @@
-//! The model endpoint: canonical loopback only (SPEC M3).
+//! The model endpoint: canonical loopback or a Unix socket only (SPEC M3,
+//! D1).
 //!
 //! An [`Endpoint`] is a socket address on the loopback interface, parsed from
 //! one of exactly two spellings:
@@ -10,6 +11,13 @@
 //! leading zeros, in `1..=65535`, and never [`FORBIDDEN_PORT`] (8080, the
 //! user's port: SPEC P5, M3). The request path is not part of the endpoint: the
 //! client fixes it (`/v1/chat/completions`, `/health`).
+//!
+//! Or it is a Unix socket, `unix:<absolute path>` — the governed model's
+//! (`labfy_ipc::daemon::model_socket`), which the configuration names
+//! `governed` ([`super::GOVERNED`]). The path is absolute, made of plain
+//! components (no `.`, `..` or empty one), fits a socket address (at most
+//! [`MAX_SOCKET_PATH_BYTES`]) and ends in `.sock`, as llama-server requires
+//! of a socket it listens on.
 //!
 //! Everything else is refused, each with its own [`EndpointError`]: DNS names
 //! (`localhost` included: it resolves through NSS and `/etc/hosts`, which Labfy
@@ -24,6 +32,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use labfy_core::bounded::truncate_chars;
@@ -31,20 +40,37 @@ use labfy_core::bounded::truncate_chars;
 /// The user's port, never configured nor probed (SPEC P5, M3).
 pub const FORBIDDEN_PORT: u16 = 8080;
 
-/// The longest endpoint text accepted, in bytes. The longest canonical form,
-/// `http://127.0.0.1:65535/`, is 23 bytes; the margin only lets a wrong but
-/// plausible value reach a precise reason instead of "too long".
-pub const MAX_ENDPOINT_LEN: usize = 64;
+/// The longest Unix socket path, in bytes: `sun_path` holds 108 with its
+/// final NUL.
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+/// The prefix of a Unix socket endpoint.
+const UNIX_PREFIX: &str = "unix:";
+
+/// The longest endpoint text accepted, in bytes: `unix:` and the longest
+/// socket path. The longest canonical loopback form,
+/// `http://127.0.0.1:65535/`, is 23 bytes.
+pub const MAX_ENDPOINT_LEN: usize = UNIX_PREFIX.len() + MAX_SOCKET_PATH_BYTES;
 
 /// How many characters of a refused value an error may quote.
 const QUOTE_CHARS: usize = 24;
 
 /// A validated model endpoint: `127.0.0.1` or `::1` and a port other than 0
-/// and 8080 (SPEC M3). Immutable; the only ways to build one are
-/// [`Endpoint::parse`] and [`Endpoint::from_socket_addr`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// and 8080 (SPEC M3), or a Unix socket path (SPEC D1). Immutable; the only
+/// ways to build one are [`Endpoint::parse`], [`Endpoint::from_socket_addr`]
+/// and [`Endpoint::unix`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
-    addr: SocketAddr,
+    target: Target,
+}
+
+/// Where an [`Endpoint`] connects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A socket address on the loopback interface.
+    Loopback(SocketAddr),
+    /// A Unix socket.
+    Unix(PathBuf),
 }
 
 /// Why an endpoint was refused (SPEC M3). Each variant is one rule.
@@ -79,7 +105,7 @@ pub enum EndpointError {
     #[error("https is refused: the model endpoint is plain http on loopback")]
     Https,
     /// A scheme other than lowercase `http`.
-    #[error("scheme {found:?} is refused: only lowercase http is accepted")]
+    #[error("scheme {found:?} is refused: only lowercase http is accepted (or unix:/<path>.sock)")]
     Scheme {
         /// The scheme found, cut to a few characters.
         found: String,
@@ -159,6 +185,16 @@ pub enum EndpointError {
     /// Port 8080: the user's port, never probed (SPEC P5, M3).
     #[error("port 8080 is refused: it is the user's port and is never probed")]
     Port8080,
+    /// A Unix socket path that is not absolute, has a `.`, `..` or empty
+    /// component, is longer than a socket address holds, or does not end in
+    /// `.sock`.
+    #[error("unix socket path {spelled:?} is refused: {why}")]
+    SocketPath {
+        /// The path, cut to a few characters.
+        spelled: String,
+        /// The rule it breaks.
+        why: &'static str,
+    },
 }
 
 impl Endpoint {
@@ -180,6 +216,10 @@ impl Endpoint {
         }
         if text.contains('%') {
             return Err(EndpointError::PercentEncoding);
+        }
+        // `unix:/path`; `unix://…` is a URL of a scheme that is not http.
+        if let Some(path) = text.strip_prefix(UNIX_PREFIX).filter(|p| !p.starts_with("//")) {
+            return Self::unix(Path::new(path));
         }
         let Some((scheme, rest)) = text.split_once("://") else {
             return Err(EndpointError::MissingScheme);
@@ -225,30 +265,77 @@ impl Endpoint {
         match addr.port() {
             0 => Err(EndpointError::PortZero),
             FORBIDDEN_PORT => Err(EndpointError::Port8080),
-            _ => Ok(Self { addr }),
+            _ => Ok(Self { target: Target::Loopback(addr) }),
         }
     }
 
-    /// The socket address the client connects to, and nothing else.
-    pub fn socket_addr(&self) -> SocketAddr {
-        self.addr
+    /// A Unix socket endpoint: an absolute path of plain components, at
+    /// most [`MAX_SOCKET_PATH_BYTES`], ending in `.sock` (whitespace,
+    /// control characters and non-ASCII are refused as in any endpoint).
+    pub fn unix(path: &Path) -> Result<Self, EndpointError> {
+        let text = path.to_string_lossy();
+        let refuse = |why: &'static str| EndpointError::SocketPath { spelled: quote(&text), why };
+        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(EndpointError::Whitespace);
+        }
+        if !text.is_ascii() {
+            return Err(EndpointError::NonAscii);
+        }
+        let Some(relative) = text.strip_prefix('/') else { return Err(refuse("it is not absolute")) };
+        if relative.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            return Err(refuse("it has an empty, '.' or '..' component"));
+        }
+        if text.len() > MAX_SOCKET_PATH_BYTES {
+            return Err(refuse("it is longer than a socket address holds (107 bytes)"));
+        }
+        if !text.ends_with(".sock") || text.ends_with("/.sock") {
+            return Err(refuse("it does not end in a name with .sock"));
+        }
+        Ok(Self { target: Target::Unix(PathBuf::from(text.as_ref())) })
     }
 
-    /// The port.
-    pub fn port(&self) -> u16 {
-        self.addr.port()
+    /// Where the client connects, and nothing else.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
-    /// The `Host` header value: `127.0.0.1:<port>` or `[::1]:<port>`.
+    /// The loopback socket address, for a TCP endpoint.
+    pub fn socket_addr(&self) -> Option<SocketAddr> {
+        match &self.target {
+            Target::Loopback(addr) => Some(*addr),
+            Target::Unix(_) => None,
+        }
+    }
+
+    /// The port, for a TCP endpoint.
+    pub fn port(&self) -> Option<u16> {
+        self.socket_addr().map(|a| a.port())
+    }
+
+    /// Whether the client needs TCP (the workspace server's confinement
+    /// allows it only then).
+    pub fn is_tcp(&self) -> bool {
+        matches!(self.target, Target::Loopback(_))
+    }
+
+    /// The `Host` header value: `127.0.0.1:<port>` or `[::1]:<port>`;
+    /// `localhost` on a Unix socket (a name never resolved: HTTP/1.1 wants
+    /// one).
     pub fn host_header(&self) -> String {
-        self.addr.to_string()
+        match &self.target {
+            Target::Loopback(addr) => addr.to_string(),
+            Target::Unix(_) => "localhost".into(),
+        }
     }
 }
 
 impl fmt::Display for Endpoint {
     /// The canonical form, without a trailing `/`; it parses back to itself.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}", self.addr)
+        match &self.target {
+            Target::Loopback(addr) => write!(f, "http://{addr}"),
+            Target::Unix(path) => write!(f, "{UNIX_PREFIX}{}", path.display()),
+        }
     }
 }
 
@@ -433,22 +520,58 @@ mod tests {
     #[test]
     fn canonical_forms_are_accepted() {
         let v4 = ok("http://127.0.0.1:8081");
-        assert_eq!(v4.socket_addr(), "127.0.0.1:8081".parse().unwrap());
+        assert_eq!(v4.socket_addr(), Some("127.0.0.1:8081".parse().unwrap()));
         assert_eq!(v4.to_string(), "http://127.0.0.1:8081");
         assert_eq!(v4.host_header(), "127.0.0.1:8081");
         assert_eq!(ok("http://127.0.0.1:8081/"), v4);
         let v6 = ok("http://[::1]:1");
-        assert_eq!(v6.socket_addr(), "[::1]:1".parse().unwrap());
+        assert_eq!(v6.socket_addr(), Some("[::1]:1".parse().unwrap()));
         assert_eq!(v6.to_string(), "http://[::1]:1");
         assert_eq!(v6.host_header(), "[::1]:1");
-        assert_eq!(ok("http://[::1]:65535/").port(), 65535);
-        assert_eq!(ok("http://127.0.0.1:8079").port(), 8079);
-        assert_eq!(ok("http://127.0.0.1:8081").port(), 8081);
+        assert_eq!(ok("http://[::1]:65535/").port(), Some(65535));
+        assert_eq!(ok("http://127.0.0.1:8079").port(), Some(8079));
+        assert_eq!(ok("http://127.0.0.1:8081").port(), Some(8081));
+        assert!(v4.is_tcp());
+    }
+
+    #[test]
+    fn unix_sockets_are_absolute_plain_and_end_in_sock() {
+        let u = ok("unix:/run/labfy/model/model.sock");
+        assert_eq!(u.target(), &Target::Unix(PathBuf::from("/run/labfy/model/model.sock")));
+        assert_eq!(u.to_string(), "unix:/run/labfy/model/model.sock");
+        assert_eq!(u.host_header(), "localhost");
+        assert_eq!(u.port(), None);
+        assert!(!u.is_tcp());
+        let why = |text: &str| match refused(text) {
+            EndpointError::SocketPath { why, .. } => why,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert!(why("unix:run/model.sock").contains("not absolute"));
+        assert!(why("unix:/run/../etc/model.sock").contains("'..'"));
+        assert!(why("unix:/run//model.sock").contains("empty"));
+        assert!(why("unix:/run/./model.sock").contains("'.'"));
+        assert!(why("unix:/run/model/").contains("empty"));
+        assert!(why("unix:/run/model.socket").contains(".sock"));
+        assert!(why("unix:/run/.sock").contains(".sock"));
+        assert!(why("unix:").contains("not absolute"));
+        let longest = format!("unix:/{}.sock", "a".repeat(MAX_SOCKET_PATH_BYTES - 6));
+        assert_eq!(longest.len(), MAX_ENDPOINT_LEN);
+        assert!(Endpoint::parse(&longest).is_ok());
+        let over = format!("unix:/a{}", &longest[6..]);
+        assert!(matches!(refused(&over), EndpointError::TooLong { .. }));
+        let too_long = format!("/{}.sock", "a".repeat(MAX_SOCKET_PATH_BYTES - 5));
+        assert!(
+            matches!(Endpoint::unix(Path::new(&too_long)), Err(EndpointError::SocketPath { why, .. }) if why.contains("longer"))
+        );
+        assert_eq!(refused("unix:/run/a b.sock"), EndpointError::Whitespace);
+        assert_eq!(refused("unix:/run/%2e%2e/m.sock"), EndpointError::PercentEncoding);
+        assert_eq!(refused("UNIX:/run/m.sock"), EndpointError::MissingScheme);
+        assert_eq!(Endpoint::unix(Path::new("/run/é.sock")), Err(EndpointError::NonAscii));
     }
 
     #[test]
     fn display_round_trips() {
-        for text in ["http://127.0.0.1:5000", "http://[::1]:5000"] {
+        for text in ["http://127.0.0.1:5000", "http://[::1]:5000", "unix:/run/labfy/model/model.sock"] {
             assert_eq!(ok(&ok(text).to_string()), ok(text));
             assert_eq!(text.parse::<Endpoint>(), Ok(ok(text)));
         }

@@ -4,9 +4,10 @@
 //! - **Configuration** ([`AgentMode`], [`ModelConfig`]; M4): explicit flags or
 //!   variables, validated once; without them, the demo agent.
 //! - **Endpoint** ([`Endpoint`]; M3): only canonical `http://127.0.0.1:<port>`
-//!   or `http://[::1]:<port>`, never port 8080.
-//! - **Transport**: one plain `tokio::net::TcpStream` per request, connected
-//!   to the endpoint's socket address and nothing else — no DNS, no proxy (no
+//!   or `http://[::1]:<port>`, never port 8080; or a Unix socket,
+//!   `unix:<path>` — the governed model's (endpoint `governed`, SPEC D1).
+//! - **Transport**: one plain `tokio::net::TcpStream` (or `UnixStream`) per
+//!   request, connected to the endpoint's address and nothing else — no DNS, no proxy (no
 //!   environment variable is read), no TLS — with hyper's low-level HTTP/1
 //!   client on top. No redirect is followed, no cookie, netrc or
 //!   `Authorization` header is sent. Time is bounded (a connect deadline and
@@ -31,15 +32,16 @@ use hyper::body::{Body, Bytes, Incoming};
 use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 
 pub use config::{
     AgentFlags, AgentMode, ConfigError, DEFAULT_TIMEOUT_SECS, ENV_ENDPOINT, ENV_MODE, ENV_MODEL, ENV_TIMEOUT,
-    FLAG_ENDPOINT, FLAG_MODE, FLAG_MODEL, FLAG_TIMEOUT, MAX_MODEL_ID_LEN, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
+    FLAG_ENDPOINT, FLAG_MODE, FLAG_MODEL, FLAG_TIMEOUT, GOVERNED, MAX_MODEL_ID_LEN, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS,
     MODE_DEMO, MODE_LOCAL_MODEL, ModelConfig, ModelIdError, TimeoutError, process_env,
 };
-pub use endpoint::{Endpoint, EndpointError, FORBIDDEN_PORT, MAX_ENDPOINT_LEN};
+pub use endpoint::{Endpoint, EndpointError, FORBIDDEN_PORT, MAX_ENDPOINT_LEN, MAX_SOCKET_PATH_BYTES, Target};
 pub use error::{ClientError, FailureClass};
 pub use wire::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, MAX_DIAGNOSTIC_CHARS, ResponseFormat, Role, Usage,
@@ -274,17 +276,30 @@ impl LocalModelClient {
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        // The endpoint's socket address, and nothing else: no name to
-        // resolve, no proxy to consult.
-        let addr = self.config.endpoint().socket_addr();
+        // The endpoint's address, and nothing else: no name to resolve, no
+        // proxy to consult.
         let connect_deadline = CONNECT_TIMEOUT.min(deadline);
-        let stream = tokio::time::timeout(connect_deadline, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::ConnectTimeout { after: connect_deadline })?
-            .map_err(|e| ClientError::Connect { reason: wire::diagnostic(&e.to_string()) })?;
-        // Small requests and answers: latency over batching. Best effort.
-        let _ = stream.set_nodelay(true);
+        match self.config.endpoint().target() {
+            Target::Loopback(addr) => {
+                let stream = connect(connect_deadline, TcpStream::connect(*addr)).await?;
+                // Small requests and answers: latency over batching. Best effort.
+                let _ = stream.set_nodelay(true);
+                self.http1(stream, request).await
+            }
+            Target::Unix(path) => {
+                self.http1(connect(connect_deadline, UnixStream::connect(path)).await?, request).await
+            }
+        }
+    }
 
+    /// One HTTP/1 exchange on a connected stream, its body bounded.
+    async fn http1<S, B>(&self, stream: S, request: Request<B>) -> Result<Reply, ClientError>
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+        B: Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
             .max_header_size(MAX_RESPONSE_HEAD_BYTES)
             .max_buf_size(MAX_RESPONSE_HEAD_BYTES.max(MIN_READ_BUF_BYTES))
@@ -316,6 +331,17 @@ impl LocalModelClient {
             _ = &mut connection => exchange.await,
         }
     }
+}
+
+/// A connection made within `deadline`.
+async fn connect<S>(
+    deadline: Duration,
+    connecting: impl std::future::Future<Output = std::io::Result<S>>,
+) -> Result<S, ClientError> {
+    tokio::time::timeout(deadline, connecting)
+        .await
+        .map_err(|_| ClientError::ConnectTimeout { after: deadline })?
+        .map_err(|e| ClientError::Connect { reason: wire::diagnostic(&e.to_string()) })
 }
 
 /// Reads at most `limit` bytes of `body`; what happens past it depends on
