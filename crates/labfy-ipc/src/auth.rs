@@ -68,15 +68,6 @@ impl AllowedPids {
     pub fn contains(&self, pid: i32) -> bool {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&pid)
     }
-
-    /// The pids now allowed, sorted (the governor finds the workspace
-    /// server's network namespace through them).
-    pub fn snapshot(&self) -> Vec<i32> {
-        let mut pids: Vec<i32> =
-            self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter().copied().collect();
-        pids.sort_unstable();
-        pids
-    }
 }
 
 /// What a daemon accepts on one socket.

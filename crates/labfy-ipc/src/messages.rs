@@ -448,7 +448,8 @@ pub mod governor {
         pub state: String,
         /// What was asked.
         pub spec: ModelSpec,
-        /// `http://127.0.0.1:<port>` inside the server's network namespace, once bound.
+        /// `unix:<runtime>/model/model.sock`, once it answers (the server's
+        /// agent endpoint `governed`).
         pub endpoint: Option<String>,
         /// llama-server's pid, while it runs.
         pub pid: Option<u32>,

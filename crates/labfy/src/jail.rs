@@ -14,8 +14,9 @@
 //! - the runtime directory **read-only** (the other daemons' sockets, the
 //!   IPC secret: it can connect and read, never replace — T3); its own
 //!   control channel is an inherited socket pair, not a file;
-//! - no network but its own loopback; Unix sockets only (TCP on that
-//!   loopback when a local model is configured, for llama-server);
+//! - no network but its own loopback; Unix sockets only — the governed
+//!   model is one, in the runtime directory (TCP on that loopback only when
+//!   the operator names a model endpoint by port);
 //! - no capability, no new privilege, no core dump, bounded descriptors.
 
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub struct ServerJail<'a> {
     pub data_dir: &'a Path,
     /// The supervisor's runtime directory.
     pub runtime_dir: &'a Path,
-    /// TCP on its own loopback (a local model is configured).
+    /// TCP on its own loopback (a model endpoint named by port).
     pub loopback_tcp: bool,
     /// Its seccomp allow-list. Always on under `labfy up`; off only to
     /// measure what the filter costs (`labfy bench confinement`).
