@@ -267,6 +267,10 @@ fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgro
             assert_eq!(names, ["lo"], "{role} sees interfaces");
         }
     }
+    // SPEC P4: the supervisor too has no network (its own user and network
+    // namespaces; egress is started by the launcher it left behind).
+    let dev = std::fs::read_to_string(format!("/proc/{}/net/dev", up.0.id())).unwrap();
+    assert_eq!(dev.lines().skip(2).count(), 1, "the supervisor sees interfaces: {dev}");
     // The governor made its parent beside the leaf, in the unit's cgroup.
     assert!(unit_dirs.iter().all(|d| d.join("labfy").is_dir()), "no labfy/ in {unit_dirs:?}");
     if let Some((_, gguf, sha)) = &model {
@@ -275,6 +279,7 @@ fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgro
     drop(up);
     let said = said.join().unwrap();
     assert!(said.contains("supervisor moved into cgroup"), "{said}");
+    assert!(said.contains("supervisor in a network namespace of its own"), "{said}");
     drop(cleanup);
 }
 

@@ -256,34 +256,42 @@ fn an_ordinary_user_gets_the_same_isolation() {
     assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
 }
 
-/// SPEC P4 by the kernel for the governor (issue 18): it needs cgroups and
-/// Unix sockets, never the network, and runs in a network namespace of its
-/// own with nothing in it — not even `lo` up. From there a TCP connect and
-/// a UDP send to host listeners and to a remote address fail, while its
-/// Unix sockets (the operator's `labfy resources`) answer. Needs root for
-/// `nsenter`; skipped with a message otherwise.
+/// SPEC P4 by the kernel (issue 18 D4): only egress has a network. The
+/// governor (cgroups and Unix sockets) and the supervisor (it bound the UI's
+/// socket first, and starts egress through a launcher left in the host's
+/// namespace) each run in a network namespace of their own with nothing in
+/// it — not even `lo` up. From there a TCP connect and a UDP send to host
+/// listeners and to a remote address fail; egress and the launcher are in
+/// the host's namespace; the Unix sockets (the operator's `labfy resources`)
+/// answer. Needs root for `nsenter`; skipped with a message otherwise.
 #[test]
-fn the_governor_has_no_network() {
+fn only_egress_has_the_hosts_network() {
     if !is_root() {
-        eprintln!("skipped: entering the governor's namespace needs root");
+        eprintln!("skipped: entering the processes' namespaces needs root");
         return;
     }
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
-    let (_up, _port) = start_up(BIN, &data);
-    let pid: u32 = wait_for("a healthy governor", || {
+    let (up, _port) = start_up(BIN, &data);
+    let pid_of = |role: &str| -> Option<u32> {
         let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(&run).output().ok()?;
         let text = String::from_utf8(o.stdout).ok()?;
-        let f: Vec<&str> = text.lines().find(|l| l.starts_with("governor "))?.split_whitespace().collect();
+        let f: Vec<String> =
+            text.lines().find(|l| l.starts_with(&format!("{role} ")))?.split_whitespace().map(str::to_owned).collect();
         (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
-    });
-    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    };
+    let governor = wait_for("a healthy governor", || pid_of("governor"));
+    let egress = wait_for("a healthy egress", || pid_of("egress"));
+    let supervisor = up.0.id();
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-    assert_ne!(theirs, ours, "the governor shares the host's network namespace");
-    let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
-    let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
-    assert_eq!(names, ["lo"], "the governor sees interfaces");
+    let net = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_eq!(net(egress), ours, "egress is not in the host's network namespace");
+    let launcher = std::fs::read_to_string(format!("/proc/{egress}/stat")).unwrap();
+    let launcher: u32 = launcher.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let cmdline = std::fs::read_to_string(format!("/proc/{launcher}/cmdline")).unwrap();
+    assert!(cmdline.contains("__labfy-host-launcher"), "egress's parent is not the host launcher: {cmdline:?}");
+    assert_eq!(net(launcher), ours, "the host launcher left the host's network");
 
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     tcp.set_nonblocking(true).unwrap();
@@ -291,22 +299,28 @@ fn the_governor_has_no_network() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
-    let in_governor = |script: &str| {
-        Command::new("timeout")
-            .args(["10", "nsenter", "--target", &pid.to_string(), "--net", "--", "bash", "-c", script])
-            .output()
-            .unwrap()
-    };
-    let o = in_governor(&format!("exec 3<>/dev/tcp/127.0.0.1/{tcp_port}"));
-    assert!(!o.status.success(), "TCP connect to a host listener succeeded from the governor's namespace");
-    let o = in_governor("exec 3<>/dev/tcp/192.0.2.1/80");
-    assert!(!o.status.success(), "TCP connect to a remote address succeeded from the governor's namespace");
-    let o = in_governor("echo x > /dev/udp/192.0.2.1/53");
-    assert!(!o.status.success(), "UDP send to a remote address succeeded from the governor's namespace");
-    let _ = in_governor(&format!("echo x > /dev/udp/127.0.0.1/{udp_port}"));
-    let mut buf = [0u8; 16];
-    assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the governor's namespace reached the host");
-    assert!(tcp.accept().is_err(), "a TCP connection from the governor's namespace reached the host");
+    for (name, pid) in [("governor", governor), ("supervisor", supervisor)] {
+        assert_ne!(net(pid), ours, "the {name} shares the host's network namespace");
+        let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap();
+        let names: Vec<&str> = dev.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+        assert_eq!(names, ["lo"], "the {name} sees interfaces");
+        let inside = |script: &str| {
+            Command::new("timeout")
+                .args(["10", "nsenter", "--target", &pid.to_string(), "--net", "--", "bash", "-c", script])
+                .output()
+                .unwrap()
+        };
+        let o = inside(&format!("exec 3<>/dev/tcp/127.0.0.1/{tcp_port}"));
+        assert!(!o.status.success(), "TCP connect to a host listener succeeded from the {name}'s namespace");
+        let o = inside("exec 3<>/dev/tcp/192.0.2.1/80");
+        assert!(!o.status.success(), "TCP connect to a remote address succeeded from the {name}'s namespace");
+        let o = inside("echo x > /dev/udp/192.0.2.1/53");
+        assert!(!o.status.success(), "UDP send to a remote address succeeded from the {name}'s namespace");
+        let _ = inside(&format!("echo x > /dev/udp/127.0.0.1/{udp_port}"));
+        let mut buf = [0u8; 16];
+        assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the {name}'s namespace reached the host");
+        assert!(tcp.accept().is_err(), "a TCP connection from the {name}'s namespace reached the host");
+    }
     // Its Unix sockets still serve the operator.
     let o = Command::new(BIN).args(["resources", "--runtime-dir"]).arg(&run).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);

@@ -80,9 +80,20 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     let rows = wait_for("all children healthy", || all_healthy(&run));
     let names: Vec<_> = rows.iter().map(|r| r.process.as_str()).collect();
     assert_eq!(names, ["governor", "egress", "server"]);
+    // Egress through the host launcher (SPEC P4: the supervisor left the
+    // host's network), the others directly.
+    let mut launcher = None;
     for r in &rows {
-        assert_eq!(parent_of(r.pid.unwrap()), up.0.id(), "{} is not a child of labfy up", r.process);
+        let mut parent = parent_of(r.pid.unwrap());
+        if r.process == "egress" {
+            let cmdline = std::fs::read_to_string(format!("/proc/{parent}/cmdline")).unwrap();
+            assert!(cmdline.contains("__labfy-host-launcher"), "egress's parent is not the launcher: {cmdline:?}");
+            launcher = Some(parent);
+            parent = parent_of(parent);
+        }
+        assert_eq!(parent, up.0.id(), "{} is not a child of labfy up", r.process);
     }
+    let launcher = launcher.unwrap();
     assert!(rows[1].detail.contains("not ready"), "egress must not claim readiness without Tor: {:?}", rows[1]);
     // The runtime directory is private.
     use std::os::unix::fs::PermissionsExt;
@@ -133,7 +144,11 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     signal(up.0.id(), libc::SIGTERM);
     let code = wait_for("labfy up to stop", || up.0.try_wait().unwrap());
     assert!(code.success(), "{code:?}");
-    for pid in pids {
+    for pid in pids.into_iter().chain([launcher]) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
     }
     assert!(!run.exists(), "runtime directory left behind");

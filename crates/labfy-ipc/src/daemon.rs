@@ -104,6 +104,30 @@ pub fn parent_pid() -> i32 {
     }
 }
 
+/// Names the supervisor to a child of the host launcher (egress): the
+/// launcher's own parent (SPEC P4; `labfy`'s `launcher.rs`).
+pub const SUPERVISOR_PID_ENV: &str = "LABFY_SUPERVISOR_PID";
+
+/// The supervisor's pid: the parent's — or, for egress, which the
+/// supervisor starts through the host launcher, the parent's parent, as
+/// [`SUPERVISOR_PID_ENV`] names it *and* the kernel confirms (the pid the
+/// variable names must be the launcher's parent now).
+pub fn supervisor_pid() -> i32 {
+    let parent = parent_pid();
+    let named = std::env::var(SUPERVISOR_PID_ENV).ok().and_then(|v| v.parse::<i32>().ok());
+    match named {
+        Some(pid) if parent_of(parent) == Some(pid) => pid,
+        _ => parent,
+    }
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the
+/// command name, which may itself hold spaces and parentheses).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Makes this process non-dumpable: no core dump, and no process of the same
 /// uid without `CAP_SYS_PTRACE` over our user namespace may ptrace it or read
 /// its memory. Every Labfy process but the workspace server calls it first
@@ -211,7 +235,7 @@ pub fn start_control(
         ControlChannel::Socket => {
             let listener = server::bind(&control_socket(runtime_dir, role))?;
             let supervisor = AllowedPids::default();
-            supervisor.insert(parent_pid());
+            supervisor.insert(supervisor_pid());
             let policy = PeerPolicy {
                 boundary: Boundary::Control,
                 uid: euid(),
@@ -300,5 +324,19 @@ where
             eprintln!("{name}: error: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_from_the_kernel() {
+        let me = std::process::id() as i32;
+        assert_eq!(parent_of(me), Some(parent_pid()));
+        assert_eq!(parent_of(i32::MAX), None);
+        // Without the variable (tests never set it), the parent.
+        assert_eq!(supervisor_pid(), parent_pid());
     }
 }

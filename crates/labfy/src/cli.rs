@@ -400,6 +400,49 @@ fn workspace_create(data_dir: PathBuf, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Starts the host launcher, then leaves the host's network namespace for
+/// an empty one of the supervisor's own (SPEC P4, issue 18 D4; see
+/// [`crate::launcher`]). The process must still be single-threaded (a user
+/// namespace, as for a non-root supervisor, demands it; a network namespace
+/// entered by one thread would leave the others outside). Where either step
+/// fails, the supervisor keeps the host's network and says why.
+fn leave_the_host_network() -> (Option<std::sync::Arc<crate::launcher::HostLauncher>>, Option<std::fs::File>) {
+    let threads = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|n| n.trim().parse::<u32>().ok()));
+    if threads != Some(1) {
+        eprintln!("labfy: the supervisor keeps the host's network: it already runs {threads:?} threads");
+        return (None, None);
+    }
+    let (log_read, log_write) = match labfy_sys::pipe() {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("labfy: the supervisor keeps the host's network: no pipe for the launcher's log ({e})");
+            return (None, None);
+        }
+    };
+    let started = match crate::launcher::start(std::process::Stdio::from(log_write)) {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("labfy: the supervisor keeps the host's network: cannot start the host launcher ({e})");
+            return (None, None);
+        }
+    };
+    let left = labfy_sys::steps::NoNetwork::prepare().enter();
+    let launcher = match started.listen() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("labfy: cannot listen to the host launcher ({e}); egress cannot be started");
+            return (None, Some(log_read));
+        }
+    };
+    match left {
+        Ok(()) => eprintln!("labfy: supervisor in a network namespace of its own; egress alone has the host's"),
+        Err(e) => eprintln!("labfy: the supervisor keeps the host's network: cannot leave it ({e})"),
+    }
+    (Some(launcher), Some(log_read))
+}
+
 fn open_cmd(runtime_dir: Option<PathBuf>) -> Result<(), Failure> {
     let dir = runtime_dir.unwrap_or_else(crate::supervisor::default_runtime_dir);
     let (port, key) = labfy_ipc::login::read_login_file(&dir).map_err(|e| {
@@ -520,6 +563,11 @@ fn up(
             }
         }
     }
+    // SPEC P4: only egress has a network. The UI's socket is bound; egress
+    // is started (and restarted) by a launcher left in the host's network
+    // namespace, and the supervisor goes into one of its own with nothing
+    // in it, as the governor does. Said, not silent, where it cannot be.
+    let (host_launcher, launcher_log) = leave_the_host_network();
     // The server runs with our uid: it must not be able to ptrace us.
     labfy_ipc::daemon::forbid_ptrace().map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
     let (ws, name, class) = (chosen.id, chosen.name.clone(), chosen.class);
@@ -536,6 +584,8 @@ fn up(
         // TCP on its own loopback only for a model endpoint named by port;
         // the governed model is a Unix socket.
         loopback_tcp: agent.model_config().is_some_and(|m| m.endpoint().is_tcp()),
+        host_launcher,
+        launcher_log,
     };
     // One thread: the children's PR_SET_PDEATHSIG follows the thread that
     // forked them, and this one lives as long as the supervisor.

@@ -14,6 +14,7 @@ mod governor_cli;
 mod grant_cli;
 mod import_cli;
 mod jail;
+mod launcher;
 mod logs;
 mod operator;
 mod supervisor;
@@ -23,5 +24,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // A parser worker started by `labfy import` runs and exits here (SPEC C2).
     labfy_parse::worker::run_if_worker();
+    // The host launcher `labfy up` leaves in the host's network (SPEC P4).
+    launcher::run_if_launcher();
     cli::main()
 }

@@ -103,9 +103,15 @@ pub struct Plan {
     pub arti_config: Option<PathBuf>,
     /// Largest body egress keeps per fetch, MiB (SPEC C3).
     pub max_body_mib: u64,
-    /// A local model is configured: the server may open TCP sockets on its
-    /// own loopback (for llama-server), still with no other network.
+    /// A model endpoint named by port is configured: the server may open
+    /// TCP sockets on its own loopback, still with no other network.
     pub loopback_tcp: bool,
+    /// The launcher that starts egress in the host's network namespace,
+    /// which the supervisor has left (SPEC P4, [`crate::launcher`]); `None`
+    /// where the supervisor kept the host's network, and starts egress itself.
+    pub host_launcher: Option<Arc<crate::launcher::HostLauncher>>,
+    /// The launcher's stderr (egress's too), for the log book.
+    pub launcher_log: Option<std::fs::File>,
 }
 
 /// The default runtime directory: `/run/labfy` for root, else
@@ -122,10 +128,12 @@ pub fn default_runtime_dir() -> PathBuf {
 
 /// A running child: the governor and egress as ordinary processes, the
 /// server confined by `labfy-sys` (or, where the platform cannot confine it,
-/// SPECIMEN only, as an ordinary process marked "not isolated").
+/// SPECIMEN only, as an ordinary process marked "not isolated"), egress a
+/// child of the host launcher when the supervisor left the host's network.
 enum Proc {
     Plain(Child),
     Confined(ConfinedChild),
+    Remote(crate::launcher::RemoteChild),
 }
 
 impl Proc {
@@ -133,6 +141,7 @@ impl Proc {
         match self {
             Proc::Plain(c) => c.id(),
             Proc::Confined(c) => c.id(),
+            Proc::Remote(c) => Some(c.id()),
         }
     }
 
@@ -140,6 +149,7 @@ impl Proc {
         match self {
             Proc::Plain(c) => c.try_wait(),
             Proc::Confined(c) => c.try_wait(),
+            Proc::Remote(c) => Ok(c.try_wait()),
         }
     }
 
@@ -147,6 +157,7 @@ impl Proc {
         match self {
             Proc::Plain(c) => c.start_kill(),
             Proc::Confined(c) => c.start_kill(),
+            Proc::Remote(c) => c.signal(libc::SIGKILL),
         }
     }
 
@@ -164,6 +175,9 @@ impl Proc {
             Proc::Confined(c) => {
                 let _ = c.signal(libc::SIGTERM);
             }
+            Proc::Remote(c) => {
+                let _ = c.signal(libc::SIGTERM);
+            }
         }
     }
 
@@ -171,6 +185,7 @@ impl Proc {
         match self {
             Proc::Plain(c) => c.wait().await,
             Proc::Confined(c) => c.wait().await,
+            Proc::Remote(c) => Ok(c.wait().await),
         }
     }
 
@@ -178,6 +193,11 @@ impl Proc {
         match self {
             Proc::Plain(c) => c.kill().await,
             Proc::Confined(c) => c.kill().await.map(drop),
+            Proc::Remote(c) => {
+                c.signal(libc::SIGKILL)?;
+                c.wait().await;
+                Ok(())
+            }
         }
     }
 }
@@ -277,8 +297,7 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>, book: &Ar
         cmd.env("LISTEN_FDS", "1").env("LABFY_CONTROL_FD", daemon::CONTROL_FD.to_string());
     }
     // The governor needs cgroups and Unix sockets, never the network (SPEC
-    // P4): a network namespace of its own with nothing in it. (It reaches the
-    // model inside the server's namespace by entering that one.)
+    // P4): a network namespace of its own with nothing in it.
     let no_network = (slot.role == Role::Governor).then(labfy_sys::steps::NoNetwork::prepare);
     // SAFETY: the closure runs between fork and exec and makes only
     // async-signal-safe system calls (prctl, unshare, open/write/close,
@@ -310,6 +329,19 @@ fn spawn(slot: &Slot, runtime_dir: &Path, fds: Option<(RawFd, RawFd)>, book: &Ar
         book.follow(slot.role, std::fs::File::from(err));
     }
     Ok(Proc::Plain(child))
+}
+
+/// Starts egress through the host launcher (the supervisor has no network
+/// to give it): the same arguments and environment as [`spawn`]'s; its
+/// stderr is the launcher's, which the log book follows as egress's.
+fn spawn_in_host_network(
+    slot: &Slot,
+    runtime_dir: &Path,
+    launcher: &Arc<crate::launcher::HostLauncher>,
+) -> std::io::Result<Proc> {
+    let mut args = vec![OsString::from("--runtime-dir"), runtime_dir.as_os_str().to_owned()];
+    args.extend(slot.args.iter().cloned());
+    launcher.spawn(&slot.program, &args, &child_env(slot.role)).map(Proc::Remote)
 }
 
 /// Starts the server confined ([`crate::jail`], SPEC T1) when the platform
@@ -456,6 +488,9 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // The log book (SPEC U8): the children's stderr into `<data>/logs`, which
     // the server's view masks too; the terminal gets what is the operator's.
     let book = LogBook::open(&plan.data_dir, Box::new(std::io::stderr()))?;
+    if let Some(log) = plan.launcher_log.take() {
+        book.follow(Role::Egress, log);
+    }
     // 3. This boot's login key (SPEC T4): the server reads it; `labfy open`
     //    mints links from it; `on_ready` gets the first link.
     let port = listener.local_addr()?.port();
@@ -667,10 +702,10 @@ async fn tick(
         // Start (or restart) what is due.
         if s.child.is_none() && s.restart_at.is_some_and(|t| now >= t) {
             s.restart_at = None;
-            let spawned = if s.role == Role::Server {
-                spawn_server(s, dir, plan, listener, isolation, book)?
-            } else {
-                spawn(s, dir, None, book)
+            let spawned = match (s.role, &plan.host_launcher) {
+                (Role::Server, _) => spawn_server(s, dir, plan, listener, isolation, book)?,
+                (Role::Egress, Some(launcher)) => spawn_in_host_network(s, dir, launcher),
+                _ => spawn(s, dir, None, book),
             };
             match spawned {
                 Ok(child) => {
