@@ -484,10 +484,12 @@ fn spawn(
     Ok((child, confinement.missing))
 }
 
-/// A GPU device node given to llama-server, with the group that may open it.
+/// A GPU device node given to llama-server, with who may open it.
 struct GpuDevice {
     path: PathBuf,
+    uid: u32,
     gid: u32,
+    mode: u32,
 }
 
 /// The GPU device nodes of this machine: AMD's `/dev/kfd` and render nodes,
@@ -516,10 +518,77 @@ fn gpu_devices() -> Vec<GpuDevice> {
         .into_iter()
         .filter_map(|path| {
             let meta = std::fs::metadata(&path).ok()?;
-            meta.file_type().is_char_device().then(|| GpuDevice { gid: meta.gid(), path })
+            meta.file_type().is_char_device().then(|| GpuDevice {
+                uid: meta.uid(),
+                gid: meta.gid(),
+                mode: meta.permissions().mode(),
+                path,
+            })
         })
         .take(MAX_GPU_DEVICES)
         .collect()
+}
+
+/// Who opens the GPU's nodes: the governor's own ids (llama-server keeps
+/// them, in a user namespace of its own, as the service user).
+#[derive(Debug, Clone)]
+struct Identity {
+    uid: u32,
+    groups: Vec<u32>,
+}
+
+impl Identity {
+    fn current() -> Self {
+        // SAFETY: geteuid/getegid cannot fail; getgroups fills at most the
+        // buffer's length.
+        #[allow(unsafe_code)]
+        let (uid, gid, groups) = unsafe {
+            let mut buf = [0 as libc::gid_t; 64];
+            let n = libc::getgroups(buf.len() as libc::c_int, buf.as_mut_ptr());
+            (libc::geteuid(), libc::getegid(), buf[..n.max(0) as usize].to_vec())
+        };
+        let mut all = groups;
+        all.push(gid);
+        Self { uid, groups: all }
+    }
+
+    /// Whether these ids may read and write a node of this owner and mode.
+    fn may_open(&self, owner: u32, group: u32, mode: u32) -> bool {
+        let bits = if self.uid == owner {
+            mode >> 6
+        } else if self.groups.contains(&group) {
+            mode >> 3
+        } else {
+            mode
+        };
+        bits & 0o6 == 0o6
+    }
+}
+
+/// Refuses offloaded layers when the service user may open none of the
+/// GPU's nodes (or none exists), naming the nodes and their groups.
+fn check_gpu_access(devices: &[GpuDevice], me: &Identity) -> Result<(), StartError> {
+    if devices.is_empty() {
+        return Err(StartError::Unavailable(
+            "gpu_layers asks for the GPU, but this machine shows no GPU device node (/dev/kfd, /dev/dri/renderD*, \
+             /dev/nvidia*); start with --gpu-layers 0"
+                .into(),
+        ));
+    }
+    let closed: Vec<String> = devices
+        .iter()
+        .filter(|d| !me.may_open(d.uid, d.gid, d.mode))
+        .map(|d| format!("{} (group {}, mode {:o})", d.path.display(), d.gid, d.mode & 0o777))
+        .collect();
+    if closed.len() == devices.len() {
+        return Err(StartError::Unavailable(format!(
+            "the service user (uid {}) may open none of the GPU's device nodes: {}; add it to their groups \
+             (render, video: labfy.sysusers does) and restart the service",
+            me.uid,
+            closed.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// SIGTERM our own child, SIGKILL after [`STOP_GRACE`]. It is PID 1 of its
@@ -598,6 +667,11 @@ impl LocalModelSupervisor {
             )));
         }
         cgroup::probe().map_err(|e| StartError::Unavailable(format!("cannot confine the model: {e}")))?;
+        // Offloaded layers need the GPU's nodes, which the service user opens
+        // through its groups (render, video): said before anything starts.
+        if spec.gpu_layers > 0 && !as_root {
+            check_gpu_access(&gpu_devices(), &Identity::current())?;
+        }
         // One file descriptor from here on: hashed, parsed, then loaded.
         let file = open_model(&path)?;
         let hashed = {
@@ -1060,6 +1134,34 @@ mod tests {
         let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
         assert_eq!(sha256_of(&file).unwrap(), abc);
         assert_eq!(sha256_of(&file).unwrap(), abc);
+    }
+
+    #[test]
+    fn a_gpu_the_service_user_cannot_open_is_refused_by_name() {
+        let node = |path: &str, gid: u32, mode: u32| GpuDevice { path: PathBuf::from(path), uid: 0, gid, mode };
+        let labfy = Identity { uid: 997, groups: vec![997, 110] };
+        // crw-rw---- root:render (110): open through the group.
+        assert!(check_gpu_access(&[node("/dev/kfd", 110, 0o20660)], &labfy).is_ok());
+        // One node open is enough (the runtime picks what it may use).
+        assert!(
+            check_gpu_access(&[node("/dev/kfd", 110, 0o20660), node("/dev/dri/renderD128", 44, 0o20660)], &labfy)
+                .is_ok()
+        );
+        // Not in the group: refused, each node named with its group.
+        let outsider = Identity { uid: 998, groups: vec![998] };
+        let refused = |devs: &[GpuDevice], who: &Identity| match check_gpu_access(devs, who) {
+            Err(StartError::Unavailable(m)) => m,
+            other => panic!("{:?}", other.map(|_| ())),
+        };
+        let m = refused(&[node("/dev/kfd", 110, 0o20660), node("/dev/dri/renderD128", 110, 0o20660)], &outsider);
+        assert!(m.contains("/dev/kfd (group 110, mode 660)") && m.contains("renderD128"), "{m}");
+        assert!(m.contains("uid 998") && m.contains("render"), "{m}");
+        // Readable but not writable by the group: not enough.
+        assert!(refused(&[node("/dev/kfd", 110, 0o20640)], &labfy).contains("/dev/kfd"));
+        // World read-write (some distributions' render nodes): fine.
+        assert!(check_gpu_access(&[node("/dev/dri/renderD128", 44, 0o20666)], &outsider).is_ok());
+        // Layers asked of a machine with no GPU node at all.
+        assert!(refused(&[], &labfy).contains("--gpu-layers 0"));
     }
 
     #[test]
