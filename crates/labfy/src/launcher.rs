@@ -113,16 +113,21 @@ fn serve(stream: UnixStream) -> std::io::Result<()> {
             return Ok(());
         }
         let event = match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Spawn { program, args, env }) => match spawn(&program, &args, &env) {
-                Ok(child) => {
-                    let pid = child.id();
-                    living.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(pid);
-                    // Reaped by `reap`, never through this handle.
-                    drop(child);
-                    Some(Event::Started { pid })
+            Ok(Request::Spawn { program, args, env }) => {
+                // Under the lock: the reaper cannot take the pid out (a child
+                // that dies at once) before it is in.
+                let mut g = living.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match spawn(&program, &args, &env) {
+                    Ok(child) => {
+                        let pid = child.id();
+                        g.insert(pid);
+                        // Reaped by `reap`, never through this handle.
+                        drop(child);
+                        Some(Event::Started { pid })
+                    }
+                    Err(e) => Some(Event::Failed { error: format!("cannot start {}: {e}", program.display()) }),
                 }
-                Err(e) => Some(Event::Failed { error: format!("cannot start {}: {e}", program.display()) }),
-            },
+            }
             Ok(Request::Signal { pid, signal }) => {
                 let g = living.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if g.contains(&pid) {
