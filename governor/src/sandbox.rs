@@ -2,14 +2,17 @@
 //! admitted by the ledger, confined in a cgroup of its own (memory with no
 //! swap, processes, one core) and by the shared confinement sequence
 //! (`labfy_sys::Jail`) with **no network at all** — a network namespace of
-//! its own where not even loopback is up — as an unprivileged uid.
+//! its own where not even loopback is up — as an unprivileged uid (root's
+//! governor) or, as the service user, in a user namespace of its own.
 //!
 //! What the run sees:
 //! - `/input`: the files it was given (evidence texts), read-only;
 //! - `/script/main`: the script, read-only (the command's `{script}`);
-//! - `/work`: its working directory, a tmpfs the governor mounts for it,
-//!   bounded by the kernel (bytes and files), whose files are read back
-//!   after the run and offered — never stored — as untrusted data;
+//! - `/work`: its working directory, a tmpfs of its own mount namespace,
+//!   bounded by the kernel (bytes and files), handed to the governor as a
+//!   descriptor before the program starts (`Jail::export_dir`): its files
+//!   are read back after the run and offered — never stored — as untrusted
+//!   data. No mount is made on the host, so no privilege is needed;
 //! - `/tmp`: a private tmpfs; the system's programs and libraries,
 //!   read-only; nothing else of the host.
 //!
@@ -42,10 +45,13 @@ use labfy_ipc::messages::governor::{
 use labfy_sys::seccomp::{Policy, Sockets};
 use labfy_sys::{ConfinedChild, Jail, Root, SpawnError, Tmpfs};
 use sha2::{Digest, Sha256};
+use std::os::fd::OwnedFd;
 
 use crate::cgroup::{self, Confinement, ExitCause, Limits};
 
-/// The uid a run has (`nobody`): it owns `/work` and nothing else.
+/// The uid a run has under a root governor (`nobody`): it owns `/work` and
+/// nothing else. Under the service user a run keeps that user's ids, in a
+/// user namespace of its own.
 pub const SANDBOX_UID: u32 = 65_534;
 /// Memory of a run's cgroup, tmpfs pages included; no swap.
 pub const MEMORY_MAX: u64 = 512 * 1024 * 1024;
@@ -347,11 +353,10 @@ pub fn check(settings: &SandboxSettings, run: SandboxRun) -> Result<Checked, Run
     })
 }
 
-/// A run's directories on the host: `input/`, `script/` and `work/` (the
-/// tmpfs), removed when dropped.
+/// A run's directories on the host: `input/` and `script/`, removed when
+/// dropped (`/work` is the run's own tmpfs).
 struct RunDir {
     path: PathBuf,
-    work: Option<Tmpfs>,
 }
 
 impl RunDir {
@@ -362,11 +367,10 @@ impl RunDir {
         // would leave the run's uid unable to read its inputs.
         std::fs::DirBuilder::new().mode(0o711).create(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o711))?;
-        let mut dir = Self { path, work: None };
+        let dir = Self { path };
         let input = dir.path.join("input");
         let script = dir.path.join("script");
-        let work = dir.path.join("work");
-        for d in [&input, &script, &work] {
+        for d in [&input, &script] {
             std::fs::DirBuilder::new().mode(0o755).create(d)?;
         }
         for (name, bytes) in &c.inputs {
@@ -378,7 +382,6 @@ impl RunDir {
         for d in [&input, &script] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o555))?;
         }
-        dir.work = Some(Tmpfs::mount(&work, WORK_BYTES, WORK_FILES, SANDBOX_UID, SANDBOX_UID)?);
         Ok(dir)
     }
 
@@ -388,18 +391,10 @@ impl RunDir {
     fn script(&self) -> PathBuf {
         self.path.join("script")
     }
-    fn work(&self) -> PathBuf {
-        self.path.join("work")
-    }
 }
 
 impl Drop for RunDir {
     fn drop(&mut self) {
-        if let Some(t) = self.work.take()
-            && let Err(e) = t.unmount()
-        {
-            tracing::warn!(dir = %self.path.display(), error = %e, "could not unmount a sandbox run's /work");
-        }
         for d in ["input", "script"] {
             let _ = std::fs::set_permissions(self.path.join(d), std::fs::Permissions::from_mode(0o700));
         }
@@ -451,11 +446,15 @@ fn spawn(
     procs: Vec<std::ffi::CString>,
     out: (i32, i32),
 ) -> Result<(ConfinedChild, labfy_sys::Confinement), SpawnError> {
+    let as_root = cgroup::is_root();
+    // SAFETY: geteuid/getegid take no argument and cannot fail.
+    #[allow(unsafe_code)]
+    let (uid, gid) = if as_root { (SANDBOX_UID, SANDBOX_UID) } else { unsafe { (libc::geteuid(), libc::getegid()) } };
     let mut root = Root::new();
     root.system()?.devices()?.proc()?.tmp(TMP_BYTES)?;
     root.read_only_at(&dir.input(), Path::new("/input"))?;
     root.read_only_at(&dir.script(), Path::new("/script"))?;
-    root.writable_at(&dir.work(), Path::new("/work"))?;
+    root.tmpfs_at(Path::new("/work"), WORK_BYTES, WORK_FILES, uid, gid)?;
     let program_dir = c.allowed.program.parent().unwrap_or(Path::new("/"));
     root.read_only(program_dir)?;
     let mut jail = Jail::new(&c.allowed.program, root);
@@ -475,7 +474,7 @@ fn spawn(
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .hostname("labfy-sandbox")?
         .no_network()
-        .run_as(SANDBOX_UID, SANDBOX_UID, &[])
+        .export_dir(Path::new("/work"))?
         .current_dir(Path::new("/work"))?
         .cgroup(procs)
         .may_write_at(Path::new("/work"))
@@ -484,6 +483,9 @@ fn spawn(
         .limit(libc::RLIMIT_FSIZE, WORK_BYTES)
         .seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: false })
         .streams(out.0, out.1);
+    if as_root {
+        jail.run_as(SANDBOX_UID, SANDBOX_UID, &[]);
+    }
     jail.spawn()
 }
 
@@ -525,8 +527,11 @@ pub async fn run(
     // Our copies of the write ends close here: EOF once the run's side is gone.
     drop(out_write);
     drop(err_write);
-    let (mut child, applied) = match spawned {
-        Ok(s) => s,
+    let (mut child, applied, work) = match spawned {
+        Ok((mut child, applied)) => {
+            let work = child.take_exported();
+            (child, applied, work)
+        }
         Err(e) => {
             let _ = tokio::task::spawn_blocking(move || confinement.delete()).await;
             return Err(fail(&format!("cannot start {} confined", c.allowed.program.display()), &e));
@@ -585,9 +590,12 @@ pub async fn run(
     .await
     .unwrap_or_default();
     let [stdout, stderr] = streams;
-    let work = dir.work();
-    let (files, files_unlisted) =
-        tokio::task::spawn_blocking(move || read_back(&work)).await.unwrap_or_else(|_| (Vec::new(), 0));
+    // The run's /work, through the descriptor it handed over; the tmpfs
+    // goes (its pages uncharged) when the descriptor does.
+    let (files, files_unlisted) = match work {
+        Some(work) => tokio::task::spawn_blocking(move || read_back(&work)).await.unwrap_or_else(|_| (Vec::new(), 0)),
+        None => (Vec::new(), 0),
+    };
     drop(dir);
     let limit_hits = after.pids_limit_hits.unwrap_or(0).saturating_sub(before.pids_limit_hits.unwrap_or(0));
     if limit_hits > 0 {
@@ -623,10 +631,12 @@ pub async fn run(
 
 /// The regular files left in `/work` (symbolic links and the rest are
 /// skipped; nothing is followed), in name order: each listed with its size
-/// and digest, its bytes carried while the report's bound allows.
-fn read_back(work: &Path) -> (Vec<SandboxFile>, u32) {
+/// and digest, its bytes carried while the report's bound allows. `work`
+/// is the descriptor the run handed over, walked through `/proc/self/fd`.
+fn read_back(work: &OwnedFd) -> (Vec<SandboxFile>, u32) {
+    let top = PathBuf::from(format!("/proc/self/fd/{}", work.as_raw_fd()));
     let mut found: Vec<(String, PathBuf)> = Vec::new();
-    let mut stack = vec![(work.to_path_buf(), String::new(), 0usize)];
+    let mut stack = vec![(top, String::new(), 0usize)];
     let mut unlisted = 0u32;
     while let Some((dir, prefix, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };

@@ -17,11 +17,24 @@ pub struct ConfinedChild {
     pid: u32,
     pidfd: Option<OwnedFd>,
     status: Option<ExitStatus>,
+    /// The directory the child handed over ([`crate::Jail::export_dir`]).
+    exported: Option<OwnedFd>,
 }
 
 impl ConfinedChild {
     pub(crate) fn new(pid: u32, pidfd: OwnedFd) -> Self {
-        Self { pid, pidfd: Some(pidfd), status: None }
+        Self { pid, pidfd: Some(pidfd), status: None, exported: None }
+    }
+
+    pub(crate) fn set_exported(&mut self, dir: OwnedFd) {
+        self.exported = Some(dir);
+    }
+
+    /// The directory the child handed over before `execve`
+    /// ([`crate::Jail::export_dir`]): an `O_PATH` descriptor, readable
+    /// through `/proc/self/fd/<n>` after the child is gone.
+    pub fn take_exported(&mut self) -> Option<OwnedFd> {
+        self.exported.take()
     }
 
     /// The host pid, while the child has not been reaped.

@@ -139,6 +139,8 @@ pub struct Jail {
     /// The file mode creation mask the program starts with (the caller's
     /// when `None`).
     umask: Option<libc::mode_t>,
+    /// A directory of the new root handed to the caller before `execve`.
+    export: Option<CString>,
 }
 
 /// Everything the child touches, built before the clone.
@@ -184,6 +186,7 @@ impl Jail {
             readable_fds: Vec::new(),
             current_dir: None,
             umask: None,
+            export: None,
         }
     }
 
@@ -202,6 +205,19 @@ impl Jail {
     pub fn umask(&mut self, mask: u32) -> &mut Self {
         self.umask = Some(mask & 0o777);
         self
+    }
+
+    /// Hands the directory `inside` (a path of the new root: a
+    /// [`Root::tmpfs_at`]) to the caller once the root is built, before
+    /// `execve`, as a descriptor ([`ConfinedChild::take_exported`]): the
+    /// caller reads what the run left there after its namespaces are gone
+    /// (the descriptor keeps the mount alive), and needs no mount of its own.
+    pub fn export_dir(&mut self, inside: &Path) -> Result<&mut Self, SpawnError> {
+        if !inside.is_absolute() {
+            return Err(SpawnError::prepare(format!("{} is not an absolute path", inside.display())));
+        }
+        self.export = Some(cstring(inside.as_os_str())?);
+        Ok(self)
     }
 
     /// Whether the child gets a user namespace of its own.
@@ -505,6 +521,12 @@ impl Jail {
         let mut confinement = self.confinement();
         let plan = self.prepare()?;
         let (read_end, write_end) = report_pipe().map_err(|e| SpawnError::new(Step::Prepare, e))?;
+        // The exported directory's way back: a datagram pair, both ends
+        // above the passed descriptors, closed in the child at `execve`.
+        let export_pair = match &self.export {
+            Some(_) => Some(export_pair().map_err(|e| SpawnError::new(Step::Prepare, e))?),
+            None => None,
+        };
         let mut pidfd: libc::c_int = -1;
         let mut flags = NAMESPACES | libc::CLONE_PIDFD as u64;
         flags |= libc::CLONE_NEWNET as u64;
@@ -527,12 +549,22 @@ impl Jail {
         let pid =
             unsafe { libc::syscall(libc::SYS_clone3, &args as *const CloneArgs, std::mem::size_of::<CloneArgs>()) };
         if pid == 0 {
-            // SAFETY: closing the parent's end in the child's copy.
+            // SAFETY: closing the parent's ends in the child's copy.
             unsafe { libc::close(read_end) };
-            self.child_main(&plan, write_end);
+            if let Some((ours, _)) = export_pair {
+                // SAFETY: as above.
+                unsafe { libc::close(ours) };
+            }
+            self.child_main(&plan, write_end, export_pair.map(|(_, theirs)| theirs));
         }
-        // SAFETY: closing our copy of the child's end.
+        // SAFETY: closing our copy of the child's ends.
         unsafe { libc::close(write_end) };
+        if let Some((_, theirs)) = export_pair {
+            // SAFETY: as above.
+            unsafe { libc::close(theirs) };
+        }
+        // SAFETY: our end of the export pair, ours alone from here.
+        let export_end = export_pair.map(|(ours, _)| unsafe { OwnedFd::from_raw_fd(ours) });
         if pid < 0 {
             let e = io::Error::last_os_error();
             // SAFETY: closing our own descriptor.
@@ -540,7 +572,7 @@ impl Jail {
             return Err(SpawnError::new(Step::Clone, e));
         }
         // SAFETY: clone3 wrote a fresh pidfd that nothing else owns.
-        let child = ConfinedChild::new(pid as u32, unsafe { OwnedFd::from_raw_fd(pidfd) });
+        let mut child = ConfinedChild::new(pid as u32, unsafe { OwnedFd::from_raw_fd(pidfd) });
         let reports = read_reports(read_end);
         for (fatal, step, errno) in reports {
             let err = io::Error::from_raw_os_error(errno);
@@ -557,13 +589,23 @@ impl Jail {
                 confinement.missing_codes.push("proc");
             }
         }
+        // Sent before `execve`, which the reports' end has confirmed.
+        if let Some(end) = export_end {
+            match raw::recv_fd(std::os::fd::AsRawFd::as_raw_fd(&end)) {
+                Ok(Some(dir)) => child.set_exported(dir),
+                Ok(None) => {
+                    return Err(SpawnError::new(Step::Root, io::Error::other("the exported directory never came")));
+                }
+                Err(e) => return Err(SpawnError::new(Step::Root, e)),
+            }
+        }
         Ok((child, confinement))
     }
 
     /// The child's side: every step in order, then `execve`; on a failure,
     /// a fatal report and `_exit(127)`. Never returns.
-    fn child_main(&self, plan: &Prepared, report: RawFd) -> ! {
-        let failed = match self.child_steps(plan, report) {
+    fn child_main(&self, plan: &Prepared, report: RawFd, export: Option<RawFd>) -> ! {
+        let failed = match self.child_steps(plan, report, export) {
             Ok(()) => (Step::Exec, io::Error::last_os_error()),
             Err(e) => e,
         };
@@ -573,7 +615,7 @@ impl Jail {
     }
 
     /// Steps 2–15; returns only on failure (or if `execve` returns).
-    fn child_steps(&self, plan: &Prepared, report: RawFd) -> Result<(), (Step, io::Error)> {
+    fn child_steps(&self, plan: &Prepared, report: RawFd, export: Option<RawFd>) -> Result<(), (Step, io::Error)> {
         let at = |step: Step| move |e: io::Error| (step, e);
 
         // 2. Die with the parent. PID 1 of a namespace ignores signals it
@@ -672,6 +714,13 @@ impl Jail {
         if let Some(dir) = &self.current_dir {
             raw::chdir(dir).map_err(at(Step::PivotRoot))?;
         }
+        //    The exported directory, handed over now that it is in place.
+        if let (Some(dir), Some(sock)) = (&self.export, export) {
+            let fd = raw::open_dir_path(dir).map_err(at(Step::Root))?;
+            raw::send_fd(sock, fd).map_err(at(Step::Root))?;
+            // SAFETY: our own descriptor, sent already.
+            unsafe { libc::close(fd) };
+        }
 
         // 8. Loopback, the only interface of its own network namespace (none
         //    at all for a child with no network).
@@ -723,6 +772,21 @@ impl Jail {
         unsafe { libc::execve(plan.program.as_ptr(), plan.argv_ptrs.as_ptr(), plan.envp_ptrs.as_ptr()) };
         Err((Step::Exec, io::Error::last_os_error()))
     }
+}
+
+/// A close-on-exec datagram socket pair whose descriptors are above the
+/// passed ones: (the parent's end, the child's end).
+fn export_pair() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into `fds`.
+    raw::check(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+    let high = |fd: RawFd| -> io::Result<RawFd> {
+        // SAFETY: fcntl on a descriptor of ours; the original is closed.
+        let h = raw::check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, REPORT_FD_MIN) });
+        unsafe { libc::close(fd) };
+        h
+    };
+    Ok((high(fds[0])?, high(fds[1])?))
 }
 
 /// A close-on-exec pipe whose descriptors are above fd 3.

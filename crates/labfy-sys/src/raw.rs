@@ -241,3 +241,70 @@ pub(crate) fn set_identity(uid: libc::uid_t, gid: libc::gid_t, groups: &[libc::g
     }
     Ok(())
 }
+
+/// A control message buffer for one descriptor: `CMSG_SPACE(sizeof(int))`
+/// on 64-bit Linux (a 16-byte header, 4 bytes padded to 8), aligned.
+#[repr(C, align(8))]
+struct OneFd([u8; 24]);
+
+/// Sends `fd` over the Unix socket `sock` (`SCM_RIGHTS`), with one byte of
+/// data. Async-signal-safe: everything lives on this stack frame.
+pub(crate) fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut space = OneFd([0; 24]);
+    // SAFETY: a zeroed msghdr pointing at buffers of this frame, of the
+    // lengths stated; CMSG_FIRSTHDR/CMSG_DATA compute addresses inside
+    // `space`, which is large and aligned enough for one int.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.0.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of::<OneFd>();
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
+        check_long(libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as libc::c_long).map(drop)
+    }
+}
+
+/// Receives one descriptor sent by [`send_fd`], without waiting: `None`
+/// when nothing was sent (or the message held no descriptor).
+pub(crate) fn recv_fd(sock: libc::c_int) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut space = OneFd([0; 24]);
+    // SAFETY: as in `send_fd`; a descriptor the kernel installed for us
+    // (close-on-exec) is owned by the OwnedFd made from it.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.0.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of::<OneFd>();
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::EAGAIN) { Ok(None) } else { Err(e) };
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if n == 0 || cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            return Ok(None);
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+        Ok(Some(std::os::fd::OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// `open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)`.
+pub(crate) fn open_dir_path(path: &CStr) -> io::Result<libc::c_int> {
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) })
+}

@@ -239,6 +239,32 @@ impl Root {
         Ok(self)
     }
 
+    /// A tmpfs of the child's own at `target` inside (`/work`), its bytes
+    /// and files bounded by the kernel, its top directory owned by `uid` and
+    /// `gid` (as the child's user namespace names them: its own ids there,
+    /// or the identity a privileged caller drops it to) and mode 0700. It
+    /// lives in the child's mount namespace; [`crate::Jail::export_dir`]
+    /// hands it to the caller, who reads it after the run.
+    pub fn tmpfs_at(
+        &mut self,
+        target: &Path,
+        bytes: u64,
+        files: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<&mut Self, SpawnError> {
+        let rel = target
+            .strip_prefix("/")
+            .map_err(|_| SpawnError::prepare(format!("{} is not an absolute path", target.display())))?;
+        self.make_dirs(rel, true)?;
+        let options = CString::new(format!("size={bytes},nr_inodes={files},mode=0700,uid={uid},gid={gid}"))
+            .map_err(|_| SpawnError::prepare("tmpfs options"))?;
+        let target_c = CString::new(rel.as_os_str().as_bytes()).map_err(|_| SpawnError::prepare("tmpfs target"))?;
+        self.push(RootOp::Tmpfs { target: target_c, options, readonly: false })?;
+        self.described.push(format!("{} (a tmpfs of its own, {} MiB, {files} files)", target.display(), bytes >> 20));
+        Ok(self)
+    }
+
     /// One line per path the child sees, for reports.
     pub fn describe(&self) -> &[String] {
         &self.described

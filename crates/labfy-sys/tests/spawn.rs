@@ -139,3 +139,51 @@ fn without_an_identity_a_child_with_no_network_keeps_the_callers_ids_in_a_user_n
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(work.join("made")).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o660);
 }
+
+/// The sandbox's `/work` (SPEC X1, issue 16 under the unit): a tmpfs of the
+/// child's own, bounded by the kernel in bytes and files, handed to the
+/// caller as a descriptor before `execve` — what the run wrote is read
+/// after it is gone, and no mount was made on the host.
+#[test]
+fn an_exported_tmpfs_is_read_after_the_run_and_bounded_by_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = std::fs::canonicalize(dir.path()).unwrap();
+    // SAFETY: geteuid/getegid take no argument and cannot fail.
+    #[allow(unsafe_code)]
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let script = "echo kept > /work/out.txt; mkdir /work/sub && echo deep > /work/sub/f; \
+                  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do touch /work/n$i 2>/dev/null || break; done; \
+                  rm /work/n1 /work/n2; echo $i > /work/made; \
+                  head -c 2097152 /dev/zero > /work/big || echo big refused; true";
+    let mut root = Root::new();
+    root.system().unwrap().devices().unwrap().proc().unwrap().tmp(1 << 20).unwrap();
+    root.tmpfs_at(Path::new("/work"), 1 << 20, 16, uid, gid).unwrap();
+    let mut jail = Jail::new(Path::new("/bin/sh"), root);
+    jail.arg("-c").arg(script).no_network().may_write_at(Path::new("/work")).export_dir(Path::new("/work")).unwrap();
+    let (mut out, write) = labfy_sys::pipe().unwrap();
+    jail.output(std::os::fd::AsRawFd::as_raw_fd(&write));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (mut child, _) = jail.spawn().expect("spawn");
+    drop(write);
+    let exported = child.take_exported().expect("the directory was handed over");
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut out, &mut said).unwrap();
+    let status =
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(30), child.wait()).await.unwrap().unwrap() });
+    assert!(status.success(), "{status}: {said}");
+    let at = Path::new("/proc/self/fd").join(std::os::fd::AsRawFd::as_raw_fd(&exported).to_string());
+    let read = |f: &str| std::fs::read_to_string(at.join(f)).unwrap_or_default();
+    assert_eq!(read("out.txt"), "kept\n");
+    assert_eq!(read("sub/f"), "deep\n");
+    // Bytes: 1 MiB, not the 2 MiB asked.
+    let big = std::fs::metadata(at.join("big")).unwrap().len();
+    assert!(big <= 1 << 20, "{big} bytes written past the bound");
+    assert!(said.contains("No space left") && said.contains("big refused"), "{said}");
+    // Files: the tmpfs counts inodes (its root included); the loop stopped.
+    let made: u32 = read("made").trim().parse().unwrap();
+    assert!(made < 20, "{made} files made past the bound");
+    // Nothing was mounted on the host.
+    assert!(std::fs::read_dir(&work).unwrap().next().is_none());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.lines().any(|l| l.contains(" /work ")), "a /work mount leaked to the host");
+}
