@@ -247,21 +247,29 @@ pub(crate) fn set_identity(uid: libc::uid_t, gid: libc::gid_t, groups: &[libc::g
 #[repr(C, align(8))]
 struct OneFd([u8; 24]);
 
+/// A message of one data byte (`iov`) and room for one descriptor
+/// (`space`): both live on the caller's frame, which outlives the message.
+fn one_fd_msg(iov: &mut libc::iovec, space: &mut OneFd) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of::<OneFd>();
+    msg
+}
+
 /// Sends `fd` over the Unix socket `sock` (`SCM_RIGHTS`), with one byte of
 /// data. Async-signal-safe: everything lives on this stack frame.
 pub(crate) fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     let mut space = OneFd([0; 24]);
-    // SAFETY: a zeroed msghdr pointing at buffers of this frame, of the
-    // lengths stated; CMSG_FIRSTHDR/CMSG_DATA compute addresses inside
-    // `space`, which is large and aligned enough for one int.
+    let msg = one_fd_msg(&mut iov, &mut space);
+    // SAFETY: CMSG_FIRSTHDR/CMSG_DATA compute addresses inside `space`,
+    // which is large and aligned enough for one int; `msg` points at
+    // buffers of this frame.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.0.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of::<OneFd>();
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         if cmsg.is_null() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -281,14 +289,10 @@ pub(crate) fn recv_fd(sock: libc::c_int) -> io::Result<Option<std::os::fd::Owned
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     let mut space = OneFd([0; 24]);
+    let mut msg = one_fd_msg(&mut iov, &mut space);
     // SAFETY: as in `send_fd`; a descriptor the kernel installed for us
     // (close-on-exec) is owned by the OwnedFd made from it.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.0.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of::<OneFd>();
         let n = libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             let e = io::Error::last_os_error();
