@@ -274,21 +274,13 @@ fn only_egress_has_the_hosts_network() {
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
     let (up, _port) = start_up(BIN, &data);
-    let pid_of = |role: &str| -> Option<u32> {
-        let o = Command::new(BIN).args(["status", "--runtime-dir"]).arg(&run).output().ok()?;
-        let text = String::from_utf8(o.stdout).ok()?;
-        let f: Vec<String> =
-            text.lines().find(|l| l.starts_with(&format!("{role} ")))?.split_whitespace().map(str::to_owned).collect();
-        (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
-    };
-    let governor = wait_for("a healthy governor", || pid_of("governor"));
-    let egress = wait_for("a healthy egress", || pid_of("egress"));
+    let governor = healthy_pid(BIN, &run, "governor");
+    let egress = healthy_pid(BIN, &run, "egress");
     let supervisor = up.0.id();
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     let net = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     assert_eq!(net(egress), ours, "egress is not in the host's network namespace");
-    let launcher = std::fs::read_to_string(format!("/proc/{egress}/stat")).unwrap();
-    let launcher: u32 = launcher.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let launcher = parent_of(egress);
     let cmdline = std::fs::read_to_string(format!("/proc/{launcher}/cmdline")).unwrap();
     assert!(cmdline.contains("__labfy-host-launcher"), "egress's parent is not the host launcher: {cmdline:?}");
     assert_eq!(net(launcher), ours, "the host launcher left the host's network");

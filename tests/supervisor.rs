@@ -64,12 +64,6 @@ fn siblings_built() {
     }
 }
 
-fn parent_of(pid: u32) -> u32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after.split(' ').nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn three_processes_restart_after_kill_9_and_stop_in_order() {
     siblings_built();

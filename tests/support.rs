@@ -189,13 +189,29 @@ pub fn first_investigation(port: u16, cookie: &str) -> String {
 /// The pid of the healthy workspace server of the `labfy up` whose runtime
 /// directory is `run`, from `labfy status`.
 pub fn server_pid(bin: &str, run: &Path) -> u32 {
-    wait_for("a healthy server", || {
+    healthy_pid(bin, run, "server")
+}
+
+/// The pid of the healthy `role` (`server`, `governor`, `egress`) of the
+/// `labfy up` whose runtime directory is `run`, from `labfy status`.
+pub fn healthy_pid(bin: &str, run: &Path, role: &str) -> u32 {
+    wait_for(&format!("a healthy {role}"), || {
         let o = Command::new(bin).args(["status", "--runtime-dir"]).arg(run).output().ok()?;
         let text = String::from_utf8(o.stdout).ok()?;
-        let line = text.lines().find(|l| l.starts_with("server "))?;
+        let line = text.lines().find(|l| l.starts_with(&format!("{role} ")))?;
         let f: Vec<&str> = line.split_whitespace().collect();
         (f[1] == "healthy").then(|| f[2].parse().ok()).flatten()
     })
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat` (after the command name,
+/// which may hold spaces and parentheses).
+pub fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process is alive");
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .expect("a ppid")
 }
 
 /// Polls `f` until it returns `Some` or [`WAIT`] passes.
