@@ -14,7 +14,10 @@
 //! makes the governor stop a campaign, which obeys (F5). Then:
 //! a redirect out of scope is refused before its stream, a revocation stops
 //! a campaign in flight, and with the Tor network stopped a fetch is
-//! UNAVAILABLE and no request reaches the web server.
+//! UNAVAILABLE and no request reaches the web server. An onion service
+//! hosted on the same private network (SPEC F3) is granted by its v3
+//! address and fetched through arti's onion-service client; its evidence's
+//! provenance says so, and a forged address is refused with its reason.
 //!
 //! The grant authority (SPEC T2): a grant made in the UI fetches nothing
 //! until a human confirms it outside the server — on the terminal (`labfy
@@ -67,6 +70,8 @@ const PAGE_1: &str = "<html><head><title>Registre Durand</title></head><body>\
 const PAGE_AGENT: &str = "<html><head><title>Communiqué Durand</title></head><body>\
 <p>La société Durand annonce l'ouverture d'un bureau à Nantes.</p></body></html>";
 const PAGE_2: &str = "Registre des domaines : durand.example, enregistré par Société Durand (Lyon).";
+const PAGE_ONION: &str = "<html><head><title>Forum Durand</title></head><body>\
+<p>Annonce : la société Durand cède son domaine durand.example.</p></body></html>";
 
 /// A private Tor network, stopped by PID when dropped (even on panic).
 struct TorNet {
@@ -74,8 +79,11 @@ struct TorNet {
 }
 
 impl TorNet {
-    /// Starts one, or `None` when `tor` is missing and not required here.
-    fn start(dir: PathBuf) -> Option<(Self, PathBuf)> {
+    /// Starts one, or `None` when `tor` is missing and not required here,
+    /// with an onion service leading to `onion_target` (`127.0.0.1:PORT`).
+    /// Returns the network, its arti configuration and the service's
+    /// `<v3>.onion` name.
+    fn start(dir: PathBuf, onion_target: &str) -> Option<(Self, PathBuf, String)> {
         let have = |p: &str| {
             Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success())
         };
@@ -87,12 +95,19 @@ impl TorNet {
             eprintln!("skipped: `tor` is not installed (apt-get install tor); tests/run-all installs it");
             return None;
         }
-        let o = Command::new(HARNESS).arg("start").arg(&dir).stderr(Stdio::inherit()).output().unwrap();
+        let o = Command::new(HARNESS)
+            .arg("start")
+            .arg(&dir)
+            .args(["--onion", onion_target])
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
         let net = Self { dir };
         assert!(o.status.success(), "tests/tor-network start failed");
         let out = String::from_utf8(o.stdout).unwrap();
         let arti = out.lines().find_map(|l| l.strip_prefix("LABFY_TEST_ARTI_CONFIG=")).expect("arti config line");
-        Some((net, PathBuf::from(arti)))
+        let onion = out.lines().find_map(|l| l.strip_prefix("LABFY_TEST_ONION=")).expect("onion line");
+        Some((net, PathBuf::from(arti), onion.to_owned()))
     }
 
     fn stop(&self) {
@@ -169,6 +184,7 @@ fn serve(mut s: TcpStream, log: &Mutex<Vec<String>>, away: Option<&str>, here: &
         "/page/2" => page("text/plain; charset=utf-8", PAGE_2),
         "/moved" => moved(&format!("{here}/page/2")),
         "/agent" => page("text/html; charset=utf-8", PAGE_AGENT),
+        "/onion" => page("text/html; charset=utf-8", PAGE_ONION),
         "/pause" => {
             // A page that takes a few seconds: the campaign runs meanwhile.
             std::thread::sleep(Duration::from_secs(15));
@@ -358,11 +374,12 @@ fn approve_on_page(link: &str, ui_port: u16, urls: &[String]) {
 #[test]
 fn a_research_runs_through_egress_over_a_private_tor_network() {
     let dir = TempDir::new().unwrap();
-    let Some((net, arti)) = TorNet::start(dir.path().join("tornet")) else { return };
     // The page server, and a second one on another loopback address that
     // no grant names: nothing may ever reach it.
     let outside = Web::start("127.0.0.2", None);
     let web = Web::start("127.0.0.1", Some(("127.0.0.2", outside.port)));
+    let onion_target = format!("127.0.0.1:{}", web.port);
+    let Some((net, arti, onion)) = TorNet::start(dir.path().join("tornet"), &onion_target) else { return };
 
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -466,6 +483,7 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert_eq!(fetch["body_sha256"], hex(&Sha256::digest(PAGE_1.as_bytes())), "{fetch:#}");
     assert_eq!(fetch["url"], urls[0].as_str());
     assert_eq!(fetch["http_status"], 200);
+    assert_eq!(fetch["route"], "exit", "{fetch:#}");
     assert_eq!(fetch["grant"], grant.as_str());
     assert_eq!(fetch["campaign"], c["id"]);
     assert!(fetch["isolation"].as_str().is_some_and(|i| !i.is_empty()), "{fetch:#}");
@@ -493,6 +511,9 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
 
     // 5d. Memory pressure: the governor stops the campaign (F5).
     the_governor_stops_a_campaign_under_pressure(&s, &data, &web);
+
+    // 5e. An onion service (F3).
+    an_onion_page_is_fetched_inside_tor(&s, &data, &web, &onion);
 
     // 6. A revocation stops a campaign in flight (E3).
     let (_, request) = s.prepared("Quels domaines pour la société Durand ?");
@@ -628,6 +649,45 @@ fn agent_fetches_under_the_grant(s: &Session, data: &Path, web: &Web, outside: &
     assert_eq!(logged.iter().filter(|s| **s == "FETCHED").count(), 3, "{log:#}");
     assert_eq!(logged.iter().filter(|s| **s == "REFUSED").count(), 1, "{log:#}");
     assert_eq!(outside.total(), 0);
+}
+
+/// SPEC F3: an onion service of the private network, granted by its v3
+/// address, is fetched through arti's onion-service client — no exit relay
+/// — and its evidence's provenance says so. A forged address (one character
+/// changed, so its checksum fails) is refused at the grant with the reason.
+fn an_onion_page_is_fetched_inside_tor(s: &Session, data: &Path, web: &Web, onion: &str) {
+    let (_, request) = s.prepared("Que dit le forum de la société Durand ?");
+    let url = format!("http://{onion}/onion");
+    let grant_body = |host: &str, url: &str| {
+        json!({"scope": {"hosts": [host]}, "budget": {"max_requests": 2, "max_bytes": 1_048_576},
+               "expires_in_minutes": 30, "urls": [url]})
+    };
+    let grant_path = format!("/api/v1/research/requests/{request}/grant");
+    let forged = format!("{}{}", if onion.starts_with('a') { "b" } else { "a" }, &onion[1..]);
+    let (st, refused) = s.post(&grant_path, &grant_body(&forged, &format!("http://{forged}/onion")));
+    assert_eq!(st, 400, "{refused}");
+    assert!(refused.to_string().contains("checksum is wrong"), "{refused}");
+    assert!(s.campaign(&request).is_null());
+
+    let (st, g) = s.post(&grant_path, &grant_body(onion, &url));
+    assert_eq!(st, 201, "{g}");
+    let started = Instant::now();
+    approve_on_terminal(data, g["grant"].as_str().unwrap(), std::slice::from_ref(&url));
+    let c = s.finished(&request);
+    assert_eq!(c["status"], "COMPLETED", "{c:#}");
+    eprintln!("onion page fetched {} ms after the approval", started.elapsed().as_millis());
+    assert_eq!(web.hits("/onion"), 1, "the onion service's backend saw one request");
+    let ev = c["items"][0]["evidence"].as_str().unwrap();
+    let e = s.get(&format!("/api/v1/evidence/{ev}"));
+    let fetch = find_key(&e, "fetch").unwrap_or_else(|| panic!("no fetch provenance in {e:#}"));
+    assert_eq!(
+        (fetch["url"].as_str(), fetch["route"].as_str()),
+        (Some(url.as_str()), Some("onion_service")),
+        "{fetch:#}"
+    );
+    assert_eq!(fetch["body_sha256"], hex(&Sha256::digest(PAGE_ONION.as_bytes())), "{fetch:#}");
+    let x = s.get(&format!("/api/v1/evidence/{ev}/excerpt?length=2000"));
+    assert!(x["text"].as_str().unwrap_or_default().contains("cède son domaine"), "{x}");
 }
 
 /// SPEC F4: the server is killed (`kill -9`) while a campaign fetches; the

@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::blobs::Blob;
 use crate::commands::{Inserted, TextEvidence, audit, check_text, index_evidence, insert_text_evidence, sha256_hex};
 use crate::error::{Result, StoreError};
-use crate::model::FetchProvenance;
+use crate::model::{FetchProvenance, TorRoute};
 use crate::now_rfc3339;
 use crate::reads::Reads;
 use crate::research::{Campaign, grant_is_active};
@@ -1046,12 +1046,14 @@ const FETCH_COLUMNS: &str = "f.campaign_id, f.position, f.grant_id, f.url, f.fin
                              f.isolation";
 
 fn fetch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FetchProvenance> {
+    let final_url: String = r.get(4)?;
     Ok(FetchProvenance {
+        route: TorRoute::of_url(&final_url),
         campaign: col_ref(r, 0, RefKind::Campaign)?,
         position: r.get(1)?,
         grant: col_ref(r, 2, RefKind::Grant)?,
         url: r.get(3)?,
-        final_url: r.get(4)?,
+        final_url,
         redirects: col_json(r, 5)?,
         http_status: r.get(6)?,
         headers: col_json(r, 7)?,

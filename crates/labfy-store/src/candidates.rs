@@ -14,8 +14,10 @@
 //! screened by [`screen_candidate`]: normalised as a campaign stores it, and
 //! left out with its reason when no campaign should fetch it (another
 //! scheme, credentials, a private or loopback address, a name that is not
-//! public, an IDN homograph, an onion address — not yet fetched —, an
-//! exclusion of the request).
+//! public, an IDN homograph, an onion address that is not a v3 address with
+//! its checksum, an exclusion of the request). A valid onion address is
+//! proposed like any public name: egress reaches it through arti's
+//! onion-service client (SPEC F3).
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -111,8 +113,10 @@ pub enum SkipReason {
     /// A name that is not on the public Internet (`localhost`, `.local`,
     /// `.internal`, one label…).
     NotPublic,
-    /// An onion service address (`detail`: `valid` or `bad_checksum`);
-    /// onion services are not fetched yet.
+    /// An onion address that no onion service can have (`detail`:
+    /// `bad_checksum` for 56 characters whose v3 checksum is wrong,
+    /// `not_v3` for anything else, such as a retired 16-character v2
+    /// address). A valid v3 address is proposed (SPEC F3).
     Onion,
     /// An IDN label mixing scripts as no legitimate name does (`detail`: the label).
     MixedScripts,
@@ -260,10 +264,11 @@ fn screen_domain(name: &str) -> std::result::Result<Option<String>, Refusal> {
     if NOT_PUBLIC_SUFFIXES.iter().any(|s| name == *s || name.ends_with(&format!(".{s}"))) {
         return not_public();
     }
-    if let Some(label) = name.strip_suffix(".onion") {
-        let service = label.rsplit('.').next().unwrap_or_default();
-        let state = if labfy_extract::onion_is_valid(service) { "valid" } else { "bad_checksum" };
-        return Err((SkipReason::Onion, Some(state.into())));
+    if name.ends_with(".onion") {
+        return match crate::research::check_onion_name(name) {
+            Ok(()) => Ok(None),
+            Err(why) => Err((SkipReason::Onion, Some(why.code().into()))),
+        };
     }
     if check_host_pattern(name).is_err() {
         return not_public();

@@ -77,16 +77,21 @@ fn hostile_values_are_left_out_with_their_reason() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws, inv) = real_store(&dir);
     let onion = "pg6mmjiyjmcrsslvykfwnntlaru7p5svn6y2ymmju6nubxndf4pscryd";
+    // The same address with one character changed: its checksum fails.
+    let forged = onion.replacen('p', "q", 1);
     let text = format!(
         "http://127.0.0.1:8080/admin http://10.1.2.3/ http://192.168.0.1/routeur http://169.254.169.254/latest \
          http://100.64.0.1/ ftp://archive.example.org/pub http://user:secret@shop.example.org/ \
          http://[2001:db8::1]/ http://localhost/x http://printer.local/ http://intranet/ \
-         http://{onion}.onion/ http://xn--pypal-4ve.com/login https://xn--e1awd7f.com/ \
+         http://{onion}.onion/ http://{forged}.onion/x http://expyuzz4wqqyqhjn.onion/ \
+         http://xn--pypal-4ve.com/login https://xn--e1awd7f.com/ \
          https://social.example.net/profil https://ok.example.org/",
     );
     let ev = note(&mut store, ws, &inv, "Page hostile", &text);
     let c = prepare(&mut store, ws, vec![ev], &["social.example"]);
-    assert_eq!(urls(&c), ["https://ok.example.org/"], "skipped: {:?}", c.skipped);
+    // A v3 onion address with its checksum is proposed (SPEC F3).
+    let onion_url = format!("http://{onion}.onion/");
+    assert_eq!(urls(&c), [onion_url.as_str(), "https://ok.example.org/"], "skipped: {:?}", c.skipped);
     assert_eq!(skipped(&c, "127.0.0.1"), SkipReason::PrivateAddress);
     assert_eq!(skipped(&c, "10.1.2.3"), SkipReason::PrivateAddress);
     assert_eq!(skipped(&c, "192.168.0.1"), SkipReason::PrivateAddress);
@@ -98,7 +103,9 @@ fn hostile_values_are_left_out_with_their_reason() {
     assert_eq!(skipped(&c, "localhost"), SkipReason::NotPublic);
     assert_eq!(skipped(&c, "printer.local"), SkipReason::NotPublic);
     assert_eq!(skipped(&c, "http://intranet/"), SkipReason::NotPublic);
-    assert_eq!(skipped(&c, ".onion"), SkipReason::Onion);
+    let bad = |v: &str| c.skipped.iter().find(|s| s.value.contains(v)).map(|s| (s.reason, s.detail.clone()));
+    assert_eq!(bad(&forged), Some((SkipReason::Onion, Some("bad_checksum".into()))));
+    assert_eq!(bad("expyuzz4wqqyqhjn"), Some((SkipReason::Onion, Some("not_v3".into()))), "a retired v2 address");
     // « pаypal » with a Cyrillic а mixes scripts; « еріс » is all Cyrillic
     // letters that read as the Latin « epic ».
     assert_eq!(skipped(&c, "xn--pypal-4ve"), SkipReason::MixedScripts);
@@ -107,7 +114,7 @@ fn hostile_values_are_left_out_with_their_reason() {
     assert_eq!(homograph.detail.as_deref(), Some("epic.com"));
     let excluded = c.skipped.iter().find(|s| s.value.contains("social.example.net")).unwrap();
     assert_eq!((excluded.reason, excluded.detail.as_deref()), (SkipReason::Excluded, Some("social.example")));
-    assert_eq!((c.skipped_total, c.skipped.len()), (15, 15), "{:?}", c.skipped);
+    assert_eq!((c.skipped_total, c.skipped.len()), (16, 16), "{:?}", c.skipped);
 }
 
 #[test]

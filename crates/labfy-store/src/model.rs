@@ -421,6 +421,29 @@ pub struct FetchProvenance {
     pub elapsed_ms: u64,
     /// The campaign's Tor isolation label.
     pub isolation: String,
+    /// How Tor reached the final URL's host (SPEC F3).
+    pub route: TorRoute,
+}
+
+/// How a fetch went through Tor (SPEC F3), from the final URL's host: arti
+/// reaches a `.onion` name only through the onion service's own rendezvous
+/// circuit, and any other host only through an exit relay, so the host says
+/// which (egress links no other path, P4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TorRoute {
+    /// Through an exit relay to the host on the Internet.
+    Exit,
+    /// To an onion service, end to end inside Tor; no exit relay sees it.
+    OnionService,
+}
+
+impl TorRoute {
+    /// The route to `url`'s host.
+    pub fn of_url(url: &str) -> Self {
+        let host = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
+        if host.ends_with(".onion") { Self::OnionService } else { Self::Exit }
+    }
 }
 
 /// Provenance of an object, following inputs back (bounded).

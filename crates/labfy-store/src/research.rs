@@ -278,6 +278,11 @@ pub fn check_host_pattern(host: &str) -> Result<()> {
     if name.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
         return bad("a numeric name must be a valid IPv4 address");
     }
+    if name.ends_with(".onion") {
+        if let Err(why) = check_onion_name(name) {
+            return bad(why.sentence());
+        }
+    }
     let labels: Vec<&str> = name.split('.').collect();
     if labels.len() < 2 {
         return bad("must be a dotted host name such as `example.org`");
@@ -293,6 +298,51 @@ pub fn check_host_pattern(host: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Why a name under `.onion` names no onion service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadOnion {
+    /// 56 base32 characters whose v3 checksum is wrong: a typing or
+    /// copying error, or a forged address.
+    BadChecksum,
+    /// Not a v3 address at all (a retired 16-character v2 address, or any
+    /// other label).
+    NotV3,
+}
+
+impl BadOnion {
+    /// The code a skipped candidate carries.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Self::BadChecksum => "bad_checksum",
+            Self::NotV3 => "not_v3",
+        }
+    }
+
+    /// The reason, for a refusal.
+    fn sentence(self) -> &'static str {
+        match self {
+            Self::BadChecksum => "the onion address's v3 checksum is wrong; copy the address again",
+            Self::NotV3 => {
+                "an onion address is 56 letters a–z and digits 2–7 before `.onion` (v3); v2 addresses are retired"
+            }
+        }
+    }
+}
+
+/// Checks a host name under `.onion` (SPEC F3): the label just before
+/// `.onion` must be a v3 onion address whose checksum holds (rend-spec-v3);
+/// labels before it are the service's own sub-domains (`www.<v3>.onion`),
+/// which Tor accepts and ignores. The one copy of the rule: scope patterns
+/// ([`check_host_pattern`]), hence every granted URL, and candidate URLs.
+pub(crate) fn check_onion_name(name: &str) -> std::result::Result<(), BadOnion> {
+    let label = name.strip_suffix(".onion").and_then(|l| l.rsplit('.').next()).unwrap_or_default();
+    if labfy_extract::onion_is_valid(label) {
+        return Ok(());
+    }
+    let base32 = label.len() == 56 && label.bytes().all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
+    Err(if base32 { BadOnion::BadChecksum } else { BadOnion::NotV3 })
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -889,6 +889,28 @@ fn host_patterns_are_lower_case_dns_names_or_ipv4() {
     }
 }
 
+/// SPEC F3: an onion service is granted by its v3 address, whose checksum
+/// is checked where every scope pattern is; a bad one says why.
+#[test]
+fn onion_scopes_need_a_v3_address_with_its_checksum() {
+    let v3 = "pg6mmjiyjmcrsslvykfwnntlaru7p5svn6y2ymmju6nubxndf4pscryd";
+    for ok in [format!("{v3}.onion"), format!("www.{v3}.onion"), format!("*.{v3}.onion")] {
+        check_host_pattern(&ok).unwrap_or_else(|e| panic!("`{ok}` refused: {e}"));
+    }
+    let forged = format!("{}.onion", v3.replacen('p', "q", 1));
+    let e = check_host_pattern(&forged).unwrap_err().to_string();
+    assert!(e.contains("checksum is wrong"), "{e}");
+    let e = check_host_pattern("expyuzz4wqqyqhjn.onion").unwrap_err().to_string();
+    assert!(e.contains("v2 addresses are retired"), "{e}");
+    assert_invalid(check_host_pattern("*.onion"), "host `*.onion`");
+    // A URL under a granted onion scope is normalised like any other.
+    let scope = [format!("{v3}.onion")];
+    let url = check_campaign_url(&format!("http://{}.ONION/a b", v3.to_uppercase()), &scope);
+    assert!(url.is_err(), "spaces are refused: {url:?}");
+    let url = check_campaign_url(&format!("http://{}.ONION/a", v3.to_uppercase()), &scope).unwrap();
+    assert_eq!(url, format!("http://{v3}.onion/a"));
+}
+
 #[test]
 fn a_grant_is_active_until_revoked_or_expired() {
     let dir = TempDir::new().unwrap();
