@@ -2062,6 +2062,117 @@ async function scenarioImport({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// Issue 19's injection corpus (tests/fixtures/injection) as the analyst
+// meets it in a REAL workspace: the notes added through the API as the form
+// sends them, the files chosen in « Importer des fichiers » under their
+// hostile names; then searched and every document opened. Nothing runs, no
+// element becomes active, nothing is fetched, markup and file names read as
+// text, and the highlight markers a document carries mark nothing.
+async function scenarioInjectionCorpus({ page, base }) {
+  const before = eventCounts();
+  const dir = path.join(REPO, 'tests', 'fixtures', 'injection');
+  const corpus = JSON.parse(fs.readFileSync(path.join(dir, 'corpus.json'), 'utf8'));
+  const fill = (text, token) => text.replaceAll('{{TOKEN}}', token);
+  await openOverview(page, base);
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('case-new'), { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('case-new-title'), 'Corpus hostile', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('case-create'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => document.querySelector('[data-testid="overview-title"]')?.textContent === 'Corpus hostile',
+    null, { timeout: STEP_TIMEOUT_MS });
+  const inv = await page.$eval(tid('investigation-select'), (s) => s.value);
+  assert(/^investigation:/.test(inv), `investigation: ${inv}`);
+  const notes = corpus.documents.filter((d) => d.channel === 'note')
+    .map((d) => ({ title: fill(d.title, d.token), content: fill(fs.readFileSync(path.join(dir, d.file), 'utf8'), d.token) }));
+  const statuses = await page.evaluate(async ({ inv, notes }) => {
+    const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
+    const out = [];
+    for (const n of notes) {
+      for (;;) {
+        const r = await fetch(`/api/v1/investigations/${inv}/evidence`, {
+          method: 'POST', credentials: 'same-origin',
+          headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf_token },
+          body: JSON.stringify(n),
+        });
+        // The session's rate guard (2 writes a second): wait as told.
+        if (r.status === 429) {
+          await new Promise((ok) => setTimeout(ok, 1000 * Number(r.headers.get('retry-after') ?? 1)));
+          continue;
+        }
+        out.push(r.status);
+        break;
+      }
+    }
+    return out;
+  }, { inv, notes });
+  assert(statuses.every((x) => x === 201), `notes: ${statuses.join(', ')}`);
+  const files = corpus.documents.filter((d) => d.channel === 'import').map((d) => {
+    const raw = fs.readFileSync(path.join(dir, d.file));
+    const text = raw.toString('utf8');
+    const utf8 = Buffer.from(text, 'utf8').equals(raw);
+    return { name: fill(d.import_name, d.token), mimeType: 'application/octet-stream', buffer: utf8 ? Buffer.from(fill(text, d.token)) : raw };
+  });
+  await page.waitForSelector(tid('import-form'), { timeout: STEP_TIMEOUT_MS });
+  await page.setInputFiles(tid('import-files'), files);
+  await page.waitForFunction(() => /Import terminé/.test(document.querySelector('[data-testid="import-status"]')?.textContent ?? ''),
+    null, { timeout: 60_000 });
+  const lines = await page.$$eval(tid('import-line'), (els) => els.map((e) => [e.dataset.outcome, e.textContent]));
+  assert(lines.length >= files.length, `import report: ${JSON.stringify(lines)}`);
+  await assertNothingActive(page, 'the import report of hostile names');
+
+  // Found by search, as text; the forged highlight (INJ13) marks nothing.
+  await page.fill(tid('search-input'), 'Quillon', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('search-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('search-summary')}[data-state="done"]`, { timeout: STEP_TIMEOUT_MS });
+  const hits = await page.$$eval(tid('search-hit'), (els) => els.map((a) => ({
+    title: a.querySelector('[data-testid="search-hit-title"]').textContent,
+    href: a.getAttribute('href'),
+    marks: [...a.querySelectorAll('mark')].map((m) => m.textContent),
+  })));
+  assert(hits.length >= 2, `search found ${hits.length} documents`);
+  assert(hits.every((x) => x.marks.every((m) => /^quillon$/i.test(m))), `a mark other than the query: ${JSON.stringify(hits.map((x) => x.marks))}`);
+  assert(await page.$$eval(`${tid('search-results')} :is(img, script, iframe, svg, b, form)`, (els) => els.length) === 0,
+    'search results contain elements from the documents');
+  await shotsAt(page, 'injection-search', tid('search-results'));
+  // Every document of the investigation, opened in the reader.
+  const all = await page.evaluate(async (inv) => {
+    const r = await fetch(`/api/v1/investigations/${inv}/lists/evidence?limit=200`, { credentials: 'same-origin' });
+    return (await r.json()).items.map((e) => ({ title: e.title, href: `#/evidence/${encodeURIComponent(e.id)}` }));
+  }, inv);
+  assert(all.length >= corpus.documents.length, `the investigation holds ${all.length} documents`);
+  assert(all.some((x) => x.title.includes('<b onmouseover=')), 'the markup title is missing');
+  for (const hit of all) {
+    await page.goto(`${base}/${hit.href}`);
+    await waitView(page, 'evidence');
+    await loadAllText(page);
+    const inside = await page.$$eval(`${tid('evidence-view')} :is(img, script, iframe, object, embed, svg, form, b)`,
+      (els) => els.map((e) => e.tagName));
+    assert(inside.length === 0, `${hit.title}: the reader holds ${inside.join(', ')}`);
+    // A right-to-left override in a file name is shown for what it is and
+    // reorders nothing: « facture-INJ27[U+202E]fdp.exe », never
+    // « facture-INJ27exe.pdf ».
+    if (hit.title.includes('INJ27')) {
+      const title = await textOf(page, tid('evidence-title'));
+      assert(title === 'facture-INJ27[U+202E]fdp.exe', `the bidi name reads: ${title}`);
+      await shotsAt(page, 'injection-bidi-name', tid('evidence-view'));
+    }
+    if (hit.title.includes('<b onmouseover=')) {
+      const text = await textOf(page, tid('evidence-text'));
+      assert(text.includes('<script>') && text.includes('javascript:window.pwned=2'), `markup not shown as text: ${text}`);
+      await shotsAt(page, 'injection-evidence', tid('evidence-view'));
+    }
+  }
+  await sleep(300); // a would-be handler's chance to fire
+  const pwned = await page.evaluate(() => [typeof window.pwned, document.title]);
+  assert(pwned[0] === 'undefined' && pwned[1] !== 'pwned', `the page ran a document's script: ${pwned}`);
+  await assertNothingActive(page, 'the injection corpus');
+  // The writes above outrun the session's rate guard on purpose: the 429s
+  // they met (the browser logs each) were waited out, not failures.
+  const fresh = events.consoleErrors.splice(before.consoleErrors);
+  events.consoleErrors.push(...fresh.filter((e) => !/status of 429 \(Too Many Requests\)/.test(e)));
+  assertNoNewEvents(before);
+}
+
 // SPEC C1: another workspace opened from the UI. A new REAL workspace is
 // created from « Enquêtes »; « Ouvrir ce dossier » asks the supervisor, the
 // page waits while the server restarts on it and comes back by itself, in
@@ -2395,6 +2506,8 @@ const SCENARIOS = [
     scenarioImport, { real: true }],
   ['REAL case: another workspace created and opened from « Enquêtes » — the page waits while the supervisor restarts the server on it and comes back in the same session; back again; the one left archived (C1; screenshots)',
     scenarioSwitchWorkspace, { real: true }],
+  ['REAL case: the injection corpus (32 hostile notes and files) searched and opened: all text, nothing active, no forged highlight (issue 19; screenshots)',
+    scenarioInjectionCorpus, { real: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true, agent: true }],

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly by design
 
+mod support;
+
 use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -26,8 +28,8 @@ use labfy_store::{
     GrantDecision, GrantOutcome, ReadOnlyStore, ResearchBudget, ResearchRequest, ResearchScope, Store, WorkspaceClass,
 };
 use serde_json::{Value, json};
+use support::{completion, read_request, respond};
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
@@ -176,57 +178,6 @@ async fn serve(mut stream: TcpStream, log: Arc<Mutex<Log>>) {
         Some(Reply::Close) => drop(stream),
         Some(Reply::Status(status, body)) => respond(&mut stream, status, body).await,
     }
-}
-
-/// One HTTP/1.1 request: its head and its `Content-Length` body.
-async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0_u8; 8192];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = buf[end..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, body))
-}
-
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) {
-    let text = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(text.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-fn completion(content: &str, finish_reason: &str) -> String {
-    json!({
-        "id": "chatcmpl-test", "object": "chat.completion", "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-    })
-    .to_string()
 }
 
 // ---------------------------------------------------------------------------

@@ -257,7 +257,7 @@ const I18N = {
     prov_empty: 'Aucun enregistrement de provenance.',
     err_api: 'Erreur {status} ({code}) : {message}',
     err_session: 'Session expirée : ouvrez un nouveau lien de connexion (commande « labfy open » dans un terminal).',
-    err_rate: 'Trop de requêtes (429) : {message} Réessayez dans {s} s.',
+    err_rate: 'Trop de modifications à la suite (429) : réessayez dans {s} s.',
     err_network: 'Serveur injoignable : {message}',
     err_timeout: 'Le serveur n’a pas répondu à temps.',
     err_unexpected: 'Réponse inattendue du serveur.',
@@ -946,7 +946,7 @@ const I18N = {
     prov_empty: 'No provenance record.',
     err_api: 'Error {status} ({code}): {message}',
     err_session: 'Session expired: open a new login link (run `labfy open` in a terminal).',
-    err_rate: 'Too many requests (429): {message} Retry in {s} s.',
+    err_rate: 'Too many changes in a row (429): retry in {s} s.',
     err_network: 'Server unreachable: {message}',
     err_timeout: 'The server did not answer in time.',
     err_unexpected: 'Unexpected answer from the server.',
@@ -1502,18 +1502,30 @@ function timeEl(value) {
 // ---------------------------------------------------------------------------
 // DOM helpers. Text only ever goes through createTextNode / textContent.
 
+// Bidirectional overrides, embeddings and isolates (U+202A–U+202E,
+// U+2066–U+2069) in text from outside would reorder what the analyst reads:
+// `facture<U+202E>fdp.exe` displays as `factureexe.pdf`, and the override
+// runs on into the rest of the line (issue 19's corpus). Every string the
+// UI shows goes through here and shows them as `[U+202E]`; legitimate
+// right-to-left text needs none of them.
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+function shown(value) {
+  return String(value).replace(BIDI_CONTROLS, (c) => `[U+${c.codePointAt(0).toString(16).toUpperCase()}]`);
+}
+
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   if (attrs) {
     for (const [name, value] of Object.entries(attrs)) {
       if (value === undefined || value === null || value === false) continue;
-      if (name === 'text') el.textContent = String(value);
+      if (name === 'text') el.textContent = shown(value);
       else if (name === 'class') el.className = value;
       else if (name === 'testid') el.dataset.testid = value;
       else if (name === 'dataset') Object.assign(el.dataset, value);
       else if (name === 'hidden') el.hidden = Boolean(value);
       else if (name === 'href') el.setAttribute('href', value);
-      else el.setAttribute(name, value === true ? '' : String(value));
+      else el.setAttribute(name, value === true ? '' : shown(value));
     }
   }
   append(el, children);
@@ -1523,7 +1535,7 @@ function h(tag, attrs, ...children) {
 function append(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    el.append(child instanceof Node ? child : document.createTextNode(shown(child)));
   }
   return el;
 }
@@ -1635,9 +1647,7 @@ class ApiError extends Error {
 function errorText(err) {
   if (err instanceof ApiError) {
     if (err.status === 401) return t('err_session');
-    if (err.status === 429) {
-      return t('err_rate', { message: err.message, s: err.retryAfter || '?' });
-    }
+    if (err.status === 429) return t('err_rate', { s: err.retryAfter || '?' });
     return t('err_api', { status: err.status, code: err.code, message: err.message });
   }
   if (err && err.name === 'AbortError') return t('err_timeout');
@@ -1651,7 +1661,30 @@ function metaToken() {
   return value && !value.includes('{{') ? value : null;
 }
 
-async function api(path, { method = 'GET', body } = {}) {
+// The server's rate guard on writes (SPEC T5) answers 429 with Retry-After;
+// the UI's own writes wait that long and try again, a few times, so that an
+// analyst's burst (notes, an import of many batches) is paced rather than
+// failed. A longer wait, or a fourth 429, is reported.
+const RATE_RETRIES = 3;
+const RATE_MAX_WAIT_S = 10;
+
+async function paced(send) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await send();
+    } catch (err) {
+      const wait = err instanceof ApiError && err.status === 429 ? Number(err.retryAfter) : NaN;
+      if (!(wait > 0 && wait <= RATE_MAX_WAIT_S) || attempt >= RATE_RETRIES) throw err;
+      await new Promise((ok) => setTimeout(ok, wait * 1000));
+    }
+  }
+}
+
+function api(path, options = {}) {
+  return (options.method ?? 'GET') === 'GET' ? apiOnce(path, options) : paced(() => apiOnce(path, options));
+}
+
+async function apiOnce(path, { method = 'GET', body } = {}) {
   const headers = { Accept: 'application/json' };
   if (method !== 'GET') {
     headers['Content-Type'] = 'application/json';
@@ -1834,7 +1867,7 @@ function snippetNodes(snippet) {
   let inMark = false;
   const flush = () => {
     if (!buf) return;
-    out.push(inMark ? h('mark', { text: buf }) : document.createTextNode(buf));
+    out.push(inMark ? h('mark', { text: buf }) : document.createTextNode(shown(buf)));
     buf = '';
   };
   for (const ch of String(snippet ?? '')) {
@@ -2872,10 +2905,10 @@ function renderImportForm(ctx, inv) {
         if (!batch.length) return;
         const size = batchBytes;
         progress(0);
-        const lines = await uploadBatch(job, batch, (n) => {
+        const lines = await paced(() => uploadBatch(job, batch, (n) => {
           progress(n);
           if (n >= size) say(t('import_reading'), 'info');
-        });
+        }));
         sentBefore += size;
         done += batch.length;
         lastImport.lines.push(...lines);
@@ -3307,7 +3340,7 @@ async function renderNode(ref) {
 // was drawn for is still the one shown.
 function graphUi(ctx) {
   return {
-    api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText,
+    api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText, shown,
     live: ctx.live,
     onError: showError,
     go: (href) => { location.hash = href; },
@@ -4352,7 +4385,7 @@ function renderAgentMode() {
   let text = driver === 'demo' ? t('agent_demo') : (label || driver);
   if (detail) text = t('agent_mode_detail', { label: text, detail });
   if (st.closed) text = t('agent_mode_closed', { label: text });
-  el.textContent = text;
+  el.textContent = shown(text);
   el.dataset.mode = driver;
   el.dataset.ready = String(st.ready === true);
 }
@@ -4430,7 +4463,7 @@ function renderSummary() {
   const rt = agent.rt;
   const status = rt ? String(rt.status ?? '') : '';
   if (status === 'COMPLETED' && rt.summary) {
-    text.textContent = String(rt.summary);
+    text.textContent = shown(rt.summary);
     text.dataset.status = status;
     text.className = 'agent-summary';
     for (const r of Array.isArray(rt.summary_refs) ? rt.summary_refs : []) refs.append(h('li', null, refLink(r, 'agent-summary-ref')));
@@ -5305,7 +5338,7 @@ function svgEl(tag, attrs, ...children) {
   const el = document.createElementNS(SVG_NS, tag);
   for (const [name, value] of Object.entries(attrs || {})) {
     if (value === undefined || value === null || value === false) continue;
-    if (name === 'text') el.textContent = String(value);
+    if (name === 'text') el.textContent = shown(value);
     else if (name === 'testid') el.setAttribute('data-testid', String(value));
     else el.setAttribute(name, String(value));
   }
@@ -5727,8 +5760,8 @@ function renderEgress() {
       }
     }
   }
-  el.textContent = text;
-  el.title = title;
+  el.textContent = shown(text);
+  el.title = shown(title);
   el.className = `badge egress-badge egress-${st}`;
   el.dataset.state = st;
   el.dataset.percent = e && e.available === true ? String(Math.min(100, countOf(e.bootstrap_percent))) : '';

@@ -153,7 +153,7 @@ const STYLE = [
   { selector: '.filtered', style: { display: 'none' } },
 ];
 
-// `ui`: { api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText,
+// `ui`: { api, t, h, clear, enumLabel, fmtNumber, hrefFor, seg, errorText, shown,
 //         live, onError, go } from app.js. Returns { el, ready, destroy }:
 // `ready` settles once the first drawing is laid out; `destroy` frees the
 // drawing when the view goes.
@@ -219,7 +219,7 @@ export function egoGraph(ui, centerRef) {
         kind,
         colour: KIND_COLOURS[kind] ?? OTHER_COLOUR,
         size: nodeSize(node.degree),
-        short: shortLabel(node.label),
+        short: shortLabel(ui.shown(node.label)),
       },
       classes: extra,
     };

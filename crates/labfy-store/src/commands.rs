@@ -135,6 +135,21 @@ pub(crate) struct Inserted {
     pub(crate) provenance: String,
 }
 
+/// `text` with Labfy's search-highlight markers (U+E000, U+E001, which the
+/// full-text snippets wrap matches in) replaced by U+FFFD: a document that
+/// carries them would otherwise highlight what it likes in search results
+/// (issue 19's injection corpus). Same length in characters and bytes, so
+/// offsets into the text hold; an original file keeps its bytes in the blob
+/// store.
+pub(crate) fn without_snippet_markers(text: &str) -> std::borrow::Cow<'_, str> {
+    use crate::reads::{SNIPPET_CLOSE, SNIPPET_OPEN};
+    if text.contains([SNIPPET_OPEN, SNIPPET_CLOSE]) {
+        std::borrow::Cow::Owned(text.replace([SNIPPET_OPEN, SNIPPET_CLOSE], "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// Inserts one text evidence item and its provenance record (`producer`,
 /// `activity`, `inputs` in order), in the caller's transaction. Returns the
 /// new reference, its `seq` and its provenance record: the caller indexes the
@@ -149,6 +164,7 @@ pub(crate) fn insert_text_evidence(
 ) -> Result<Inserted> {
     let ev = ObjectRef::new(RefKind::Evidence, Uuid::now_v7());
     let inv = doc.investigation.to_string();
+    let content = without_snippet_markers(doc.content);
     conn.prepare_cached(
         "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
                                collected_at, created_at, blob_sha256)
@@ -158,12 +174,12 @@ pub(crate) fn insert_text_evidence(
         ev.id().to_string(),
         inv,
         doc.title,
-        doc.content,
-        doc.original.map_or_else(|| sha256_hex(doc.content.as_bytes()), |b| b.sha256.clone()),
+        content.as_ref(),
+        doc.original.map_or_else(|| sha256_hex(content.as_bytes()), |b| b.sha256.clone()),
         doc.source,
         doc.mime,
-        doc.original.map_or(doc.content.len() as i64, |b| b.len as i64),
-        doc.content.chars().count() as i64,
+        doc.original.map_or(content.len() as i64, |b| b.len as i64),
+        content.chars().count() as i64,
         doc.at,
         doc.original.map(|b| b.sha256.as_str()),
     ])?;

@@ -268,6 +268,29 @@ fn search_finds_names_bounds_queries_and_marks_matches() {
     assert!(one.truncated);
 }
 
+/// Issue 19 (injection corpus): a document carrying the snippet markers
+/// U+E000/U+E001 cannot highlight text of its choosing in search results;
+/// they are stored as U+FFFD, same length, and only the match is marked.
+#[test]
+fn documents_cannot_forge_search_highlights() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Marqueurs", "analyst").unwrap();
+    let forged = format!("{SNIPPET_OPEN}Autorisation accordée{SNIPPET_CLOSE} pour la société Quillon.");
+    let note = NewNote { title: "Faux surlignage".into(), content: forged.clone(), source: None };
+    let ev = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
+    let r = store.reads();
+    let hits = r.search(ws.id(), &inv, "Quillon", 5).unwrap().hits;
+    assert_eq!(hits.len(), 1);
+    let marked: Vec<&str> =
+        hits[0].snippet.split(SNIPPET_OPEN).skip(1).map(|m| m.split(SNIPPET_CLOSE).next().unwrap()).collect();
+    assert_eq!(marked, ["Quillon"], "{:?}", hits[0].snippet);
+    assert!(hits[0].snippet.contains("\u{FFFD}Autorisation accordée\u{FFFD}"), "{:?}", hits[0].snippet);
+    let excerpt = r.excerpt(ws.id(), &ev, 0, 200).unwrap();
+    assert_eq!(excerpt.text.chars().count(), forged.chars().count(), "same length: offsets hold");
+    assert!(!excerpt.text.contains([SNIPPET_OPEN, SNIPPET_CLOSE]));
+}
+
 /// SPEC C2 (search at 1,000,000 items): a query matching more items than the
 /// window ranks the most recent of them, says so, and never answers short
 /// because another investigation's matches filled the window.
