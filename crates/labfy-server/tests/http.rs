@@ -175,15 +175,25 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
         assert!(!js.text().contains(sink), "app.js uses {sink}");
     }
     assert!(js.text().contains(".textContent"));
-    // The graph's code is not public (only what the login page needs is).
-    let graph = send(&f.app, get("/static/graph.js").body(Body::empty()).unwrap()).await;
-    assert_eq!(graph.status, StatusCode::UNAUTHORIZED);
+    // The modules app.js imports (SPEC U9) are not public (only what the
+    // login page needs is); with a session, each is served and writes no
+    // markup.
+    for module in ["/static/i18n.js", "/static/dom.js", "/static/api.js", "/static/resources.js", "/static/graph.js"] {
+        let anonymous = send(&f.app, get(module).body(Body::empty()).unwrap()).await;
+        assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{module}");
+        let served = send(&f.app, get(module).header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+        assert_eq!(served.status, StatusCode::OK, "{module}");
+        assert!(served.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"), "{module}");
+        for sink in [".innerHTML", ".outerHTML", ".insertAdjacentHTML", "document.write(", "eval(", "new Function("] {
+            assert!(!served.text().contains(sink), "{module} uses {sink}");
+        }
+        assert!(
+            js.text().contains(&format!("from '.{}'", &module["/static".len()..])),
+            "app.js does not import {module}"
+        );
+    }
     let graph =
         send(&f.app, get("/static/graph.js").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
-    assert_eq!(graph.status, StatusCode::OK);
-    for sink in [".innerHTML", ".outerHTML", ".insertAdjacentHTML", "document.write(", "eval(", "new Function("] {
-        assert!(!graph.text().contains(sink), "graph.js uses {sink}");
-    }
     // The vendored graph library (SPEC U1, S4): served by Labfy, exactly the
     // file VENDOR.md names, cached for good under its versioned path.
     let lib = get("/static/vendor/cytoscape-3.35.0.esm.min.mjs").header(header::COOKIE, &cookie);

@@ -6,13 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 const APP_JS: &str = include_str!("../assets/app.js");
 const GRAPH_JS: &str = include_str!("../assets/graph.js");
+const I18N_JS: &str = include_str!("../assets/i18n.js");
+const DOM_JS: &str = include_str!("../assets/dom.js");
+const API_JS: &str = include_str!("../assets/api.js");
+const RESOURCES_JS: &str = include_str!("../assets/resources.js");
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 
-/// The keys of one language block of `I18N` (`  fr: {` … `  },`), with how
+/// The keys of one language block of `I18N` in i18n.js (`  fr: {` … `  },`), with how
 /// many times each is written.
 fn keys(lang: &str) -> BTreeMap<String, usize> {
-    let start = APP_JS.find(&format!("\n  {lang}: {{\n")).unwrap_or_else(|| panic!("no `{lang}` block in I18N"));
-    let body = &APP_JS[start..];
+    let start = I18N_JS.find(&format!("\n  {lang}: {{\n")).unwrap_or_else(|| panic!("no `{lang}` block in I18N"));
+    let body = &I18N_JS[start..];
     let end = body.find("\n  },\n").unwrap_or_else(|| panic!("the `{lang}` block does not end"));
     let mut out = BTreeMap::new();
     for line in body[..end].lines().skip(2) {
@@ -76,7 +80,7 @@ fn french_and_english_hold_the_same_keys_once_each() {
 fn every_key_the_code_asks_for_exists() {
     let fr: BTreeSet<String> = keys("fr").into_keys().collect();
     let mut missing = Vec::new();
-    for src in [APP_JS, GRAPH_JS] {
+    for src in [APP_JS, GRAPH_JS, DOM_JS, API_JS, RESOURCES_JS, I18N_JS] {
         for key in literal_keys(src, "t(") {
             if !fr.contains(&key) {
                 missing.push(key);

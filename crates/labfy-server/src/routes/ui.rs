@@ -17,9 +17,17 @@ use crate::session::SESSION_COOKIE;
 use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
-const APP_JS: &str = include_str!("../../assets/app.js");
 const APP_CSS: &str = include_str!("../../assets/app.css");
-const GRAPH_JS: &str = include_str!("../../assets/graph.js");
+/// The UI's ES modules (SPEC U9), by path: `app.js` (routing, state and the
+/// views) imports the others.
+const MODULES: [(&str, &str); 6] = [
+    ("/static/app.js", include_str!("../../assets/app.js")),
+    ("/static/i18n.js", include_str!("../../assets/i18n.js")),
+    ("/static/dom.js", include_str!("../../assets/dom.js")),
+    ("/static/api.js", include_str!("../../assets/api.js")),
+    ("/static/resources.js", include_str!("../../assets/resources.js")),
+    ("/static/graph.js", include_str!("../../assets/graph.js")),
+];
 /// Cytoscape.js, vendored unmodified (`assets/vendor/cytoscape/VENDOR.md`).
 pub const CYTOSCAPE_JS: &str = include_str!("../../assets/vendor/cytoscape/cytoscape.esm.min.mjs");
 /// Where the UI loads it from: the version is in the path, so the file is
@@ -31,12 +39,14 @@ pub const CSRF_PLACEHOLDER: &str = "{{CSRF_TOKEN}}";
 /// `/`, `/login`, the application's static files and the vendored graph
 /// library.
 pub fn router() -> Router<AppState> {
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(index))
         .route("/login", get(login))
-        .route("/static/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
-        .route("/static/graph.js", get(|| async { asset("text/javascript; charset=utf-8", GRAPH_JS) }))
+        .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }));
+    for (path, body) in MODULES {
+        router = router.route(path, get(move || async move { asset("text/javascript; charset=utf-8", body) }));
+    }
+    router
         .route(
             CYTOSCAPE_PATH,
             get(|| async {
