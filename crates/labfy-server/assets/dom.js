@@ -142,3 +142,26 @@ export function svgEl(tag, attrs, ...children) {
   for (const child of children.flat(Infinity)) if (child) el.append(child);
   return el;
 }
+
+// The kind of an object reference (`evidence:…` → `evidence`).
+export function refKind(ref) {
+  const s = String(ref ?? '');
+  const i = s.indexOf(':');
+  return i > 0 ? s.slice(0, i) : '';
+}
+
+// An object reference: a link to its view when the reader has one
+// (evidence, entity), else the reference as code.
+export function refLink(ref, testid = 'agent-ref') {
+  const s = String(ref ?? '');
+  const kind = refKind(s);
+  if (kind === 'evidence' || kind === 'entity') {
+    return h('a', { href: hrefFor(s, kind), class: 'agent-ref', testid, dataset: { ref: s, kind }, text: s });
+  }
+  return h('code', { class: 'agent-ref hash', testid, dataset: { ref: s, kind }, text: s });
+}
+
+export function countOf(v) {
+  const n = Number(v);
+  return Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
+}

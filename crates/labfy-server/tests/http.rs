@@ -178,7 +178,14 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
     // The modules app.js imports (SPEC U9) are not public (only what the
     // login page needs is); with a session, each is served and writes no
     // markup.
-    for module in ["/static/i18n.js", "/static/dom.js", "/static/api.js", "/static/resources.js", "/static/graph.js"] {
+    for module in [
+        "/static/i18n.js",
+        "/static/dom.js",
+        "/static/api.js",
+        "/static/resources.js",
+        "/static/agent.js",
+        "/static/graph.js",
+    ] {
         let anonymous = send(&f.app, get(module).body(Body::empty()).unwrap()).await;
         assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{module}");
         let served = send(&f.app, get(module).header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
