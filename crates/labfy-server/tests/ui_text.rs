@@ -11,6 +11,7 @@ const DOM_JS: &str = include_str!("../assets/dom.js");
 const API_JS: &str = include_str!("../assets/api.js");
 const RESOURCES_JS: &str = include_str!("../assets/resources.js");
 const AGENT_JS: &str = include_str!("../assets/agent.js");
+const EGRESS_JS: &str = include_str!("../assets/egress.js");
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 
 /// The keys of one language block of `I18N` in i18n.js (`  fr: {` … `  },`), with how
@@ -81,7 +82,7 @@ fn french_and_english_hold_the_same_keys_once_each() {
 fn every_key_the_code_asks_for_exists() {
     let fr: BTreeSet<String> = keys("fr").into_keys().collect();
     let mut missing = Vec::new();
-    for src in [APP_JS, GRAPH_JS, DOM_JS, API_JS, RESOURCES_JS, AGENT_JS, I18N_JS] {
+    for src in [APP_JS, GRAPH_JS, DOM_JS, API_JS, RESOURCES_JS, AGENT_JS, EGRESS_JS, I18N_JS] {
         for key in literal_keys(src, "t(") {
             if !fr.contains(&key) {
                 missing.push(key);

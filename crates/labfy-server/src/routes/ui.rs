@@ -20,14 +20,16 @@ const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const APP_CSS: &str = include_str!("../../assets/app.css");
 /// The UI's ES modules (SPEC U9), by path: `app.js` (routing, state and the
 /// views) imports the others — the words (`i18n.js`), the DOM helpers, the
-/// API client, the resources panel, the agent panel and the graph.
-const MODULES: [(&str, &str); 7] = [
+/// API client, the resources panel, the agent panel, the egress badge and the
+/// graph.
+const MODULES: [(&str, &str); 8] = [
     ("/static/app.js", include_str!("../../assets/app.js")),
     ("/static/i18n.js", include_str!("../../assets/i18n.js")),
     ("/static/dom.js", include_str!("../../assets/dom.js")),
     ("/static/api.js", include_str!("../../assets/api.js")),
     ("/static/resources.js", include_str!("../../assets/resources.js")),
     ("/static/agent.js", include_str!("../../assets/agent.js")),
+    ("/static/egress.js", include_str!("../../assets/egress.js")),
     ("/static/graph.js", include_str!("../../assets/graph.js")),
 ];
 /// Cytoscape.js, vendored unmodified (`assets/vendor/cytoscape/VENDOR.md`).
