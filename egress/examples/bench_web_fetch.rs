@@ -72,7 +72,8 @@ struct Args {
     /// The `labfy` binary (a release build for figures worth recording).
     #[arg(long)]
     labfy_bin: PathBuf,
-    /// Timed pairs on clear-net pages (split over grants of 31 pages).
+    /// Timed pairs on clear-net pages (split over grants of 31 pages: each
+    /// grant's pairs must end within egress's 120 s bound on the held page).
     #[arg(long, default_value_t = 30)]
     pairs: usize,
     /// Body size of each page, in bytes.
@@ -349,9 +350,13 @@ fn serve(mut s: TcpStream, page: &str, held: &AtomicUsize) {
     }
     if String::from_utf8_lossy(&head).split_whitespace().nth(1).is_some_and(|p| p.starts_with("/hold/")) {
         held.fetch_add(1, Ordering::SeqCst);
-        // Headers, then nothing: the campaign's item waits until stopped.
+        // Headers, then a byte a second (under egress's idle bound, within
+        // its whole-fetch bound of 120 s): the campaign's item stays in
+        // flight until the grant is revoked.
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000000\r\n\r\n");
-        std::thread::sleep(Duration::from_secs(3600));
+        while s.write_all(b".").and_then(|()| s.flush()).is_ok() {
+            std::thread::sleep(Duration::from_secs(1));
+        }
         return;
     }
     let _ = s.write_all(page.as_bytes());
