@@ -52,7 +52,7 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -320,16 +320,9 @@ fn start_web(size: usize) -> Result<u16> {
 
 /// Reads the request head, answers, closes.
 fn serve(mut s: TcpStream, response: &[u8]) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
+    if common::request_head(&mut s).is_some() {
+        let _ = s.write_all(response);
     }
-    let _ = s.write_all(response);
 }
 
 // ---------------------------------------------------------------------------

@@ -339,16 +339,8 @@ impl Web {
 }
 
 fn serve(mut s: TcpStream, page: &str, held: &AtomicUsize) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    if String::from_utf8_lossy(&head).split_whitespace().nth(1).is_some_and(|p| p.starts_with("/hold/")) {
+    let Some(head) = common::request_head(&mut s) else { return };
+    if head.split_whitespace().nth(1).is_some_and(|p| p.starts_with("/hold/")) {
         held.fetch_add(1, Ordering::SeqCst);
         // Headers, then a byte a second (under egress's idle bound, within
         // its whole-fetch bound of 120 s): the campaign's item stays in

@@ -150,3 +150,20 @@ pub fn percentile(sorted: &[f64], pct: usize) -> f64 {
     let rank = (pct * sorted.len()).div_ceil(100).max(1);
     sorted[rank.min(sorted.len()) - 1]
 }
+
+/// The head of one HTTP request on a benchmark's page server (read with a
+/// 30 s timeout, at most 16 KiB), or `None` when the peer went first.
+#[allow(dead_code)] // bare_fetch serves no page
+pub fn request_head(s: &mut std::net::TcpStream) -> Option<String> {
+    use std::io::Read;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}

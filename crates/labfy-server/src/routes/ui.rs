@@ -18,11 +18,12 @@ use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const APP_CSS: &str = include_str!("../../assets/app.css");
-/// The UI's ES modules (SPEC U9), by path: `app.js` (routing, state and the
-/// views) imports the others — the words (`i18n.js`), the DOM helpers, the
-/// API client, the resources panel, the agent panel, the egress badge and the
-/// graph.
-const MODULES: [(&str, &str); 8] = [
+/// The UI's ES modules (SPEC U9), by path: `app.js` (the chrome, the search
+/// box and the start) imports the others — the words (`i18n.js`), the DOM
+/// helpers, the API client, the page's frame and router (`page.js`), one
+/// module per view, the resources and agent panels, the egress badge and
+/// the graph.
+const MODULES: [(&str, &str); 16] = [
     ("/static/app.js", include_str!("../../assets/app.js")),
     ("/static/i18n.js", include_str!("../../assets/i18n.js")),
     ("/static/dom.js", include_str!("../../assets/dom.js")),
@@ -30,6 +31,14 @@ const MODULES: [(&str, &str); 8] = [
     ("/static/resources.js", include_str!("../../assets/resources.js")),
     ("/static/agent.js", include_str!("../../assets/agent.js")),
     ("/static/egress.js", include_str!("../../assets/egress.js")),
+    ("/static/page.js", include_str!("../../assets/page.js")),
+    ("/static/lists.js", include_str!("../../assets/lists.js")),
+    ("/static/cases.js", include_str!("../../assets/cases.js")),
+    ("/static/overview.js", include_str!("../../assets/overview.js")),
+    ("/static/forms.js", include_str!("../../assets/forms.js")),
+    ("/static/reader.js", include_str!("../../assets/reader.js")),
+    ("/static/node.js", include_str!("../../assets/node.js")),
+    ("/static/provenance.js", include_str!("../../assets/provenance.js")),
     ("/static/graph.js", include_str!("../../assets/graph.js")),
 ];
 /// Cytoscape.js, vendored unmodified (`assets/vendor/cytoscape/VENDOR.md`).

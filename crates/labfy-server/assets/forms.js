@@ -1,0 +1,320 @@
+// Import (SPEC C2): files dropped or chosen are sent in batches as
+// multipart/form-data to an import job; the bytes sent show as a progress
+// bar, each file's outcome as a line of the report. The last report stays
+// on the overview until another import starts.
+
+import { api, ApiError, csrfToken, errorText, paced } from './api.js';
+import { $, clear, cssToken, dl, h, hrefFor, seg } from './dom.js';
+import { enumLabel, fmtBytes, fmtNumber, lang, t, tn } from './i18n.js';
+import { formSay, route, setStatusAfterRoute, showError } from './page.js';
+
+const NOTE_TITLE_MAX_CHARS = 200;
+const NOTE_SOURCE = 'analyste:navigateur';
+
+
+const IMPORT_BATCH_FILES = 50;
+const IMPORT_BATCH_BYTES = 64 * 1024 * 1024;
+const IMPORT_REQUEST_TIMEOUT_MS = 10 * 60 * 1000;
+let lastImport = null; // { inv, lines: [{path, outcome, evidence, reason}], summary, kind }
+
+// One batch, with the bytes sent reported as they go.
+function uploadBatch(job, files, onProgress) {
+  return new Promise((resolve, reject) => {
+    const form = new FormData();
+    for (const f of files) form.append('file', f, f.webkitRelativePath || f.name);
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', `/api/v1/imports/${seg(job)}/files`);
+    xhr.setRequestHeader('Accept', 'application/json');
+    const token = csrfToken();
+    if (token) xhr.setRequestHeader('X-CSRF-Token', token);
+    xhr.timeout = IMPORT_REQUEST_TIMEOUT_MS;
+    xhr.upload.addEventListener('progress', (e) => onProgress(e.loaded));
+    xhr.addEventListener('load', () => {
+      let data = null;
+      try {
+        data = JSON.parse(xhr.responseText);
+      } catch {
+        data = null;
+      }
+      if (xhr.status >= 200 && xhr.status < 300 && data && Array.isArray(data.files)) {
+        resolve(data.files);
+      } else {
+        const e = data && data.error ? data.error : {};
+        reject(new ApiError(xhr.status, String(e.code ?? 'http_error'), String(e.message ?? xhr.statusText ?? ''), xhr.getResponseHeader('Retry-After')));
+      }
+    });
+    xhr.addEventListener('error', () => reject(new ApiError(0, 'network', t('err_unexpected'), null)));
+    xhr.addEventListener('timeout', () => reject(new ApiError(0, 'timeout', t('err_unexpected'), null)));
+    xhr.send(form);
+  });
+}
+
+// Refusal reasons and parser notes are written by Labfy's own code in
+// English, in a fixed wording; in French each known one is said in French,
+// its figures kept (an unknown one is shown as written).
+const IMPORT_PHRASES = [
+  [/^empty file \(0 bytes\)$/, () => 'fichier vide (0 octet)'],
+  [/^larger than the bound of (\d+) bytes$/, (m) => `plus grand que la limite de ${fmtNumber(m[1])} octets`],
+  [/^larger than the bound \((\d+) bytes > (\d+)\)$/, (m) => `plus grand que la limite (${fmtNumber(m[1])} octets > ${fmtNumber(m[2])})`],
+  [/^(file name|path) contains control characters$/, (m) => `${m[1] === 'path' ? 'le chemin' : 'le nom'} contient des caractères de contrôle`],
+  [/^(file name|path) contains a `\.\.` component$/, (m) => `${m[1] === 'path' ? 'le chemin' : 'le nom'} contient un composant « .. »`],
+  [/^empty (file name|path)$/, () => 'nom de fichier vide'],
+  [/^(file name|path) longer than (\d+) characters$/, (m) => `nom plus long que ${fmtNumber(m[2])} caractères`],
+  [/^the disk is full$/, () => 'le disque est plein'],
+  [/^symbolic link pointing outside the imported folder$/, () => 'lien symbolique vers l’extérieur du dossier importé'],
+  [/^text not extracted: (.*)$/, (m) => `texte non extrait : ${m[1]}`],
+  [/^text cut at (\d+) bytes of (\d+)$/, (m) => `texte coupé à ${fmtNumber(m[1])} octets sur ${fmtNumber(m[2])}`],
+  [/^no text layer \(a scan\?\)$/, () => 'pas de couche texte (un document numérisé ?)'],
+  [/^only the first (\d+) (attachments|of (\d+) messages) were taken$/, (m) => (m[3]
+    ? `seuls les ${m[1]} premiers des ${fmtNumber(m[3])} messages ont été pris`
+    : `seules les ${m[1]} premières pièces jointes ont été prises`)],
+  [/^inflated size above (\d+) bytes: text cut$/, (m) => `plus de ${fmtNumber(m[1])} octets une fois décompressé : texte coupé`],
+];
+
+export function importPhrase(text) {
+  const raw = String(text ?? '');
+  if (lang !== 'fr') return raw;
+  for (const [re, say] of IMPORT_PHRASES) {
+    const m = raw.match(re);
+    if (m) return say(m);
+  }
+  return raw;
+}
+
+function importLine(l) {
+  const outcome = String(l.outcome ?? '');
+  return h('li', { class: `import-line outcome-${cssToken(outcome)}`, testid: 'import-line', dataset: { outcome } },
+    h('span', { class: `pill status-${outcome === 'refused' ? 'failed' : (outcome === 'imported' ? 'succeeded' : 'queued')}`, text: enumLabel('import_outcome', outcome) }),
+    l.evidence
+      ? h('a', { href: hrefFor(l.evidence, 'evidence'), class: 'import-path', testid: 'import-line-link', text: String(l.path ?? '') })
+      : h('span', { class: 'import-path', text: String(l.path ?? '') }),
+    l.reason ? h('span', { class: 'muted small import-reason', testid: 'import-reason', text: importPhrase(l.reason) }) : null);
+}
+
+export function renderImportForm(ctx, inv) {
+  const pickFiles = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-files' });
+  const pickFolder = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-folder' });
+  pickFolder.webkitdirectory = true;
+  const filesButton = h('button', { type: 'button', testid: 'import-pick-files', text: t('import_pick_files') });
+  const folderButton = h('button', { type: 'button', class: 'secondary', testid: 'import-pick-folder', text: t('import_pick_folder') });
+  // A drop target for the mouse; the keyboard's way in is its two buttons
+  // (a button holding buttons is not accessible: SPEC U7).
+  const zone = h('div', { class: 'drop-zone', testid: 'import-drop', role: 'group', 'aria-label': t('import_drop') },
+    h('p', { text: t('import_drop') }),
+    h('p', { class: 'muted small', text: t('import_or') }),
+    h('div', { class: 'form-actions' }, filesButton, folderButton));
+  const bar = h('progress', { max: '1', value: '0', testid: 'import-progress', hidden: true });
+  const status = h('p', { class: 'form-status', testid: 'import-status', role: 'status', hidden: true });
+  const report = h('ol', { class: 'rows import-report', testid: 'import-report' });
+  const reportHead = h('h3', { class: 'small', text: t('import_report'), hidden: true });
+  const say = formSay(status);
+  const show = (imp) => {
+    clear(report);
+    reportHead.hidden = true;
+    if (!imp || imp.inv !== inv) return;
+    // Refusals first: they are what needs the analyst's eye.
+    const order = { refused: 0, imported: 1, duplicate: 2 };
+    const sorted = [...imp.lines].sort((a, b) => (order[a.outcome] ?? 3) - (order[b.outcome] ?? 3));
+    report.append(...sorted.map(importLine));
+    reportHead.hidden = !sorted.length;
+    if (imp.summary) say(imp.summary, imp.kind);
+  };
+  const busy = (on) => {
+    filesButton.disabled = on;
+    folderButton.disabled = on;
+    zone.classList.toggle('busy', on);
+  };
+  const run = async (list) => {
+    const files = Array.from(list || []);
+    if (!files.length) return;
+    busy(true);
+    lastImport = { inv, lines: [], summary: '', kind: 'info' };
+    show(lastImport);
+    const total = files.reduce((n, f) => n + f.size, 0);
+    let sentBefore = 0;
+    let done = 0;
+    bar.hidden = false;
+    bar.max = String(Math.max(total, 1));
+    bar.value = '0';
+    const progress = (sentNow) => {
+      bar.value = String(Math.min(total, sentBefore + sentNow));
+      say(t('import_sending', { done: fmtNumber(done), total: fmtNumber(files.length), sent: fmtBytes(sentBefore + sentNow), bytes: fmtBytes(total) }), 'info');
+    };
+    try {
+      const { job } = await api(`/api/v1/investigations/${seg(inv)}/imports`, { method: 'POST', body: { expected: files.length } });
+      let batch = [];
+      let batchBytes = 0;
+      const flush = async () => {
+        if (!batch.length) return;
+        const size = batchBytes;
+        progress(0);
+        const lines = await paced(() => uploadBatch(job, batch, (n) => {
+          progress(n);
+          if (n >= size) say(t('import_reading'), 'info');
+        }));
+        sentBefore += size;
+        done += batch.length;
+        lastImport.lines.push(...lines);
+        if (ctx.live()) show(lastImport);
+        progress(0);
+        batch = [];
+        batchBytes = 0;
+      };
+      for (const f of files) {
+        if (batch.length && (batch.length >= IMPORT_BATCH_FILES || batchBytes + f.size > IMPORT_BATCH_BYTES)) await flush();
+        batch.push(f);
+        batchBytes += f.size;
+      }
+      await flush();
+      const st = await api(`/api/v1/imports/${seg(job)}/finish`, { method: 'POST', body: {} });
+      lastImport.summary = t('import_done', {
+        counts: ['imported', 'duplicates', 'refused', 'embedded'].map((k) => tn(`import_n_${k}`, Number(st[k] ?? 0))).join(', '),
+      });
+      // Refusals are listed first, in red; the summary itself is not an error.
+      lastImport.kind = (st.refused ?? 0) > 0 ? 'info' : 'ok';
+      // The overview again, with its new counts; the report stays under it.
+      if (ctx.live()) route();
+    } catch (err) {
+      lastImport.summary = t('import_failed', { reason: errorText(err) });
+      lastImport.kind = 'error';
+      if (ctx.live()) {
+        show(lastImport);
+        showError(err);
+      }
+    } finally {
+      busy(false);
+      bar.hidden = true;
+    }
+  };
+  filesButton.addEventListener('click', () => pickFiles.click());
+  folderButton.addEventListener('click', () => pickFolder.click());
+  pickFiles.addEventListener('change', () => run(pickFiles.files).finally(() => { pickFiles.value = ''; }));
+  pickFolder.addEventListener('change', () => run(pickFolder.files).finally(() => { pickFolder.value = ''; }));
+  zone.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    zone.classList.add('over');
+  });
+  zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+  zone.addEventListener('drop', async (e) => {
+    e.preventDefault();
+    zone.classList.remove('over');
+    run(await droppedFiles(e.dataTransfer));
+  });
+  show(lastImport);
+  return h('div', { class: 'import-form', testid: 'import-form' },
+    zone, pickFiles, pickFolder,
+    h('p', { class: 'muted small', text: t('import_help') }),
+    bar, status, reportHead, report);
+}
+
+// The files of a drop, folders walked (their files carry their relative
+// path, like a folder chosen with the picker).
+async function droppedFiles(dt) {
+  const items = Array.from(dt?.items || []).map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+  if (!items.length || items.some((e) => !e)) return Array.from(dt?.files || []);
+  const out = [];
+  const walk = async (entry, prefix) => {
+    if (entry.isFile) {
+      const file = await new Promise((res, rej) => entry.file(res, rej));
+      out.push(new File([file], `${prefix}${file.name}`, { type: file.type, lastModified: file.lastModified }));
+      return;
+    }
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+      if (!batch.length) break;
+      for (const child of batch) await walk(child, `${prefix}${entry.name}/`);
+    }
+  };
+  for (const e of items) await walk(e, '');
+  return out;
+}
+
+// Export (SPEC C5): the bundle `labfy export` writes, made by a job beside
+// the requests; its fingerprint, its folder, its archive and the command
+// that verifies it.
+const EXPORT_POLL_MS = 500;
+
+export function renderExportForm(ctx, inv) {
+  const button = h('button', { type: 'button', testid: 'export-start', text: t('export_start') });
+  const status = h('p', { class: 'form-status', testid: 'export-status', role: 'status', hidden: true });
+  const result = h('div', { testid: 'export-result' });
+  const say = formSay(status);
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    clear(result);
+    say(t('export_running'), 'info');
+    try {
+      let j = await api(`/api/v1/investigations/${seg(inv)}/export`, { method: 'POST', body: {} });
+      j = await api(`/api/v1/jobs/${seg(j.job)}`);
+      while (j.status === 'RUNNING') {
+        await new Promise((r) => setTimeout(r, EXPORT_POLL_MS));
+        j = await api(`/api/v1/jobs/${seg(j.id)}`);
+      }
+      if (!ctx.live()) return;
+      if (j.status !== 'SUCCEEDED') {
+        say(t('export_failed', { reason: j.detail || j.status }), 'error');
+        return;
+      }
+      const st = j.stats || {};
+      say(t('export_done', { files: fmtNumber(st.files ?? 0) }), 'ok');
+      result.append(dl([
+        [t('export_fingerprint'), h('code', { class: 'hash', testid: 'export-fingerprint', text: String(st.fingerprint ?? '') }), 'export-fingerprint-row'],
+        [t('export_dir'), h('code', { class: 'camp-url', testid: 'export-dir', text: String(st.dir ?? '') }), 'export-dir-row'],
+        [t('export_verify'), h('code', { class: 'camp-url', testid: 'export-verify', text: `labfy verify ${st.dir ?? ''} --fingerprint ${st.fingerprint ?? ''}` }), 'export-verify-row'],
+      ], 'export-meta'),
+      h('p', null, h('a', { href: `/api/v1/exports/${encodeURIComponent(String(st.archive ?? ''))}`, download: '', testid: 'export-download', text: t('export_download') })));
+    } catch (err) {
+      if (!ctx.live()) return;
+      say(t('export_failed', { reason: errorText(err) }), 'error');
+      showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h('div', { class: 'extract-form', testid: 'export-form' },
+    h('p', { class: 'muted small', text: t('export_help') }),
+    h('div', { class: 'form-actions' }, button),
+    status, result);
+}
+
+export function renderNoteForm(inv) {
+  const title = h('input', { id: 'note-title', type: 'text', testid: 'note-title', required: true, autocomplete: 'off', maxlength: String(NOTE_TITLE_MAX_CHARS) });
+  const content = h('textarea', { id: 'note-content', rows: '5', testid: 'note-content', required: true });
+  const submit = h('button', { type: 'submit', testid: 'note-submit', text: t('note_submit') });
+  const status = h('p', { class: 'form-status', testid: 'note-status', role: 'status', hidden: true });
+  const form = h('form', { class: 'note-form', testid: 'note-form', novalidate: true },
+    h('label', { for: 'note-title', text: t('note_title') }), title,
+    h('label', { for: 'note-content', text: t('note_content') }), content,
+    h('p', { class: 'muted small', text: t('note_help') }),
+    h('div', { class: 'form-actions' }, submit),
+    status);
+  const say = (text, kind) => {
+    status.textContent = text;
+    status.dataset.kind = kind;
+    status.hidden = !text;
+  };
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const body = { title: title.value.trim(), content: content.value, source: NOTE_SOURCE };
+    if (!body.title || !body.content.trim()) {
+      say(t('note_missing'), 'error');
+      return;
+    }
+    submit.disabled = true;
+    say(t('note_saving'), 'info');
+    try {
+      const created = await api(`/api/v1/investigations/${seg(inv)}/evidence`, { method: 'POST', body });
+      say(t('note_saved', { title: created.title ?? body.title }), 'ok');
+      form.reset();
+      setStatusAfterRoute(t('note_saved', { title: created.title ?? body.title }), 'ok');
+      location.hash = hrefFor(created.id, 'evidence');
+    } catch (err) {
+      say(errorText(err), 'error');
+      showError(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
