@@ -5,6 +5,8 @@
 //! browser; here it fails by name. (What a module uses without importing
 //! is found by the browser scenarios, which fail on any page error.)
 
+#![allow(clippy::expect_used)] // tests fail loudly by design
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
