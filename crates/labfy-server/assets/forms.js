@@ -1,4 +1,5 @@
-// Import (SPEC C2): files dropped or chosen are sent in batches as
+// The overview's forms: the import (SPEC C2), the analyst's note and the
+// export (C5). An import sends the files dropped or chosen in batches as
 // multipart/form-data to an import job; the bytes sent show as a progress
 // bar, each file's outcome as a line of the report. The last report stays
 // on the overview until another import starts.
