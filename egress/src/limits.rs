@@ -12,6 +12,12 @@ pub const FETCH_DEADLINE: Duration = Duration::from_secs(120);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Most fetches in flight at once; more wait their turn.
 pub const MAX_IN_FLIGHT: usize = 8;
+/// How long a campaign's slot (its isolation token) outlives its last
+/// fetch when no `EndCampaign` comes — a server killed mid-campaign never
+/// sends one, and a compromised one can name campaigns that do not exist.
+pub const CAMPAIGN_IDLE: Duration = Duration::from_secs(10 * 60);
+/// Most campaign slots held at once; past it the longest idle is forgotten.
+pub const MAX_CAMPAIGNS: usize = 256;
 /// Most response headers hyper parses (more is a malformed response).
 pub const MAX_RESPONSE_HEADERS: usize = 64;
 /// Largest response head (status line and headers), in bytes.
@@ -38,6 +44,10 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// [`MAX_RESPONSE_HEADERS`].
     pub max_headers: usize,
+    /// [`CAMPAIGN_IDLE`].
+    pub campaign_idle: Duration,
+    /// [`MAX_CAMPAIGNS`].
+    pub max_campaigns: usize,
     /// [`MAX_HEADER_BYTES`] (hyper needs at least 8192).
     pub max_header_bytes: usize,
 }
@@ -52,6 +62,8 @@ impl Default for Limits {
             max_redirects: MAX_REDIRECTS,
             max_in_flight: MAX_IN_FLIGHT,
             max_headers: MAX_RESPONSE_HEADERS,
+            campaign_idle: CAMPAIGN_IDLE,
+            max_campaigns: MAX_CAMPAIGNS,
             max_header_bytes: MAX_HEADER_BYTES,
         }
     }

@@ -100,11 +100,15 @@ struct Live {
 }
 
 /// A campaign's isolation (E4): its own token, created on first use,
-/// forgotten at its end.
+/// forgotten at its end — or once idle for [`Limits::campaign_idle`], or
+/// when [`Limits::max_campaigns`] are held and it is the longest idle
+/// (SPEC E4; a campaign's fetches come in turn, seconds apart).
 struct CampaignSlot {
     live: Live,
     token: IsolationToken,
     label: String,
+    /// When its last fetch ended; `None` while one runs.
+    idle_since: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -112,8 +116,8 @@ struct State {
     generation: u64,
     /// Per (workspace, grant).
     grants: HashMap<(Uuid, Uuid), Live>,
-    /// Per (workspace, campaign): one entry per campaign used since start
-    /// and not ended (campaigns come from human grants, so few).
+    /// Per (workspace, campaign): one entry per campaign used recently and
+    /// not ended (bounded: see [`CampaignSlot`]).
     campaigns: HashMap<(Uuid, Uuid), CampaignSlot>,
     /// Per grant: body bytes received by hops in flight, not yet added to
     /// the ledger (it gets them when each hop ends).
@@ -390,6 +394,7 @@ impl Egress {
             custom_network: self.inner.custom_network,
             max_body_bytes: self.inner.limits.max_body,
             in_flight: self.inner.in_flight.load(Ordering::Relaxed),
+            campaigns: u32::try_from(self.inner.lock().campaigns.len()).unwrap_or(u32::MAX),
             counts: std::array::from_fn(|i| self.inner.counts[i].load(Ordering::Relaxed)),
         }
     }
@@ -614,12 +619,15 @@ impl Inner {
         });
         g.count += 1;
         let (grant_gen, grant_cancel) = (g.generation, g.cancel.clone());
+        forget_idle_campaigns(&mut s.campaigns, (ws, campaign), &self.limits);
         let c = s.campaigns.entry((ws, campaign)).or_insert_with(|| CampaignSlot {
             live: Live { generation, cancel: CancellationToken::new(), count: 0 },
             token: IsolationToken::new(),
             label: format!("workspace:{ws}/campaign:{campaign}#{generation}"),
+            idle_since: None,
         });
         c.live.count += 1;
+        c.idle_since = None;
         Registration {
             inner: self.clone(),
             ws,
@@ -727,6 +735,22 @@ impl Drop for Registration {
             s.campaigns.get_mut(&(self.ws, self.campaign.0)).filter(|c| c.live.generation == self.campaign.1)
         {
             c.live.count = c.live.count.saturating_sub(1);
+            if c.live.count == 0 {
+                c.idle_since = Some(Instant::now());
+            }
+        }
+    }
+}
+
+/// Forgets the campaign slots idle for longer than the limits allow and,
+/// when `next` would be one slot too many, the longest idle one.
+fn forget_idle_campaigns(campaigns: &mut HashMap<(Uuid, Uuid), CampaignSlot>, next: (Uuid, Uuid), limits: &Limits) {
+    let now = Instant::now();
+    campaigns.retain(|_, c| c.idle_since.is_none_or(|t| now.duration_since(t) < limits.campaign_idle));
+    if campaigns.len() >= limits.max_campaigns && !campaigns.contains_key(&next) {
+        let oldest = campaigns.iter().filter_map(|(k, c)| c.idle_since.map(|t| (t, *k))).min();
+        if let Some((_, k)) = oldest {
+            campaigns.remove(&k);
         }
     }
 }

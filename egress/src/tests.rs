@@ -534,6 +534,36 @@ async fn a_get_returns_the_body_with_its_provenance() {
     assert_eq!((st.counts, st.in_flight, st.ready), ([1, 0, 0, 0, 0], 0, true));
 }
 
+/// Campaigns the server never ends — it was killed mid-campaign, or,
+/// compromised, it names campaigns that do not exist — do not keep their
+/// slots: an idle one is forgotten after `campaign_idle`, and past
+/// `max_campaigns` the longest idle goes first (a leak the soak looks for).
+#[tokio::test]
+async fn campaign_slots_never_ended_are_forgotten() {
+    let w = World::new();
+    let server = Server::always(ok(b"page", "text/plain")).await;
+    let url = format!("http://news.example.org:{}/a", server.port);
+    let g = w.grant(&["news.example.org"], std::slice::from_ref(&url), 100, 1_000_000);
+    let limits = Limits { max_campaigns: 3, campaign_idle: Duration::from_secs(2), ..quick() };
+    let (egress, _) = w.egress(limits);
+    let invented = |_| G { campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()), ..g };
+    for c in (0..5).map(invented) {
+        // The ledger refuses them, but each took a slot before its check.
+        assert_status(&egress.fetch(get(&c, &url)).await, FetchStatus::Refused, "does not run under");
+    }
+    assert_eq!(egress.status().campaigns, 3, "never more than max_campaigns");
+    // A campaign that goes on fetching keeps its token; idle ones go.
+    let kept = g;
+    let first = egress.fetch(get(&kept, &url)).await;
+    assert_status(&first, FetchStatus::Fetched, "");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    egress.fetch(get(&kept, &url)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let last = egress.fetch(get(&kept, &url)).await;
+    assert_eq!(egress.status().campaigns, 1, "only the campaign still fetching");
+    assert_eq!(first.isolation, last.isolation, "within a campaign, one token");
+}
+
 #[tokio::test]
 async fn a_head_has_no_body() {
     let w = World::new();

@@ -1110,6 +1110,9 @@ pub mod egress {
         pub max_body_bytes: u64,
         /// Fetches in flight now.
         pub in_flight: u32,
+        /// Campaign slots held (isolation tokens of campaigns neither ended
+        /// nor idle long enough to be forgotten): flat under a long load.
+        pub campaigns: u32,
         /// Fetches answered since start, by outcome: fetched, refused,
         /// unavailable, failed, stopped.
         pub counts: [u64; 5],

@@ -1031,6 +1031,7 @@ fn bootstrapping() -> EgressStatus {
         custom_network: true,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         in_flight: 2,
+        campaigns: 1,
         counts: [5, 4, 3, 2, 1],
     }
 }

@@ -20,7 +20,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// `{available: true, ready, bootstrap_percent, phase, last_error,
-/// bootstrap_ms, custom_network, in_flight, counts: {fetched, refused,
+/// bootstrap_ms, custom_network, in_flight, campaigns, counts: {fetched, refused,
 /// unavailable, failed, stopped}}` or `{available: false, detail}`.
 async fn egress(State(st): State<AppState>) -> Json<Value> {
     match st.egress_status().await {
@@ -35,6 +35,7 @@ async fn egress(State(st): State<AppState>) -> Json<Value> {
                 "bootstrap_ms": s.bootstrap_ms,
                 "custom_network": s.custom_network,
                 "in_flight": s.in_flight,
+                "campaigns": s.campaigns,
                 "counts": {"fetched": fetched, "refused": refused, "unavailable": unavailable,
                            "failed": failed, "stopped": stopped},
             }))
