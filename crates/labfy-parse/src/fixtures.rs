@@ -1,4 +1,4 @@
-//! Real documents made on the spot, for tests and `labfy bench import`
+//! Real documents made on the spot, for tests and `labfy-bench import`
 //! (no fixture is fetched): a PDF with a text layer, a `.docx`, an e-mail
 //! with an attachment, a mailbox.
 

@@ -388,7 +388,7 @@ struct State {
 pub struct RuntimeOptions {
     /// Send the action schema as `response_format` with every model request
     /// (constrained decoding). On by default; off only to measure what the
-    /// constraint buys (`labfy bench runtime`). Either way the protocol
+    /// constraint buys (`labfy-bench runtime`). Either way the protocol
     /// parser checks every answer (M5).
     pub constrained: bool,
 }
@@ -479,7 +479,7 @@ impl AgentRuntime {
     /// as the worker builds it (system prompt with the tools offered in
     /// `scope` and `env`, the question, the first round's schema as
     /// `response_format` unless the runtime is unconstrained), and the ids
-    /// shown to the model so far. For `labfy bench runtime`, which times this
+    /// shown to the model so far. For `labfy-bench runtime`, which times this
     /// round against the same request sent to the model server directly.
     #[doc(hidden)]
     pub fn first_round_request(

@@ -95,6 +95,14 @@ pub enum BundleError {
         /// What does not match.
         detail: String,
     },
+    /// Egress's ledger could not be opened.
+    #[error("{path}: {message}")]
+    Ledger {
+        /// Egress's ledger file.
+        path: PathBuf,
+        /// What SQLite said.
+        message: String,
+    },
     /// The manifest is unreadable or of another format.
     #[error("manifest.json: {0}")]
     Manifest(String),
@@ -327,11 +335,33 @@ fn json_columns(table: &str) -> &'static [&'static str] {
     }
 }
 
-/// Runs `sql` over any SQLite connection (egress's ledger, say) and turns
-/// each row into a JSON object of all its columns, for
-/// [`BundleWriter::add_jsonl`].
-pub fn query_rows(conn: &Connection, sql: &str, args: &[&str]) -> Result<Vec<Value>> {
-    rows(conn, "", sql, args, &[])
+/// Egress's ledger rows for the grants the bundle holds (`egress/…`): its
+/// own decisions and its fetch log, which the server cannot write (SPEC T2).
+/// `ledger` is egress's SQLite file, opened read-only; without one nothing is
+/// added. The grants are those of `grants.jsonl`, already written.
+pub fn add_egress_ledger(w: &mut BundleWriter, ledger: &Path) -> Result<()> {
+    if !ledger.exists() {
+        return Ok(());
+    }
+    let bad = |e: rusqlite::Error| BundleError::Ledger { path: ledger.to_path_buf(), message: e.to_string() };
+    let conn = Connection::open_with_flags(ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(bad)?;
+    // SQLite reads the file at the first statement: a file that is not
+    // egress's ledger is named as such, not as the workspace's database.
+    conn.query_row("SELECT count(*) FROM grants JOIN fetch_log ON 0", [], |_| Ok(())).map_err(bad)?;
+    let written = w.dir.join("grants.jsonl");
+    let grants: Vec<String> = fs::read_to_string(&written)
+        .map_err(|source| BundleError::Io { path: written, source })?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["id"].as_str().map(|id| format!("grant:{id}")))
+        .collect();
+    let ids = serde_json::to_string(&grants).unwrap_or_else(|_| "[]".into());
+    let q = |sql: &str| rows(&conn, "", sql, &[&ids], &[]);
+    let g = q("SELECT * FROM grants WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY proposed_at, id")?;
+    let log = q("SELECT * FROM fetch_log WHERE grant_id IN (SELECT value FROM json_each(?1)) ORDER BY seq")?;
+    w.add_jsonl("egress/grants.jsonl", g)?;
+    w.add_jsonl("egress/fetch_log.jsonl", log)?;
+    Ok(())
 }
 
 /// Runs `sql` and turns each row into a JSON object of all its columns but

@@ -192,3 +192,50 @@ fn an_export_never_writes_into_a_used_directory() {
     fs::create_dir(&empty).unwrap();
     BundleWriter::create(&empty).unwrap();
 }
+
+/// `labfy export` adds egress's own record of the bundle's grants (SPEC T2):
+/// their rows of egress's ledger and fetch log, and no other grant's; no
+/// ledger, nothing added; a file that is not a database, a clear error.
+#[test]
+fn egress_ledger_rows_of_the_bundles_grants_only() {
+    let dir = TempDir::new().unwrap();
+    let ledger = dir.path().join("ledger.sqlite3");
+    let conn = rusqlite::Connection::open(&ledger).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE grants (id TEXT PRIMARY KEY, proposed_at TEXT, urls TEXT);
+         CREATE TABLE fetch_log (seq INTEGER PRIMARY KEY, grant_id TEXT, url TEXT);
+         INSERT INTO grants VALUES ('grant:0001', '2026-12-01', '[\"https://a.example/\"]'),
+                                   ('grant:0002', '2026-12-02', '[\"https://b.example/\"]');
+         INSERT INTO fetch_log VALUES (1, 'grant:0002', 'https://b.example/'),
+                                      (2, 'grant:0001', 'https://a.example/'),
+                                      (3, 'grant:0001', 'https://a.example/x');",
+    )
+    .unwrap();
+    drop(conn);
+    let out = dir.path().join("bundle");
+    let mut w = BundleWriter::create(&out).unwrap();
+    w.add_jsonl("grants.jsonl", [serde_json::json!({"id": "0001"})]).unwrap();
+    crate::bundle::add_egress_ledger(&mut w, &ledger).unwrap();
+    let rows = |f: &str| -> Vec<serde_json::Value> {
+        fs::read_to_string(out.join(f)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let grants = rows("egress/grants.jsonl");
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(grants[0]["id"], "grant:0001");
+    let log: Vec<_> = rows("egress/fetch_log.jsonl").iter().map(|r| r["url"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(log, ["https://a.example/", "https://a.example/x"]);
+
+    // No ledger (egress never ran): nothing added, no error.
+    let out2 = dir.path().join("bundle2");
+    let mut w = BundleWriter::create(&out2).unwrap();
+    crate::bundle::add_egress_ledger(&mut w, &dir.path().join("absent.sqlite3")).unwrap();
+    assert!(!out2.join("egress").exists());
+    // Not a database: refused with the file named.
+    let junk = dir.path().join("junk.sqlite3");
+    fs::write(&junk, b"not a database at all, not even close to one").unwrap();
+    let out3 = dir.path().join("bundle3");
+    let mut w = BundleWriter::create(&out3).unwrap();
+    w.add_jsonl("grants.jsonl", [serde_json::json!({"id": "0001"})]).unwrap();
+    let err = crate::bundle::add_egress_ledger(&mut w, &junk).unwrap_err();
+    assert!(err.to_string().contains("junk.sqlite3"), "{err}");
+}

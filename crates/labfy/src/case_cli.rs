@@ -12,7 +12,7 @@ use labfy_store::bundle::{self, BundleError, BundleWriter};
 use labfy_store::{EXTRACTION_BATCH, Store};
 use uuid::Uuid;
 
-use crate::cli::Failure;
+use labfy::Failure;
 
 /// `labfy extract`.
 #[derive(Args)]
@@ -127,7 +127,8 @@ pub fn export(args: ExportArgs) -> Result<(), Failure> {
     store.reads().workspace_of(&inv)?;
     let mut w = BundleWriter::create(&args.out).map_err(bundle_failure)?;
     let header = store.export(&inv, &mut w).map_err(bundle_failure)?;
-    add_egress_ledger(&args.data_dir, &args.out, &mut w)?;
+    bundle::add_egress_ledger(&mut w, &labfy::layout::egress_state_dir(&args.data_dir).join("ledger.sqlite3"))
+        .map_err(bundle_failure)?;
     let done = w.finish(header).map_err(bundle_failure)?;
     sync_file_system(&done.dir)?;
     eprintln!(
@@ -139,30 +140,6 @@ pub fn export(args: ExportArgs) -> Result<(), Failure> {
     );
     eprintln!("labfy: check it anywhere with `labfy verify {} --fingerprint {}`", done.dir.display(), done.fingerprint);
     println!("{}", done.fingerprint);
-    Ok(())
-}
-
-/// Egress's ledger rows for the grants the bundle holds (`egress/…`): its
-/// own decisions and its fetch log, which the server cannot write (T2).
-fn add_egress_ledger(data_dir: &std::path::Path, out: &std::path::Path, w: &mut BundleWriter) -> Result<(), Failure> {
-    let ledger = data_dir.join("egress").join("ledger.sqlite3");
-    if !ledger.exists() {
-        return Ok(());
-    }
-    let conn = rusqlite::Connection::open_with_flags(&ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| Failure::new(ErrorKind::Unavailable, format!("{}: {e}", ledger.display())))?;
-    let grants: Vec<String> = std::fs::read_to_string(out.join("grants.jsonl"))
-        .map_err(|e| Failure::new(ErrorKind::Internal, format!("grants.jsonl: {e}")))?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["id"].as_str().map(|id| format!("grant:{id}")))
-        .collect();
-    let ids = serde_json::to_string(&grants).unwrap_or_else(|_| "[]".into());
-    let q = |sql: &str| bundle::query_rows(&conn, sql, &[&ids]).map_err(bundle_failure);
-    let g = q("SELECT * FROM grants WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY proposed_at, id")?;
-    let log = q("SELECT * FROM fetch_log WHERE grant_id IN (SELECT value FROM json_each(?1)) ORDER BY seq")?;
-    w.add_jsonl("egress/grants.jsonl", g).map_err(bundle_failure)?;
-    w.add_jsonl("egress/fetch_log.jsonl", log).map_err(bundle_failure)?;
     Ok(())
 }
 
@@ -218,7 +195,7 @@ fn bundle_failure(e: BundleError) -> Failure {
         other => {
             let kind = match other {
                 BundleError::Exists(_) => ErrorKind::Conflict,
-                BundleError::Io { .. } => ErrorKind::Unavailable,
+                BundleError::Io { .. } | BundleError::Ledger { .. } => ErrorKind::Unavailable,
                 _ => ErrorKind::Internal,
             };
             Failure::new(kind, other.to_string())

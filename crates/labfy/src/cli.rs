@@ -1,15 +1,14 @@
 //! Command-line parsing and the commands themselves.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use labfy::{Failure, generate_with_progress};
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
-use labfy_server::listener::{self, ListenerError};
+use labfy_server::listener;
 use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
-use labfy_store::{Store, StoreError, WorkspaceClass};
+use labfy_store::{Store, WorkspaceClass};
 
 /// Default loopback port of the UI.
 pub const DEFAULT_PORT: u16 = 7345;
@@ -132,11 +131,6 @@ enum Command {
         #[command(subcommand)]
         what: WorkspaceWhat,
     },
-    /// Benchmarks that print figures (recorded in docs/PERFORMANCE.md).
-    Bench {
-        #[command(subcommand)]
-        what: BenchWhat,
-    },
 }
 
 #[derive(Subcommand)]
@@ -161,97 +155,6 @@ enum WorkspaceWhat {
     },
 }
 
-#[derive(Subcommand)]
-enum BenchWhat {
-    /// SPECIMEN generation, store read models and HTTP throughput
-    /// (secured route against a bare route, in the same run).
-    Store(crate::bench::StoreBenchArgs),
-    /// IPC round trip over a Unix socket (authenticated, typed) against a bare
-    /// echo of the same bytes on a Unix socket, in the same run.
-    Ipc(crate::bench::IpcBenchArgs),
-    /// A real case's work over a SPECIMEN investigation: the extraction job
-    /// against the bare extractors, the export against a raw copy of the
-    /// database, the verification against `sha256sum -c` (SPEC C4, C5).
-    Cases(crate::bench_cases::CasesBenchArgs),
-    /// `labfy import` of mixed small files with extraction, against reading
-    /// and hashing them (SPEC C2).
-    Import(crate::bench_import::ImportBenchArgs),
-    /// `labfy up` on an existing data directory until every child is healthy
-    /// and the UI answers (needs the sibling programs built beside labfy).
-    Up(crate::bench::UpBenchArgs),
-    /// The confined server's read-route throughput with and without its
-    /// seccomp filter, interleaved, in the same run.
-    Confinement(crate::bench_confinement::ConfinementBenchArgs),
-    /// The agent tool gateway: in-process overhead and HTTP `POST /calls` throughput.
-    Gateway(crate::bench_gateway::GatewayBenchArgs),
-    /// The Resource Governor: sampling cost, admission, GGUF header parse.
-    Governor(crate::bench_governor::GovernorBenchArgs),
-    /// The agent runtime against a real llama-server: one round's overhead
-    /// against the bare request, rounds and repairs per turn with and
-    /// without `response_format`.
-    Runtime(crate::bench_runtime::RuntimeBenchArgs),
-}
-
-/// A failure to report: a sentence and an exit code.
-pub struct Failure {
-    message: String,
-    kind: ErrorKind,
-}
-
-impl Failure {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { message: message.into(), kind }
-    }
-
-    fn exit_code(&self) -> u8 {
-        match self.kind {
-            ErrorKind::InvalidInput => 2,
-            ErrorKind::Storage => 3,
-            ErrorKind::Unavailable | ErrorKind::Conflict => 4,
-            ErrorKind::Forbidden => 5,
-            _ => 1,
-        }
-    }
-}
-
-/// The kind of failure a daemon's answer is, for the exit status and the
-/// message (the one mapping from IPC codes, for every command).
-pub fn error_kind(code: labfy_ipc::messages::FailureCode) -> ErrorKind {
-    use labfy_ipc::messages::FailureCode as C;
-    match code {
-        C::InvalidInput => ErrorKind::InvalidInput,
-        C::NotFound => ErrorKind::NotFound,
-        C::Conflict => ErrorKind::Conflict,
-        C::Forbidden | C::Refused => ErrorKind::Forbidden,
-        C::Unavailable | C::Timeout | C::RateLimited => ErrorKind::Unavailable,
-        C::Storage => ErrorKind::Storage,
-        C::Internal => ErrorKind::Internal,
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        Self::new(e.kind(), e.to_string())
-    }
-}
-
-impl From<ListenerError> for Failure {
-    fn from(e: ListenerError) -> Self {
-        let kind = match e {
-            ListenerError::InUse(_) => ErrorKind::Unavailable,
-            ListenerError::NotLoopback(_) => ErrorKind::InvalidInput,
-            _ => ErrorKind::Internal,
-        };
-        Self::new(kind, e.to_string())
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Self {
-        Self::new(ErrorKind::Internal, e.to_string())
-    }
-}
-
 /// Entry point: parse, run, report.
 pub fn main() -> ExitCode {
     // SPEC T4: whatever the caller's umask, what Labfy creates (the data
@@ -271,7 +174,7 @@ pub fn main() -> ExitCode {
         && let Err(e) = crate::config_file::apply(&path)
     {
         let failure = Failure::new(ErrorKind::InvalidInput, e);
-        eprintln!("labfy: error: {}", failure.message);
+        eprintln!("labfy: error: {}", failure.message());
         return ExitCode::from(failure.exit_code());
     }
     let cli = Cli::parse();
@@ -297,20 +200,11 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => crate::case_cli::verify(args),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
-        Command::Bench { what: BenchWhat::Store(args) } => crate::bench::store(args),
-        Command::Bench { what: BenchWhat::Ipc(args) } => crate::bench::ipc(args),
-        Command::Bench { what: BenchWhat::Cases(args) } => crate::bench_cases::cases(args),
-        Command::Bench { what: BenchWhat::Import(args) } => crate::bench_import::import(args),
-        Command::Bench { what: BenchWhat::Up(args) } => crate::bench::up(args),
-        Command::Bench { what: BenchWhat::Confinement(args) } => crate::bench_confinement::confinement(args),
-        Command::Bench { what: BenchWhat::Gateway(args) } => crate::bench_gateway::gateway(args),
-        Command::Bench { what: BenchWhat::Governor(args) } => crate::bench_governor::governor(args),
-        Command::Bench { what: BenchWhat::Runtime(args) } => crate::bench_runtime::runtime(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("labfy: error: {}", f.message);
+            eprintln!("labfy: error: {}", f.message());
             ExitCode::from(f.exit_code())
         }
     }
@@ -324,46 +218,6 @@ fn default_data_dir() -> Result<PathBuf, Failure> {
         Some(home) => Ok(PathBuf::from(home).join(".local/share/labfy")),
         None => Err(Failure::new(ErrorKind::InvalidInput, "no HOME or XDG_DATA_HOME: pass --data-dir")),
     }
-}
-
-/// Runs the generator with a progress bar on a terminal (items, rate, time
-/// left) and a one-line summary otherwise.
-pub fn generate_with_progress(store: &mut Store, spec: SpecimenSpec) -> Result<SpecimenOutcome, Failure> {
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(spec.size);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "SPECIMEN {bar:40} {human_pos}/{human_len} pièces · {per_sec} · reste {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(bar)
-    } else {
-        None
-    };
-    let started = Instant::now();
-    let outcome = specimen::generate(store, spec, &mut |done, _total| {
-        if let Some(b) = &bar {
-            b.set_position(done);
-        }
-    });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    let outcome = outcome?;
-    if let SpecimenOutcome::Created { replaced_incomplete, .. } = &outcome {
-        if *replaced_incomplete {
-            eprintln!("labfy: an interrupted SPECIMEN with seed {} was cleared and written again", spec.seed);
-        }
-        let secs = started.elapsed().as_secs_f64();
-        eprintln!(
-            "labfy: SPECIMEN written: {} evidence items, seed {}, in {secs:.1} s ({:.0} items/s)",
-            spec.size,
-            spec.seed,
-            spec.size as f64 / secs.max(1e-9)
-        );
-    }
-    Ok(outcome)
 }
 
 fn specimen_cmd(data_dir: PathBuf, spec: SpecimenSpec) -> Result<(), Failure> {
@@ -594,7 +448,7 @@ fn up(
         println!("Labfy is serving {name} ({}) from {}", class.as_str(), data_dir.display());
         println!("Open {link}");
         println!("(a one-time link; `labfy open` prints a fresh one)");
-        println!("The processes' log: {}", crate::logs::log_file(&data_dir).display());
+        println!("The processes' log: {}", labfy::layout::log_file(&data_dir).display());
     }))?;
     eprintln!("labfy: stopped");
     Ok(())

@@ -12,7 +12,7 @@ use labfy_ipc::messages::governor::{
     Amounts, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
 };
 
-use crate::cli::Failure;
+use labfy::Failure;
 
 /// How long `labfy model start` waits for the governor's answer (it hashes
 /// the file, admits, starts and waits for `/health`).
@@ -67,7 +67,7 @@ fn refused(r: GovernorResponse) -> Failure {
             ErrorKind::Unavailable,
             format!("refused by admission: {} (blocked by: {})", r.reason, r.blocked_by.join(", ")),
         ),
-        GovernorResponse::Failed(f) => Failure::new(crate::cli::error_kind(f.code), f.message),
+        GovernorResponse::Failed(f) => Failure::new(labfy::failure::error_kind(f.code), f.message),
         other => Failure::new(ErrorKind::Internal, format!("unexpected answer from the governor: {other:?}")),
     }
 }

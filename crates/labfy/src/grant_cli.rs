@@ -15,7 +15,7 @@ use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
 
-use crate::cli::Failure;
+use labfy::Failure;
 
 /// Deadline of one call to egress.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,7 +75,7 @@ pub fn grant(what: GrantWhat) -> Result<(), Failure> {
 /// One call on egress's operator socket; its `Failed` answer is a failure.
 fn ask(runtime_dir: Option<PathBuf>, request: EgressRequest) -> Result<EgressResponse, Failure> {
     match crate::operator::call(runtime_dir, Boundary::Egress, "egress", request, CALL_TIMEOUT)? {
-        EgressResponse::Failed(f) => Err(Failure::new(crate::cli::error_kind(f.code), f.message)),
+        EgressResponse::Failed(f) => Err(Failure::new(labfy::failure::error_kind(f.code), f.message)),
         answer => Ok(answer),
     }
 }

@@ -20,7 +20,7 @@ use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_store::blobs::{Blob, BlobError, BlobStore};
 use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
 
-use crate::cli::Failure;
+use labfy::Failure;
 
 /// Default bound on one imported file, in MiB.
 pub const DEFAULT_MAX_FILE_MIB: u64 = 256;

@@ -19,28 +19,17 @@
 //!   the operator names a model endpoint by port);
 //! - no capability, no new privilege, no core dump, bounded descriptors.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use labfy_sys::seccomp::{Policy, Sockets};
 use labfy_sys::{Jail, Root, SpawnError};
+
+use crate::layout::{egress_bodies_dir, egress_state_dir, log_dir};
 
 /// Open files the server may hold.
 pub const SERVER_MAX_FILES: u64 = 4096;
 /// Size of the server's private `/tmp` (SQLite's temporary files).
 pub const SERVER_TMP_BYTES: u64 = 64 << 20;
-
-/// Egress's state under the data directory (arti's state and cache).
-pub fn egress_state_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("egress")
-}
-
-/// Where egress keeps fetched bodies until the server reads them (its part
-/// of the governor's scratch directory, `<data>/scratch/egress`): masked in
-/// the server's view — the server reads a body only through egress, which
-/// checks the workspace (SPEC C3, T3).
-pub fn egress_bodies_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("scratch").join("egress")
-}
 
 /// What the server is given, before its arguments and environment.
 pub struct ServerJail<'a> {
@@ -53,7 +42,7 @@ pub struct ServerJail<'a> {
     /// TCP on its own loopback (a model endpoint named by port).
     pub loopback_tcp: bool,
     /// Its seccomp allow-list. Always on under `labfy up`; off only to
-    /// measure what the filter costs (`labfy bench confinement`).
+    /// measure what the filter costs (`labfy-bench confinement`).
     pub seccomp: bool,
 }
 
@@ -70,7 +59,7 @@ impl ServerJail<'_> {
         root.mask(&egress_state_dir(self.data_dir))?;
         root.mask(&egress_bodies_dir(self.data_dir))?;
         // The other processes' log (SPEC U8, T3): neither read nor rewritten.
-        root.mask(&crate::logs::log_dir(self.data_dir))?;
+        root.mask(&log_dir(self.data_dir))?;
         root.read_only(self.runtime_dir)?;
         // The operator sockets accept any pid holding the secret (which the
         // server reads): no path to them.

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use labfy::layout::{log_dir, log_file};
 use labfy_ipc::daemon::role_name;
 use labfy_ipc::messages::Role;
 
@@ -43,16 +44,6 @@ pub const SERVER_MARK: &str = "labfy: the workspace server says: ";
 /// summary period (an error is rare and says why a child stops; beyond
 /// this many, they are counted like warnings).
 pub const ERRORS_SHOWN: u64 = 5;
-
-/// The log directory under a data directory.
-pub fn log_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("logs")
-}
-
-/// The log file under a data directory.
-pub fn log_file(data_dir: &Path) -> PathBuf {
-    log_dir(data_dir).join("labfy.log")
-}
 
 /// Warnings one child logged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

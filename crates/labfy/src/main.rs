@@ -1,19 +1,11 @@
 //! `labfy`: the appliance's command line (and, with `up`, its supervisor).
 
-mod bench;
-mod bench_cases;
-mod bench_confinement;
-mod bench_gateway;
-mod bench_governor;
-mod bench_import;
-mod bench_runtime;
 mod case_cli;
 mod cli;
 mod config_file;
 mod governor_cli;
 mod grant_cli;
 mod import_cli;
-mod jail;
 mod launcher;
 mod logs;
 mod operator;

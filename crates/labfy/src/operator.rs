@@ -13,7 +13,7 @@ use labfy_ipc::messages::Boundary;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::cli::Failure;
+use labfy::Failure;
 
 /// Sends `request` to `daemon`'s operator socket in `runtime_dir` (default:
 /// the supervisor's) and returns its answer; an absent daemon is

@@ -23,9 +23,9 @@ use labfy_ipc::server;
 use labfy_sys::ConfinedChild;
 use tokio::process::{Child, Command};
 
-use crate::cli::Failure;
-use crate::jail::ServerJail;
 use crate::logs::{LogBook, SUMMARY_PERIOD};
+use labfy::Failure;
+use labfy::jail::ServerJail;
 
 /// First restart delay; doubled after each crash, up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -480,10 +480,7 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     // 2. Egress's state directory, the folder where egress keeps fetched
     //    bodies for the server (SPEC C3) and the operator sockets'
     //    directory, which the server's view masks (SPEC T1, T3).
-    secret::create_private_dir(&crate::jail::egress_state_dir(&plan.data_dir)).map_err(storage)?;
-    secret::create_private_dir(&plan.data_dir.join("scratch")).map_err(storage)?;
-    secret::create_private_dir(&crate::jail::egress_bodies_dir(&plan.data_dir)).map_err(storage)?;
-    secret::create_private_dir(&daemon::operator_dir(&plan.runtime_dir)).map_err(storage)?;
+    labfy::layout::prepare(&plan.data_dir, &plan.runtime_dir).map_err(storage)?;
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
     // The log book (SPEC U8): the children's stderr into `<data>/logs`, which
     // the server's view masks too; the terminal gets what is the operator's.

@@ -1,4 +1,4 @@
-//! `labfy bench governor`: the Resource Governor's own costs, each against
+//! `labfy-bench governor`: the Resource Governor's own costs, each against
 //! a bare reference measured in the same run (docs/PERFORMANCE.md).
 //!
 //! 1. **Sampling cost.** Two `labfy-governor` daemons, started standalone
@@ -43,8 +43,8 @@ use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{Amounts, GovernorRequest, GovernorResponse, ReservationKind, Sample};
 
-use crate::bench::{fail, percentile};
-use crate::cli::Failure;
+use crate::common::{fail, percentile, sibling};
+use labfy::Failure;
 
 /// Sampling period of the reference daemon: the longest the governor
 /// accepts, so that it samples at most once in a 60 s window.
@@ -64,7 +64,7 @@ const REFERENCE_READ_BYTES: usize = 64 * 1024;
 const MIB: u64 = 1024 * 1024;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// Options of `labfy bench governor`.
+/// Options of `labfy-bench governor`.
 #[derive(clap::Args)]
 pub struct GovernorBenchArgs {
     /// Seconds over which both governor daemons' CPU time is measured.
@@ -92,7 +92,7 @@ pub fn governor(args: GovernorBenchArgs) -> Result<(), Failure> {
     if args.seconds == 0 || args.iterations == 0 {
         return Err(fail("--seconds and --iterations must be at least 1"));
     }
-    println!("# labfy bench governor — {}", machine());
+    println!("# labfy-bench governor — {}", machine());
     let tmp = tempfile::TempDir::new()?;
     sampling(&args, tmp.path())?;
     admission(&args, tmp.path())?;
@@ -433,45 +433,16 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return;
-        }
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::stop_child(&mut self.child, STOP_GRACE);
     }
 }
 
 /// The `labfy-governor` program: `$LABFY_GOVERNOR_BIN`, or beside this one.
 fn governor_bin() -> Result<PathBuf, Failure> {
-    let path = match std::env::var_os("LABFY_GOVERNOR_BIN") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let exe = std::env::current_exe()?;
-            exe.parent().unwrap_or(Path::new(".")).join("labfy-governor")
-        }
+    let Some(path) = std::env::var_os("LABFY_GOVERNOR_BIN").map(PathBuf::from) else {
+        return sibling("labfy-governor");
     };
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(fail(format!(
-            "{} not found; build every program first (cargo build --workspace --bins) or set LABFY_GOVERNOR_BIN",
-            path.display()
-        )))
-    }
+    if path.is_file() { Ok(path) } else { Err(fail(format!("LABFY_GOVERNOR_BIN={}: no such program", path.display()))) }
 }
 
 /// Clock ticks per second of `/proc/<pid>/stat` times.
@@ -541,7 +512,7 @@ fn sampling(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         off.wait_ready().await
     })?;
     drop(runtime);
-    eprintln!("labfy bench governor: watching two governors for {} s…", args.seconds);
+    eprintln!("labfy-bench governor: watching two governors for {} s…", args.seconds);
     let start = Instant::now();
     let (on0, off0) = (cpu_time(on.pid())?, cpu_time(off.pid())?);
     std::thread::sleep(Duration::from_secs(args.seconds));

@@ -1,4 +1,4 @@
-//! `labfy bench runtime`: the agent runtime against a real llama-server
+//! `labfy-bench runtime`: the agent runtime against a real llama-server
 //! (issue 7), figures printed, nothing asserted (docs/PERFORMANCE.md).
 //!
 //! The benchmark starts `$LABFY_LLAMA_SERVER` on `$LABFY_TEST_GGUF` itself,
@@ -46,8 +46,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
-use crate::bench::{fail, percentile};
-use crate::cli::Failure;
+use crate::common::{fail, percentile};
+use labfy::Failure;
 
 /// The model id sent in requests (llama-server ignores it).
 const MODEL_ID: &str = "gemma-3-270m-q4_k_m";
@@ -94,7 +94,7 @@ const QUESTIONS: [&str; 20] = [
     "Prépare une recherche web sur nordlys-logistique.example à partir de la pièce la plus récente.",
 ];
 
-/// Options of `labfy bench runtime`.
+/// Options of `labfy-bench runtime`.
 #[derive(clap::Args)]
 pub struct RuntimeBenchArgs {
     /// Questions run as real turns in each mode (the first N of the fixed 20).
@@ -151,7 +151,7 @@ pub fn runtime(args: RuntimeBenchArgs) -> Result<(), Failure> {
     if args.questions == 0 || args.questions > QUESTIONS.len() {
         return Err(fail(format!("--questions must be 1 to {}", QUESTIONS.len())));
     }
-    println!("# labfy bench runtime — {}", machine());
+    println!("# labfy-bench runtime — {}", machine());
     let tmp = tempfile::TempDir::new()?;
     let started = Instant::now();
     // Stopped when dropped: on success and on every error below.
@@ -329,25 +329,7 @@ impl LlamaServer {
 
 impl Drop for LlamaServer {
     fn drop(&mut self) {
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return;
-        }
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::common::stop_child(&mut self.child, STOP_GRACE);
     }
 }
 

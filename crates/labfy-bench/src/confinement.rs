@@ -1,4 +1,4 @@
-//! `labfy bench confinement`: what the server's system-call filter costs
+//! `labfy-bench confinement`: what the server's system-call filter costs
 //! (issue 20's target: secured read-route throughput with the filter ≥ 0.95
 //! of the same without it). The real `labfy-server`, confined by the same
 //! `labfy-sys` sequence `labfy up` uses — once with its seccomp allow-list,
@@ -16,11 +16,11 @@ use labfy_server::listener;
 use labfy_store::Store;
 use labfy_store::specimen::SpecimenSpec;
 
-use crate::bench::{fail, fetch_cookie, load};
-use crate::cli::{Failure, generate_with_progress};
-use crate::jail::ServerJail;
+use crate::common::{fail, fetch_cookie, load, sibling};
+use labfy::jail::ServerJail;
+use labfy::{Failure, generate_with_progress};
 
-/// Options of `labfy bench confinement`.
+/// Options of `labfy-bench confinement`.
 #[derive(clap::Args)]
 pub struct ConfinementBenchArgs {
     /// Rounds; each measures both servers.
@@ -76,21 +76,13 @@ pub fn confinement(args: ConfinementBenchArgs) -> Result<(), Failure> {
     drop(store);
     let storage = |e: labfy_ipc::IpcError| fail(e.to_string());
     labfy_ipc::secret::create_private_dir(&run).map_err(storage)?;
-    labfy_ipc::secret::create_private_dir(&crate::jail::egress_state_dir(&data)).map_err(storage)?;
-    labfy_ipc::secret::create_private_dir(&data.join("scratch")).map_err(storage)?;
-    labfy_ipc::secret::create_private_dir(&crate::jail::egress_bodies_dir(&data)).map_err(storage)?;
-    labfy_ipc::secret::create_private_dir(&crate::logs::log_dir(&data)).map_err(storage)?;
-    labfy_ipc::secret::create_private_dir(&labfy_ipc::daemon::operator_dir(&run)).map_err(storage)?;
+    labfy::layout::prepare(&data, &run).map_err(storage)?;
     labfy_ipc::secret::create_secret(&run).map_err(storage)?;
     let key = LoginKey::generate();
     // The port in login.json is only for `labfy open`; each server knows its own.
     labfy_ipc::login::write_login_file(&run, 0, &key).map_err(storage)?;
     let (data, run) = (std::fs::canonicalize(&data)?, std::fs::canonicalize(&run)?);
-    let program = std::env::current_exe()?
-        .parent()
-        .map(|d| d.join("labfy-server"))
-        .filter(|p| p.is_file())
-        .ok_or_else(|| fail("labfy-server not found beside labfy; build every program first"))?;
+    let program = sibling("labfy-server")?;
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {

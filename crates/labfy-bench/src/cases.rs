@@ -1,9 +1,8 @@
-//! `labfy bench cases`: a real case's extraction, export and verification
+//! `labfy-bench cases`: a real case's extraction, export and verification
 //! over a SPECIMEN investigation (SPEC C4, C5), each against a bare
 //! reference in the same run: the extractors alone over the same texts
 //! (read back from the bundle), a raw copy of the database file, `sha256sum -c` over the same bundle.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use clap::Args;
@@ -11,23 +10,14 @@ use labfy_core::ErrorKind;
 use labfy_store::bundle::{self, BundleWriter};
 use labfy_store::{EXTRACTION_BATCH, ReadOnlyStore};
 
-use crate::bench::{BenchSpecimen, time};
-use crate::cli::Failure;
+use crate::common::{BenchSpecimen, SpecimenArgs, time};
+use labfy::Failure;
 
-/// `labfy bench cases`.
+/// `labfy-bench cases`.
 #[derive(Args)]
 pub struct CasesBenchArgs {
-    /// SPECIMEN size in evidence items.
-    #[arg(long, default_value_t = 100_000)]
-    size: u64,
-    /// SPECIMEN seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Where to write the SPECIMEN (default: a fresh temporary directory).
-    /// Reused untimed when it holds one of the same seed; its extraction must
-    /// not have run yet for the extraction figures to mean anything.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    specimen: SpecimenArgs,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
@@ -37,10 +27,10 @@ fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
 /// Runs the three measurements and prints one line each with its reference.
 pub fn cases(args: CasesBenchArgs) -> Result<(), Failure> {
     let BenchSpecimen { _tmp, dir, mut store, workspace, investigation: inv } =
-        BenchSpecimen::open("cases", args.data_dir.as_deref(), args.size, args.seed)?;
+        BenchSpecimen::open("cases", &args.specimen)?;
     let ws = workspace.id();
 
-    let (job, _) = store.start_extraction(ws, &inv, "labfy bench cases")?;
+    let (job, _) = store.start_extraction(ws, &inv, "labfy-bench cases")?;
     let (stats, took) = time(|| -> Result<_, Failure> {
         loop {
             let step = store.extraction_step(ws, &job, EXTRACTION_BATCH)?;

@@ -1,4 +1,4 @@
-//! `labfy bench gateway`: the gateway's own cost (issue 4). In process: a
+//! `labfy-bench gateway`: the gateway's own cost (issue 4). In process: a
 //! `graph.get_node` call through the whole pipeline (envelope, idempotency,
 //! schema, resolution, policy, service, result and event rings) against the
 //! bare read model on the same kind of connection; the difference of the
@@ -24,22 +24,14 @@ use labfy_store::{Store, WorkspaceClass};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::bench::{BenchSpecimen, connect, fail, fetch_cookie, percentile};
-use crate::cli::Failure;
+use crate::common::{BenchSpecimen, SpecimenArgs, connect, fail, fetch_cookie, percentile};
+use labfy::Failure;
 
-/// Options of `labfy bench gateway`.
+/// Options of `labfy-bench gateway`.
 #[derive(clap::Args)]
 pub struct GatewayBenchArgs {
-    /// SPECIMEN size in evidence items.
-    #[arg(long, default_value_t = 100_000)]
-    size: u64,
-    /// SPECIMEN seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Where to write the SPECIMEN (default: a temporary directory). An
-    /// existing SPECIMEN of the same seed is reused.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    specimen: SpecimenArgs,
     /// In-process calls measured.
     #[arg(long, default_value_t = 20_000)]
     calls: usize,
@@ -54,7 +46,7 @@ pub struct GatewayBenchArgs {
 /// Runs the benchmark.
 pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
     let BenchSpecimen { _tmp, dir, store, workspace: ws, investigation: inv } =
-        BenchSpecimen::open("gateway", args.data_dir.as_deref(), args.size, args.seed)?;
+        BenchSpecimen::open("gateway", &args.specimen)?;
     let evidence: Vec<ObjectRef> =
         store.reads().overview(ws.id(), &inv)?.recent_evidence.iter().map(|e| e.id).collect();
     let scope = Scope { workspace: ws.id(), class: WorkspaceClass::Specimen };

@@ -1,4 +1,4 @@
-//! `labfy bench import`: `labfy import` of a folder of mixed small files
+//! `labfy-bench import`: `labfy import` of a folder of mixed small files
 //! (text, HTML, e-mail with an attachment, a few PDFs and `.docx`), with
 //! extraction, end to end as a process; against the bare reference of
 //! reading and hashing the same files (SPEC C2, docs/PERFORMANCE.md).
@@ -14,9 +14,9 @@ use labfy_parse::fixtures;
 use labfy_store::Store;
 use sha2::{Digest, Sha256};
 
-use crate::cli::Failure;
+use labfy::Failure;
 
-/// `labfy bench import`.
+/// `labfy-bench import`.
 #[derive(Args)]
 pub struct ImportBenchArgs {
     /// Number of files.
@@ -64,7 +64,7 @@ pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
         bytes += b.len() as u64;
         fs::write(dir.join(name), b).map_err(|e| failed("fixture file", e))?;
     }
-    let (_, inv) = Store::open(&data)?.create_real_workspace("Banc d'import", "labfy bench import")?;
+    let (_, inv) = Store::open(&data)?.create_real_workspace("Banc d'import", "labfy-bench import")?;
 
     // Bare reference: read and hash every file.
     let started = Instant::now();
@@ -85,7 +85,7 @@ pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
     }
     let bare = started.elapsed().as_secs_f64();
 
-    let exe = std::env::current_exe().map_err(|e| failed("this program", e))?;
+    let exe = crate::common::sibling("labfy")?;
     let started = Instant::now();
     let out = Command::new(exe)
         .args(["import", "--data-dir"])
