@@ -6,18 +6,16 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, app, db::Db};
 use labfy_store::Store;
 use labfy_store::specimen::{self, SpecimenSpec};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tower::ServiceExt;
 use uuid::Uuid;
 
 mod common;
-use common::{HOST, PORT};
+use common::{HOST, PORT, get_req, send};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 
 struct Fixture {
@@ -27,13 +25,6 @@ struct Fixture {
     other_evidence: String,
     cookie: String,
     csrf: String,
-}
-
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 async fn fixture() -> Fixture {
@@ -54,13 +45,9 @@ async fn fixture() -> Fixture {
     Fixture { dir, app, investigation: investigation.to_string(), other_evidence, cookie, csrf }
 }
 
-fn get_req(uri: &str, cookie: &str) -> Request<Body> {
-    Request::get(uri).header(header::HOST, HOST).header(header::COOKIE, cookie).body(Body::empty()).unwrap()
-}
-
 impl Fixture {
     async fn get(&self, uri: &str) -> (StatusCode, Value) {
-        send(&self.app, get_req(uri, &self.cookie)).await
+        send(&self.app, get_req(uri, Some(&self.cookie))).await
     }
 
     async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {

@@ -14,7 +14,6 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
-use http_body_util::BodyExt;
 use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::egress::{
@@ -32,11 +31,10 @@ use labfy_store::{NewNote, NewResearchRequest, Store};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 use uuid::Uuid;
 
 mod common;
-use common::{HOST, PORT};
+use common::{HOST, PORT, get_req, send};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 /// Longest a test waits for a campaign to end.
 const WAIT: Duration = Duration::from_secs(20);
@@ -374,21 +372,6 @@ struct Fixture {
     evidence: ObjectRef,
     cookie: String,
     csrf: String,
-}
-
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
-
-fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
-    let mut b = Request::get(uri).header(header::HOST, HOST);
-    if let Some(c) = cookie {
-        b = b.header(header::COOKIE, c);
-    }
-    b.body(Body::empty()).unwrap()
 }
 
 /// A REAL workspace with one note, served with the runtime directory `run`

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::governor::{
     Amounts, Decision, DecisionOutcome, Gauge, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor,
@@ -31,7 +30,7 @@ use tempfile::TempDir;
 use tower::ServiceExt;
 
 mod common;
-use common::{HOST, PORT};
+use common::{HOST, PORT, get_req, send};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const ROUTE: &str = "/api/v1/resources";
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -41,21 +40,6 @@ struct Fixture {
     app: Router,
     cookie: String,
     csrf: String,
-}
-
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
-
-fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
-    let mut b = Request::get(uri).header(header::HOST, HOST);
-    if let Some(c) = cookie {
-        b = b.header(header::COOKIE, c);
-    }
-    b.body(Body::empty()).unwrap()
 }
 
 /// A server over a small SPECIMEN, supervised from `runtime_dir` when given,

@@ -19,7 +19,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{Request, StatusCode, header};
 use axum::routing::{get, post};
-use http_body_util::BodyExt;
 use labfy_runtime::client::{AgentFlags, AgentMode};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, app, db::Db};
@@ -27,10 +26,9 @@ use labfy_store::Store;
 use labfy_store::specimen::{self, SpecimenSpec};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tower::ServiceExt;
 
 mod common;
-use common::{HOST, PORT};
+use common::{HOST, PORT, get_req, send};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const DEMO_LABEL: &str = "Agent de démonstration déterministe";
 const MODEL: &str = "test-model";
@@ -46,13 +44,6 @@ struct Fixture {
     investigation: String,
     cookie: String,
     csrf: String,
-}
-
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 async fn fixture() -> Fixture {
@@ -73,10 +64,6 @@ async fn fixture_with(agent: &AgentMode) -> Fixture {
     Fixture { dir, app, state, investigation: investigation.to_string(), cookie, csrf }
 }
 
-fn get_req(uri: &str, cookie: &str) -> Request<Body> {
-    Request::get(uri).header(header::HOST, HOST).header(header::COOKIE, cookie).body(Body::empty()).unwrap()
-}
-
 fn local_model(endpoint: &str) -> AgentMode {
     let flags = AgentFlags {
         mode: Some("local-model".into()),
@@ -89,7 +76,7 @@ fn local_model(endpoint: &str) -> AgentMode {
 
 impl Fixture {
     async fn get(&self, uri: &str) -> (StatusCode, Value) {
-        send(&self.app, get_req(uri, &self.cookie)).await
+        send(&self.app, get_req(uri, Some(&self.cookie))).await
     }
 
     async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {

@@ -1,6 +1,7 @@
 //! What every router test of the server shares: the one way a test opens a
 //! session — a fresh one-time login code of the state, exchanged at `/login`
-//! (SPEC T4), exactly as a browser does.
+//! (SPEC T4), exactly as a browser does — and the one way it sends a request
+//! and reads a JSON answer.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,6 +10,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use labfy_server::AppState;
+use serde_json::Value;
 use tower::ServiceExt;
 
 /// The port every router test's state is built for.
@@ -28,4 +30,21 @@ pub async fn open_session(app: &Router, state: &AppState) -> (String, String) {
     let body = res.into_body().collect().await.unwrap().to_bytes();
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
     (cookie, v["csrf_token"].as_str().unwrap().to_owned())
+}
+
+/// Sends `req` to `app`: the status and the JSON body (`null` when none).
+pub async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// A GET of `uri` with the right Host, with the session's cookie if any.
+pub fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(uri).header(header::HOST, HOST);
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    b.body(Body::empty()).unwrap()
 }
