@@ -2,7 +2,9 @@
 //! `labfy_store::screen_candidate`), over values found in hostile text:
 //! never panics; an accepted value is an http(s) URL without credentials or
 //! fragment, of at most 2048 bytes, whose host is neither an address the
-//! public Internet does not route nor IPv6 nor an onion name, which the
+//! public Internet does not route nor IPv6 nor an onion name other than a
+//! v3 address (56 base32 characters ending in `d`, its version; SPEC F3 —
+//! the checksum is the store's to check), which the
 //! grant's own URL check accepts unchanged with the proposed host as its
 //! scope, and which screens to itself again (idempotent); a refusal names
 //! its reason. Input: exclusions separated by commas, a newline, then the
@@ -28,7 +30,12 @@ fuzz_target!(|data: &[u8]| {
                     assert!(!(ip.is_private() || ip.is_loopback() || ip.is_link_local() || ip.is_unspecified()), "{ip}");
                 }
                 Some(url::Host::Domain(d)) => {
-                    assert!(!d.ends_with(".onion") && d != "localhost" && d.contains('.'), "{d}");
+                    assert!(d != "localhost" && d.contains('.'), "{d}");
+                    if let Some(name) = d.strip_suffix(".onion") {
+                        let v3 = name.rsplit('.').next().unwrap_or_default();
+                        let base32 = v3.bytes().all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
+                        assert!(v3.len() == 56 && base32 && v3.ends_with('d'), "onion {d} proposed");
+                    }
                 }
                 other => panic!("host {other:?} proposed"),
             }
