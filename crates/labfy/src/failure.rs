@@ -22,7 +22,7 @@ impl Failure {
         &self.message
     }
 
-    /// The process's exit status for it (`labfy`'s manual page lists them).
+    /// The process's exit status for it (the crate's README lists them).
     pub fn exit_code(&self) -> u8 {
         match self.kind {
             ErrorKind::InvalidInput => 2,
