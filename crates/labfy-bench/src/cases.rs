@@ -6,12 +6,12 @@
 use std::process::Command;
 
 use clap::Args;
+use labfy::Failure;
 use labfy_core::ErrorKind;
 use labfy_store::bundle::{self, BundleWriter};
 use labfy_store::{EXTRACTION_BATCH, ReadOnlyStore};
 
 use crate::common::{BenchSpecimen, SpecimenArgs, time};
-use labfy::Failure;
 
 /// `labfy-bench cases`.
 #[derive(Args)]

@@ -11,14 +11,14 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+use labfy::jail::ServerJail;
+use labfy::{Failure, generate_with_progress};
 use labfy_ipc::login::LoginKey;
 use labfy_server::listener;
 use labfy_store::Store;
 use labfy_store::specimen::SpecimenSpec;
 
 use crate::common::{fail, fetch_cookie, load, sibling};
-use labfy::jail::ServerJail;
-use labfy::{Failure, generate_with_progress};
 
 /// Options of `labfy-bench confinement`.
 #[derive(clap::Args)]

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use axum::http::{Request, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use labfy::Failure;
 use labfy_core::ObjectRef;
 use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, TurnMode};
 use labfy_gateway::{AgentGateway, Environment, Scope};
@@ -25,7 +26,6 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::common::{BenchSpecimen, SpecimenArgs, connect, fail, fetch_cookie, percentile};
-use labfy::Failure;
 
 /// Options of `labfy-bench gateway`.
 #[derive(clap::Args)]

@@ -34,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use labfy::Failure;
 use labfy_governor::config::DEFAULT_SAMPLE_MS;
 use labfy_governor::gguf::{self, testing};
 use labfy_governor::ledger::{Ask, Ledger, LedgerConfig, MAX_RESERVATIONS};
@@ -44,7 +45,6 @@ use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{Amounts, GovernorRequest, GovernorResponse, ReservationKind, Sample};
 
 use crate::common::{fail, percentile, sibling};
-use labfy::Failure;
 
 /// Sampling period of the reference daemon: the longest the governor
 /// accepts, so that it samples at most once in a 60 s window.

@@ -9,12 +9,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
+use labfy::Failure;
 use labfy_core::ErrorKind;
 use labfy_parse::fixtures;
 use labfy_store::Store;
 use sha2::{Digest, Sha256};
-
-use labfy::Failure;
 
 /// `labfy-bench import`.
 #[derive(Args)]

@@ -34,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use labfy::Failure;
 use labfy_core::ObjectRef;
 use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, TurnMode};
 use labfy_gateway::{AgentGateway, DirectBackend, Environment, Scope};
@@ -47,7 +48,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::common::{fail, percentile};
-use labfy::Failure;
 
 /// The model id sent in requests (llama-server ignores it).
 const MODEL_ID: &str = "gemma-3-270m-q4_k_m";

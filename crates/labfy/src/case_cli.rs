@@ -7,12 +7,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
+use labfy::Failure;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_store::bundle::{self, BundleError, BundleWriter};
 use labfy_store::{EXTRACTION_BATCH, Store};
 use uuid::Uuid;
-
-use labfy::Failure;
 
 /// `labfy extract`.
 #[derive(Args)]

@@ -6,13 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Subcommand;
+use labfy::Failure;
 use labfy_core::ErrorKind;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{
     Amounts, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
 };
-
-use labfy::Failure;
 
 /// How long `labfy model start` waits for the governor's answer (it hashes
 /// the file, admits, starts and waits for `/health`).

@@ -11,11 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Subcommand;
+use labfy::Failure;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
-
-use labfy::Failure;
 
 /// Deadline of one call to egress.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,11 +16,10 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use clap::Args;
+use labfy::Failure;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_store::blobs::{Blob, BlobError, BlobStore};
 use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
-
-use labfy::Failure;
 
 /// Default bound on one imported file, in MiB.
 pub const DEFAULT_MAX_FILE_MIB: u64 = 256;

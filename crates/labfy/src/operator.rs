@@ -6,14 +6,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use labfy::Failure;
 use labfy_core::ErrorKind;
 use labfy_ipc::client::Client;
 use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::Boundary;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-use labfy::Failure;
 
 /// Sends `request` to `daemon`'s operator socket in `runtime_dir` (default:
 /// the supervisor's) and returns its answer; an absent daemon is

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use labfy::Failure;
+use labfy::jail::ServerJail;
 use labfy_core::ErrorKind;
 use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::client::Client;
@@ -24,8 +26,6 @@ use labfy_sys::ConfinedChild;
 use tokio::process::{Child, Command};
 
 use crate::logs::{LogBook, SUMMARY_PERIOD};
-use labfy::Failure;
-use labfy::jail::ServerJail;
 
 /// First restart delay; doubled after each crash, up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(100);
