@@ -15,15 +15,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
 use labfy_core::{ObjectRef, RefKind};
-use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome,
     FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
 use labfy_ipc::messages::{Boundary, Failure, FailureCode};
-use labfy_ipc::secret::Secret;
-use labfy_ipc::server::{self, Stats};
 use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, app, db::Db};
@@ -34,39 +31,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 mod common;
-use common::{HOST, PORT, get_req, send};
+use common::{HOST, PORT, Run, get_req, runtime_dir, send, serve_fake};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 /// Longest a test waits for a campaign to end.
 const WAIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------
 // A private runtime directory with this boot's secret, and the fakes on it.
-
-struct Run {
-    _base: TempDir,
-    dir: PathBuf,
-    secret: Secret,
-}
-
-fn runtime_dir() -> Run {
-    let base = TempDir::new().unwrap();
-    let dir = base.path().join("run");
-    labfy_ipc::secret::create_private_dir(&dir).unwrap();
-    let secret = labfy_ipc::secret::create_secret(&dir).unwrap();
-    Run { _base: base, dir, secret }
-}
-
-fn policy(run: &Run, boundary: Boundary) -> PeerPolicy {
-    let me = AllowedPids::default();
-    me.insert(std::process::id() as i32);
-    PeerPolicy {
-        boundary,
-        uid: labfy_ipc::daemon::euid(),
-        pids: Some(me),
-        secret: run.secret.clone(),
-        handshake_timeout: HANDSHAKE_TIMEOUT,
-    }
-}
 
 /// What the fake egress does with one fetch.
 #[derive(Clone)]
@@ -139,105 +110,95 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
         stopped: CancellationToken::new(),
         phase: Arc::new(Mutex::new(GrantPhase::Approved)),
     };
-    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, Boundary::Egress)).unwrap();
     let f = fake.clone();
-    tokio::spawn(server::serve(
-        listener,
-        policy(run, Boundary::Egress),
-        Arc::new(Stats::default()),
-        move |req: EgressRequest, _peer| {
-            let (f, script, status) = (f.clone(), script.clone(), status.clone());
-            async move {
-                match req {
-                    EgressRequest::Fetch(r) => {
-                        let step = script(&r);
-                        {
-                            let mut log = f.log.lock().unwrap();
-                            log.fetches.push(r.clone());
-                            log.in_flight += 1;
-                            log.max_in_flight = log.max_in_flight.max(log.in_flight);
+    serve_fake(run, Boundary::Egress, move |req: EgressRequest, _peer| {
+        let (f, script, status) = (f.clone(), script.clone(), status.clone());
+        async move {
+            match req {
+                EgressRequest::Fetch(r) => {
+                    let step = script(&r);
+                    {
+                        let mut log = f.log.lock().unwrap();
+                        log.fetches.push(r.clone());
+                        log.in_flight += 1;
+                        log.max_in_flight = log.max_in_flight.max(log.in_flight);
+                    }
+                    let answer = match step {
+                        Step::Answer(o) => EgressResponse::Fetched(Box::new(o)),
+                        Step::Slow(d, o) => {
+                            tokio::time::sleep(d).await;
+                            EgressResponse::Fetched(Box::new(o))
                         }
-                        let answer = match step {
-                            Step::Answer(o) => EgressResponse::Fetched(Box::new(o)),
-                            Step::Slow(d, o) => {
-                                tokio::time::sleep(d).await;
-                                EgressResponse::Fetched(Box::new(o))
-                            }
-                            Step::UntilStopped => {
-                                f.stopped.cancelled().await;
-                                EgressResponse::Fetched(Box::new(outcome(
-                                    &r.url,
-                                    FetchStatus::Stopped,
-                                    "grant revoked",
-                                )))
-                            }
-                            Step::Fail(code, message) => EgressResponse::Failed(Failure::new(code, message)),
-                        };
-                        f.log.lock().unwrap().in_flight -= 1;
-                        answer
-                    }
-                    EgressRequest::StopGrant { workspace_id, grant_id } => {
-                        f.log.lock().unwrap().stops.push((workspace_id, grant_id));
-                        f.stopped.cancel();
-                        EgressResponse::Stopped { stopped: 1 }
-                    }
-                    EgressRequest::EndCampaign { workspace_id, campaign_id } => {
-                        f.log.lock().unwrap().ends.push((workspace_id, campaign_id));
-                        EgressResponse::Stopped { stopped: 0 }
-                    }
-                    EgressRequest::Status {} => match status {
-                        Some(s) => EgressResponse::Status(s),
-                        None => EgressResponse::Failed(Failure {
-                            code: FailureCode::Unavailable,
-                            message: "arti is\nnot configured".into(),
-                        }),
-                    },
-                    EgressRequest::ReadBody { handle, offset, .. } => {
-                        let bodies = BODIES.lock().unwrap();
-                        match bodies.get(&handle) {
-                            Some(b) if offset <= b.len() as u64 => {
-                                let end = (offset + BODY_CHUNK_BYTES).min(b.len() as u64);
-                                EgressResponse::BodyChunk {
-                                    data_base64: base64::engine::general_purpose::STANDARD
-                                        .encode(&b[offset as usize..end as usize]),
-                                    eof: end == b.len() as u64,
-                                }
-                            }
-                            _ => EgressResponse::Failed(Failure {
-                                code: FailureCode::NotFound,
-                                message: "no such body: it was released, expired or never kept".into(),
-                            }),
+                        Step::UntilStopped => {
+                            f.stopped.cancelled().await;
+                            EgressResponse::Fetched(Box::new(outcome(&r.url, FetchStatus::Stopped, "grant revoked")))
                         }
-                    }
-                    EgressRequest::ReleaseBody { handle, .. } => {
-                        let released = BODIES.lock().unwrap().remove(&handle).is_some();
-                        f.log.lock().unwrap().released.push(handle);
-                        EgressResponse::BodyReleased { released }
-                    }
-                    EgressRequest::Propose(p) => {
-                        let phase = *f.phase.lock().unwrap();
-                        f.log.lock().unwrap().proposals.push((*p).clone());
-                        EgressResponse::Grant(Box::new(record(&p, phase)))
-                    }
-                    EgressRequest::GrantState { grant_id, .. } => {
-                        let phase = *f.phase.lock().unwrap();
-                        let log = f.log.lock().unwrap();
-                        match log.proposals.iter().find(|p| p.grant_id == grant_id) {
-                            Some(p) => EgressResponse::Grant(Box::new(record(p, phase))),
-                            None => EgressResponse::Failed(Failure {
-                                code: FailureCode::NotFound,
-                                message: format!("egress has no record of {grant_id}"),
-                            }),
-                        }
-                    }
-                    other => EgressResponse::Failed(Failure {
-                        code: FailureCode::InvalidInput,
-                        message: format!("the test egress does not answer {other:?}"),
-                    }),
+                        Step::Fail(code, message) => EgressResponse::Failed(Failure::new(code, message)),
+                    };
+                    f.log.lock().unwrap().in_flight -= 1;
+                    answer
                 }
+                EgressRequest::StopGrant { workspace_id, grant_id } => {
+                    f.log.lock().unwrap().stops.push((workspace_id, grant_id));
+                    f.stopped.cancel();
+                    EgressResponse::Stopped { stopped: 1 }
+                }
+                EgressRequest::EndCampaign { workspace_id, campaign_id } => {
+                    f.log.lock().unwrap().ends.push((workspace_id, campaign_id));
+                    EgressResponse::Stopped { stopped: 0 }
+                }
+                EgressRequest::Status {} => match status {
+                    Some(s) => EgressResponse::Status(s),
+                    None => EgressResponse::Failed(Failure {
+                        code: FailureCode::Unavailable,
+                        message: "arti is\nnot configured".into(),
+                    }),
+                },
+                EgressRequest::ReadBody { handle, offset, .. } => {
+                    let bodies = BODIES.lock().unwrap();
+                    match bodies.get(&handle) {
+                        Some(b) if offset <= b.len() as u64 => {
+                            let end = (offset + BODY_CHUNK_BYTES).min(b.len() as u64);
+                            EgressResponse::BodyChunk {
+                                data_base64: base64::engine::general_purpose::STANDARD
+                                    .encode(&b[offset as usize..end as usize]),
+                                eof: end == b.len() as u64,
+                            }
+                        }
+                        _ => EgressResponse::Failed(Failure {
+                            code: FailureCode::NotFound,
+                            message: "no such body: it was released, expired or never kept".into(),
+                        }),
+                    }
+                }
+                EgressRequest::ReleaseBody { handle, .. } => {
+                    let released = BODIES.lock().unwrap().remove(&handle).is_some();
+                    f.log.lock().unwrap().released.push(handle);
+                    EgressResponse::BodyReleased { released }
+                }
+                EgressRequest::Propose(p) => {
+                    let phase = *f.phase.lock().unwrap();
+                    f.log.lock().unwrap().proposals.push((*p).clone());
+                    EgressResponse::Grant(Box::new(record(&p, phase)))
+                }
+                EgressRequest::GrantState { grant_id, .. } => {
+                    let phase = *f.phase.lock().unwrap();
+                    let log = f.log.lock().unwrap();
+                    match log.proposals.iter().find(|p| p.grant_id == grant_id) {
+                        Some(p) => EgressResponse::Grant(Box::new(record(p, phase))),
+                        None => EgressResponse::Failed(Failure {
+                            code: FailureCode::NotFound,
+                            message: format!("egress has no record of {grant_id}"),
+                        }),
+                    }
+                }
+                other => EgressResponse::Failed(Failure {
+                    code: FailureCode::InvalidInput,
+                    message: format!("the test egress does not answer {other:?}"),
+                }),
             }
-        },
-    ));
+        }
+    });
     fake
 }
 
@@ -311,52 +272,46 @@ struct GovernorLog {
 /// it with that reason; logs asks and releases.
 fn fake_governor(run: &Run, refuse: Option<&'static str>) -> Arc<Mutex<GovernorLog>> {
     let log: Arc<Mutex<GovernorLog>> = Arc::default();
-    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, Boundary::Governor)).unwrap();
     let l = log.clone();
-    tokio::spawn(server::serve(
-        listener,
-        policy(run, Boundary::Governor),
-        Arc::new(Stats::default()),
-        move |req: GovernorRequest, _peer| {
-            let l = l.clone();
-            async move {
-                match req {
-                    GovernorRequest::AdmitCampaign(ask) => {
-                        let n = {
-                            let mut log = l.lock().unwrap();
-                            log.asks.push(ask);
-                            log.asks.len()
-                        };
-                        match refuse {
-                            None => GovernorResponse::Admitted { reservation: format!("res-{n}") },
-                            Some(reason) => GovernorResponse::Refused(Refusal {
-                                reason: reason.into(),
-                                blocked_by: vec!["model:qwen.gguf".into()],
-                            }),
-                        }
-                    }
-                    GovernorRequest::Release { reservation } => {
-                        l.lock().unwrap().released.push(reservation);
-                        GovernorResponse::Released {}
-                    }
-                    GovernorRequest::Renew { reservation } => {
+    serve_fake(run, Boundary::Governor, move |req: GovernorRequest, _peer| {
+        let l = l.clone();
+        async move {
+            match req {
+                GovernorRequest::AdmitCampaign(ask) => {
+                    let n = {
                         let mut log = l.lock().unwrap();
-                        log.renewals.push(reservation);
-                        match &log.revoke_after {
-                            Some((after, why)) if log.renewals.len() > *after => {
-                                GovernorResponse::Failed(Failure { code: FailureCode::NotFound, message: why.clone() })
-                            }
-                            _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
-                        }
+                        log.asks.push(ask);
+                        log.asks.len()
+                    };
+                    match refuse {
+                        None => GovernorResponse::Admitted { reservation: format!("res-{n}") },
+                        Some(reason) => GovernorResponse::Refused(Refusal {
+                            reason: reason.into(),
+                            blocked_by: vec!["model:qwen.gguf".into()],
+                        }),
                     }
-                    other => GovernorResponse::Failed(Failure {
-                        code: FailureCode::InvalidInput,
-                        message: format!("the test governor does not answer {other:?}"),
-                    }),
                 }
+                GovernorRequest::Release { reservation } => {
+                    l.lock().unwrap().released.push(reservation);
+                    GovernorResponse::Released {}
+                }
+                GovernorRequest::Renew { reservation } => {
+                    let mut log = l.lock().unwrap();
+                    log.renewals.push(reservation);
+                    match &log.revoke_after {
+                        Some((after, why)) if log.renewals.len() > *after => {
+                            GovernorResponse::Failed(Failure { code: FailureCode::NotFound, message: why.clone() })
+                        }
+                        _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
+                    }
+                }
+                other => GovernorResponse::Failed(Failure {
+                    code: FailureCode::InvalidInput,
+                    message: format!("the test governor does not answer {other:?}"),
+                }),
             }
-        },
-    ));
+        }
+    });
     log
 }
 

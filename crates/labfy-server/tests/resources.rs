@@ -13,13 +13,11 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::messages::governor::{
     Amounts, Decision, DecisionOutcome, Gauge, GovernorRequest, GovernorResponse, GovernorState, GpuSample, GpuVendor,
     History, HistoryPoint, HostSample, Psi, Reservation, ReservationKind, Sample, ScratchSample,
 };
 use labfy_ipc::messages::{Boundary, Failure, FailureCode};
-use labfy_ipc::server::{self, Stats};
 use labfy_server::session::RateLimit;
 use labfy_server::state::{GOVERNOR_STATE_TIMEOUT, GOVERNOR_STATE_TTL};
 use labfy_server::{AppState, app, db::Db};
@@ -30,7 +28,7 @@ use tempfile::TempDir;
 use tower::ServiceExt;
 
 mod common;
-use common::{HOST, PORT, get_req, send};
+use common::{HOST, PORT, Run, get_req, runtime_dir, send, serve_fake};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const ROUTE: &str = "/api/v1/resources";
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -68,8 +66,7 @@ impl Fixture {
 /// A runtime directory with this boot's secret and a fake governor on
 /// `governor.sock` that answers with `handler`; only this process may connect.
 struct FakeGovernor {
-    _base: TempDir,
-    run: PathBuf,
+    run: Run,
     asked: Arc<AtomicU64>,
 }
 
@@ -78,23 +75,10 @@ where
     H: Fn() -> F + Clone + Send + Sync + 'static,
     F: Future<Output = GovernorResponse> + Send + 'static,
 {
-    let base = TempDir::new().unwrap();
-    let run = base.path().join("run");
-    labfy_ipc::secret::create_private_dir(&run).unwrap();
-    let secret = labfy_ipc::secret::create_secret(&run).unwrap();
-    let me = AllowedPids::default();
-    me.insert(std::process::id() as i32);
-    let policy = PeerPolicy {
-        boundary: Boundary::Governor,
-        uid: labfy_ipc::daemon::euid(),
-        pids: Some(me),
-        secret,
-        handshake_timeout: HANDSHAKE_TIMEOUT,
-    };
-    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run, Boundary::Governor)).unwrap();
+    let run = runtime_dir();
     let asked = Arc::new(AtomicU64::new(0));
     let count = asked.clone();
-    tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), move |req: GovernorRequest, _peer| {
+    serve_fake(&run, Boundary::Governor, move |req: GovernorRequest, _peer| {
         let (handler, count) = (handler.clone(), count.clone());
         async move {
             match req {
@@ -109,13 +93,13 @@ where
                 }),
             }
         }
-    }));
-    FakeGovernor { _base: base, run, asked }
+    });
+    FakeGovernor { run, asked }
 }
 
 impl FakeGovernor {
     fn dir(&self) -> &Path {
-        &self.run
+        &self.run.dir
     }
 }
 

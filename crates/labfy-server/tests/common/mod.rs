@@ -1,16 +1,29 @@
 //! What every router test of the server shares: the one way a test opens a
 //! session — a fresh one-time login code of the state, exchanged at `/login`
 //! (SPEC T4), exactly as a browser does — and the one way it sends a request
-//! and reads a JSON answer.
+//! and reads a JSON answer — and the one way a test stands in for a daemon:
+//! a private runtime directory with this boot's secret, and a fake served
+//! on a daemon's socket there with its handler.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
+use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, Peer, PeerPolicy};
+use labfy_ipc::messages::Boundary;
+use labfy_ipc::secret::Secret;
+use labfy_ipc::server::{self, Stats};
 use labfy_server::AppState;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tempfile::TempDir;
 use tower::ServiceExt;
 
 /// The port every router test's state is built for.
@@ -47,4 +60,47 @@ pub fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
         b = b.header(header::COOKIE, c);
     }
     b.body(Body::empty()).unwrap()
+}
+
+/// A private runtime directory with this boot's secret, as the supervisor
+/// makes it; removed when dropped.
+pub struct Run {
+    _base: TempDir,
+    /// The directory.
+    pub dir: PathBuf,
+    /// This boot's secret in it.
+    pub secret: Secret,
+}
+
+/// A fresh [`Run`].
+pub fn runtime_dir() -> Run {
+    let base = TempDir::new().unwrap();
+    let dir = base.path().join("run");
+    labfy_ipc::secret::create_private_dir(&dir).unwrap();
+    let secret = labfy_ipc::secret::create_secret(&dir).unwrap();
+    Run { _base: base, dir, secret }
+}
+
+/// Serves a fake of the daemon behind `boundary` (the governor, egress) on
+/// its socket in `run`, answering each request with `handler`. Only this
+/// process may connect, with the run's secret — the server under test runs
+/// in this process, as a real daemon would admit only the server's pid.
+pub fn serve_fake<Req, Resp, H, F>(run: &Run, boundary: Boundary, handler: H)
+where
+    Req: DeserializeOwned + Send + 'static,
+    Resp: Serialize + Send + Sync + 'static,
+    H: Fn(Req, Peer) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Resp> + Send + 'static,
+{
+    let me = AllowedPids::default();
+    me.insert(std::process::id() as i32);
+    let policy = PeerPolicy {
+        boundary,
+        uid: labfy_ipc::daemon::euid(),
+        pids: Some(me),
+        secret: run.secret.clone(),
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+    };
+    let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, boundary)).unwrap();
+    tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), handler));
 }
