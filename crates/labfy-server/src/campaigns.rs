@@ -65,13 +65,12 @@ use std::time::Duration;
 
 use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
-use labfy_ipc::client::Client;
+use labfy_ipc::messages::FailureCode;
 use labfy_ipc::messages::egress::{
     DEFAULT_MAX_BODY_BYTES, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
     GrantRecord, MAX_BODY_BYTES_CEILING,
 };
 use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse};
-use labfy_ipc::messages::{Boundary, FailureCode};
 use labfy_store::blobs::{Blob, BlobStore};
 use labfy_store::{
     Campaign, CampaignStatus, FetchedBody, FetchedPage, Grant, ItemStatus, MAX_CAMPAIGN_DETAIL_CHARS, Store, StoreError,
@@ -970,21 +969,11 @@ fn name_hint(url: &str, content_type: Option<&str>) -> String {
     format!("page.{ext}")
 }
 
-/// One governor call over its service socket, within [`GOVERNOR_CALL_TIMEOUT`];
+/// One governor call over its service socket, within [`GOVERNOR_CALL_TIMEOUT`]
+/// (the server's one way to call the governor, [`crate::state::ask_governor_at`]);
 /// the error is one line saying why there is no answer.
 async fn governor_call(dir: &std::path::Path, request: GovernorRequest) -> Result<GovernorResponse, String> {
-    let asked = async {
-        let secret = labfy_ipc::secret::read_secret(dir)?;
-        let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
-        let mut c: Client<GovernorRequest, GovernorResponse> =
-            Client::connect(&socket, Boundary::Governor, &secret).await?.with_timeout(GOVERNOR_CALL_TIMEOUT);
-        c.call(request).await
-    };
-    match tokio::time::timeout(GOVERNOR_CALL_TIMEOUT, asked).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(one_line(&format!("governor unreachable: {e}"))),
-        Err(_) => Err(format!("the governor did not answer within {} s", GOVERNOR_CALL_TIMEOUT.as_secs())),
-    }
+    crate::state::ask_governor_at(dir, request, GOVERNOR_CALL_TIMEOUT).await
 }
 
 #[cfg(test)]
