@@ -49,16 +49,8 @@ impl From<GatewayError> for ApiError {
     fn from(e: GatewayError) -> Self {
         match e {
             GatewayError::Store(s) => s.into(),
-            other => {
-                let status = match other.kind() {
-                    labfy_core::ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
-                    labfy_core::ErrorKind::NotFound => StatusCode::NOT_FOUND,
-                    labfy_core::ErrorKind::Conflict => StatusCode::CONFLICT,
-                    labfy_core::ErrorKind::Forbidden => StatusCode::FORBIDDEN,
-                    _ => StatusCode::INTERNAL_SERVER_ERROR,
-                };
-                ApiError::new(status, other.kind().code(), other.to_string())
-            }
+            // The one mapping from error kinds to statuses (`ApiError::of_kind`).
+            other => ApiError::of_kind(other.kind(), other.to_string()),
         }
     }
 }

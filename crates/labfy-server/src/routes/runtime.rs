@@ -35,24 +35,22 @@ pub fn router() -> Router<AppState> {
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         use labfy_core::ErrorKind;
-        let (status, kind, message) = match e {
-            RuntimeError::Invalid(m) => (StatusCode::BAD_REQUEST, ErrorKind::InvalidInput, m),
-            RuntimeError::NotFound(m) => (StatusCode::NOT_FOUND, ErrorKind::NotFound, m),
-            RuntimeError::Conflict(m) => (StatusCode::CONFLICT, ErrorKind::Conflict, m),
-            RuntimeError::Forbidden(m) => (StatusCode::FORBIDDEN, ErrorKind::Forbidden, m),
+        // The status is the kind's (`ApiError::of_kind`, the one mapping).
+        let (kind, message) = match e {
+            RuntimeError::Invalid(m) => (ErrorKind::InvalidInput, m),
+            RuntimeError::NotFound(m) => (ErrorKind::NotFound, m),
+            RuntimeError::Conflict(m) => (ErrorKind::Conflict, m),
+            RuntimeError::Forbidden(m) => (ErrorKind::Forbidden, m),
             // A 5xx body stays generic (STYLE 6): the detail may quote the
             // gateway; it goes to the log.
             RuntimeError::Unavailable(m) => {
                 tracing::warn!(detail = %m, "agent runtime unavailable");
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorKind::Unavailable,
-                    "the agent runtime is unavailable (closed, or the server is stopping); see the server log"
-                        .to_owned(),
-                )
+                let generic =
+                    "the agent runtime is unavailable (closed, or the server is stopping); see the server log";
+                (ErrorKind::Unavailable, generic.to_owned())
             }
         };
-        ApiError::new(status, kind.code(), message)
+        ApiError::of_kind(kind, message)
     }
 }
 
