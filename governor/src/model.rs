@@ -53,23 +53,26 @@
 //! signals a process it did not start, and never connects to port 8080.
 
 use std::collections::VecDeque;
-use std::ffi::CString;
-use std::io::{BufRead, Read};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use labfy_ipc::messages::governor::{Amounts, ModelEstimate, ModelSpec, ModelStatus, Refusal, ReservationKind};
-use labfy_sys::seccomp::{Policy, Sockets};
-use labfy_sys::{ConfinedChild, Jail, Root, SpawnError};
-use sha2::Digest;
+use labfy_sys::ConfinedChild;
 use tokio::sync::{Notify, watch};
 
 use crate::cgroup::{self, Confinement, ExitCause, Limits, Usage};
 use crate::gguf;
 use crate::ledger::{Ask, Ledger, human};
+
+mod checks;
+mod gpu;
+mod launch;
+
+pub use checks::{check_program, check_spec, open_model, sha256_of};
+use gpu::{Identity, check_gpu_access, gpu_devices};
+use launch::{Launch, LogTail, health_status, prepare_socket_dir, spawn, terminate};
 
 /// Smallest context accepted.
 pub const MIN_CTX: u32 = 256;
@@ -198,104 +201,6 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Checks a request before anything is opened (step 1).
-pub fn check_spec(spec: &ModelSpec, settings: &ModelSettings) -> Result<(PathBuf, u32), StartError> {
-    let invalid = |m: String| Err(StartError::Invalid(m));
-    if spec.gguf.len() > MAX_PATH_BYTES || spec.gguf.contains('\0') {
-        return invalid(format!("model path longer than {MAX_PATH_BYTES} bytes or with a NUL byte"));
-    }
-    let path = PathBuf::from(&spec.gguf);
-    if !path.is_absolute() {
-        return invalid(format!("model path {:?} is not absolute", spec.gguf));
-    }
-    if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        return invalid("sha256 must be 64 lower-case hexadecimal digits".into());
-    }
-    let ctx = spec.ctx.unwrap_or(settings.default_ctx);
-    if !(MIN_CTX..=MAX_CTX).contains(&ctx) {
-        return invalid(format!("context {ctx} is not between {MIN_CTX} and {MAX_CTX}"));
-    }
-    if spec.gpu_layers > MAX_GPU_LAYERS {
-        return invalid(format!("gpu_layers {} is over {MAX_GPU_LAYERS}", spec.gpu_layers));
-    }
-    Ok((path, ctx))
-}
-
-/// Checks the configured llama-server: a regular file, executable — by any
-/// user when it runs as [`MODEL_UID`] (`other_uid`, a root governor).
-pub fn check_program(program: Option<&Path>, other_uid: bool) -> Result<PathBuf, StartError> {
-    let Some(p) = program else {
-        return Err(StartError::Unavailable(
-            "no llama-server is configured (labfy up reads LABFY_LLAMA_SERVER; the governor --llama-server)".into(),
-        ));
-    };
-    let meta = std::fs::metadata(p)
-        .map_err(|e| StartError::Unavailable(format!("llama-server {} is missing: {e}", p.display())))?;
-    if !meta.is_file() {
-        return Err(StartError::Unavailable(format!("llama-server {} is not a regular file", p.display())));
-    }
-    if meta.permissions().mode() & 0o111 == 0 {
-        return Err(StartError::Unavailable(format!("llama-server {} is not executable", p.display())));
-    }
-    // As MODEL_UID, with its directory bound into its root: both must be
-    // open to any user (a script must be readable too).
-    if !other_uid {
-        return Ok(p.to_path_buf());
-    }
-    if meta.permissions().mode() & 0o005 != 0o005 {
-        return Err(StartError::Unavailable(format!(
-            "llama-server {} is mode {:o}: it runs as the unprivileged uid {MODEL_UID}, so it must be readable and \
-             executable by any user (chmod o+rx)",
-            p.display(),
-            meta.permissions().mode() & 0o7777
-        )));
-    }
-    if let Some(dir) = p.parent() {
-        let mode = std::fs::metadata(dir).map(|m| m.permissions().mode()).unwrap_or(0);
-        if mode & 0o001 == 0 {
-            return Err(StartError::Unavailable(format!(
-                "the directory of llama-server, {}, is mode {:o}: it runs as the unprivileged uid {MODEL_UID}, so \
-                 the directory must be searchable by any user (chmod o+x)",
-                dir.display(),
-                mode & 0o7777
-            )));
-        }
-    }
-    Ok(p.to_path_buf())
-}
-
-/// Opens the model file, refusing what is not a regular file (step 2).
-pub fn open_model(path: &Path) -> Result<std::fs::File, StartError> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| StartError::Invalid(format!("model file {} cannot be read: {e}", path.display())))?;
-    let ft = meta.file_type();
-    if ft.is_dir() {
-        return Err(StartError::Invalid(format!("model path {} is a directory", path.display())));
-    }
-    if ft.is_block_device() || ft.is_char_device() || ft.is_fifo() || ft.is_socket() || !ft.is_file() {
-        return Err(StartError::Invalid(format!("model path {} is not a regular file", path.display())));
-    }
-    std::fs::File::open(path)
-        .map_err(|e| StartError::Invalid(format!("model file {} cannot be opened: {e}", path.display())))
-}
-
-/// SHA-256 of an open file, from its start.
-pub fn sha256_of(file: &std::fs::File) -> std::io::Result<String> {
-    use std::io::{Seek, SeekFrom};
-    let mut f = file.try_clone()?;
-    f.seek(SeekFrom::Start(0))?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; HASH_CHUNK];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// The estimate as the IPC shows it.
 fn estimate_view(h: &gguf::GgufHeader, e: &gguf::Estimate) -> ModelEstimate {
     ModelEstimate {
@@ -306,301 +211,6 @@ fn estimate_view(h: &gguf::GgufHeader, e: &gguf::Estimate) -> ModelEstimate {
         architecture: h.architecture.clone(),
         layers: h.block_count,
         context: e.context,
-    }
-}
-
-/// `GET /health` on the model's socket: the status code.
-async fn health_status(socket: &Path) -> Result<u16, String> {
-    use http_body_util::Empty;
-    use hyper::body::Bytes;
-    let asked = async {
-        let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| format!("connect: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = hyper::Request::get("/health")
-            .header(hyper::header::HOST, "localhost")
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-        Ok::<u16, String>(resp.status().as_u16())
-    };
-    tokio::time::timeout(HEALTH_TIMEOUT, asked).await.map_err(|_| "health request timed out".to_owned())?
-}
-
-/// Makes the socket directory ready for a run: created if missing (its
-/// parent, the runtime directory, is the supervisor's, private), owned by
-/// the uid llama-server runs as, with no socket of an earlier run left in
-/// it (llama-server would fail to bind; one killed leaves its file).
-fn prepare_socket_dir(dir: &Path, owner: Option<u32>) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(std::io::Error::other(format!("{} is not a directory", dir.display())));
-    }
-    if let Some(uid) = owner {
-        // Searchable by the server (root in a user namespace of its own,
-        // without power over MODEL_UID's files); the gate is the runtime
-        // directory above, 0700.
-        std::os::unix::fs::chown(dir, Some(uid), Some(uid))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    }
-    match std::fs::remove_file(dir.join(SOCKET_NAME)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// The bounded tail of a child's log.
-#[derive(Clone, Default)]
-struct LogTail(Arc<Mutex<VecDeque<String>>>);
-
-impl LogTail {
-    fn push(&self, line: &str) {
-        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if g.len() == LOG_TAIL_LINES {
-            g.pop_front();
-        }
-        let mut l: String = line.chars().take(LOG_LINE_BYTES).collect();
-        l.truncate(LOG_LINE_BYTES);
-        g.push_back(l);
-    }
-
-    fn last(&self, n: usize) -> String {
-        let g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        g.iter().skip(g.len().saturating_sub(n)).cloned().collect::<Vec<_>>().join(" | ")
-    }
-
-    /// Reads `stream` line by line into the tail, on a thread of its own.
-    fn follow(&self, stream: impl Read + Send + 'static) {
-        let tail = self.clone();
-        std::thread::spawn(move || {
-            let mut reader = std::io::BufReader::new(stream);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => tail.push(String::from_utf8_lossy(&line).trim_end()),
-                }
-            }
-        });
-    }
-}
-
-/// What one spawn needs, prepared before the fork.
-struct Launch {
-    program: PathBuf,
-    model_fd: RawFd,
-    ctx: u32,
-    gpu_layers: u32,
-    threads: u32,
-    /// Flags that hold llama-server to the estimate (prompt cache, checkpoints).
-    bounds: Vec<String>,
-}
-
-/// Spawns llama-server confined (step 6) through the shared confinement
-/// sequence of `labfy-sys` (SPEC T1): into its cgroup first; a network
-/// namespace of its own with nothing up; its own mount, PID, IPC, UTS and
-/// cgroup namespaces; a minimal root holding the system's libraries, its
-/// program's directory, `/dev/null` and friends, a private `/proc` and
-/// `/tmp`, the socket directory at `/run/model` — and the GPU's device
-/// nodes and `/sys` when layers are offloaded; the verified model file as
-/// fd 3 (reopened through `/proc/self/fd/3`, the only file outside its root
-/// Landlock lets it read); no capability; a seccomp allow-list (Unix
-/// sockets only); as root, the unprivileged [`MODEL_UID`], otherwise a user
-/// namespace of its own.
-fn spawn(
-    launch: &Launch,
-    socket_dir: &Path,
-    as_root: bool,
-    procs: Vec<CString>,
-    log: &LogTail,
-) -> Result<(ConfinedChild, Vec<String>), String> {
-    let program_dir = launch.program.parent().unwrap_or(Path::new("/"));
-    let devices = if launch.gpu_layers > 0 { gpu_devices() } else { Vec::new() };
-    let jail = || -> Result<Jail, SpawnError> {
-        let mut root = Root::new();
-        root.system()?.devices()?.proc()?.tmp(MODEL_TMP_BYTES)?.read_only(program_dir)?;
-        root.writable_at(socket_dir, Path::new(SOCKET_DIR_INSIDE))?;
-        if !devices.is_empty() && Path::new("/sys").is_dir() {
-            // GPU runtimes find their devices and topology there.
-            root.read_only(Path::new("/sys"))?;
-        }
-        let mut jail = Jail::new(&launch.program, root);
-        jail.args(["-m", "/proc/self/fd/3", "--host", &format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"), "-c"])
-            .arg(launch.ctx.to_string())
-            .arg("-ngl")
-            .arg(launch.gpu_layers.to_string())
-            .arg("-t")
-            .arg(launch.threads.to_string())
-            .arg("--no-webui")
-            .args(&launch.bounds);
-        jail.hostname("labfy-model")?
-            .pass_fd(launch.model_fd, 3)
-            .reopen_fd(3)
-            .no_network()
-            .may_write_at(Path::new(SOCKET_DIR_INSIDE))
-            .cgroup(procs)
-            .limit(libc::RLIMIT_CORE, 0)
-            .seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: !devices.is_empty() });
-        let mut groups = Vec::new();
-        for d in &devices {
-            jail.driver_device(&d.path)?;
-            if d.gid != 0 && !groups.contains(&d.gid) {
-                groups.push(d.gid);
-            }
-        }
-        groups.truncate(labfy_sys::MAX_GROUPS);
-        if as_root {
-            // The socket is MODEL_UID's; the server, root of a user namespace
-            // of its own, must be able to connect: the mode is the
-            // directory's business (see `prepare_socket_dir`).
-            jail.run_as(MODEL_UID, MODEL_UID, &groups).umask(0);
-        } else {
-            // The service user's own ids, its groups (render, video) kept:
-            // the socket is for that user alone.
-            jail.umask(0o077);
-        }
-        Ok(jail)
-    };
-    let (read, write) = labfy_sys::pipe().map_err(|e| format!("log pipe: {e}"))?;
-    let mut jail = jail().map_err(|e| e.to_string())?;
-    jail.output(write.as_raw_fd());
-    let (child, confinement) = jail.spawn().map_err(|e| e.to_string())?;
-    // Our copy of its output's write end closes here: EOF when it exits.
-    drop(write);
-    log.follow(read);
-    if confinement.missing.is_empty() {
-        tracing::info!(pid = child.id(), confinement = %confinement, "llama-server confined");
-    } else {
-        tracing::warn!(pid = child.id(), confinement = %confinement, "llama-server confined, with protections MISSING");
-    }
-    Ok((child, confinement.missing))
-}
-
-/// A GPU device node given to llama-server, with who may open it.
-struct GpuDevice {
-    path: PathBuf,
-    uid: u32,
-    gid: u32,
-    mode: u32,
-}
-
-/// The GPU device nodes of this machine: AMD's `/dev/kfd` and render nodes,
-/// NVIDIA's control, UVM and per-GPU nodes.
-fn gpu_devices() -> Vec<GpuDevice> {
-    let mut paths: Vec<PathBuf> = ["/dev/kfd", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
-        .into_iter()
-        .map(PathBuf::from)
-        .collect();
-    for (dir, prefix) in [("/dev/dri", "renderD"), ("/dev", "nvidia")] {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .map(|e| e.path())
-                .collect();
-            found.sort();
-            paths.extend(found);
-        }
-    }
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let meta = std::fs::metadata(&path).ok()?;
-            meta.file_type().is_char_device().then(|| GpuDevice {
-                uid: meta.uid(),
-                gid: meta.gid(),
-                mode: meta.permissions().mode(),
-                path,
-            })
-        })
-        .take(MAX_GPU_DEVICES)
-        .collect()
-}
-
-/// Who opens the GPU's nodes: the governor's own ids (llama-server keeps
-/// them, in a user namespace of its own, as the service user).
-#[derive(Debug, Clone)]
-struct Identity {
-    uid: u32,
-    groups: Vec<u32>,
-}
-
-impl Identity {
-    fn current() -> Self {
-        // SAFETY: geteuid/getegid cannot fail; getgroups fills at most the
-        // buffer's length.
-        #[allow(unsafe_code)]
-        let (uid, gid, groups) = unsafe {
-            let mut buf = [0 as libc::gid_t; 64];
-            let n = libc::getgroups(buf.len() as libc::c_int, buf.as_mut_ptr());
-            (libc::geteuid(), libc::getegid(), buf[..n.max(0) as usize].to_vec())
-        };
-        let mut all = groups;
-        all.push(gid);
-        Self { uid, groups: all }
-    }
-
-    /// Whether these ids may read and write a node of this owner and mode.
-    fn may_open(&self, owner: u32, group: u32, mode: u32) -> bool {
-        let bits = if self.uid == owner {
-            mode >> 6
-        } else if self.groups.contains(&group) {
-            mode >> 3
-        } else {
-            mode
-        };
-        bits & 0o6 == 0o6
-    }
-}
-
-/// Refuses offloaded layers when the service user may open none of the
-/// GPU's nodes (or none exists), naming the nodes and their groups.
-fn check_gpu_access(devices: &[GpuDevice], me: &Identity) -> Result<(), StartError> {
-    if devices.is_empty() {
-        return Err(StartError::Unavailable(
-            "gpu_layers asks for the GPU, but this machine shows no GPU device node (/dev/kfd, /dev/dri/renderD*, \
-             /dev/nvidia*); start with --gpu-layers 0"
-                .into(),
-        ));
-    }
-    let closed: Vec<String> = devices
-        .iter()
-        .filter(|d| !me.may_open(d.uid, d.gid, d.mode))
-        .map(|d| format!("{} (group {}, mode {:o})", d.path.display(), d.gid, d.mode & 0o777))
-        .collect();
-    if closed.len() == devices.len() {
-        return Err(StartError::Unavailable(format!(
-            "the service user (uid {}) may open none of the GPU's device nodes: {}; add it to their groups \
-             (render, video: labfy.sysusers does) and restart the service",
-            me.uid,
-            closed.join(", ")
-        )));
-    }
-    Ok(())
-}
-
-/// SIGTERM our own child, SIGKILL after [`STOP_GRACE`]. It is PID 1 of its
-/// PID namespace, where a signal without a handler is ignored: llama-server
-/// handles SIGTERM (it finishes the request in flight); a program that does
-/// not is killed at the end of the grace.
-async fn terminate(child: &mut ConfinedChild) {
-    let _ = child.signal(libc::SIGTERM);
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-        let _ = child.kill().await;
     }
 }
 
@@ -1056,6 +666,9 @@ fn resident(pid: u32) -> (Option<u64>, Option<u64>) {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::gpu::GpuDevice;
     use super::*;
 
     fn settings() -> ModelSettings {
