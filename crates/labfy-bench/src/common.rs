@@ -250,3 +250,31 @@ pub(crate) async fn request(
     let body = res.into_body().collect().await.map_err(fail)?.to_bytes();
     Ok((status, body))
 }
+
+/// One line about the machine, the build and the load, for a benchmark's
+/// header (its figures mean little without them).
+pub(crate) fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let kernel = read("/proc/sys/kernel/osrelease");
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let load = read("/proc/loadavg");
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "{cores} CPUs ({cpu}), {:.1} GiB RAM, Linux {}, {profile} build, load average {}",
+        mem_kib as f64 / (1024.0 * 1024.0),
+        kernel.trim(),
+        load.join(" ")
+    )
+}

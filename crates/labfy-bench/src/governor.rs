@@ -44,7 +44,7 @@ use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{Amounts, GovernorRequest, GovernorResponse, ReservationKind, Sample};
 
-use crate::common::{fail, percentile, sibling};
+use crate::common::{fail, machine, percentile, sibling};
 
 /// Sampling period of the reference daemon: the longest the governor
 /// accepts, so that it samples at most once in a 60 s window.
@@ -304,31 +304,6 @@ fn sandbox(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         us(s50) / us(d50).max(1.0)
     );
     Ok(())
-}
-
-/// One line about the machine and the build.
-fn machine() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let meminfo = read("/proc/meminfo");
-    let mem_kib: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let kernel = read("/proc/sys/kernel/osrelease");
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    format!(
-        "{cores} CPUs ({cpu}), {:.1} GiB RAM, Linux {}, {profile} build",
-        mem_kib as f64 / (1024.0 * 1024.0),
-        kernel.trim()
-    )
 }
 
 fn us(d: Duration) -> f64 {

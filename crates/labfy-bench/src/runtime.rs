@@ -47,7 +47,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
-use crate::common::{fail, percentile};
+use crate::common::{fail, machine, percentile};
 
 /// The model id sent in requests (llama-server ignores it).
 const MODEL_ID: &str = "gemma-3-270m-q4_k_m";
@@ -206,21 +206,6 @@ async fn interrupted() -> String {
             "interrupted by SIGINT".into()
         }
     }
-}
-
-/// One line about the machine and the build.
-fn machine() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    let load = read("/proc/loadavg");
-    let load: Vec<&str> = load.split_whitespace().take(3).collect();
-    format!("{cores} CPUs ({cpu}), {profile} build, load average {}", load.join(" "))
 }
 
 fn ms(d: Duration) -> f64 {

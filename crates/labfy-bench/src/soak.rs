@@ -40,7 +40,7 @@ use labfy::Failure;
 use labfy_ipc::messages::governor::GovernorState;
 use serde_json::{Value, json};
 
-use crate::common::{fail, fetch_cookie, request, sibling, stop_child};
+use crate::common::{fail, fetch_cookie, machine, request, sibling, stop_child};
 
 /// Options of `labfy-bench soak`.
 #[derive(clap::Args)]
@@ -82,11 +82,12 @@ pub fn soak(args: SoakArgs) -> Result<(), Failure> {
     let labfy = sibling("labfy")?;
     let terminal = tmp.path().join("terminal.log");
     println!(
-        "# labfy-bench soak — {} s, a fault every {} s, {} readers — data dir {}",
+        "# labfy-bench soak — {} s, a fault every {} s, {} readers — data dir {}\n# {}",
         args.seconds,
         args.fault_every,
         args.readers,
-        data.display()
+        data.display(),
+        machine()
     );
     let up = start_up(&labfy, &data, &run, &terminal)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
