@@ -35,6 +35,10 @@ pub const DEFAULT_PRESSURE_STOP_AFTER: u32 = 10;
 pub const DEFAULT_MODEL_CTX: u32 = 4096;
 /// Default wait for a model's `/health` 200.
 pub const DEFAULT_MODEL_START_TIMEOUT_S: u64 = 300;
+/// Where ROCm installs its runtime (outside `/usr`).
+pub const DEFAULT_GPU_RUNTIME_DIR: &str = "/opt/rocm";
+/// Most GPU runtime directories given to llama-server.
+pub const MAX_GPU_RUNTIME_DIRS: usize = 8;
 
 /// Labfy's Resource Governor daemon (normally started by `labfy up`, which
 /// passes it every `LABFY_GOVERNOR_*` variable of its own environment).
@@ -83,6 +87,16 @@ pub struct Args {
     /// Threads of llama-server (default: the machine's cores).
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_THREADS")]
     pub model_threads: Option<u32>,
+    /// Directories of a GPU runtime that lies outside the system's
+    /// (`/usr`, `/lib`…), given read-only to a llama-server that offloads
+    /// layers, where they exist (ROCm's default `/opt/rocm`). Repeatable.
+    #[arg(
+        long = "gpu-runtime-dir",
+        env = "LABFY_GOVERNOR_GPU_RUNTIME_DIRS",
+        value_delimiter = ':',
+        default_value = DEFAULT_GPU_RUNTIME_DIR
+    )]
+    pub gpu_runtime_dirs: Vec<PathBuf>,
     /// Longest wait for the model's `/health` 200, seconds.
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", default_value_t = DEFAULT_MODEL_START_TIMEOUT_S)]
     pub model_start_timeout_s: u64,
@@ -169,6 +183,10 @@ impl GovernorConfig {
         let sandbox = SandboxSettings::from_specs(&a.sandbox_programs, scratch.join("sandbox"))?;
         let cgroup_root = a.cgroup_root.parse().map_err(|e| format!("--cgroup-root: {e}"))?;
         let socket_dir = labfy_ipc::daemon::model_dir(&a.runtime_dir);
+        if let Some(bad) = a.gpu_runtime_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(format!("--gpu-runtime-dir {} is not an absolute path", bad.display()));
+        }
+        let gpu_runtime_dirs = a.gpu_runtime_dirs.into_iter().take(MAX_GPU_RUNTIME_DIRS).collect();
         let mut probe = ProbeConfig::new(scratch);
         probe.drm_root = a.drm_root;
         probe.proc_root = a.proc_root;
@@ -189,6 +207,7 @@ impl GovernorConfig {
                 threads,
                 start_timeout: Duration::from_secs(a.model_start_timeout_s.clamp(1, 3600)),
                 socket_dir,
+                gpu_runtime_dirs,
             },
             sample_period: Duration::from_millis(a.sample_ms),
             pressure_stop_after: a.pressure_stop_after,
@@ -222,6 +241,11 @@ mod tests {
         assert!(parse(&["--psi-pressure", "0"]).is_err());
         assert!(parse(&["--model-ctx", "255"]).is_err());
         assert_eq!(c.model.socket(), PathBuf::from("/run/x/model/model.sock"));
+        // GPU runtimes outside /usr: ROCm's place by default, absolute paths only.
+        assert_eq!(c.model.gpu_runtime_dirs, [PathBuf::from(DEFAULT_GPU_RUNTIME_DIR)]);
+        let two = parse(&["--gpu-runtime-dir", "/opt/rocm-6.4.1", "--gpu-runtime-dir", "/opt/amdgpu"]).unwrap();
+        assert_eq!(two.model.gpu_runtime_dirs, [PathBuf::from("/opt/rocm-6.4.1"), PathBuf::from("/opt/amdgpu")]);
+        assert!(parse(&["--gpu-runtime-dir", "opt/rocm"]).unwrap_err().contains("not an absolute path"));
         // The model listens on a Unix socket: there is no port to configure.
         assert!(parse(&["--model-port", "18090"]).is_err());
         assert!(parse(&["--headroom-ram-mib", &u64::MAX.to_string()]).unwrap_err().contains("too large"));

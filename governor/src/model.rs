@@ -145,6 +145,9 @@ pub struct ModelSettings {
     /// (`labfy_ipc::daemon::model_dir` of the runtime directory): the
     /// workspace server's agent connects to `model.sock` there.
     pub socket_dir: PathBuf,
+    /// A GPU runtime's directories outside the system's, given read-only
+    /// to a llama-server that offloads layers (those that exist).
+    pub gpu_runtime_dirs: Vec<PathBuf>,
 }
 
 impl ModelSettings {
@@ -348,6 +351,7 @@ impl LocalModelSupervisor {
                 gpu_layers: spec.gpu_layers,
                 threads: self.settings.threads,
                 bounds: estimate.server_args(),
+                gpu_runtime_dirs: self.settings.gpu_runtime_dirs.clone(),
             };
             let me = self.clone();
             let reservation = r.id.clone();
@@ -536,6 +540,22 @@ impl LocalModelSupervisor {
                 };
             }
         };
+        if launch.gpu_layers > 0 {
+            // Its early lines are read on another thread: let them land.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(said) = log.no_gpu() {
+                // Running on the CPU alone, it would hold the GPU memory
+                // reserved for nothing and use RAM the ledger never gave it:
+                // a start the operator must hear about, not a quiet fallback.
+                terminate(&mut child).await;
+                let _ = confinement.delete();
+                return Ended::Failed(format!(
+                    "llama-server found no GPU it could use for the {} layers asked, and would run on the CPU \
+                     alone: stopped. It said: {said}",
+                    launch.gpu_layers
+                ));
+            }
+        }
         let endpoint = format!("unix:{}", socket.display());
         self.update(|s| {
             s.state = "ready".into();
@@ -678,6 +698,7 @@ mod tests {
             threads: 2,
             start_timeout: Duration::from_secs(5),
             socket_dir: PathBuf::from("/run/labfy/model"),
+            gpu_runtime_dirs: Vec::new(),
         }
     }
 
@@ -786,9 +807,31 @@ mod tests {
             t.push(&format!("line {i}"));
         }
         t.push(&"x".repeat(LOG_LINE_BYTES * 2));
-        assert_eq!(t.0.lock().unwrap().len(), LOG_TAIL_LINES);
-        assert_eq!(t.0.lock().unwrap().back().unwrap().len(), LOG_LINE_BYTES);
+        assert_eq!(t.last(LOG_TAIL_LINES + 10).split(" | ").count(), LOG_TAIL_LINES);
+        assert!(t.last(1).len() == LOG_LINE_BYTES);
         assert!(t.last(2).starts_with(&format!("line {}", LOG_TAIL_LINES + 4)));
         assert!(!t.last(LOG_TAIL_LINES).contains("line 0 |"));
+        assert_eq!(t.no_gpu(), None);
+    }
+
+    #[test]
+    fn a_server_that_found_no_gpu_is_known_whatever_the_tail_dropped() {
+        // The lines llama.cpp prints (seen with a CPU build here; the CUDA
+        // line is ggml-cuda's own format).
+        let t = LogTail::default();
+        t.push("ggml_cuda_init: failed to initialize CUDA: operation not permitted");
+        t.push("warning: no usable GPU found, --gpu-layers option will be ignored");
+        t.push("warning: one possible reason is that llama.cpp was compiled without GPU support");
+        for i in 0..(LOG_TAIL_LINES * 2) {
+            t.push(&format!("load_tensors: line {i}"));
+        }
+        let said = t.no_gpu().unwrap();
+        assert!(said.starts_with("ggml_cuda_init: failed to initialize CUDA: operation not permitted | "), "{said}");
+        assert!(said.contains("no usable GPU found"), "{said}");
+        assert!(!said.contains("compiled without"), "only the marked lines: {said}");
+        // A server that offloads says neither.
+        let ok = LogTail::default();
+        ok.push("load_tensors: offloaded 17/17 layers to GPU");
+        assert_eq!(ok.no_gpu(), None);
     }
 }

@@ -42,7 +42,10 @@ use labfy_governor::probe::{ProbeConfig, Prober};
 use labfy_governor::service::{CAMPAIGN_LEASE_MS, CAMPAIGN_RAM_PER_FETCH, now_ms};
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
-use labfy_ipc::messages::governor::{Amounts, GovernorRequest, GovernorResponse, ReservationKind, Sample};
+use labfy_ipc::messages::governor::{
+    Amounts, GovernorRequest, GovernorResponse, GovernorState, ReservationKind, Sample,
+};
+use labfy_ipc::secret::Secret;
 
 use crate::common::{fail, machine, percentile, sibling};
 
@@ -85,6 +88,12 @@ pub struct GovernorBenchArgs {
     /// `LABFY_TEST_GGUF_SHA256` (`tests/llama-fixture`); 0 skips it.
     #[arg(long, default_value_t = 5)]
     model_starts: usize,
+    /// Layers offloaded to the GPU by both kinds of model start (0: CPU
+    /// only). Above 0, one more governed start reports the GPU: what the
+    /// estimate reserved against what the probe saw the server take, one
+    /// answer, and the release (a GPU machine: `tests/gpu-check/run`).
+    #[arg(long, default_value_t = 0)]
+    gpu_layers: u32,
 }
 
 /// Runs the benchmark.
@@ -138,7 +147,8 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         &["--llama-server", &program, "--model-ctx", &ctx, "--model-threads", &threads],
     )?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let spec = ModelSpec { gguf: gguf.clone(), sha256, ctx: None, gpu_layers: 0 };
+    let spec = ModelSpec { gguf: gguf.clone(), sha256, ctx: None, gpu_layers: args.gpu_layers };
+    let ngl = args.gpu_layers.to_string();
     // The reference: the same llama-server on a Unix socket of its own, as
     // the governed one listens, started by hand. One of each in turn, so
     // that both series meet the same moments of this shared machine.
@@ -150,7 +160,7 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         let mut child = Command::new(&program)
             .args(["-m", &gguf, "--host"])
             .arg(&socket)
-            .args(["-c", &ctx, "-ngl", "0"])
+            .args(["-c", &ctx, "-ngl", &ngl])
             .args(["-t", &threads, "--no-webui"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -165,7 +175,7 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         }
         Ok(elapsed)
     };
-    let (mut governed, mut by_hand) = runtime.block_on(async {
+    let (mut governed, mut by_hand, gpu) = runtime.block_on(async {
         d.wait_ready().await?;
         let secret = labfy_ipc::secret::read_secret(&d.runtime_dir).map_err(fail)?;
         let sock = labfy_ipc::daemon::operator_socket(&d.runtime_dir, Boundary::Governor);
@@ -183,7 +193,8 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
             c.call(GovernorRequest::ModelStop {}).await.map_err(fail)?;
             by_hand.push(by_hand_start()?);
         }
-        Ok::<_, Failure>((governed, by_hand))
+        let gpu = if spec.gpu_layers > 0 { Some(gpu_offload(&sock, &secret, &spec).await?) } else { None };
+        Ok::<_, Failure>((governed, by_hand, gpu))
     })?;
     drop(d);
     let mut hashes = Vec::with_capacity(starts);
@@ -199,7 +210,11 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
     let (g50, g99) = p50_p99(&mut governed);
     let (h50, h99) = p50_p99(&mut by_hand);
     let (s50, _) = p50_p99(&mut hashes);
-    println!("\n## model start ({starts} starts of {gguf}, ctx {ctx}, {threads} threads, CPU only)");
+    let layers = match args.gpu_layers {
+        0 => "CPU only".to_owned(),
+        n => format!("{n} layers offloaded"),
+    };
+    println!("\n## model start ({starts} starts of {gguf}, ctx {ctx}, {threads} threads, {layers})");
     println!("{:<48} p50 {:>9.1} ms  p99 {:>9.1} ms", "governed: ModelStart → ready", ms(g50), ms(g99));
     println!("{:<48} p50 {:>9.1} ms  p99 {:>9.1} ms", "reference: by hand → /health 200", ms(h50), ms(h99));
     println!("{:<48} p50 {:>9.1} ms", "the file's SHA-256 alone (inside the governed figure)", ms(s50));
@@ -209,7 +224,151 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         ms(g50) - ms(h50) - ms(s50),
         ms(g50) / ms(h50).max(0.001)
     );
+    if let Some(report) = gpu {
+        print!("{report}");
+    }
     Ok(())
+}
+
+/// One call to the governor's operator socket.
+async fn ask(sock: &Path, secret: &Secret, request: GovernorRequest) -> Result<GovernorResponse, Failure> {
+    let mut c = Client::<GovernorRequest, GovernorResponse>::connect(sock, Boundary::Governor, secret)
+        .await
+        .map_err(fail)?
+        .with_timeout(Duration::from_secs(300));
+    c.call(request).await.map_err(fail)
+}
+
+/// The governor's state once a sample newer than `after_ms` was taken.
+async fn state_after(sock: &Path, secret: &Secret, after_ms: u64) -> Result<GovernorState, Failure> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match ask(sock, secret, GovernorRequest::State {}).await? {
+            GovernorResponse::State(s) if s.sample.as_ref().is_some_and(|x| x.at_ms > after_ms) => return Ok(*s),
+            GovernorResponse::State(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => return Err(fail(format!("no fresh sample within 30 s: {other:?}"))),
+        }
+    }
+}
+
+/// GPU memory in use on every GPU of the sample, or `None` when no GPU's
+/// figure was read.
+fn vram_used(s: &GovernorState) -> Option<u64> {
+    let gpus = &s.sample.as_ref()?.gpus;
+    gpus.iter().map(|g| g.vram_used).sum::<Option<u64>>().filter(|_| !gpus.is_empty())
+}
+
+/// One more governed start with layers on the GPU (SPEC Q1, Q2, M3): the
+/// probe's GPU memory before the start, while the server holds its model
+/// and has answered once, and after its stop, against what the ledger
+/// reserved. A start the governor refuses, a server that does not answer,
+/// or a reservation left behind fails the bench.
+async fn gpu_offload(
+    sock: &Path,
+    secret: &Secret,
+    spec: &labfy_ipc::messages::governor::ModelSpec,
+) -> Result<String, Failure> {
+    use std::fmt::Write;
+    let before = state_after(sock, secret, now_ms()).await?;
+    let started = Instant::now();
+    let m = match ask(sock, secret, GovernorRequest::ModelStart(spec.clone())).await? {
+        GovernorResponse::Model(m) if m.state == "ready" => *m,
+        other => return Err(fail(format!("the GPU start failed: {other:?}"))),
+    };
+    let ready = started.elapsed();
+    let endpoint = m.endpoint.as_deref().and_then(|e| e.strip_prefix("unix:")).ok_or_else(|| fail("no endpoint"))?;
+    let body = r#"{"messages":[{"role":"user","content":"Name three colours."}],"max_tokens":32}"#;
+    let answered = Instant::now();
+    let answer = post_unix(Path::new(endpoint), "/v1/chat/completions", body)?;
+    let answer_time = answered.elapsed();
+    if !answer.contains("\"choices\"") {
+        return Err(fail(format!("the GPU-offloading server did not answer: {answer}")));
+    }
+    let during = state_after(sock, secret, now_ms()).await?;
+    let held = during
+        .reservations
+        .iter()
+        .find(|r| Some(&r.id) == m.reservation.as_ref())
+        .ok_or_else(|| fail("the model's reservation is not in the ledger"))?
+        .clone();
+    match ask(sock, secret, GovernorRequest::ModelStop {}).await? {
+        GovernorResponse::ModelStopped {} => {}
+        other => return Err(fail(format!("the stop failed: {other:?}"))),
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = state_after(sock, secret, now_ms()).await?;
+    if !after.reservations.is_empty() {
+        return Err(fail(format!("reservations left after the stop: {:?}", after.reservations)));
+    }
+    let e = &m.estimate;
+    let mib = |b: u64| b / MIB;
+    let figure = |v: Option<u64>| v.map_or("?".to_owned(), |b| format!("{} MiB", mib(b)));
+    let (b, d, a) = (vram_used(&before), vram_used(&during), vram_used(&after));
+    let taken = b.zip(d).map(|(b, d)| d.saturating_sub(b));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n## GPU offload ({} layers of {}, {} blocks, ctx {})",
+        spec.gpu_layers, e.architecture, e.layers, e.context
+    );
+    if let Some(s) = &during.sample {
+        for g in &s.gpus {
+            let _ = writeln!(out, "{:<48} {}", format!("  {} ({}), serving", g.id, g.source), gpu_line(g));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<48} GPU {} MiB, RAM {} MiB (weights {} MiB, KV {} MiB, overhead {} MiB)",
+        "estimate reserved by the ledger",
+        mib(held.reserved.vram),
+        mib(held.reserved.ram),
+        mib(e.weights),
+        mib(e.kv_cache),
+        mib(e.overhead)
+    );
+    let _ = writeln!(
+        out,
+        "{:<48} before {}, serving {}, after the stop {}",
+        "GPU memory used, as the probe read it",
+        figure(b),
+        figure(d),
+        figure(a)
+    );
+    if let Some(taken) = taken.filter(|t| *t > 0) {
+        let _ = writeln!(
+            out,
+            "{:<48} {} MiB; estimate / taken {:.2}",
+            "taken by the governed server (serving − before)",
+            mib(taken),
+            held.reserved.vram as f64 / taken as f64
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<48} ModelStart → ready {:.0} ms; one answer (32 tokens) {:.0} ms; released, no reservation left",
+        "times",
+        ready.as_secs_f64() * 1e3,
+        answer_time.as_secs_f64() * 1e3
+    );
+    Ok(out)
+}
+
+/// POSTs JSON to the HTTP server on a Unix socket and returns the whole
+/// answer (HTTP/1.0: the server closes when done).
+fn post_unix(socket: &Path, path: &str, body: &str) -> Result<String, Failure> {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(120)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
 }
 
 /// Polls `/health` on the Unix socket `socket` until it answers 200 (true)
@@ -561,7 +720,26 @@ fn sampling(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
         s.gpus.len(),
         if s.facts.is_empty() { "none".into() } else { s.facts.join("; ") }
     );
+    for g in &s.gpus {
+        println!("{:<48} {}", format!("  {} ({})", g.id, g.source), gpu_line(g));
+    }
     Ok(())
+}
+
+/// One GPU of a sample, as the bench prints it: what the probe read.
+fn gpu_line(g: &labfy_ipc::messages::governor::GpuSample) -> String {
+    let mib = |v: Option<u64>| v.map_or("?".to_owned(), |b| format!("{} MiB", b / MIB));
+    let or_q = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+    format!(
+        "{} {:?}: VRAM {} used of {}, busy {} %, {} °C, {} W",
+        g.name,
+        g.vendor,
+        mib(g.vram_used),
+        mib(g.vram_total),
+        or_q(g.busy_percent.map(|b| b.to_string())),
+        or_q(g.temperature_mc.map(|t| format!("{:.0}", t as f64 / 1000.0))),
+        or_q(g.power_uw.map(|p| format!("{:.0}", p as f64 / 1e6))),
+    )
 }
 
 // --------------------------------------------------------------- admission

@@ -122,6 +122,7 @@ pub struct Jail {
     limits: Vec<(u32, u64)>,
     landlock: bool,
     tcp_connect: bool,
+    proc_writable: bool,
     seccomp: Option<Policy>,
     network: Network,
     identity: Option<Identity>,
@@ -177,6 +178,7 @@ impl Jail {
             limits: Vec::new(),
             landlock: true,
             tcp_connect: false,
+            proc_writable: false,
             seccomp: None,
             network: Network::Own,
             identity: None,
@@ -348,6 +350,21 @@ impl Jail {
         self
     }
 
+    /// Its own `/proc` writable through Landlock (files only: nothing is
+    /// created or removed there). NVIDIA's driver (570 and later) names its
+    /// threads at `cuInit` by writing `/proc/<pid>/task/<tid>/comm`, and
+    /// fails with error 304 (« OS call failed ») when refused; Landlock
+    /// cannot name that file ahead of the threads, only the tree above it.
+    /// What the kernel itself lets a process write of its own stays the
+    /// bound: the child's `/proc` is its own PID namespace's (no other
+    /// process shows there), and without a capability and as an
+    /// unprivileged user it writes no `/proc/sys` knob, only its own files
+    /// (thread names, `oom_score_adj` upwards, `coredump_filter`…).
+    pub fn proc_writable(&mut self) -> &mut Self {
+        self.proc_writable = true;
+        self
+    }
+
     /// The system-call allow-list; without one the child runs unfiltered.
     pub fn seccomp(&mut self, policy: Policy) -> &mut Self {
         self.seccomp = Some(policy);
@@ -390,6 +407,9 @@ impl Jail {
         }
         for fd in &self.readable_fds {
             rules.readable_fd(*fd)?;
+        }
+        if self.proc_writable {
+            rules.writable_files(Path::new("/proc"))?;
         }
         if self.tcp_connect {
             rules.allow_tcp_connect();

@@ -209,6 +209,14 @@ impl Rules {
         Ok(self)
     }
 
+    /// The files under `path` (inside the new root) writable as they are,
+    /// opened with `O_TRUNC` too (a shell's `>`, `fopen(…, "w")`): nothing
+    /// created, removed or renamed ([`crate::Jail::proc_writable`]).
+    pub fn writable_files(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let truncate = if self.abi >= 3 { fs::TRUNCATE } else { 0 };
+        self.push(path, READ | fs::WRITE_FILE | truncate)
+    }
+
     /// TCP connections allowed (the local model's loopback port, whose number
     /// is not known in advance); the network namespace still has loopback only.
     pub fn allow_tcp_connect(&mut self) -> &mut Self {

@@ -180,7 +180,8 @@ impl Root {
 
     /// The system's programs and libraries, read-only: `/usr`, and `/lib*`,
     /// `/bin`, `/sbin` as the host has them (symbolic links on merged-/usr
-    /// systems, directories elsewhere), and the dynamic loader's cache.
+    /// systems, directories elsewhere), the dynamic loader's cache, and
+    /// `/etc/alternatives` (links only) where the host has it.
     pub fn system(&mut self) -> Result<&mut Self, SpawnError> {
         self.read_only(Path::new("/usr"))?;
         for top in ["lib", "lib64", "lib32", "libx32", "bin", "sbin"] {
@@ -204,6 +205,15 @@ impl Root {
         let cache = Path::new("/etc/ld.so.cache");
         if cache.is_file() {
             self.read_only(cache)?;
+        }
+        // Debian's alternatives: links under /usr (`/usr/local/cuda`,
+        // `/usr/bin/python3` on some systems) lead through it to the real
+        // files; without it they dangle (seen with CUDA's runtime, whose
+        // libraries a GPU build of llama-server finds through
+        // `/usr/local/cuda` → `/etc/alternatives/cuda`). Only links.
+        let alternatives = Path::new("/etc/alternatives");
+        if alternatives.is_dir() && !alternatives.is_symlink() {
+            self.read_only(alternatives)?;
         }
         Ok(self)
     }

@@ -282,6 +282,22 @@ impl Policy {
         // the operator's terminal) nor any other request.
         if self.driver_ioctl {
             rules.insert(libc::SYS_ioctl, vec![]);
+            // GPU runtimes (CUDA's driver library, ROCm's HSA runtime) place
+            // host memory by NUMA node, pin it, share it through anonymous
+            // files and order it across threads: none of these reaches a
+            // file, a socket or another process.
+            for nr in [
+                libc::SYS_get_mempolicy,
+                libc::SYS_set_mempolicy,
+                libc::SYS_mbind,
+                libc::SYS_mlock,
+                libc::SYS_munlock,
+                libc::SYS_memfd_create,
+                libc::SYS_membarrier,
+                libc::SYS_sched_setaffinity,
+            ] {
+                rules.insert(nr, vec![]);
+            }
         } else {
             rules.insert(libc::SYS_ioctl, one_of(1, &requests)?);
         }

@@ -33,7 +33,7 @@ fn a_confined_shell_is_alone_in_its_root() {
     let script = format!(
         "echo $$ > \"$OUT/pid\"; echo /proc/[0-9]* > \"$OUT/procs\"; \
          hostname > \"$OUT/host\" 2>/dev/null || cat /proc/sys/kernel/hostname > \"$OUT/host\"; \
-         ls / > \"$OUT/root\"; test -e {m} && echo seen > \"$OUT/marker\"; \
+         ls / > \"$OUT/root\"; ls /etc > \"$OUT/etc\" 2>/dev/null; test -e {m} && echo seen > \"$OUT/marker\"; \
          touch /usr/labfy-escape 2> \"$OUT/usr\"; true",
         m = marker.display()
     );
@@ -50,11 +50,17 @@ fn a_confined_shell_is_alone_in_its_root() {
     let top: Vec<String> = read("root").lines().map(str::to_owned).collect();
     for absent in ["etc", "home", "root", "run", "var", "sys"] {
         if absent == "etc" && Path::new("/etc/ld.so.cache").exists() {
-            continue; // /etc holds the loader's cache alone
+            continue; // /etc holds the loader's cache and the alternatives' links alone
         }
         assert!(!top.contains(&absent.to_owned()), "/{absent} is in the child's root: {top:?}");
     }
     assert!(top.contains(&"usr".to_owned()), "{top:?}");
+    let etc: Vec<String> = read("etc").lines().map(str::to_owned).collect();
+    assert!(etc.iter().all(|e| e == "ld.so.cache" || e == "alternatives"), "/etc shows more: {etc:?}");
+    if Path::new("/etc/alternatives").is_dir() {
+        // Links under /usr that lead through it must not dangle.
+        assert!(etc.contains(&"alternatives".to_owned()), "{etc:?}");
+    }
     assert_eq!(read("marker"), "", "a host file is visible");
     assert!(read("usr").contains("Read-only"), "{}", read("usr"));
     assert!(!Path::new("/usr/labfy-escape").exists());
@@ -186,4 +192,63 @@ fn an_exported_tmpfs_is_read_after_the_run_and_bounded_by_the_kernel() {
     assert!(std::fs::read_dir(&work).unwrap().next().is_none());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.lines().any(|l| l.contains(" /work ")), "a /work mount leaked to the host");
+}
+
+#[test]
+fn its_own_proc_is_writable_only_when_asked_and_only_its_own() {
+    // What NVIDIA's driver does at cuInit: name a thread through /proc.
+    // (The error file first: a redirection that fails is reported where
+    // stderr goes at that moment.)
+    let script = "{ echo labfy-t > /proc/self/task/$$/comm; } 2> \"$OUT/comm.err\" && cat /proc/$$/comm > \"$OUT/comm\"; \
+                  { echo 1 > /proc/sys/kernel/sysrq; } 2> \"$OUT/sysctl.err\"; true";
+    for asked in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(dir.path()).unwrap();
+        let mut jail = shell_jail(&work, script);
+        jail.seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: false });
+        if asked {
+            jail.proc_writable();
+        }
+        assert!(run(jail).success());
+        let read = |f: &str| std::fs::read_to_string(work.join(f)).unwrap_or_default();
+        if labfy_sys::landlock::abi().is_none() {
+            eprintln!("no Landlock here: nothing to tell apart");
+            return;
+        }
+        if asked {
+            assert_eq!(read("comm").trim(), "labfy-t", "{}", read("comm.err"));
+        } else {
+            assert_eq!(read("comm"), "", "a /proc write went through Landlock unasked");
+            assert!(read("comm.err").contains("denied"), "{}", read("comm.err"));
+        }
+        // Never a knob of the machine's: no capability, not the host's root.
+        assert!(!read("sysctl.err").is_empty(), "a sysctl was written");
+    }
+}
+
+/// `memfd_create(2)` (x86-64's number), which NVIDIA's driver needs at
+/// `cuInit`: refused by the allow-list, allowed with a GPU's driver ioctls.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_gpu_runtimes_system_calls_come_only_with_the_gpu() {
+    if !Path::new("/usr/bin/perl").exists() {
+        eprintln!("skipped: no perl to make the raw system call");
+        return;
+    }
+    for gpu in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(dir.path()).unwrap();
+        let mut root = Root::new();
+        root.system().unwrap().devices().unwrap().proc().unwrap().tmp(1 << 20).unwrap().writable(&work).unwrap();
+        let mut jail = Jail::new(Path::new("/usr/bin/perl"), root);
+        // errno read at once: perl's open sets it too.
+        let script = "my $fd = syscall(319, my $n = \"labfy\", 0); my $e = 0 + $!; \
+                      open(my $o, '>', \"$ENV{OUT}/memfd\") or die; print $o ($fd >= 0 ? 'ok' : $e)";
+        jail.arg("-e").arg(script).may_write(&work).env("OUT", &work);
+        jail.seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: gpu });
+        assert!(run(jail).success());
+        let got = std::fs::read_to_string(work.join("memfd")).unwrap();
+        let want = if gpu { "ok".to_owned() } else { libc::EPERM.to_string() };
+        assert_eq!(got, want, "memfd_create with driver_ioctl {gpu}");
+    }
 }

@@ -68,24 +68,47 @@ pub(super) fn prepare_socket_dir(dir: &Path, owner: Option<u32>) -> std::io::Res
     }
 }
 
-/// The bounded tail of a child's log.
+/// Lines of llama-server saying it found no GPU it could use, whatever
+/// layers it was asked to offload: it then runs on the CPU alone (llama.cpp's
+/// `common/arg.cpp` and its GPU backends' init, CUDA's or ROCm's).
+const NO_GPU_MARKERS: [&str; 2] = ["no usable GPU found", "_init: failed to initialize"];
+/// Such lines kept, whatever the tail drops.
+const NO_GPU_LINES: usize = 4;
+
+/// The bounded tail of a child's log, and the lines that said it found no
+/// GPU (kept apart: they come first, and the tail moves on).
 #[derive(Clone, Default)]
-pub(super) struct LogTail(pub(super) Arc<Mutex<VecDeque<String>>>);
+pub(super) struct LogTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    no_gpu: Arc<Mutex<Vec<String>>>,
+}
 
 impl LogTail {
     pub(super) fn push(&self, line: &str) {
-        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut l: String = line.chars().take(LOG_LINE_BYTES).collect();
+        l.truncate(LOG_LINE_BYTES);
+        if NO_GPU_MARKERS.iter().any(|m| l.contains(m)) {
+            let mut n = self.no_gpu.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if n.len() < NO_GPU_LINES {
+                n.push(l.clone());
+            }
+        }
+        let mut g = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if g.len() == LOG_TAIL_LINES {
             g.pop_front();
         }
-        let mut l: String = line.chars().take(LOG_LINE_BYTES).collect();
-        l.truncate(LOG_LINE_BYTES);
         g.push_back(l);
     }
 
     pub(super) fn last(&self, n: usize) -> String {
-        let g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let g = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         g.iter().skip(g.len().saturating_sub(n)).cloned().collect::<Vec<_>>().join(" | ")
+    }
+
+    /// What llama-server said when it found no GPU it could use, if it did.
+    pub(super) fn no_gpu(&self) -> Option<String> {
+        let n = self.no_gpu.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!n.is_empty()).then(|| n.join(" | "))
     }
 
     /// Reads `stream` line by line into the tail, on a thread of its own.
@@ -114,6 +137,8 @@ pub(super) struct Launch {
     pub(super) threads: u32,
     /// Flags that hold llama-server to the estimate (prompt cache, checkpoints).
     pub(super) bounds: Vec<String>,
+    /// A GPU runtime's directories outside the system's (ROCm's `/opt/rocm`).
+    pub(super) gpu_runtime_dirs: Vec<PathBuf>,
 }
 
 /// Spawns llama-server confined (step 6) through the shared confinement
@@ -122,7 +147,8 @@ pub(super) struct Launch {
 /// cgroup namespaces; a minimal root holding the system's libraries, its
 /// program's directory, `/dev/null` and friends, a private `/proc` and
 /// `/tmp`, the socket directory at `/run/model` — and the GPU's device
-/// nodes and `/sys` when layers are offloaded; the verified model file as
+/// nodes, `/sys` and the GPU runtime's own directories (`/opt/rocm`) when
+/// layers are offloaded; the verified model file as
 /// fd 3 (reopened through `/proc/self/fd/3`, the only file outside its root
 /// Landlock lets it read); no capability; a seccomp allow-list (Unix
 /// sockets only); as root, the unprivileged [`MODEL_UID`], otherwise a user
@@ -144,6 +170,16 @@ pub(super) fn spawn(
             // GPU runtimes find their devices and topology there.
             root.read_only(Path::new("/sys"))?;
         }
+        if !devices.is_empty() {
+            for dir in launch.gpu_runtime_dirs.iter().filter(|d| d.is_dir()) {
+                // At its real place, and where the program's run path names
+                // it when that is a link (`/opt/rocm` → `/opt/rocm-6.4.1`).
+                root.read_only(dir)?;
+                if std::fs::canonicalize(dir).is_ok_and(|real| real != *dir) {
+                    root.read_only_at(dir, dir)?;
+                }
+            }
+        }
         let mut jail = Jail::new(&launch.program, root);
         jail.args(["-m", "/proc/self/fd/3", "--host", &format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"), "-c"])
             .arg(launch.ctx.to_string())
@@ -161,6 +197,11 @@ pub(super) fn spawn(
             .cgroup(procs)
             .limit(libc::RLIMIT_CORE, 0)
             .seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: !devices.is_empty() });
+        if !devices.is_empty() {
+            // NVIDIA's driver names its threads through /proc at cuInit
+            // (error 304 otherwise; see `Jail::proc_writable`).
+            jail.proc_writable();
+        }
         let mut groups = Vec::new();
         for d in &devices {
             jail.driver_device(&d.path)?;
