@@ -58,7 +58,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use labfy_ipc::messages::governor::{Amounts, ModelEstimate, ModelSpec, ModelStatus, Refusal, ReservationKind};
+use labfy_ipc::messages::governor::{
+    Amounts, ModelEstimate, ModelSpec, ModelState, ModelStatus, Refusal, ReservationKind,
+};
 use labfy_sys::ConfinedChild;
 use tokio::sync::{Notify, watch};
 
@@ -327,7 +329,7 @@ impl LocalModelSupervisor {
             let stop = Arc::new(Notify::new());
             let stop_reason = Arc::new(Mutex::new(None));
             g.status = Some(ModelStatus {
-                state: "starting".into(),
+                state: ModelState::Starting,
                 spec: spec.clone(),
                 endpoint: None,
                 pid: None,
@@ -367,7 +369,7 @@ impl LocalModelSupervisor {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(s) = self.status() {
-                if matches!(s.state.as_str(), "ready" | "failed" | "stopped") {
+                if s.state.is_settled() {
                     return Ok(s);
                 }
             }
@@ -410,18 +412,21 @@ impl LocalModelSupervisor {
     ) {
         let mut restarts: VecDeque<Instant> = VecDeque::new();
         let mut backoff = RESTART_BACKOFF;
-        let final_state: (&str, String) = loop {
+        let final_state: (ModelState, String) = loop {
             let ended = self.run_once(&launch, &reservation, as_root, &stop, &stop_reason).await;
             match ended {
-                Ended::Stopped(why) => break ("stopped", format!("stopped: {why}")),
+                Ended::Stopped(why) => break (ModelState::Stopped, format!("stopped: {why}")),
                 Ended::NeverReady(cause, tail) => {
-                    break ("failed", format!("llama-server exited before it was ready: {cause}. Log: {tail}"));
+                    break (
+                        ModelState::Failed,
+                        format!("llama-server exited before it was ready: {cause}. Log: {tail}"),
+                    );
                 }
-                Ended::Failed(why) => break ("failed", why),
+                Ended::Failed(why) => break (ModelState::Failed, why),
                 Ended::Exited(ExitCause::OomKilled, tail) => {
                     let limit = self.status().map(|s| s.estimate.reserved.ram).unwrap_or(0);
                     break (
-                        "failed",
+                        ModelState::Failed,
                         format!(
                             "killed by the kernel: out of memory in its cgroup (reservation {}); not restarted. \
                              Log: {tail}",
@@ -431,7 +436,7 @@ impl LocalModelSupervisor {
                 }
                 Ended::Exited(cause, tail) => {
                     if self.ledger.reservation(&reservation).is_none() {
-                        break ("stopped", format!("{cause}; its reservation is gone, so it stays stopped"));
+                        break (ModelState::Stopped, format!("{cause}; its reservation is gone, so it stays stopped"));
                     }
                     let now = Instant::now();
                     restarts.push_back(now);
@@ -440,12 +445,12 @@ impl LocalModelSupervisor {
                     }
                     if restarts.len() > MAX_RESTARTS {
                         break (
-                            "failed",
+                            ModelState::Failed,
                             format!("{cause}; it died {} times in {} s: gave up. Log: {tail}", restarts.len(), 600),
                         );
                     }
                     self.update(|s| {
-                        s.state = "restarting".into();
+                        s.state = ModelState::Restarting;
                         s.restarts += 1;
                         s.pid = None;
                         s.endpoint = None;
@@ -457,7 +462,7 @@ impl LocalModelSupervisor {
                         _ = stop.notified() => {
                             let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
                                 .clone().unwrap_or_default();
-                            break ("stopped", format!("stopped while restarting: {why}"));
+                            break (ModelState::Stopped, format!("stopped while restarting: {why}"));
                         }
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -471,7 +476,7 @@ impl LocalModelSupervisor {
         }
         let mut g = self.lock();
         if let Some(s) = g.status.as_mut() {
-            s.state = state.into();
+            s.state = state;
             s.detail = detail;
             s.pid = None;
             s.endpoint = None;
@@ -523,7 +528,7 @@ impl LocalModelSupervisor {
             }
         };
         self.update(|s| {
-            s.state = "loading".into();
+            s.state = ModelState::Loading;
             s.pid = child.id();
             s.endpoint = None;
             s.detail = format!("llama-server started (pid {}), loading the model", child.id().unwrap_or(0));
@@ -558,7 +563,7 @@ impl LocalModelSupervisor {
         }
         let endpoint = format!("unix:{}", socket.display());
         self.update(|s| {
-            s.state = "ready".into();
+            s.state = ModelState::Ready;
             s.endpoint = Some(endpoint.clone());
             s.detail =
                 format!("ready on {} (no network: a Unix socket the workspace server reaches)", socket.display());
@@ -582,7 +587,7 @@ impl LocalModelSupervisor {
                 _ = stop.notified() => {
                     let why = stop_reason.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
                         .unwrap_or_else(|| "asked".into());
-                    self.update(|s| { s.state = "stopping".into(); s.detail = format!("stopping: {why}"); });
+                    self.update(|s| { s.state = ModelState::Stopping; s.detail = format!("stopping: {why}"); });
                     terminate(&mut child).await;
                     break Ended::Stopped(why);
                 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use labfy_ipc::client::Client;
 use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::governor::{
-    CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus,
+    CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelState, ModelStatus,
     ReservationKind, SandboxEnd, SandboxInput, SandboxReport, SandboxRun,
 };
 use labfy_ipc::messages::{Boundary, FailureCode};
@@ -328,7 +328,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         GovernorResponse::Model(m) => *m,
         other => panic!("{other:?}"),
     };
-    assert_eq!(started.state, "ready", "{started:?}");
+    assert_eq!(started.state, ModelState::Ready, "{started:?}");
     // Its endpoint is the socket in the runtime directory (SPEC D1): the
     // server's `governed`.
     let socket = d.run().join("model").join("model.sock");
@@ -422,7 +422,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     unsafe {
         libc::kill(pid as i32, libc::SIGKILL);
     }
-    let again = wait_model(&d, "restarted", |m| m.restarts == 1 && m.state == "ready").await;
+    let again = wait_model(&d, "restarted", |m| m.restarts == 1 && m.state == ModelState::Ready).await;
     assert_ne!(again.pid, Some(pid));
     // The socket the killed one left was replaced by the new one's.
     assert!(curl(&["--unix-socket", &endpoint, "http://localhost/health"]).contains("ok"));
@@ -434,7 +434,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     let s = d.state().await;
     assert!(s.reservations.is_empty());
     let m = s.model.unwrap();
-    assert_eq!(m.state, "stopped");
+    assert_eq!(m.state, ModelState::Stopped);
     assert!(!alive(again.pid.unwrap()));
     // Its own cgroup (other tests' models may run meanwhile) is gone.
     for dir in ["memory", "pids"] {
@@ -449,7 +449,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
         GovernorResponse::Model(m) => *m,
         other => panic!("{other:?}"),
     };
-    assert_eq!(m.state, "ready", "{m:?}");
+    assert_eq!(m.state, ModelState::Ready, "{m:?}");
     let orphan = m.pid.unwrap();
     drop(d);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -478,7 +478,7 @@ async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
         GovernorResponse::Model(m) => *m,
         other => panic!("{other:?}"),
     };
-    assert_eq!(m.state, "failed", "{m:?}");
+    assert_eq!(m.state, ModelState::Failed, "{m:?}");
     assert!(m.detail.contains("out of memory"), "{}", m.detail);
     assert_eq!(m.restarts, 0, "an OOM kill is not restarted");
     let s = d.state().await;

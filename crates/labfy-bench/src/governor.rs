@@ -43,7 +43,7 @@ use labfy_governor::service::{CAMPAIGN_LEASE_MS, CAMPAIGN_RAM_PER_FETCH, now_ms}
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{
-    Amounts, GovernorRequest, GovernorResponse, GovernorState, ReservationKind, Sample,
+    Amounts, GovernorRequest, GovernorResponse, GovernorState, ModelState, ReservationKind, Sample,
 };
 use labfy_ipc::secret::Secret;
 
@@ -187,7 +187,7 @@ fn model_starts(args: &GovernorBenchArgs, tmp: &Path) -> Result<(), Failure> {
                 .with_timeout(Duration::from_secs(300));
             let started = Instant::now();
             match c.call(GovernorRequest::ModelStart(spec.clone())).await.map_err(fail)? {
-                GovernorResponse::Model(m) if m.state == "ready" => governed.push(started.elapsed()),
+                GovernorResponse::Model(m) if m.state == ModelState::Ready => governed.push(started.elapsed()),
                 other => return Err(fail(format!("a model start failed: {other:?}"))),
             }
             c.call(GovernorRequest::ModelStop {}).await.map_err(fail)?;
@@ -274,7 +274,7 @@ async fn gpu_offload(
     let before = state_after(sock, secret, now_ms()).await?;
     let started = Instant::now();
     let m = match ask(sock, secret, GovernorRequest::ModelStart(spec.clone())).await? {
-        GovernorResponse::Model(m) if m.state == "ready" => *m,
+        GovernorResponse::Model(m) if m.state == ModelState::Ready => *m,
         other => return Err(fail(format!("the GPU start failed: {other:?}"))),
     };
     let ready = started.elapsed();

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
-use labfy_store::{JournalKind, JournalLayer, StoreError, WorkspaceClass};
+use labfy_store::{JournalKind, JournalLayer, StoreError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -21,16 +21,7 @@ use crate::fetch::Fetcher;
 use crate::journal::Journal;
 use crate::protocol::*;
 use crate::sandbox::Sandbox;
-use crate::services::{self, Outcome};
-
-/// The workspace a request acts in, as the server knows it.
-#[derive(Debug, Clone, Copy)]
-pub struct Scope {
-    /// The session's workspace.
-    pub workspace: Uuid,
-    /// Its class.
-    pub class: WorkspaceClass,
-}
+use crate::services::{self, CallOrigin, Outcome, Scope, Tools};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum CallState {
@@ -242,12 +233,6 @@ impl Refusal {
     }
 }
 
-/// Who makes a call: the actor recorded with durable effects.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CallOrigin<'a> {
-    pub(crate) actor: &'a str,
-}
-
 /// The agent tool gateway of one server instance (G1).
 pub struct AgentGateway {
     catalog: Catalog,
@@ -426,6 +411,11 @@ impl AgentGateway {
 
     pub(crate) fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
+    }
+
+    /// What the tools' services reach, for one call.
+    fn tools(&self) -> Tools<'_> {
+        Tools { backend: self.backend(), catalog: &self.catalog, fetcher: self.fetcher(), sandbox: self.sandbox() }
     }
 
     /// The journal this gateway writes (SPEC F4): the agent runtime records
@@ -838,7 +828,7 @@ impl AgentGateway {
         req: &CallRequest,
         origin: CallOrigin<'_>,
     ) -> Outcome {
-        match services::run(self, scope, env, tool, req, origin) {
+        match services::run(&self.tools(), scope, env, tool, req, origin) {
             Ok(o) => o,
             Err(e) => {
                 let diagnostic = match e.kind() {

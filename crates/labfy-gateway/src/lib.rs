@@ -16,8 +16,9 @@ pub use backend::{Backend, DirectBackend};
 pub use catalog::{Availability, Catalog, Environment, Readiness, Tool, ToolId};
 pub use error::GatewayError;
 pub use fetch::{AgentFetch, Fetched, Fetcher};
-pub use gateway::{AgentGateway, INTERRUPTED_BY_RESTART, Restored, Scope};
+pub use gateway::{AgentGateway, INTERRUPTED_BY_RESTART, Restored};
 pub use sandbox::{Sandbox, SandboxAsk, SandboxOutcome};
+pub use services::Scope;
 pub use turns::{DEMO_ACTOR, DEMO_AGENT_LABEL, LOCAL_MODEL_ACTOR, keywords};
 
 #[cfg(test)]

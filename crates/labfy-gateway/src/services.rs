@@ -5,16 +5,16 @@
 
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::MAX_EXCERPT_CHARS;
-use labfy_store::{NewResearchRequest, StoreError};
+use labfy_store::{NewResearchRequest, StoreError, WorkspaceClass};
 use serde::Serialize;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
-use crate::backend;
-use crate::catalog::{Tool, ToolId};
-use crate::fetch::{AgentFetch, FetchMethod, Fetched};
-use crate::gateway::{AgentGateway, CallOrigin, Scope};
+use crate::backend::{self, Backend};
+use crate::catalog::{Catalog, Tool, ToolId};
+use crate::fetch::{AgentFetch, FetchMethod, Fetched, Fetcher};
 use crate::protocol::{Artifact, CallRequest, ResultStatus, trust};
-use crate::sandbox::{SandboxAsk, SandboxInputFile, SandboxOutcome};
+use crate::sandbox::{Sandbox, SandboxAsk, SandboxInputFile, SandboxOutcome};
 
 /// What a service produced.
 #[derive(Debug)]
@@ -71,6 +71,29 @@ impl Outcome {
         self.observations.push(line);
         self
     }
+}
+
+/// The workspace a request acts in, as the server knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// The session's workspace.
+    pub workspace: Uuid,
+    /// Its class.
+    pub class: WorkspaceClass,
+}
+
+/// Who makes a call: the actor recorded with durable effects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallOrigin<'a> {
+    pub(crate) actor: &'a str,
+}
+
+/// What a tool's service reaches, lent by the gateway for one call.
+pub(crate) struct Tools<'a> {
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) catalog: &'a Catalog,
+    pub(crate) fetcher: Option<&'a dyn Fetcher>,
+    pub(crate) sandbox: Option<&'a dyn Sandbox>,
 }
 
 fn reference(input: &Value, name: &str) -> Result<ObjectRef, StoreError> {
@@ -140,7 +163,7 @@ fn small(n: u64) -> u32 {
 
 /// Runs the service of `tool`.
 pub(crate) fn run(
-    gw: &AgentGateway,
+    gw: &Tools<'_>,
     scope: Scope,
     env: &crate::catalog::Environment,
     tool: &Tool,
@@ -149,7 +172,7 @@ pub(crate) fn run(
 ) -> Result<Outcome, StoreError> {
     let ws = scope.workspace;
     let input = &req.input;
-    let b = gw.backend();
+    let b = gw.backend;
     match tool.id {
         ToolId::InvestigationGetOverview => {
             let inv = reference(input, "investigation_id")?;
@@ -228,7 +251,7 @@ pub(crate) fn run(
         }
         ToolId::ToolCatalog => {
             let tools: Vec<Value> = gw
-                .catalog()
+                .catalog
                 .tools()
                 .iter()
                 .map(|t| {
@@ -240,14 +263,14 @@ pub(crate) fn run(
             Outcome::completed(
                 "catalog",
                 trust::LABFY,
-                json!({"catalog_fingerprint": gw.catalog().fingerprint(), "tools": tools}),
+                json!({"catalog_fingerprint": gw.catalog.fingerprint(), "tools": tools}),
             )
         }
         ToolId::ToolDocsRead => {
             let id = ToolId::from_name(text(input, "tool_id"))
                 .ok_or_else(|| StoreError::Internal("validated tool_id is not in the catalog".into()))?;
-            let t = gw.catalog().tool(id);
-            Outcome::completed("tool_contract", trust::LABFY, gw.catalog().published(t, scope.class, env))
+            let t = gw.catalog.tool(id);
+            Outcome::completed("tool_contract", trust::LABFY, gw.catalog.published(t, scope.class, env))
         }
         ToolId::SandboxExec => sandbox_exec(gw, ws, req),
         ToolId::WebFetch => web_fetch(gw, ws, req, origin),
@@ -296,7 +319,7 @@ pub(crate) fn run(
                 idempotency_key: req.idempotency_key.clone(),
                 requested_by: origin.actor.to_owned(),
                 contract_fingerprint: tool.fingerprint.clone(),
-                catalog_fingerprint: gw.catalog().fingerprint().to_owned(),
+                catalog_fingerprint: gw.catalog.fingerprint().to_owned(),
             };
             let (request, created) = backend::write(b, |s| s.prepare_research(ws, &new))?;
             let stored = backend::read(b, |r| r.research_request(ws, &request))?;
@@ -328,13 +351,13 @@ const SANDBOX_INPUT_CHARS: u32 = 600 * 1024;
 
 /// `sandbox.exec` (SPEC X1): the evidence's text read here, the run asked
 /// of the governor through the lent [`crate::Sandbox`].
-fn sandbox_exec(gw: &AgentGateway, ws: uuid::Uuid, req: &CallRequest) -> Result<Outcome, StoreError> {
-    let Some(sandbox) = gw.sandbox() else {
+fn sandbox_exec(gw: &Tools<'_>, ws: Uuid, req: &CallRequest) -> Result<Outcome, StoreError> {
+    let Some(sandbox) = gw.sandbox else {
         return Ok(Outcome::unavailable("sandbox.exec has no runner in this process".to_owned()));
     };
     let input = &req.input;
     let evidence = if input.get("evidence_ids").is_some() { references(input, "evidence_ids")? } else { Vec::new() };
-    let b = gw.backend();
+    let b = gw.backend;
     let mut inputs = Vec::with_capacity(evidence.len());
     let mut left = SANDBOX_INPUT_CHARS;
     for ev in &evidence {
@@ -404,13 +427,8 @@ fn sandbox_exec(gw: &AgentGateway, ws: uuid::Uuid, req: &CallRequest) -> Result<
     })
 }
 
-fn web_fetch(
-    gw: &AgentGateway,
-    ws: uuid::Uuid,
-    req: &CallRequest,
-    origin: CallOrigin<'_>,
-) -> Result<Outcome, StoreError> {
-    let Some(fetcher) = gw.fetcher() else {
+fn web_fetch(gw: &Tools<'_>, ws: Uuid, req: &CallRequest, origin: CallOrigin<'_>) -> Result<Outcome, StoreError> {
+    let Some(fetcher) = gw.fetcher else {
         return Ok(Outcome::unavailable("web.fetch has no runner in this process".to_owned()));
     };
     let input = &req.input;
@@ -426,7 +444,7 @@ fn web_fetch(
         actor: origin.actor.to_owned(),
     };
     let fetched = fetcher.fetch(&ask).map_err(StoreError::Internal)?;
-    let b = gw.backend();
+    let b = gw.backend;
     Ok(match fetched {
         Fetched::Page(page) => {
             let excerpt = backend::read(b, |r| r.excerpt(ws, &page.evidence, 0, WEB_FETCH_EXCERPT_CHARS))?;

@@ -15,8 +15,9 @@ use uuid::Uuid;
 use crate::backend;
 use crate::catalog::Environment;
 use crate::error::GatewayError;
-use crate::gateway::{AgentGateway, CallOrigin, Scope};
+use crate::gateway::AgentGateway;
 use crate::protocol::*;
+use crate::services::{CallOrigin, Scope};
 
 /// The actor recorded for the demo agent's durable effects.
 pub const DEMO_ACTOR: &str = "agent:demo";

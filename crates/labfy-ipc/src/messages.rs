@@ -145,14 +145,59 @@ impl std::fmt::Display for FailureCode {
     }
 }
 
+/// Where one child of the supervisor stands (on the wire: `starting`,
+/// `healthy`…).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildState {
+    /// Spawned, not yet answering its health check.
+    Starting,
+    /// Answering its health check.
+    Healthy,
+    /// Running, its health check failing.
+    Unhealthy,
+    /// Died; started again after a back-off.
+    Restarting,
+    /// The workspace server being restarted on another workspace (not a crash).
+    Switching,
+    /// Gave up on it (too many deaths, or it could not start).
+    Failed,
+    /// Being stopped.
+    Stopping,
+    /// Stopped.
+    Stopped,
+}
+
+impl ChildState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+            Self::Restarting => "restarting",
+            Self::Switching => "switching",
+            Self::Failed => "failed",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for ChildState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// What the supervisor knows of one child.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildStatus {
     /// Which child.
     pub role: Role,
-    /// `starting`, `healthy`, `unhealthy`, `restarting`, `failed`, `stopping`, `stopped`.
-    pub state: String,
+    /// Where it stands.
+    pub state: ChildState,
     /// Current pid, when running.
     pub pid: Option<u32>,
     /// Restarts since `labfy up` started.
@@ -444,8 +489,8 @@ pub mod governor {
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct ModelStatus {
-        /// `starting`, `loading`, `ready`, `restarting`, `stopping`, `stopped`, `failed`.
-        pub state: String,
+        /// Where it stands.
+        pub state: ModelState,
         /// What was asked.
         pub spec: ModelSpec,
         /// `unix:<runtime>/model/model.sock`, once it answers (the server's
@@ -463,6 +508,52 @@ pub mod governor {
         pub restarts: u32,
         /// Last event, one line.
         pub detail: String,
+    }
+
+    /// Where the local model stands (on the wire: `starting`, `loading`…).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ModelState {
+        /// Admitted; its process being spawned.
+        Starting,
+        /// Its process runs and loads the model; `/health` not yet 200.
+        Loading,
+        /// Answering on its socket.
+        Ready,
+        /// Died while its reservation held; started again after a back-off.
+        Restarting,
+        /// Being stopped.
+        Stopping,
+        /// Stopped (asked, or its reservation released); the reservation is gone.
+        Stopped,
+        /// Could not start, or gave up on it; the reservation is gone.
+        Failed,
+    }
+
+    impl ModelState {
+        /// The wire name.
+        pub fn as_str(self) -> &'static str {
+            match self {
+                Self::Starting => "starting",
+                Self::Loading => "loading",
+                Self::Ready => "ready",
+                Self::Restarting => "restarting",
+                Self::Stopping => "stopping",
+                Self::Stopped => "stopped",
+                Self::Failed => "failed",
+            }
+        }
+
+        /// Whether a start has come to an end: ready, or nothing runs any more.
+        pub fn is_settled(self) -> bool {
+            matches!(self, Self::Ready | Self::Stopped | Self::Failed)
+        }
+    }
+
+    impl std::fmt::Display for ModelState {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.pad(self.as_str())
+        }
     }
 
     /// A campaign asking to run (SPEC Q2).

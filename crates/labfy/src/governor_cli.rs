@@ -10,7 +10,8 @@ use labfy::Failure;
 use labfy_core::ErrorKind;
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::governor::{
-    Amounts, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelStatus, ReservationKind,
+    Amounts, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelState, ModelStatus,
+    ReservationKind,
 };
 
 /// How long `labfy model start` waits for the governor's answer (it hashes
@@ -246,11 +247,11 @@ pub fn model(what: ModelWhat) -> Result<(), Failure> {
         ModelWhat::Start { gguf, sha256, ctx, gpu_layers, runtime_dir } => {
             let spec = ModelSpec { gguf: absolute(&gguf)?, sha256: sha256.to_ascii_lowercase(), ctx, gpu_layers };
             match ask(runtime_dir, GovernorRequest::ModelStart(spec), MODEL_START_TIMEOUT)? {
-                GovernorResponse::Model(m) if m.state == "ready" => {
+                GovernorResponse::Model(m) if m.state == ModelState::Ready => {
                     println!("model: {}", model_line(&m));
                     Ok(())
                 }
-                GovernorResponse::Model(m) if m.state == "failed" || m.state == "stopped" => {
+                GovernorResponse::Model(m) if m.state == ModelState::Failed || m.state == ModelState::Stopped => {
                     Err(Failure::new(ErrorKind::Unavailable, format!("the model did not start: {}", m.detail)))
                 }
                 GovernorResponse::Model(m) => {

@@ -19,7 +19,7 @@ use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{self, control_socket, role_name, supervisor_socket};
 use labfy_ipc::login::{self, LoginKey};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
-use labfy_ipc::messages::{Boundary, ChildStatus, FailureCode, Role};
+use labfy_ipc::messages::{Boundary, ChildState, ChildStatus, FailureCode, Role};
 use labfy_ipc::secret::{self, Secret};
 use labfy_ipc::server;
 use labfy_sys::ConfinedChild;
@@ -212,7 +212,7 @@ struct Slot {
     /// Our end of the server's control pair, until the first health check
     /// takes it (the server has no control socket in the runtime directory).
     control_end: Option<std::os::unix::net::UnixStream>,
-    state: &'static str,
+    state: ChildState,
     detail: String,
     restarts: u32,
     crashes: VecDeque<Instant>,
@@ -237,7 +237,7 @@ impl Slot {
             warnings: warnings.total,
             last_warning: warnings.last,
             role: self.role,
-            state: self.state.to_owned(),
+            state: self.state,
             pid: self.child.as_ref().and_then(Proc::id),
             restarts: self.restarts,
             detail: self.detail.clone(),
@@ -535,7 +535,7 @@ async fn supervise(
         child: None,
         confinement: None,
         control_end: None,
-        state: "starting",
+        state: ChildState::Starting,
         detail: String::new(),
         restarts: 0,
         crashes: VecDeque::new(),
@@ -623,7 +623,9 @@ async fn supervise(
             slots.iter().map(|s| s.status(book)).collect();
         // Ready: the server healthy, every other child healthy or given up on
         // (a broken governor must not hide a working UI).
-        let settled = slots.iter().all(|s| s.state == "healthy" || (s.role != Role::Server && s.state == "failed"));
+        let settled = slots
+            .iter()
+            .all(|s| s.state == ChildState::Healthy || (s.role != Role::Server && s.state == ChildState::Failed));
         if on_ready.is_some() && settled {
             if let Some(f) = on_ready.take() {
                 f();
@@ -646,7 +648,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str, book: &LogBook) -> Resul
         s.crashes.pop_front();
     }
     if s.crashes.len() >= MAX_CRASHES {
-        s.state = "failed";
+        s.state = ChildState::Failed;
         s.restart_at = None;
         s.detail = format!(
             "exited {} times within {} s (last: {what}); gave up restarting it",
@@ -659,7 +661,7 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str, book: &LogBook) -> Resul
         }
         return Ok(());
     }
-    s.state = "restarting";
+    s.state = ChildState::Restarting;
     s.detail = format!("{what}; restarting in {} ms", s.backoff.as_millis());
     book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
     s.restart_at = Some(now + s.backoff);
@@ -706,12 +708,12 @@ async fn tick(
             };
             match spawned {
                 Ok(child) => {
-                    if s.state == "restarting" {
+                    if s.state == ChildState::Restarting {
                         s.restarts += 1;
                     }
                     s.child = Some(child);
                     server_spawned |= s.role == Role::Server;
-                    s.state = "starting";
+                    s.state = ChildState::Starting;
                     s.started_at = now;
                     s.last_ok = now;
                     s.logged_at_start = book.warnings(s.role).total;
@@ -721,7 +723,7 @@ async fn tick(
             }
         }
         // Health, once a period (more often while starting).
-        let period = if s.state == "starting" { TICK } else { HEALTH_PERIOD };
+        let period = if s.state == ChildState::Starting { TICK } else { HEALTH_PERIOD };
         if s.child.is_some() && now.duration_since(s.last_health) >= period {
             s.last_health = now;
             match health(s, dir, secret).await {
@@ -733,7 +735,7 @@ async fn tick(
                             }
                         }
                     }
-                    if s.state == "starting" {
+                    if s.state == ChildState::Starting {
                         newly_healthy.push(s.role);
                     }
                     s.last_ok = now;
@@ -741,13 +743,13 @@ async fn tick(
                     // One terminal line per change of state (SPEC U8), and
                     // per change of readiness (Tor bootstrapped, say).
                     let was_ready = !s.detail.starts_with("not ready");
-                    if s.state != "healthy" || (s.detail.is_empty() || was_ready) != ready {
+                    if s.state != ChildState::Healthy || (s.detail.is_empty() || was_ready) != ready {
                         let pid =
                             s.child.as_ref().and_then(Proc::id).map_or_else(String::new, |p| format!(" (pid {p})"));
                         let state = if ready { "ready" } else { "running" };
                         book.event(&format!("labfy: {} {state}{pid}: {detail}", role_name(s.role)));
                     }
-                    s.state = "healthy";
+                    s.state = ChildState::Healthy;
                     s.detail = detail;
                     // A healthy run resets the backoff.
                     if now.duration_since(s.started_at) > CRASH_WINDOW / 4 {
@@ -755,16 +757,16 @@ async fn tick(
                     }
                 }
                 Err(e) => {
-                    if s.state != "starting" {
-                        if s.state != "unhealthy" {
+                    if s.state != ChildState::Starting {
+                        if s.state != ChildState::Unhealthy {
                             book.event(&format!("labfy: {} unhealthy: {e}", role_name(s.role)));
                         }
-                        s.state = "unhealthy";
+                        s.state = ChildState::Unhealthy;
                         s.detail = e.clone();
                     }
                     // Silent too long: killed, then reaped and restarted as a crash.
                     if now.duration_since(s.last_ok) > START_TIMEOUT {
-                        s.state = "unhealthy";
+                        s.state = ChildState::Unhealthy;
                         s.detail = format!("no health answer for {} s ({e}); killing it", START_TIMEOUT.as_secs());
                         book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
                         if let Some(child) = s.child.as_mut() {
@@ -782,12 +784,12 @@ async fn tick(
     // again once it is healthy.
     let server_pid = slots
         .iter()
-        .find(|s| s.role == Role::Server && matches!(s.state, "starting" | "healthy"))
+        .find(|s| s.role == Role::Server && matches!(s.state, ChildState::Starting | ChildState::Healthy))
         .and_then(|s| s.child.as_ref())
         .and_then(Proc::id);
     if let Some(pid) = server_pid {
         let server_new = server_spawned || newly_healthy.contains(&Role::Server);
-        for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.state == "healthy") {
+        for s in slots.iter_mut().filter(|s| s.role != Role::Server && s.state == ChildState::Healthy) {
             if server_new || newly_healthy.contains(&s.role) {
                 if let Err(e) = tell(s, ControlRequest::SetPeers { pids: vec![pid as i32] }).await {
                     tracing::warn!(role = role_name(s.role), error = %e, "could not set peers");
@@ -811,7 +813,7 @@ async fn stop_all(slots: &mut [Slot], book: &LogBook) {
 /// SIGKILLs it after [`STOP_GRACE`].
 async fn stop_child(s: &mut Slot, book: &LogBook) {
     let Some(mut child) = s.child.take() else { return };
-    s.state = "stopping";
+    s.state = ChildState::Stopping;
     if tell(s, ControlRequest::Shutdown {}).await.is_err() {
         child.terminate();
     }
@@ -820,7 +822,7 @@ async fn stop_child(s: &mut Slot, book: &LogBook) {
         let _ = child.kill().await;
     }
     s.control = None;
-    s.state = "stopped";
+    s.state = ChildState::Stopped;
 }
 
 /// The workspace server's arguments for the plan's workspace.
@@ -878,7 +880,7 @@ async fn switch_workspace(
     plan.real_workspace = real;
     s.args = server_args(plan);
     s.refused_switch = None;
-    s.state = "switching"; // not a crash: not counted as a restart
+    s.state = ChildState::Switching; // not a crash: not counted as a restart
     s.detail = format!("opening {name}");
     s.restart_at = Some(Instant::now());
     true
