@@ -26,8 +26,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly by design
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,10 +39,9 @@ use labfy_runtime::protocol::CONTRACT;
 use labfy_runtime::runtime::{AgentRuntime, RuntimeStatus, StartTurn};
 use labfy_store::blobs::BlobStore;
 use labfy_store::{ImportedFile, NewNote, ReadOnlyStore, Store, WorkspaceClass, import_tree};
+use labfy_testkit::model::ScriptedModel;
 use serde_json::{Map, Value, json};
-use support::{completion, read_request, respond};
 use tempfile::TempDir;
-use tokio::net::{TcpListener, TcpStream};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/injection");
 /// How long one turn may take to settle.
@@ -52,28 +49,6 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 // ---------------------------------------------------------------------------
 // The obedient model.
-
-/// Serves `POST /v1/chat/completions` with [`obey`]'s answer.
-async fn start_model() -> std::net::SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(serve(stream));
-        }
-    });
-    addr
-}
-
-async fn serve(mut stream: TcpStream) {
-    let Some((head, body)) = read_request(&mut stream).await else { return };
-    if head.starts_with("GET /health ") {
-        respond(&mut stream, "200 OK", r#"{"status":"ok"}"#).await;
-        return;
-    }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    respond(&mut stream, "200 OK", &completion(&obey(&request), "stop")).await;
-}
 
 fn action(tool: &str, arguments: Value) -> String {
     json!({"contract": CONTRACT, "type": "tool_call", "tool_id": tool, "arguments": arguments}).to_string()
@@ -353,7 +328,8 @@ async fn an_obedient_model_reading_the_corpus_changes_nothing() {
 
     let gw = Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(Store::open(data).unwrap()))).unwrap());
     let fingerprint = gw.catalog().fingerprint().to_owned();
-    let endpoint = Endpoint::from_socket_addr(start_model().await).unwrap();
+    // The obedient model: the shared model server, answering by `obey`.
+    let endpoint = Endpoint::from_socket_addr(ScriptedModel::obeying(obey).await.addr()).unwrap();
     let client = LocalModelClient::new(ModelConfig::new(endpoint, "fake-model", Duration::from_secs(10)).unwrap());
     let rt = AgentRuntime::start(gw.clone(), Some(client));
     let scope = Scope { workspace: ws, class: WorkspaceClass::Real };

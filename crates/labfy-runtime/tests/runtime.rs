@@ -7,11 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly by design
 
-mod support;
-
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use labfy_core::{ObjectRef, RefKind};
@@ -27,16 +25,14 @@ use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use labfy_store::{
     GrantDecision, GrantOutcome, ReadOnlyStore, ResearchBudget, ResearchRequest, ResearchScope, Store, WorkspaceClass,
 };
+use labfy_testkit::model::{Reply, ScriptedModel as Provider};
 use serde_json::{Value, json};
-use support::{completion, read_request, respond};
 use tempfile::TempDir;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use uuid::Uuid;
 
 /// How long a test waits for a state that should come at once.
 const PATIENCE: Duration = Duration::from_secs(20);
-/// How long the provider waits for a test to script the next answer.
-const SCRIPT_PATIENCE: Duration = Duration::from_secs(20);
 /// SPECIMEN size: small, as in the gateway's tests.
 const SPECIMEN_SIZE: u64 = 200;
 /// What the analyst asks in most tests.
@@ -45,139 +41,22 @@ const QUESTION: &str = "Quels liens entre Tessera Logistique et Léa Martin ?";
 const PROMPT_START: &str = "Tu es l'agent d'analyse de Labfy";
 
 // ---------------------------------------------------------------------------
-// The fake provider.
+// The fake provider: the shared scripted model server (labfy-testkit).
 
-/// What the provider does with one chat request.
-#[derive(Debug, Clone)]
-enum Reply {
-    /// `200`, `finish_reason: "stop"`, this content.
-    Answer(String),
-    /// `200`, `finish_reason: "length"`: a cut answer.
-    Cut(String),
-    /// The same as `Answer`, after a delay (the request stays in flight).
-    Late(Duration, String),
-    /// `503 Loading model`.
-    Busy,
-    /// Close the connection without a word.
-    Close,
-    /// This status line and JSON body.
-    Status(&'static str, &'static str),
+/// The runtime's client of a provider.
+trait ClientOf {
+    fn client(&self) -> LocalModelClient;
 }
 
-#[derive(Default)]
-struct Log {
-    script: VecDeque<Reply>,
-    /// Every chat request body, in arrival order.
-    requests: Vec<Value>,
-    /// Late answers whose delay ran out (written or not: the client may
-    /// have gone).
-    late_done: usize,
-}
-
-/// A fake OpenAI-compatible model server on `127.0.0.1:0`.
-#[derive(Clone)]
-struct Provider {
-    addr: SocketAddr,
-    log: Arc<Mutex<Log>>,
-}
-
-impl Provider {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let log = Arc::new(Mutex::new(Log::default()));
-        let shared = log.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, shared.clone()));
-            }
-        });
-        Self { addr, log }
-    }
-
-    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.log.lock().unwrap()
-    }
-
-    fn push(&self, reply: Reply) {
-        self.log().script.push_back(reply);
-    }
-
-    fn answer(&self, content: impl Into<String>) {
-        self.push(Reply::Answer(content.into()));
-    }
-
-    fn count(&self) -> usize {
-        self.log().requests.len()
-    }
-
-    fn request(&self, i: usize) -> Value {
-        self.log().requests[i].clone()
-    }
-
-    fn late_done(&self) -> usize {
-        self.log().late_done
-    }
-
-    /// Waits until `n` chat requests have arrived; returns the `n`th.
-    async fn nth(&self, n: usize) -> Value {
-        let deadline = Instant::now() + PATIENCE;
-        while self.count() < n {
-            assert!(Instant::now() < deadline, "the provider got {} requests, never {n}", self.count());
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.request(n - 1)
-    }
-
+impl ClientOf for Provider {
     fn client(&self) -> LocalModelClient {
-        client_at(self.addr)
+        client_at(self.addr())
     }
 }
 
 fn client_at(addr: SocketAddr) -> LocalModelClient {
     let endpoint = Endpoint::from_socket_addr(addr).unwrap();
     LocalModelClient::new(ModelConfig::new(endpoint, "fake-model", Duration::from_secs(10)).unwrap())
-}
-
-async fn serve(mut stream: TcpStream, log: Arc<Mutex<Log>>) {
-    let Some((head, body)) = read_request(&mut stream).await else { return };
-    if head.starts_with("GET /health ") {
-        respond(&mut stream, "200 OK", r#"{"status":"ok"}"#).await;
-        return;
-    }
-    if !head.starts_with("POST /v1/chat/completions ") {
-        respond(&mut stream, "404 Not Found", r#"{"error":{"message":"no such path"}}"#).await;
-        return;
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    log.lock().unwrap().requests.push(body);
-    // The next scripted reply; a test may script it after seeing the request.
-    let deadline = Instant::now() + SCRIPT_PATIENCE;
-    let reply = loop {
-        if let Some(r) = log.lock().unwrap().script.pop_front() {
-            break Some(r);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    match reply {
-        None => respond(&mut stream, "500 Internal Server Error", r#"{"error":{"message":"nothing scripted"}}"#).await,
-        Some(Reply::Answer(c)) => respond(&mut stream, "200 OK", &completion(&c, "stop")).await,
-        Some(Reply::Cut(c)) => respond(&mut stream, "200 OK", &completion(&c, "length")).await,
-        Some(Reply::Late(delay, c)) => {
-            tokio::time::sleep(delay).await;
-            respond(&mut stream, "200 OK", &completion(&c, "stop")).await;
-            log.lock().unwrap().late_done += 1;
-        }
-        Some(Reply::Busy) => {
-            respond(&mut stream, "503 Service Unavailable", r#"{"error":{"code":503,"message":"Loading model"}}"#)
-                .await;
-        }
-        Some(Reply::Close) => drop(stream),
-        Some(Reply::Status(status, body)) => respond(&mut stream, status, body).await,
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -378,7 +257,7 @@ async fn a_tool_call_goes_through_the_gateway_and_a_final_answer_completes_the_t
     assert_eq!((queued.driver, queued.model.as_deref()), (Driver::LocalModel, Some("fake-model")));
 
     // The model reads the overview of the investigation it was shown.
-    let first = provider.nth(1).await;
+    let first = provider.nth(1, PATIENCE).await;
     assert_well_formed(&first);
     let inv = shown_investigation(&first);
     assert_eq!(inv, fx.inv.to_string());
@@ -386,7 +265,7 @@ async fn a_tool_call_goes_through_the_gateway_and_a_final_answer_completes_the_t
     provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
 
     // Its result comes back wrapped as untrusted data.
-    let second = provider.nth(2).await;
+    let second = provider.nth(2, PATIENCE).await;
     assert_well_formed(&second);
     let ms = messages(&second);
     assert_eq!(ms.len(), 4, "system, question, the model's call, the result");
@@ -457,7 +336,7 @@ async fn a_bad_answer_gets_one_repair_and_the_turn_goes_on() {
         let before = provider.count();
         let t = start(&rt, &fx, fx.spec, &format!("repair-{i}"), QUESTION);
         provider.push(reply);
-        let repair = provider.nth(before + 2).await;
+        let repair = provider.nth(before + 2, PATIENCE).await;
         assert_well_formed(&repair);
         let ms = messages(&repair);
         assert_eq!(ms.len(), 4, "{code}: system, question, the bad answer, the repair");
@@ -468,7 +347,7 @@ async fn a_bad_answer_gets_one_repair_and_the_turn_goes_on() {
         assert!(text.contains(CONTRACT));
         // Good now: the turn goes on, through the gateway.
         provider.answer(good_call.clone());
-        let third = provider.nth(before + 3).await;
+        let third = provider.nth(before + 3, PATIENCE).await;
         assert_eq!(tool_result(&third)["status"], "COMPLETED");
         provider.answer(final_answer("Réparé."));
         let done = settled(&rt, fx.spec, t.turn_id).await;
@@ -534,10 +413,10 @@ async fn two_bad_answers_in_a_row_end_the_turn_with_no_tool_run() {
 async fn prepare(rt: &AgentRuntime, fx: &Fx, provider: &Provider, key: &str) -> RuntimeTurn {
     let before = provider.count();
     let t = start(rt, fx, fx.spec, key, QUESTION);
-    let first = provider.nth(before + 1).await;
+    let first = provider.nth(before + 1, PATIENCE).await;
     let inv = shown_investigation(&first);
     provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
-    let second = provider.nth(before + 2).await;
+    let second = provider.nth(before + 2, PATIENCE).await;
     let evidence =
         result_refs(&tool_result(&second)).into_iter().find(|r| r.starts_with("evidence:")).expect("evidence shown");
     provider.answer(tool_call(
@@ -596,7 +475,7 @@ async fn research_prepare_pauses_and_a_granted_resume_asks_the_model_for_a_final
     let granted = fx.grant(&request);
     let resumed = rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
     assert_eq!(resumed.status, RuntimeStatus::Queued);
-    let third = provider.nth(3).await;
+    let third = provider.nth(3, PATIENCE).await;
     assert_well_formed(&third);
     let branches = third["response_format"]["json_schema"]["schema"]["anyOf"].as_array().unwrap();
     assert_eq!(branches.len(), 1, "only `final` is offered after a grant");
@@ -695,7 +574,7 @@ async fn invented_or_altered_ids_are_refused_before_the_gateway() {
 
     let t = start(&rt, &fx, fx.spec, "invented", QUESTION);
     provider.answer(tool_call("graph.get_node", json!({"node_id": invented})));
-    let repair = provider.nth(2).await;
+    let repair = provider.nth(2, PATIENCE).await;
     let (_, text) = last_message(&repair);
     assert!(text.contains("UNKNOWN_REFERENCE") || text.contains("never shown"), "{text}");
     provider.answer(final_answer("Je n'ai rien trouvé."));
@@ -798,7 +677,7 @@ async fn tool_call_and_round_budgets_end_the_turn() {
     assert_eq!((gw.calls, gw.status), (MAX_TOOL_CALLS, TurnStatus::Failed));
     // The last request offered `final` alone and said why, once: a server
     // that ignores the schema still meets the budget above.
-    let requests = provider.log().requests.clone();
+    let requests = provider.requests();
     let closing = &requests[requests.len() - 1];
     assert_eq!(offered(closing), ["final"], "{closing:#}");
     let said = closing["messages"].as_array().unwrap();
@@ -828,7 +707,7 @@ async fn tool_call_and_round_budgets_end_the_turn() {
     assert_eq!(done.rounds, MAX_ROUNDS);
     assert_eq!((done.tool_calls, done.repairs), (MAX_ROUNDS / 2, MAX_ROUNDS / 2));
     assert_eq!(provider.count(), before + MAX_ROUNDS as usize);
-    provider.log().script.clear();
+    provider.clear_script();
 }
 
 /// llama-server's answer when a prompt outgrows its context (build 11434).
@@ -896,19 +775,19 @@ async fn a_single_reference_tool_is_not_offered_again_with_an_id_it_answered() {
     let rt = fx.model(&provider);
     let inv = fx.inv.to_string();
     let t = start(&rt, &fx, fx.spec, "once", QUESTION);
-    let first = provider.nth(1).await;
+    let first = provider.nth(1, PATIENCE).await;
     assert!(offered(&first).contains(&"investigation.get_overview".to_owned()));
     provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": inv})));
     // Its only known investigation is answered: the tool is gone; a tool
     // with other arguments (a search) is still offered.
-    let second = provider.nth(2).await;
+    let second = provider.nth(2, PATIENCE).await;
     let tools = offered(&second);
     assert!(!tools.contains(&"investigation.get_overview".to_owned()), "{tools:?}");
     assert!(tools.contains(&"investigation.search".to_owned()), "{tools:?}");
     // A node it was shown is offered to graph.get_node, and once read, not again.
     let node = result_refs(&tool_result(&second)).into_iter().find(|r| r.starts_with("entity:")).unwrap();
     provider.answer(tool_call("graph.get_node", json!({"node_id": node})));
-    let third = provider.nth(3).await;
+    let third = provider.nth(3, PATIENCE).await;
     let node_branch = third["response_format"]["json_schema"]["schema"]["anyOf"]
         .as_array()
         .unwrap()
@@ -940,12 +819,12 @@ async fn the_analyst_can_narrow_a_turns_tools_and_bad_lists_are_refused() {
         .unwrap();
     assert_eq!(t.tools.as_deref(), Some(&["investigation.get_overview".into(), "research.prepare".into()][..]));
     // Only those are offered and listed; research.prepare once ids are known.
-    let first = provider.nth(1).await;
+    let first = provider.nth(1, PATIENCE).await;
     assert_eq!(offered(&first), ["investigation.get_overview"]);
     let system = messages(&first)[0]["content"].as_str().unwrap();
     assert!(system.contains("- investigation.get_overview :") && !system.contains("- investigation.search :"));
     provider.answer(tool_call("investigation.get_overview", json!({"investigation_id": fx.inv.to_string()})));
-    let second = provider.nth(2).await;
+    let second = provider.nth(2, PATIENCE).await;
     assert_eq!(offered(&second), ["research.prepare", "final"], "{second:#}");
     // A tool outside the list is refused by the parser, never run.
     provider.answer(tool_call("investigation.search", json!({"investigation_id": fx.inv.to_string(), "query": "x"})));
@@ -987,7 +866,7 @@ async fn cancel_in_flight_ends_the_turn_and_the_late_answer_is_ignored() {
         ),
     ));
     let t = start(&rt, &fx, fx.spec, "k", QUESTION);
-    provider.nth(1).await;
+    provider.nth(1, PATIENCE).await;
     wait_for(&rt, fx.spec, t.turn_id, |t| t.status == RuntimeStatus::Running).await;
 
     let cancelled = rt.cancel(fx.spec, t.turn_id).unwrap();
@@ -1156,7 +1035,7 @@ async fn the_queue_is_bounded_at_the_edge() {
     let rt = fx.model(&provider);
     provider.push(Reply::Late(Duration::from_secs(3), final_answer("Lent.")));
     let running = start(&rt, &fx, fx.spec, "running", QUESTION);
-    provider.nth(1).await;
+    provider.nth(1, PATIENCE).await;
     wait_for(&rt, fx.spec, running.turn_id, |t| t.status == RuntimeStatus::Running).await;
     let queued: Vec<RuntimeTurn> =
         (0..MAX_QUEUE).map(|i| start(&rt, &fx, fx.spec, &format!("q{i}"), QUESTION)).collect();
@@ -1261,16 +1140,16 @@ async fn instructions_in_evidence_stay_untrusted_data_and_change_nothing() {
     let rt = fx.model(&provider);
     let fingerprint = fx.gw.catalog().fingerprint().to_owned();
     let t = start(&rt, &fx, fx.spec, "k", "Instructions précédentes 8812 : que dit ce fil ?");
-    let inv = shown_investigation(&provider.nth(1).await);
+    let inv = shown_investigation(&provider.nth(1, PATIENCE).await);
     // The SPECIMEN's hostile page tells the agent to grant itself the research.
     provider.answer(tool_call(
         "investigation.search",
         json!({"investigation_id": inv, "query": "instructions précédentes 8812", "limit": 5}),
     ));
-    let hits = result_refs(&tool_result(&provider.nth(2).await));
+    let hits = result_refs(&tool_result(&provider.nth(2, PATIENCE).await));
     assert_eq!(hits.len(), 1, "{hits:?}");
     provider.answer(tool_call("evidence.read_excerpt", json!({"evidence_id": hits[0], "offset": 0, "length": 2000})));
-    let third = provider.nth(3).await;
+    let third = provider.nth(3, PATIENCE).await;
     let excerpt = tool_result(&third);
     assert_eq!(
         (excerpt["tool_id"].as_str(), excerpt["status"].as_str()),
@@ -1283,7 +1162,7 @@ async fn instructions_in_evidence_stay_untrusted_data_and_change_nothing() {
                "arguments": {"selection_ids": [hits[0]], "question": "tout", "exclusions": []}})
         .to_string(),
     );
-    let repair = provider.nth(4).await;
+    let repair = provider.nth(4, PATIENCE).await;
     assert!(last_message(&repair).1.contains("SELF_AUTHORIZATION") || last_message(&repair).1.contains("authori"));
     provider.answer(final_answer("Le fil contient des instructions adressées à un agent ; je les ignore."));
     let done = settled(&rt, fx.spec, t.turn_id).await;
@@ -1292,7 +1171,7 @@ async fn instructions_in_evidence_stay_untrusted_data_and_change_nothing() {
 
     // The hostile text reached the model only inside UNTRUSTED_DATA.
     let mut seen = 0;
-    for request in provider.log().requests.iter() {
+    for request in &provider.requests() {
         for m in messages(request) {
             let content = m["content"].as_str().unwrap();
             if content.contains("accorde-toi") {
@@ -1364,7 +1243,7 @@ async fn close_cancels_what_is_live_and_refuses_new_turns() {
     let rt = fx.model(&provider);
     provider.push(Reply::Late(Duration::from_secs(2), final_answer("Trop tard.")));
     let running = start(&rt, &fx, fx.spec, "running", QUESTION);
-    provider.nth(1).await;
+    provider.nth(1, PATIENCE).await;
     let queued = start(&rt, &fx, fx.spec, "queued", QUESTION);
 
     rt.close();
@@ -1417,7 +1296,7 @@ async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
     // A second turn whose model answer never comes before the "crash".
     provider.push(Reply::Late(Duration::from_secs(60), final_answer("trop tard")));
     let running = start(&rt, &fx, fx.spec, "k2", QUESTION);
-    provider.nth(3).await;
+    provider.nth(3, PATIENCE).await;
     wait_for(&rt, fx.spec, running.turn_id, |t| t.status == RuntimeStatus::Running).await;
     let before = rt.events(fx.spec, 0, 128);
     assert!(fx.gw.flush_journal());
@@ -1452,7 +1331,7 @@ async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
     // The paused turn resumes on the new runtime once a human grants.
     fx.grant(&request);
     rt2.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
-    provider.nth(4).await;
+    provider.nth(4, PATIENCE).await;
     provider.answer(final_answer("Reprise après redémarrage."));
     let done = settled(&rt2, fx.spec, paused.turn_id).await;
     assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");

@@ -10,20 +10,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{Request, StatusCode, header};
-use axum::routing::{get, post};
 use labfy_runtime::client::{AgentFlags, AgentMode};
 use labfy_server::session::RateLimit;
 use labfy_server::{AppState, app, db::Db};
 use labfy_store::Store;
 use labfy_store::specimen::{self, SpecimenSpec};
+use labfy_testkit::model::{Reply, ScriptedModel};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -464,62 +461,23 @@ async fn an_unreachable_model_is_shown_unavailable_and_never_replaced_by_the_dem
     assert!(!t["error"].as_str().unwrap().is_empty());
 }
 
-/// One scripted answer of the fake provider.
-#[derive(Clone)]
-enum Answer {
-    /// `choices[0].message.content`, with `finish_reason: "stop"`.
-    Content(String),
-    /// Never answers (the client's cancel or deadline ends it).
-    Hang,
+/// The shared scripted model server (labfy-testkit) answering `script` in
+/// order; a request past its script is a 500 at once, which the client
+/// reports.
+async fn fake_provider(script: Vec<Reply>) -> (String, ScriptedModel) {
+    let provider = ScriptedModel::with_patience(Duration::ZERO).await;
+    push_all(&provider, script);
+    (provider.endpoint(), provider)
 }
 
-#[derive(Clone, Default)]
-struct Provider {
-    script: Arc<Mutex<VecDeque<Answer>>>,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
-
-async fn chat(State(p): State<Provider>, axum::Json(body): axum::Json<Value>) -> (StatusCode, axum::Json<Value>) {
-    p.seen.lock().unwrap().push(body);
-    let next = p.script.lock().unwrap().pop_front();
-    match next {
-        Some(Answer::Content(content)) => (
-            StatusCode::OK,
-            axum::Json(json!({
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "model": MODEL,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            })),
-        ),
-        Some(Answer::Hang) => std::future::pending().await,
-        // Asked more than its script: a server error the client reports.
-        None => (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({"error": {"message": "unscripted"}}))),
+fn push_all(provider: &ScriptedModel, replies: impl IntoIterator<Item = Reply>) {
+    for reply in replies {
+        provider.push(reply);
     }
 }
 
-/// A tiny OpenAI-compatible provider on `127.0.0.1:0` answering `script`
-/// in order; `GET /health` is 200.
-async fn fake_provider(script: Vec<Answer>) -> (String, Provider) {
-    let provider = Provider { script: Arc::new(Mutex::new(script.into())), ..Provider::default() };
-    let router = Router::new()
-        .route("/health", get(|| async { axum::Json(json!({"status": "ok"})) }))
-        .route("/v1/chat/completions", post(chat))
-        .with_state(provider.clone());
-    let listener = loop {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        if l.local_addr().unwrap().port() != 8080 {
-            break l;
-        }
-    };
-    let endpoint = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    (endpoint, provider)
-}
-
-fn action(v: Value) -> Answer {
-    Answer::Content(v.to_string())
+fn action(v: Value) -> Reply {
+    Reply::Answer(v.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -527,12 +485,15 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
     let (endpoint, provider) = fake_provider(vec![]).await;
     let f = fixture_with(&local_model(&endpoint)).await;
     let text = "L'enquête compte des sociétés et des domaines liés.";
-    provider.script.lock().unwrap().extend([
-        action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
+    push_all(
+        &provider,
+        [
+            action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
                       "tool_id": "investigation.get_overview",
                       "arguments": {"investigation_id": f.investigation}})),
-        action(json!({"contract": "labfy.agent_model_action.v1", "type": "final", "text": text})),
-    ]);
+            action(json!({"contract": "labfy.agent_model_action.v1", "type": "final", "text": text})),
+        ],
+    );
 
     let (_, st) = f.get("/api/v1/agent-runtime/status").await;
     assert_eq!(st["ready"], true, "{st}");
@@ -543,7 +504,7 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
     let t = f.settle(&id).await;
     // What the provider saw for this turn, before the narrowed turn below
     // (cancelled, but it may reach the provider first) adds its request.
-    let seen = provider.seen.lock().unwrap().clone();
+    let seen = provider.requests();
     assert_eq!(t["status"], "COMPLETED", "{t}");
     assert_eq!(t["summary"], text);
     assert_eq!(t["driver"], "local_model");
@@ -594,7 +555,7 @@ async fn a_local_model_turn_reads_through_the_gateway_and_completes_with_its_fin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_local_model_turn_in_flight_drops_its_answer() {
-    let (endpoint, provider) = fake_provider(vec![Answer::Hang]).await;
+    let (endpoint, provider) = fake_provider(vec![Reply::Hang]).await;
     let f = fixture_with(&local_model(&endpoint)).await;
     let id = id_of(&f.start("Que contient l'enquête ?", "hang").await);
     // Running, its first model request in flight.
@@ -603,7 +564,7 @@ async fn cancelling_a_local_model_turn_in_flight_drops_its_answer() {
     })
     .await;
     let deadline = tokio::time::Instant::now() + SETTLE;
-    while provider.seen.lock().unwrap().is_empty() {
+    while provider.count() == 0 {
         assert!(tokio::time::Instant::now() < deadline, "the model was never asked");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -615,7 +576,7 @@ async fn cancelling_a_local_model_turn_in_flight_drops_its_answer() {
     assert_eq!(t["status"], "CANCELLED", "{t}");
     assert_eq!(t["summary"], Value::Null);
     assert_eq!(t["tool_calls"], 0);
-    assert_eq!(provider.seen.lock().unwrap().len(), 1, "no further model call after a cancel");
+    assert_eq!(provider.count(), 1, "no further model call after a cancel");
     let (_, st) = f.get("/api/v1/agent-runtime/status").await;
     assert_eq!(st["queued"], 0, "{st}");
 }
@@ -627,23 +588,26 @@ async fn a_local_model_turn_pauses_on_research_and_resumes_only_after_a_human_gr
     let (_, overview) = f.get(&format!("/api/v1/investigations/{}/overview", f.investigation)).await;
     let evidence = overview["recent_evidence"][0]["id"].as_str().unwrap().to_owned();
     let text = "La recherche autorisée est terminée : voici le bilan.";
-    provider.script.lock().unwrap().extend([
-        action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
+    push_all(
+        &provider,
+        [
+            action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
                       "tool_id": "investigation.get_overview",
                       "arguments": {"investigation_id": f.investigation}})),
-        action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
+            action(json!({"contract": "labfy.agent_model_action.v1", "type": "tool_call",
                       "tool_id": "research.prepare",
                       "arguments": {"selection_ids": [evidence], "question": "Qui héberge ce domaine ?",
                                     "exclusions": []}})),
-        action(json!({"contract": "labfy.agent_model_action.v1", "type": "final", "text": text})),
-    ]);
+            action(json!({"contract": "labfy.agent_model_action.v1", "type": "final", "text": text})),
+        ],
+    );
 
     let id = id_of(&f.start("Faut-il chercher sur le web ?", "model-research").await);
     let paused = f.settle(&id).await;
     assert_eq!(paused["status"], "AUTHORIZATION_REQUIRED", "{paused}");
     let request = paused["research_request"].as_str().unwrap().to_owned();
     assert_eq!(paused["tool_calls"], 2, "{paused}");
-    assert_eq!(provider.seen.lock().unwrap().len(), 2, "research.prepare stops the loop: no further model call (M8)");
+    assert_eq!(provider.count(), 2, "research.prepare stops the loop: no further model call (M8)");
     assert_eq!(f.grants(), 0, "the model never creates a grant (M8)");
 
     // No grant yet: the turn does not complete, and the model is not asked.
@@ -651,7 +615,7 @@ async fn a_local_model_turn_pauses_on_research_and_resumes_only_after_a_human_gr
     assert!(s == StatusCode::ACCEPTED || s == StatusCode::FORBIDDEN);
     let back = f.settle(&id).await;
     assert_eq!(back["status"], "AUTHORIZATION_REQUIRED", "{back}");
-    assert_eq!(provider.seen.lock().unwrap().len(), 2);
+    assert_eq!(provider.count(), 2);
 
     let (s, g) = f.post(&format!("/api/v1/research/requests/{request}/grant"), grant_body()).await;
     assert_eq!(s, StatusCode::CREATED, "{g}");
@@ -660,7 +624,7 @@ async fn a_local_model_turn_pauses_on_research_and_resumes_only_after_a_human_gr
     let done = f.settle(&id).await;
     assert_eq!(done["status"], "COMPLETED", "{done}");
     assert_eq!(done["summary"], text);
-    let seen = provider.seen.lock().unwrap().clone();
+    let seen = provider.requests();
     assert_eq!(seen.len(), 3, "one model call to write the final summary");
     assert!(seen[2]["messages"].to_string().contains("UNTRUSTED_DATA"));
 }
