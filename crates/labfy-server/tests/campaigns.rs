@@ -19,7 +19,6 @@ use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome,
     FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord,
 };
-use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
 use labfy_ipc::messages::{Boundary, Failure, FailureCode};
 use labfy_server::campaigns::{CAMPAIGN_CONCURRENCY, MAX_RUNNING_CAMPAIGNS};
 use labfy_server::session::RateLimit;
@@ -31,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 mod common;
-use common::{HOST, PORT, Run, get_req, runtime_dir, send, serve_fake};
+use common::{GovernorLog, HOST, PORT, Run, get_req, no_views, runtime_dir, send, serve_fake};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 /// Longest a test waits for a campaign to end.
 const WAIT: Duration = Duration::from_secs(20);
@@ -257,62 +256,9 @@ fn document(url: &str, body: &[u8], content_type: &str, http_status: u16) -> Fet
     }
 }
 
-#[derive(Default)]
-struct GovernorLog {
-    asks: Vec<CampaignAsk>,
-    released: Vec<String>,
-    /// Lease renewals, in order (SPEC F5).
-    renewals: Vec<String>,
-    /// After this many renewals, the next ones answer that the reservation
-    /// went, with this reason (the pressure reaction released it).
-    revoke_after: Option<(usize, String)>,
-}
-
-/// Serves `governor.sock`: admits every campaign (`refuse: None`) or refuses
-/// it with that reason; logs asks and releases.
+/// The shared fake governor, its state unread.
 fn fake_governor(run: &Run, refuse: Option<&'static str>) -> Arc<Mutex<GovernorLog>> {
-    let log: Arc<Mutex<GovernorLog>> = Arc::default();
-    let l = log.clone();
-    serve_fake(run, Boundary::Governor, move |req: GovernorRequest, _peer| {
-        let l = l.clone();
-        async move {
-            match req {
-                GovernorRequest::AdmitCampaign(ask) => {
-                    let n = {
-                        let mut log = l.lock().unwrap();
-                        log.asks.push(ask);
-                        log.asks.len()
-                    };
-                    match refuse {
-                        None => GovernorResponse::Admitted { reservation: format!("res-{n}") },
-                        Some(reason) => GovernorResponse::Refused(Refusal {
-                            reason: reason.into(),
-                            blocked_by: vec!["model:qwen.gguf".into()],
-                        }),
-                    }
-                }
-                GovernorRequest::Release { reservation } => {
-                    l.lock().unwrap().released.push(reservation);
-                    GovernorResponse::Released {}
-                }
-                GovernorRequest::Renew { reservation } => {
-                    let mut log = l.lock().unwrap();
-                    log.renewals.push(reservation);
-                    match &log.revoke_after {
-                        Some((after, why)) if log.renewals.len() > *after => {
-                            GovernorResponse::Failed(Failure { code: FailureCode::NotFound, message: why.clone() })
-                        }
-                        _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
-                    }
-                }
-                other => GovernorResponse::Failed(Failure {
-                    code: FailureCode::InvalidInput,
-                    message: format!("the test governor does not answer {other:?}"),
-                }),
-            }
-        }
-    });
-    log
+    common::fake_governor(run, refuse, no_views)
 }
 
 // ---------------------------------------------------------------------------

@@ -6,8 +6,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -28,7 +27,7 @@ use tempfile::TempDir;
 use tower::ServiceExt;
 
 mod common;
-use common::{HOST, PORT, Run, get_req, runtime_dir, send, serve_fake};
+use common::{GovernorLog, HOST, PORT, Run, get_req, runtime_dir, send};
 const ORIGIN: &str = "http://127.0.0.1:7345";
 const ROUTE: &str = "/api/v1/resources";
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -63,11 +62,12 @@ impl Fixture {
     }
 }
 
-/// A runtime directory with this boot's secret and a fake governor on
-/// `governor.sock` that answers with `handler`; only this process may connect.
+/// A runtime directory with this boot's secret and the shared fake governor
+/// on `governor.sock`, answering `State` with `handler` (and `History` with
+/// the canned history); only this process may connect.
 struct FakeGovernor {
     run: Run,
-    asked: Arc<AtomicU64>,
+    log: Arc<Mutex<GovernorLog>>,
 }
 
 fn fake_governor<H, F>(handler: H) -> FakeGovernor
@@ -76,30 +76,26 @@ where
     F: Future<Output = GovernorResponse> + Send + 'static,
 {
     let run = runtime_dir();
-    let asked = Arc::new(AtomicU64::new(0));
-    let count = asked.clone();
-    serve_fake(&run, Boundary::Governor, move |req: GovernorRequest, _peer| {
-        let (handler, count) = (handler.clone(), count.clone());
+    let log = common::fake_governor(&run, None, move |req: GovernorRequest| {
+        let handler = handler.clone();
         async move {
             match req {
-                GovernorRequest::State {} => {
-                    count.fetch_add(1, Ordering::SeqCst);
-                    handler().await
-                }
                 GovernorRequest::History {} => GovernorResponse::History(Box::new(canned_history())),
-                other => GovernorResponse::Failed(Failure {
-                    code: FailureCode::InvalidInput,
-                    message: format!("the test governor only answers State, not {other:?}"),
-                }),
+                _ => handler().await,
             }
         }
     });
-    FakeGovernor { run, asked }
+    FakeGovernor { run, log }
 }
 
 impl FakeGovernor {
     fn dir(&self) -> &Path {
         &self.run.dir
+    }
+
+    /// `State` requests it answered.
+    fn asked(&self) -> u64 {
+        self.log.lock().unwrap().states
     }
 }
 
@@ -224,12 +220,12 @@ async fn the_governor_state_is_served_as_it_answered() {
     assert_eq!(body["state"]["decisions"][0]["outcome"], "refused");
     assert_eq!(body["state"]["reservations"][0]["kind"], "model");
     // Answers are reused for at most GOVERNOR_STATE_TTL, then asked again.
-    let asked = gov.asked.load(Ordering::SeqCst);
+    let asked = gov.asked();
     assert_eq!(asked, 1);
     tokio::time::sleep(GOVERNOR_STATE_TTL + Duration::from_millis(100)).await;
     let (_, again) = f.resources().await;
     assert_eq!(again["available"], true);
-    assert_eq!(gov.asked.load(Ordering::SeqCst), 2, "a state older than the TTL was served");
+    assert_eq!(gov.asked(), 2, "a state older than the TTL was served");
 }
 
 #[tokio::test]
@@ -244,7 +240,7 @@ async fn concurrent_polls_share_one_call() {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["available"], true, "{body}");
     }
-    assert_eq!(gov.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(gov.asked(), 1);
 }
 
 #[tokio::test]
@@ -342,11 +338,11 @@ async fn the_route_is_guarded_like_every_api_get() {
     assert_eq!(send(&f.app, post(None, None)).await.0, StatusCode::FORBIDDEN);
     assert_eq!(send(&f.app, post(Some(ORIGIN), None)).await.0, StatusCode::FORBIDDEN);
     assert_eq!(send(&f.app, post(Some(ORIGIN), Some(&f.csrf))).await.0, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(gov.asked.load(Ordering::SeqCst), 0, "the governor was asked for a refused request");
+    assert_eq!(gov.asked(), 0, "the governor was asked for a refused request");
     // With the session: the state, with the security headers.
     let res = f.app.clone().oneshot(get_req(ROUTE, Some(&f.cookie))).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(res.headers()[header::CACHE_CONTROL], "no-store");
     assert_eq!(res.headers()[header::CONTENT_SECURITY_POLICY], labfy_server::security::CSP);
-    assert_eq!(gov.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(gov.asked(), 1);
 }

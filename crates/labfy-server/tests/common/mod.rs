@@ -3,20 +3,21 @@
 //! (SPEC T4), exactly as a browser does — and the one way it sends a request
 //! and reads a JSON answer — and the one way a test stands in for a daemon:
 //! a private runtime directory with this boot's secret, and a fake served
-//! on a daemon's socket there with its handler.
+//! on a daemon's socket there with its handler — and the one fake governor.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use labfy_ipc::auth::{AllowedPids, HANDSHAKE_TIMEOUT, Peer, PeerPolicy};
-use labfy_ipc::messages::Boundary;
+use labfy_ipc::messages::governor::{CampaignAsk, GovernorRequest, GovernorResponse, Refusal};
+use labfy_ipc::messages::{Boundary, Failure, FailureCode};
 use labfy_ipc::secret::Secret;
 use labfy_ipc::server::{self, Stats};
 use labfy_server::AppState;
@@ -103,4 +104,88 @@ where
     };
     let listener = server::bind(&labfy_ipc::daemon::service_socket(&run.dir, boundary)).unwrap();
     tokio::spawn(server::serve(listener, policy, Arc::new(Stats::default()), handler));
+}
+
+/// What the fake governor was asked, and how it answers leases.
+#[derive(Default)]
+pub struct GovernorLog {
+    /// Campaign admissions asked, in order.
+    pub asks: Vec<CampaignAsk>,
+    /// Reservations released, in order.
+    pub released: Vec<String>,
+    /// Lease renewals, in order (SPEC F5).
+    pub renewals: Vec<String>,
+    /// After this many renewals, the next ones answer that the reservation
+    /// went, with this reason (the pressure reaction released it).
+    pub revoke_after: Option<(usize, String)>,
+    /// `State` requests asked.
+    pub states: u64,
+}
+
+/// The one fake governor of the server's tests, on `governor.sock` in
+/// `run`: admits every campaign (`refuse: None`, reservations `res-1`,
+/// `res-2`…) or refuses it with that reason; logs asks, releases and
+/// renewals; answers `State` and `History` with `views` (a test's own
+/// future: a canned state, a hang, a wrong answer); anything else is
+/// `INVALID_INPUT`.
+pub fn fake_governor<H, F>(run: &Run, refuse: Option<&'static str>, views: H) -> Arc<Mutex<GovernorLog>>
+where
+    H: Fn(GovernorRequest) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = GovernorResponse> + Send + 'static,
+{
+    let log: Arc<Mutex<GovernorLog>> = Arc::default();
+    let l = log.clone();
+    serve_fake(run, Boundary::Governor, move |req: GovernorRequest, _peer| {
+        let (l, views) = (l.clone(), views.clone());
+        async move {
+            match req {
+                GovernorRequest::AdmitCampaign(ask) => {
+                    let n = {
+                        let mut log = l.lock().unwrap();
+                        log.asks.push(ask);
+                        log.asks.len()
+                    };
+                    match refuse {
+                        None => GovernorResponse::Admitted { reservation: format!("res-{n}") },
+                        Some(reason) => GovernorResponse::Refused(Refusal {
+                            reason: reason.into(),
+                            blocked_by: vec!["model:qwen.gguf".into()],
+                        }),
+                    }
+                }
+                GovernorRequest::Release { reservation } => {
+                    l.lock().unwrap().released.push(reservation);
+                    GovernorResponse::Released {}
+                }
+                GovernorRequest::Renew { reservation } => {
+                    let mut log = l.lock().unwrap();
+                    log.renewals.push(reservation);
+                    match &log.revoke_after {
+                        Some((after, why)) if log.renewals.len() > *after => {
+                            GovernorResponse::Failed(Failure { code: FailureCode::NotFound, message: why.clone() })
+                        }
+                        _ => GovernorResponse::Renewed { lease_expires_ms: 1 },
+                    }
+                }
+                req @ GovernorRequest::State {} => {
+                    l.lock().unwrap().states += 1;
+                    views(req).await
+                }
+                req @ GovernorRequest::History {} => views(req).await,
+                other => GovernorResponse::Failed(Failure {
+                    code: FailureCode::InvalidInput,
+                    message: format!("the test governor does not answer {other:?}"),
+                }),
+            }
+        }
+    });
+    log
+}
+
+/// `views` for a governor whose state no test reads.
+pub async fn no_views(req: GovernorRequest) -> GovernorResponse {
+    GovernorResponse::Failed(Failure {
+        code: FailureCode::InvalidInput,
+        message: format!("the test governor does not answer {req:?}"),
+    })
 }
