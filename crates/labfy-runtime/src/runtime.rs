@@ -32,20 +32,21 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
+use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
 use labfy_gateway::journal::{JournalKind, JournalLayer};
-use labfy_gateway::protocol::{
-    CallContext, CallRequest, Lang, NewTurn, ResultStatus, ToolResult, Turn as GatewayTurn, TurnMode, TurnStatus,
-};
+use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, Turn as GatewayTurn, TurnMode, TurnStatus};
 use labfy_gateway::{AgentGateway, Environment, GatewayError, INTERRUPTED_BY_RESTART, Scope, ToolId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::client::{CancelToken, ChatMessage, ChatRequest, ClientError, LocalModelClient, Readiness, Role};
-use crate::protocol::{self, Action, ActionSchema, ProtocolError};
+use crate::client::{CancelToken, ChatMessage, ChatRequest, ClientError, LocalModelClient, Readiness};
+use crate::protocol::{self, Action, ActionSchema};
+
+mod turn;
+use turn::{AfterResult, Answer, ModelTurn, Spent, untrusted};
 
 /// Turns kept (finished ones are evicted first, oldest first).
 pub const MAX_TURNS: usize = 32;
@@ -1089,63 +1090,29 @@ impl AgentRuntime {
         if let Some(allowed) = &t.tools {
             offered.retain(|tool| allowed.iter().any(|a| a == tool.id.as_str()));
         }
-        let mut known: HashSet<String> = HashSet::from([investigation.clone()]);
-        let mut messages = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
-        let mut repaired = false;
-        let mut told_to_conclude = false;
-        let mut last_failure: Option<(String, String)> = None;
-        let mut answered = protocol::Answered::new();
-        let mut context_full = false;
+        let opening = opening_messages(&offered, &t.question, &investigation, &t.exclusions);
+        let mut conversation = ModelTurn::new(catalog, offered, t.tools.clone(), &investigation, opening);
         loop {
             let turn = match self.get(id) {
                 Some(t) if t.status != RuntimeStatus::Cancelled => t,
                 _ => return Outcome::Ended(RuntimeStatus::Cancelled, "cancelled".into()),
             };
-            if turn.rounds >= MAX_ROUNDS {
-                return Outcome::Ended(RuntimeStatus::BudgetExhausted, format!("{MAX_ROUNDS} model rounds used"));
-            }
-            if context_bytes(&messages) > MAX_CONTEXT_BYTES {
-                return Outcome::Ended(
-                    RuntimeStatus::BudgetExhausted,
-                    format!("the conversation passed {MAX_CONTEXT_BYTES} bytes"),
-                );
-            }
-            self.update(id, |t| t.rounds += 1);
-            // Reference fields offer exactly the ids shown so far (M9); until
-            // the model has read something through a tool, `final` is not
-            // offered, steering it to ground its answer in the investigation.
-            // This is steering, not protocol: a `final` is a valid action
-            // (M5), and one sent by a server that ignores the schema stands.
-            // Once the tool calls are spent, or on the last round, only
-            // `final` is offered (and said once): the turn ends with an
-            // answer grounded in what was read, not in BUDGET_EXHAUSTED.
-            let read_first = turn.tool_calls == 0;
-            let closing = turn.tool_calls >= MAX_TOOL_CALLS || turn.rounds + 1 >= MAX_ROUNDS || context_full;
-            if closing && !told_to_conclude {
-                told_to_conclude = true;
-                messages.push(ChatMessage::user(CONCLUDE_MESSAGE.to_owned()));
-            }
-            // A tool whose only argument is one reference is not offered
-            // again with an id it has answered: the same result is already
-            // in the conversation (a small model otherwise repeats its last
-            // call until the budget is spent).
-            let schema = if closing {
-                ActionSchema::final_only()
-            } else {
-                ActionSchema::for_round(offered.iter().copied(), &known, &answered, !read_first)
+            let spent = Spent { rounds: turn.rounds, tool_calls: turn.tool_calls };
+            let round = match conversation.round(spent) {
+                Ok(round) => round,
+                Err((status, why)) => return Outcome::Ended(status, why),
             };
-            let request = self.round_request(messages.clone(), &schema);
+            self.update(id, |t| t.rounds += 1);
+            let request = self.round_request(round.messages, &round.schema);
             let answer = match self.chat(id, &client, &request).await {
                 Ok(a) => a,
                 // The conversation outgrew the model's context window (the
-                // server said so): once, the last result is replaced by a
-                // note and the model concludes from what it read before.
-                Err(Outcome::Ended(RuntimeStatus::BudgetExhausted, why)) if !closing && messages.len() > 2 => {
-                    context_full = true;
+                // server said so): once, the model concludes from what it
+                // read before.
+                Err(Outcome::Ended(RuntimeStatus::BudgetExhausted, why))
+                    if conversation.context_overflowed(round.closing) =>
+                {
                     self.emit(id, "model.context", truncate_chars(&why, MAX_DETAIL_CHARS));
-                    if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
-                        last.content = CONTEXT_FULL_NOTE.to_owned();
-                    }
                     continue;
                 }
                 Err(o) => return o,
@@ -1153,82 +1120,36 @@ impl AgentRuntime {
             if self.cancelled(id) {
                 return Outcome::Ended(RuntimeStatus::Cancelled, "cancelled; the model's answer was ignored".into());
             }
-            let parsed = if answer.is_truncated() {
-                Err(ProtocolError::Truncated)
-            } else {
-                protocol::parse_action(&answer.content, catalog)
-                    .and_then(|a| protocol::check_refs(&a, &known).map(|()| a))
-                    .and_then(|a| match &a {
-                        // A tool this turn does not offer (narrowed by the
-                        // analyst): refused here even if the server let it
-                        // through the schema.
-                        Action::ToolCall(call)
-                            if t.tools
-                                .as_ref()
-                                .is_some_and(|allowed| !allowed.iter().any(|a| a == call.tool_id().as_str())) =>
-                        {
-                            Err(ProtocolError::UnknownTool { tool_id: format!("`{}`", call.tool_id().as_str()) })
-                        }
-                        _ => Ok(a),
-                    })
-            };
-            let action = match parsed {
-                Ok(a) => a,
-                Err(e) => {
-                    // The code and Labfy's own reason (bounded; model text
-                    // in it is escaped): what the analyst's activity shows.
-                    self.emit(
-                        id,
-                        "model.answer",
-                        truncate_chars(&format!("refused: {} — {}", e.code(), e.reason()), MAX_DETAIL_CHARS),
-                    );
-                    if repaired {
-                        return Outcome::Ended(
-                            RuntimeStatus::ModelProtocolError,
-                            format!("the model broke the protocol twice ({}); no tool was run", e.code()),
-                        );
-                    }
-                    repaired = true;
+            match conversation.answer(&answer.content, answer.is_truncated(), spent) {
+                Answer::Repair { refused, code } => {
+                    self.emit(id, "model.answer", refused);
                     self.update(id, |t| t.repairs += 1);
-                    self.emit(id, "model.repair", e.code());
-                    messages.push(ChatMessage::assistant(truncate_chars(&answer.content, 2_000)));
-                    messages.push(ChatMessage::user(protocol::repair_message(&e)));
-                    continue;
+                    self.emit(id, "model.repair", code);
                 }
-            };
-            repaired = false;
-            messages.push(ChatMessage::assistant(action.to_text()));
-            match action {
-                Action::Final(f) => {
-                    let refs = refs_in_text(f.text(), &known);
-                    let summary = f.text().to_owned();
-                    let s2 = summary.clone();
-                    let r2 = refs.clone();
+                Answer::Broken { refused, why } => {
+                    self.emit(id, "model.answer", refused);
+                    return Outcome::Ended(RuntimeStatus::ModelProtocolError, why);
+                }
+                Answer::Spent(why) => return Outcome::Ended(RuntimeStatus::BudgetExhausted, why),
+                Answer::Final { summary, refs } => {
                     if self.cancelled(id) {
                         return Outcome::Ended(RuntimeStatus::Cancelled, "cancelled".into());
                     }
+                    let (s2, r2) = (summary.clone(), refs.clone());
                     if let Err(e) = self.gw(move |g| g.complete_turn(scope, gw_turn, s2, r2)).await {
                         return Outcome::Ended(RuntimeStatus::Failed, e.to_string());
                     }
                     return Outcome::Done(summary, refs);
                 }
-                Action::ToolCall(call) => {
-                    if turn.tool_calls >= MAX_TOOL_CALLS {
-                        return Outcome::Ended(
-                            RuntimeStatus::BudgetExhausted,
-                            format!("{MAX_TOOL_CALLS} tool calls used"),
-                        );
-                    }
+                Answer::Call(call) => {
                     let tool = call.tool_id().as_str().to_owned();
-                    let args = Value::Object(call.arguments().clone());
-                    let signature = format!("{tool} {args}");
                     self.update(id, |t| t.tool_calls += 1);
                     self.emit(id, "tool.call", &tool);
                     let req = CallRequest {
                         turn_id: gw_turn,
                         call_id: Uuid::new_v4(),
-                        tool_id: tool.clone(),
-                        input: args,
+                        tool_id: tool,
+                        input: Value::Object(call.arguments().clone()),
                         context: CallContext {
                             investigation_id: Some(investigation.clone()),
                             purpose: Some("agent local".into()),
@@ -1241,62 +1162,13 @@ impl AgentRuntime {
                     if self.cancelled(id) {
                         return Outcome::Ended(RuntimeStatus::Cancelled, "cancelled".into());
                     }
-                    let (shown, failure) = match &result {
-                        Ok(r) => {
-                            collect_refs(r, &mut known);
-                            let input = catalog.tool(call.tool_id()).contract.get("input_schema");
-                            if r.status == ResultStatus::Completed
-                                && input.and_then(protocol::single_ref_field).is_some()
-                            {
-                                if let Some(first) = call.refs().first() {
-                                    answered.entry(call.tool_id()).or_default().insert(first.value.to_string());
-                                }
-                            }
-                            (untrusted(&tool, r), failure_of(r))
-                        }
-                        Err(e) => {
-                            let d = truncate_chars(&e.to_string(), 300);
-                            (
-                                json!({"trust": "UNTRUSTED_DATA", "tool_id": tool, "status": "REFUSED", "diagnostic": d})
-                                    .to_string(),
-                                Some(d),
-                            )
-                        }
-                    };
-                    self.emit(
-                        id,
-                        "tool.result",
-                        // A failure names the gateway's bounded diagnostic.
-                        truncate_chars(
-                            &match &result {
-                                Ok(r) if failure.is_some() => {
-                                    format!("{tool}: {:?} — {}", r.status, r.diagnostic.as_deref().unwrap_or(""))
-                                }
-                                Ok(r) => format!("{tool}: {:?}", r.status),
-                                Err(e) => format!("{tool}: refused — {e}"),
-                            },
-                            MAX_DETAIL_CHARS,
-                        ),
-                    );
-                    // Only a prepared research request pauses the turn (M8);
-                    // the gateway pauses its turn on the same condition.
-                    if let Some(request) = result.as_ref().ok().and_then(|r| paused_on(r)) {
-                        return Outcome::Paused(request);
+                    let (line, next) = conversation.result(&call, &result);
+                    self.emit(id, "tool.result", line);
+                    match next {
+                        AfterResult::Continue => {}
+                        AfterResult::Paused(request) => return Outcome::Paused(request),
+                        AfterResult::Repeated(why) => return Outcome::Ended(RuntimeStatus::Failed, why),
                     }
-                    // The same failing call twice in a row ends the turn (M9).
-                    if let Some(f) = failure {
-                        let this = (signature, f);
-                        if last_failure.as_ref() == Some(&this) {
-                            return Outcome::Ended(
-                                RuntimeStatus::Failed,
-                                format!("the model repeated the same failing call to {tool}"),
-                            );
-                        }
-                        last_failure = Some(this);
-                    } else {
-                        last_failure = None;
-                    }
-                    messages.push(ChatMessage::user(shown));
                 }
             }
         }
@@ -1386,79 +1258,6 @@ fn outcome_of(turn: &GatewayTurn) -> Outcome {
     }
 }
 
-/// A tool result as the model sees it (M2): marked untrusted, bounded.
-fn untrusted(tool: &str, r: &ToolResult) -> String {
-    let data: Vec<&Value> = r.artifacts.iter().map(|a| &a.data).collect();
-    let mut text = json!({
-        "trust": "UNTRUSTED_DATA",
-        "tool_id": tool,
-        "status": r.status,
-        "object_refs": r.object_refs,
-        "diagnostic": r.diagnostic,
-        "data": data,
-    })
-    .to_string();
-    if text.len() > MAX_RESULT_BYTES_TO_MODEL {
-        let mut cut = MAX_RESULT_BYTES_TO_MODEL;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str(" …[tronqué]");
-    }
-    text
-}
-
-/// The research request a result pauses the turn on: `research.prepare`'s
-/// `AUTHORIZATION_REQUIRED` with the request as its first reference.
-fn paused_on(r: &ToolResult) -> Option<ObjectRef> {
-    let first = r.object_refs.first().copied()?;
-    (r.status == ResultStatus::AuthorizationRequired && first.kind() == RefKind::ResearchRequest).then_some(first)
-}
-
-/// Why a result failed, or `None` when it did not. An
-/// `AUTHORIZATION_REQUIRED` that is no prepared request (a fetch without a
-/// grant) is a failure the model is told about.
-fn failure_of(r: &ToolResult) -> Option<String> {
-    match r.status {
-        ResultStatus::Completed => None,
-        ResultStatus::AuthorizationRequired if paused_on(r).is_some() => None,
-        other => Some(format!("{other:?}: {}", r.diagnostic.clone().unwrap_or_default())),
-    }
-}
-
-/// Every `kind:uuid` the model was shown, so it may name them (M9).
-fn collect_refs(r: &ToolResult, known: &mut HashSet<String>) {
-    for o in &r.object_refs {
-        known.insert(o.to_string());
-    }
-    fn walk(v: &Value, known: &mut HashSet<String>) {
-        match v {
-            Value::String(s) if s.parse::<ObjectRef>().is_ok() => {
-                known.insert(s.clone());
-            }
-            Value::Array(a) => a.iter().for_each(|x| walk(x, known)),
-            Value::Object(o) => o.values().for_each(|x| walk(x, known)),
-            _ => {}
-        }
-    }
-    for a in &r.artifacts {
-        walk(&a.data, known);
-    }
-}
-
-/// Objects a summary names that the turn has seen (existing objects only, M10).
-fn refs_in_text(text: &str, known: &HashSet<String>) -> Vec<ObjectRef> {
-    let mut out = Vec::new();
-    for r in protocol::cited_refs(text) {
-        if known.contains(&r.to_string()) && !out.contains(&r) {
-            out.push(r);
-        }
-    }
-    out.truncate(16);
-    out
-}
-
 /// A turn's `tools`, checked: known `tool_id`s, 1 to [`MAX_TURN_TOOLS`],
 /// no repeat; in catalog order.
 fn turn_tools(names: &[String]) -> Result<Vec<Cow<'static, str>>, RuntimeError> {
@@ -1495,18 +1294,6 @@ fn opening_messages(
         ChatMessage::system(system_prompt(offered)),
         ChatMessage::user(user_prompt(question, investigation, exclusions)),
     ]
-}
-
-/// Put in place of the tool result that made the conversation outgrow the
-/// model's context window.
-const CONTEXT_FULL_NOTE: &str = "Résultat omis : il ne tient plus dans le contexte du modèle.";
-
-/// Said once when the turn's tool calls or rounds are spent.
-const CONCLUDE_MESSAGE: &str = "Le budget d'outils de ce tour est épuisé. Réponds maintenant par un objet final \
-                                 fondé sur ce que tu as lu, en recopiant les identifiants utiles.";
-
-fn context_bytes(messages: &[ChatMessage]) -> usize {
-    messages.iter().map(|m| m.content.len()).sum()
 }
 
 /// The worked examples of the system prompt (see [`system_prompt`]); every
