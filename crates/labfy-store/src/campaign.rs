@@ -24,12 +24,49 @@ use url::Url;
 use uuid::Uuid;
 
 use crate::blobs::Blob;
-use crate::commands::{Inserted, TextEvidence, audit, check_text, index_evidence, insert_text_evidence, sha256_hex};
 use crate::error::{Result, StoreError};
+use crate::model::grant_is_active;
 use crate::model::{FetchProvenance, TorRoute};
 use crate::now_rfc3339;
+use crate::primitives::{Inserted, TextEvidence, audit, check_text, index_evidence, insert_text_evidence, sha256_hex};
 use crate::reads::Reads;
-use crate::research::{Campaign, grant_is_active};
+
+/// A campaign as the UI and `research.get_state` see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    /// `campaign:<uuid>`.
+    pub id: ObjectRef,
+    /// The grant it runs under.
+    pub grant_id: ObjectRef,
+    /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED
+    /// ([`crate::CampaignStatus`] spells them).
+    pub status: String,
+    /// One short line.
+    pub detail: String,
+    /// True in a SPECIMEN workspace: deterministic pages, no network.
+    pub synthetic: bool,
+    /// Items planned.
+    pub items_total: i64,
+    /// Items fetched and stored.
+    pub items_done: i64,
+    /// Items that ended otherwise (failed, refused, unavailable, stopped).
+    pub items_failed: i64,
+    /// Body bytes received by its items.
+    pub bytes: i64,
+    /// Evidence it produced (first 64).
+    pub evidence: Vec<ObjectRef>,
+    /// Its URLs and how each ended, by position (at most
+    /// [`crate::MAX_CAMPAIGN_URLS`]).
+    pub items: Vec<CampaignItem>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// When it started running (RFC 3339).
+    pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
+    pub finished_at: Option<String>,
+}
 
 /// Most URLs one campaign fetches (a REAL grant names 1 to this many).
 pub const MAX_CAMPAIGN_URLS: usize = 32;
@@ -249,7 +286,7 @@ fn sanitize_line(s: &str, max: usize) -> String {
 
 /// True when `host` (as [`Url::host_str`] spells it: lower case, punycode,
 /// dotted IPv4, bracketed IPv6) is inside a scope of host patterns
-/// ([`crate::check_host_pattern`]): `*.x.org` covers the sub-domains of
+/// ([`crate::hosts::check_host_pattern`]): `*.x.org` covers the sub-domains of
 /// `x.org`, not `x.org`; any other pattern, an IPv4 literal included, covers
 /// exactly itself (a wildcard never covers an address). IPv6 hosts are
 /// inside no scope. The one copy of the rule: the gateway (through

@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use crate::campaign::{MAX_URL_BYTES, check_campaign_url};
 use crate::error::{Result, StoreError};
-use crate::research::check_host_pattern;
+use crate::hosts::check_host_pattern;
 
 /// Most URLs proposed by one request (the rest are counted in `more`).
 pub const MAX_CANDIDATES: usize = 16;
@@ -265,7 +265,7 @@ fn screen_domain(name: &str) -> std::result::Result<Option<String>, Refusal> {
         return not_public();
     }
     if name.ends_with(".onion") {
-        return match crate::research::check_onion_name(name) {
+        return match crate::hosts::check_onion_name(name) {
             Ok(()) => Ok(None),
             Err(why) => Err((SkipReason::Onion, Some(why.code().into()))),
         };

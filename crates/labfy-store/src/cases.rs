@@ -1,21 +1,45 @@
 //! Cases as the analyst manages them (SPEC C1): investigations created,
 //! renamed, described, archived and brought back; workspaces renamed and
-//! archived. Each change is one transaction with its audit row; archiving
-//! deletes nothing.
+//! archived; a `REAL` workspace created with its first investigation. Each
+//! change is one transaction with its audit row; archiving deletes nothing.
 
 use labfy_core::{ObjectRef, RefKind};
 use rusqlite::{Connection, params};
 use uuid::Uuid;
 
-use crate::commands::{MAX_WORKSPACE_NAME_CHARS, audit, check_text};
 use crate::error::{Result, StoreError};
+use crate::model::WorkspaceClass;
 use crate::now_rfc3339;
+use crate::primitives::{audit, check_text};
 use crate::reads::Reads;
 
+/// Longest workspace name, in characters.
+pub const MAX_WORKSPACE_NAME_CHARS: usize = 200;
 /// Longest investigation title, in characters.
 pub const MAX_INVESTIGATION_TITLE_CHARS: usize = 200;
 /// Longest investigation summary, in characters.
 pub const MAX_INVESTIGATION_SUMMARY_CHARS: usize = 2000;
+
+/// Creates a `REAL` workspace with one empty investigation.
+pub(crate) fn create_real_workspace(conn: &mut Connection, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
+    check_text("workspace name", name, MAX_WORKSPACE_NAME_CHARS)?;
+    let tx = conn.transaction()?;
+    let ws = Uuid::now_v7();
+    let inv = Uuid::now_v7();
+    let now = now_rfc3339();
+    tx.execute(
+        "INSERT INTO workspaces (id, name, class, status, created_at) VALUES (?1, ?2, ?3, 'READY', ?4)",
+        params![ws.to_string(), name, WorkspaceClass::Real.as_str(), now],
+    )?;
+    tx.execute(
+        "INSERT INTO investigations (id, workspace_id, title, summary, created_at) VALUES (?1, ?2, ?3, '', ?4)",
+        params![inv.to_string(), ws.to_string(), name, now],
+    )?;
+    let ws_ref = ObjectRef::new(RefKind::Workspace, ws);
+    audit(&tx, actor, "workspace.create", Some(ws), Some(&ws_ref), &serde_json::json!({"class": "REAL"}))?;
+    tx.commit()?;
+    Ok((ws_ref, ObjectRef::new(RefKind::Investigation, inv)))
+}
 
 fn check_summary(summary: &str) -> Result<()> {
     if summary.is_empty() {

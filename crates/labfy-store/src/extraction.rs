@@ -19,9 +19,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::commands::audit;
 use crate::error::{Result, StoreError};
 use crate::now_rfc3339;
+use crate::primitives::audit;
 use crate::reads::Reads;
 
 /// `jobs.kind` of an extraction over an investigation.

@@ -185,7 +185,7 @@ fn a_new_version_replaces_mentions_and_unmakes_only_its_own_relations() {
         .unwrap();
     }
     c.execute("UPDATE extraction_state SET version = 9", []).unwrap();
-    crate::commands::recount_derived(c, &inv_id).unwrap();
+    crate::primitives::recount_derived(c, &inv_id).unwrap();
 
     let (job, _) = store.start_extraction(ws, &inv, "analyst").unwrap();
     let (end, _) = run_to_end(&mut store, ws, &job, 10);

@@ -11,9 +11,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::commands::{audit, check_text};
 use crate::error::{Result, StoreError};
 use crate::now_rfc3339;
+use crate::primitives::{audit, check_text};
 use crate::reads::Reads;
 
 /// Entity kinds (the schema's list, SPECIMEN's and the extractors').

@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::blobs::Blob;
-use crate::commands::{Inserted, TextEvidence, audit, index_evidence, insert_text_evidence};
 use crate::error::{Result, StoreError};
 use crate::graph_edit::insert_provenance;
+use crate::model::ImportRecord;
 use crate::now_rfc3339;
+use crate::primitives::{Inserted, TextEvidence, audit, index_evidence, insert_text_evidence};
 use crate::reads::Reads;
 
 /// `jobs.kind` of an import.
@@ -116,35 +117,6 @@ pub struct ImportReportLine {
     pub evidence: Option<ObjectRef>,
     /// Why it was refused.
     pub reason: Option<String>,
-}
-
-/// An import provenance record, for an evidence item's detail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ImportRecord {
-    /// File name.
-    pub original_name: String,
-    /// Path as given.
-    pub original_path: String,
-    /// Size in bytes.
-    pub byte_len: i64,
-    /// SHA-256 of the bytes.
-    pub sha256: String,
-    /// How the parser read it (`text`, `pdf`…).
-    pub format: String,
-    /// Parser set version.
-    pub parser_version: i64,
-    /// Character encoding of its text, where it had one.
-    pub encoding: Option<String>,
-    /// Format fields.
-    pub metadata: serde_json::Value,
-    /// The parser's notes.
-    pub notes: serde_json::Value,
-    /// Who imported it.
-    pub imported_by: String,
-    /// When.
-    pub imported_at: String,
-    /// The job.
-    pub job: Option<ObjectRef>,
 }
 
 /// Checks a file name or path given for an import: no control character

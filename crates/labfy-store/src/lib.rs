@@ -5,17 +5,20 @@ pub mod bundle;
 mod campaign;
 mod candidates;
 mod cases;
-mod commands;
 mod db;
 mod error;
 mod extraction;
+mod grants;
 mod graph;
 mod graph_edit;
+mod hosts;
 mod import;
 mod journal;
 mod lists;
 mod migrations;
 mod model;
+mod notes;
+mod primitives;
 mod reads;
 mod research;
 pub mod specimen;
@@ -27,7 +30,7 @@ use rusqlite::Connection;
 use uuid::Uuid;
 
 pub use campaign::{
-    CampaignItem, CampaignStatus, FALLBACK_MIME, FetchedBody, FetchedPage, GrantUsage, ItemStatus,
+    Campaign, CampaignItem, CampaignStatus, FALLBACK_MIME, FetchedBody, FetchedPage, GrantUsage, ItemStatus,
     MAX_CAMPAIGN_DETAIL_CHARS, MAX_CAMPAIGN_URLS, MAX_FETCH_BODY_BYTES, MAX_FETCH_HEADERS, MAX_FETCH_REDIRECTS,
     MAX_HEADER_NAME_CHARS, MAX_HEADER_VALUE_CHARS, MAX_ISOLATION_CHARS, MAX_ITEM_REASON_CHARS, MAX_MIME_CHARS,
     MAX_UNFINISHED_CAMPAIGNS, MAX_URL_BYTES, check_campaign_url, host_in_scope, mime_of,
@@ -36,22 +39,23 @@ pub use candidates::{
     CANDIDATE_SCAN_CHARS, CandidateOrigin, CandidateUrl, MAX_CANDIDATES, MAX_SKIPPED_LISTED, Refusal,
     ResearchCandidates, Screened, SkipReason, SkippedCandidate, screen_candidate,
 };
-pub use cases::{EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS, check_openable};
-pub use commands::{
-    MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS, NewGrant, NewNote,
-    sha256_hex,
+pub use cases::{
+    EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS,
+    check_openable,
 };
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
 pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
+pub use grants::NewGrant;
 pub use graph::{
     CO_MENTION, CO_MENTION_BASIS, CoMentionBasis, EGO_RELATION_SCAN, EVIDENCE_KIND, EgoGraph, EgoQuery, GraphEdge,
     GraphNode, LeftOut, MAX_EGO_NODES,
 };
 pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
+pub use hosts::{MAX_HOST_CHARS, check_host_pattern};
 pub use import::{
-    IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportRecord, ImportReportLine, ImportStats, ImportedFile,
-    MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path, import_tree,
+    IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportReportLine, ImportStats, ImportedFile, MAX_EMBED_DEPTH,
+    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path, import_tree,
 };
 pub use journal::{
     JOURNAL_APPLICATION_ID, JOURNAL_FILE, JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, JournalStore,
@@ -60,13 +64,14 @@ pub use journal::{
 pub use lists::{EntityRow, EvidenceRow, ListPage, ListQuery, MAX_LIST_LIMIT, MAX_LIST_PREFIX_CHARS, RelationRow};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
+pub use notes::{MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, NewNote};
+pub use primitives::sha256_hex;
 pub use reads::*;
 pub use research::{
-    Campaign, GrantDecision, GrantOutcome, MAX_CAMPAIGN_EVIDENCE, MAX_DECISION_NOTE_CHARS, MAX_EXCLUSION_CHARS,
-    MAX_GRANT_BYTES, MAX_GRANT_MINUTES, MAX_GRANT_REQUESTS, MAX_HOST_CHARS, MAX_IDEMPOTENCY_KEY_CHARS,
-    MAX_RESEARCH_EXCLUSIONS, MAX_RESEARCH_LIST, MAX_RESEARCH_QUESTION_CHARS, MAX_RESEARCH_SELECTION, MAX_SCOPE_HOSTS,
-    MIN_RESEARCH_SELECTION, NewResearchRequest, ResearchBudget, ResearchRequest, ResearchScope, SELECTABLE_KINDS,
-    SYNTHETIC_PAGES, check_host_pattern, grant_is_active,
+    GrantDecision, GrantOutcome, MAX_CAMPAIGN_EVIDENCE, MAX_DECISION_NOTE_CHARS, MAX_EXCLUSION_CHARS, MAX_GRANT_BYTES,
+    MAX_GRANT_MINUTES, MAX_GRANT_REQUESTS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_RESEARCH_EXCLUSIONS, MAX_RESEARCH_LIST,
+    MAX_RESEARCH_QUESTION_CHARS, MAX_RESEARCH_SELECTION, MAX_SCOPE_HOSTS, MIN_RESEARCH_SELECTION, NewResearchRequest,
+    ResearchRequest, SELECTABLE_KINDS, SYNTHETIC_PAGES,
 };
 
 /// Current time as RFC 3339 UTC with millisecond precision.
@@ -110,12 +115,12 @@ impl Store {
 
     /// Creates a `REAL` workspace with one investigation.
     pub fn create_real_workspace(&mut self, name: &str, actor: &str) -> Result<(ObjectRef, ObjectRef)> {
-        commands::create_real_workspace(&mut self.conn, name, actor)
+        cases::create_real_workspace(&mut self.conn, name, actor)
     }
 
     /// Stores an analyst's note as a new evidence item.
     pub fn add_note(&mut self, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
-        commands::add_note(&mut self.conn, ws, inv, note, actor)
+        notes::add_note(&mut self.conn, ws, inv, note, actor)
     }
 
     /// Starts an extraction job over an investigation (SPEC C4), or finds the
@@ -260,13 +265,13 @@ impl Store {
 
     /// Persists a human grant.
     pub fn record_grant(&mut self, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
-        commands::record_grant(&mut self.conn, ws, grant)
+        grants::record_grant(&mut self.conn, ws, grant)
     }
 
     /// Revokes a grant and, in the same transaction, stops its unfinished
     /// campaigns (`STOPPED`, planned items `STOPPED`).
     pub fn revoke_grant(&mut self, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
-        commands::revoke_grant(&mut self.conn, ws, grant, by)
+        grants::revoke_grant(&mut self.conn, ws, grant, by)
     }
 
     /// Stores a research request prepared by an agent (or finds the one an

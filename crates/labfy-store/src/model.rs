@@ -1,8 +1,9 @@
 //! The shapes the read models return. They serialise to the JSON the HTTP API
 //! publishes, so the server adds no parallel projection of its own.
 
+use chrono::{DateTime, Utc};
 use labfy_core::ObjectRef;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Class of a workspace (SPEC W1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -281,7 +282,7 @@ pub struct EvidenceSummary {
     pub fetch: Option<FetchProvenance>,
     /// Each import of its bytes (SPEC C2), oldest first; empty when it was
     /// not imported.
-    pub imports: Vec<crate::ImportRecord>,
+    pub imports: Vec<ImportRecord>,
     /// Whether its original bytes are kept in the blob store (they can be
     /// downloaded).
     pub original: bool,
@@ -467,9 +468,9 @@ pub struct Grant {
     /// Its investigation.
     pub investigation_id: ObjectRef,
     /// Scope (hosts / URL patterns), as decided.
-    pub scope: crate::ResearchScope,
+    pub scope: ResearchScope,
     /// Budget (requests, bytes), as decided.
-    pub budget: crate::ResearchBudget,
+    pub budget: ResearchBudget,
     /// RFC 3339.
     pub expires_at: String,
     /// Tool contract fingerprints the decision was made under.
@@ -499,4 +500,58 @@ pub struct AuditEntry {
     pub object_ref: Option<String>,
     /// JSON detail.
     pub detail: serde_json::Value,
+}
+
+/// True when `grant` is unrevoked and its expiry is in the future.
+pub fn grant_is_active(grant: &Grant, now: DateTime<Utc>) -> bool {
+    grant.revoked_at.is_none()
+        && DateTime::parse_from_rfc3339(&grant.expires_at).is_ok_and(|t| t.with_timezone(&Utc) > now)
+}
+
+/// Hosts a grant allows (SPEC E3). `*.example.org` allows sub-domains of
+/// `example.org`, not `example.org` itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResearchScope {
+    /// Host names or `*.` patterns, lower case (1–16).
+    pub hosts: Vec<String>,
+}
+
+/// How much a grant allows (SPEC E3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResearchBudget {
+    /// Requests (1–1000).
+    pub max_requests: u32,
+    /// Bytes received in all (1 B – 1 GiB).
+    pub max_bytes: u64,
+}
+
+/// An import provenance record, for an evidence item's detail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportRecord {
+    /// File name.
+    pub original_name: String,
+    /// Path as given.
+    pub original_path: String,
+    /// Size in bytes.
+    pub byte_len: i64,
+    /// SHA-256 of the bytes.
+    pub sha256: String,
+    /// How the parser read it (`text`, `pdf`…).
+    pub format: String,
+    /// Parser set version.
+    pub parser_version: i64,
+    /// Character encoding of its text, where it had one.
+    pub encoding: Option<String>,
+    /// Format fields.
+    pub metadata: serde_json::Value,
+    /// The parser's notes.
+    pub notes: serde_json::Value,
+    /// Who imported it.
+    pub imported_by: String,
+    /// When.
+    pub imported_at: String,
+    /// The job.
+    pub job: Option<ObjectRef>,
 }

@@ -9,22 +9,23 @@
 //! the server's campaign runner and the egress daemon (see `campaign.rs`).
 //! Every step writes its audit row in the same transaction.
 
-use chrono::{DateTime, Duration as ChronoDuration, SecondsFormat, Utc};
+use chrono::{Duration as ChronoDuration, SecondsFormat, Utc};
 use labfy_core::{ObjectRef, RefKind};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::campaign::{
-    CampaignItem, EndedItem, ItemStatus, PageOrigin, bump_investigation, check_campaign_urls, insert_campaign_page,
+    Campaign, EndedItem, ItemStatus, PageOrigin, bump_investigation, check_campaign_urls, insert_campaign_page,
     insert_ended_item, plan_items,
 };
 use crate::candidates::{ResearchCandidates, gather, parse_stored};
-use crate::commands::{TEXT_PLAIN, TextEvidence, audit, check_text, index_evidence};
 use crate::error::{Result, StoreError};
-use crate::model::{Grant, WorkspaceClass};
+use crate::hosts::check_host_pattern;
+use crate::model::{Grant, ResearchBudget, ResearchScope, WorkspaceClass, grant_is_active};
 use crate::now_rfc3339;
+use crate::primitives::{TEXT_PLAIN, TextEvidence, audit, check_text, index_evidence};
 use crate::reads::Reads;
 
 /// Longest research question, in characters (SPEC G4).
@@ -41,8 +42,6 @@ pub const MAX_EXCLUSION_CHARS: usize = 200;
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 /// Most host patterns in a grant's scope.
 pub const MAX_SCOPE_HOSTS: usize = 16;
-/// Longest host pattern (a DNS name is at most 253 characters).
-pub const MAX_HOST_CHARS: usize = 253;
 /// Most requests a grant may allow.
 pub const MAX_GRANT_REQUESTS: u32 = 1_000;
 /// Most bytes a grant may allow (1 GiB).
@@ -84,25 +83,6 @@ pub struct NewResearchRequest {
     pub catalog_fingerprint: String,
 }
 
-/// Hosts a grant allows (SPEC E3). `*.example.org` allows sub-domains of
-/// `example.org`, not `example.org` itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResearchScope {
-    /// Host names or `*.` patterns, lower case (1–16).
-    pub hosts: Vec<String>,
-}
-
-/// How much a grant allows (SPEC E3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResearchBudget {
-    /// Requests (1–1000).
-    pub max_requests: u32,
-    /// Bytes received in all (1 B – 1 GiB).
-    pub max_bytes: u64,
-}
-
 /// A human's grant of a prepared research request.
 #[derive(Debug, Clone)]
 pub struct GrantDecision {
@@ -133,43 +113,6 @@ pub struct GrantOutcome {
     pub grant: ObjectRef,
     /// The campaign it started.
     pub campaign: ObjectRef,
-}
-
-/// A campaign as the UI and `research.get_state` see it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Campaign {
-    /// `campaign:<uuid>`.
-    pub id: ObjectRef,
-    /// The grant it runs under.
-    pub grant_id: ObjectRef,
-    /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED
-    /// ([`crate::CampaignStatus`] spells them).
-    pub status: String,
-    /// One short line.
-    pub detail: String,
-    /// True in a SPECIMEN workspace: deterministic pages, no network.
-    pub synthetic: bool,
-    /// Items planned.
-    pub items_total: i64,
-    /// Items fetched and stored.
-    pub items_done: i64,
-    /// Items that ended otherwise (failed, refused, unavailable, stopped).
-    pub items_failed: i64,
-    /// Body bytes received by its items.
-    pub bytes: i64,
-    /// Evidence it produced (first 64).
-    pub evidence: Vec<ObjectRef>,
-    /// Its URLs and how each ended, by position (at most
-    /// [`crate::MAX_CAMPAIGN_URLS`]).
-    pub items: Vec<CampaignItem>,
-    /// RFC 3339.
-    pub created_at: String,
-    /// RFC 3339.
-    pub updated_at: String,
-    /// When it started running (RFC 3339).
-    pub started_at: Option<String>,
-    /// When it ended (RFC 3339).
-    pub finished_at: Option<String>,
 }
 
 /// A prepared research request with its decision, grant and campaign.
@@ -256,97 +199,6 @@ fn validate_new(req: &NewResearchRequest) -> Result<()> {
 
 fn is_fingerprint(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// Checks one host pattern: lower-case DNS labels, optionally `*.` first, or
-/// an IPv4 literal. No ports, paths, credentials or upper case.
-pub fn check_host_pattern(host: &str) -> Result<()> {
-    let bad = |why: &str| Err(StoreError::Invalid(format!("scope host `{}`: {why}", truncate(host, 64))));
-    if host.is_empty() || host.len() > MAX_HOST_CHARS {
-        return bad(&format!("must be 1 to {MAX_HOST_CHARS} characters"));
-    }
-    let name = host.strip_prefix("*.").unwrap_or(host);
-    if let Ok(ip) = name.parse::<std::net::Ipv4Addr>() {
-        if name != host {
-            return bad("a wildcard cannot cover an IP address");
-        }
-        if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
-            return bad("not a host address");
-        }
-        return Ok(());
-    }
-    if name.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
-        return bad("a numeric name must be a valid IPv4 address");
-    }
-    if name.ends_with(".onion") {
-        if let Err(why) = check_onion_name(name) {
-            return bad(why.sentence());
-        }
-    }
-    let labels: Vec<&str> = name.split('.').collect();
-    if labels.len() < 2 {
-        return bad("must be a dotted host name such as `example.org`");
-    }
-    for label in labels {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !ok {
-            return bad("labels are 1–63 lower-case letters, digits or inner hyphens (no ports, paths or `*` inside)");
-        }
-    }
-    Ok(())
-}
-
-/// Why a name under `.onion` names no onion service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BadOnion {
-    /// 56 base32 characters whose v3 checksum is wrong: a typing or
-    /// copying error, or a forged address.
-    BadChecksum,
-    /// Not a v3 address at all (a retired 16-character v2 address, or any
-    /// other label).
-    NotV3,
-}
-
-impl BadOnion {
-    /// The code a skipped candidate carries.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Self::BadChecksum => "bad_checksum",
-            Self::NotV3 => "not_v3",
-        }
-    }
-
-    /// The reason, for a refusal.
-    fn sentence(self) -> &'static str {
-        match self {
-            Self::BadChecksum => "the onion address's v3 checksum is wrong; copy the address again",
-            Self::NotV3 => {
-                "an onion address is 56 letters a–z and digits 2–7 before `.onion` (v3); v2 addresses are retired"
-            }
-        }
-    }
-}
-
-/// Checks a host name under `.onion` (SPEC F3): the label just before
-/// `.onion` must be a v3 onion address whose checksum holds (rend-spec-v3);
-/// labels before it are the service's own sub-domains (`www.<v3>.onion`),
-/// which Tor accepts and ignores. The one copy of the rule: scope patterns
-/// ([`check_host_pattern`]), hence every granted URL, and candidate URLs.
-pub(crate) fn check_onion_name(name: &str) -> std::result::Result<(), BadOnion> {
-    let label = name.strip_suffix(".onion").and_then(|l| l.rsplit('.').next()).unwrap_or_default();
-    if labfy_extract::onion_is_valid(label) {
-        return Ok(());
-    }
-    let base32 = label.len() == 56 && label.bytes().all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
-    Err(if base32 { BadOnion::BadChecksum } else { BadOnion::NotV3 })
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    labfy_core::bounded::truncate_chars(s, max)
 }
 
 fn validate_decision(d: &GrantDecision) -> Result<()> {
@@ -785,12 +637,6 @@ fn col_json<T: serde::de::DeserializeOwned>(r: &rusqlite::Row<'_>, i: usize) -> 
     let text: String = r.get(i)?;
     serde_json::from_str(&text)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
-}
-
-/// True when `grant` is unrevoked and its expiry is in the future.
-pub fn grant_is_active(grant: &Grant, now: DateTime<Utc>) -> bool {
-    grant.revoked_at.is_none()
-        && DateTime::parse_from_rfc3339(&grant.expires_at).is_ok_and(|t| t.with_timezone(&Utc) > now)
 }
 
 impl Reads<'_> {

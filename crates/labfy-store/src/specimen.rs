@@ -17,8 +17,8 @@ use rand_chacha::ChaCha8Rng;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use uuid::Uuid;
 
-use crate::commands::{audit, index_evidence, recount_derived, sha256_hex};
 use crate::error::{Result, StoreError};
+use crate::primitives::{audit, index_evidence, recount_derived, sha256_hex};
 use crate::{Store, now_rfc3339};
 
 /// Largest SPECIMEN, in evidence items.
