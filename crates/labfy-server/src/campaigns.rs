@@ -970,10 +970,10 @@ fn name_hint(url: &str, content_type: Option<&str>) -> String {
 }
 
 /// One governor call over its service socket, within [`GOVERNOR_CALL_TIMEOUT`]
-/// (the server's one way to call the governor, [`crate::state::ask_governor_at`]);
+/// (the server's one way to call the governor, [`crate::governor::ask_governor_at`]);
 /// the error is one line saying why there is no answer.
 async fn governor_call(dir: &std::path::Path, request: GovernorRequest) -> Result<GovernorResponse, String> {
-    crate::state::ask_governor_at(dir, request, GOVERNOR_CALL_TIMEOUT).await
+    crate::governor::ask_governor_at(dir, request, GOVERNOR_CALL_TIMEOUT).await
 }
 
 #[cfg(test)]

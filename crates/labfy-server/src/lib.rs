@@ -6,6 +6,7 @@ pub mod egress;
 pub mod error;
 pub mod extract;
 pub mod extraction;
+pub mod governor;
 pub mod http;
 pub mod isolation;
 pub mod listener;
@@ -28,6 +29,10 @@ pub use state::AppState;
 
 /// Largest request body accepted (an analyst note is at most 1 MiB of text).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// Largest `multipart` upload request (its files together; the UI sends
+/// batches): the one route whose bound is above [`MAX_BODY_BYTES`].
+pub const MAX_UPLOAD_REQUEST_BYTES: usize = 512 << 20;
 /// Longest a request may take before it is answered 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most requests served at once.

@@ -48,7 +48,7 @@ impl Sandbox for GovernorSandbox {
             timeout_ms: ask.timeout_seconds.saturating_mul(1000),
         };
         let wait = Duration::from_secs(ask.timeout_seconds.saturating_add(SANDBOX_CALL_MARGIN_SECONDS));
-        let answer = self.handle.block_on(crate::state::ask_governor_at(
+        let answer = self.handle.block_on(crate::governor::ask_governor_at(
             &self.runtime_dir,
             GovernorRequest::SandboxRun(Box::new(run)),
             wait,

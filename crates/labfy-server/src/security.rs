@@ -124,11 +124,7 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
     // byte of it is read (its connection slot is not held for it).
     let announced =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let bound = if is_upload(request.uri().path()) {
-        crate::routes::import::MAX_UPLOAD_REQUEST_BYTES
-    } else {
-        crate::MAX_BODY_BYTES
-    };
+    let bound = if is_upload(request.uri().path()) { crate::MAX_UPLOAD_REQUEST_BYTES } else { crate::MAX_BODY_BYTES };
     if announced.is_some_and(|n| n > bound as u64) {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::campaigns::CampaignRunner;
 use crate::db::Db;
 use crate::egress::{EgressClient, EgressError};
+use crate::governor::{ask_governor_at, governor_line};
 use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
 use labfy_ipc::login::LoginKey;
@@ -370,8 +371,6 @@ impl AppState {
 pub const GOVERNOR_STATE_TTL: Duration = Duration::from_secs(1);
 /// Longest wait for the governor to answer `State` (connection included).
 pub const GOVERNOR_STATE_TIMEOUT: Duration = Duration::from_millis(800);
-/// Longest reason given when the governor's state is unavailable.
-pub const GOVERNOR_DETAIL_MAX_CHARS: usize = 300;
 
 /// What the governor said when last asked (SPEC Q5).
 #[derive(Debug, Clone)]
@@ -453,40 +452,6 @@ impl AppState {
             GovernorView::Available(s) => Readiness::not_ready(s.sandbox.detail.clone()),
             GovernorView::Unavailable(why) => Readiness::not_ready(why),
         }
-    }
-}
-
-/// A reason about the governor as one bounded line.
-fn governor_line(why: String) -> String {
-    let line = why.split_whitespace().collect::<Vec<_>>().join(" ");
-    labfy_core::bounded::truncate_chars(&line, GOVERNOR_DETAIL_MAX_CHARS)
-}
-
-/// One call on the governor's service socket in `dir`: connect,
-/// authenticate and call under one deadline. A `Failed` answer is returned
-/// as is; `Err` is one bounded line saying why there was no answer.
-pub async fn ask_governor_at(
-    dir: &Path,
-    request: labfy_ipc::messages::governor::GovernorRequest,
-    deadline: Duration,
-) -> Result<labfy_ipc::messages::governor::GovernorResponse, String> {
-    use labfy_ipc::client::Client;
-    use labfy_ipc::messages::Boundary;
-    use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse};
-    let line = governor_line;
-    let asked = async {
-        let secret = labfy_ipc::secret::read_secret(dir)?;
-        let socket = labfy_ipc::daemon::service_socket(dir, Boundary::Governor);
-        let c: Client<GovernorRequest, GovernorResponse> =
-            Client::connect(&socket, Boundary::Governor, &secret).await?;
-        // The deadline below is the one that speaks; the client's own is
-        // only as long as a sandbox run needs (CALL_TIMEOUT would cut it).
-        c.with_timeout(deadline + Duration::from_secs(1)).call(request).await
-    };
-    match tokio::time::timeout(deadline, asked).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(line(format!("governor unreachable: {e}"))),
-        Err(_) => Err(line(format!("governor did not answer within {} ms", deadline.as_millis()))),
     }
 }
 

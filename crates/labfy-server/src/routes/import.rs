@@ -32,8 +32,7 @@ use crate::state::AppState;
 
 /// Largest file taken from the browser.
 pub const MAX_UPLOAD_FILE_BYTES: u64 = 256 << 20;
-/// Largest `multipart` request (its files together; the UI sends batches).
-pub const MAX_UPLOAD_REQUEST_BYTES: usize = 512 << 20;
+pub use crate::MAX_UPLOAD_REQUEST_BYTES;
 /// Most files in one request.
 pub const MAX_UPLOAD_FILES: usize = 200;
 /// How long a parser worker may take under the server (within the
