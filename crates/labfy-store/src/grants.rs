@@ -29,15 +29,23 @@ pub struct NewGrant {
     pub decided_by: String,
 }
 
-/// Persists a human grant with its audit row.
-pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
-    check_text("decided_by", &grant.decided_by, 200)?;
-    chrono::DateTime::parse_from_rfc3339(&grant.expires_at)
-        .map_err(|e| StoreError::Invalid(format!("expires_at is not RFC 3339: {e}")))?;
-    let tx = conn.transaction()?;
-    Reads { conn: &tx }.require_in_workspace(ws, &grant.investigation)?;
+/// A grant's row as stored, its JSON columns already written by the caller
+/// (their exact text is what the audit row and the bundle carry).
+pub(crate) struct GrantRow<'a> {
+    pub(crate) investigation: &'a str,
+    pub(crate) scope: &'a str,
+    pub(crate) budget: &'a str,
+    pub(crate) expires_at: &'a str,
+    pub(crate) contract_fingerprints: &'a serde_json::Value,
+    pub(crate) decided_by: &'a str,
+    pub(crate) decided_at: &'a str,
+}
+
+/// The one INSERT of a grant (SPEC W4), in the caller's transaction: a
+/// grant recorded by itself ([`record_grant`]) or decided on a research
+/// request (`research::grant`).
+pub(crate) fn insert_grant(tx: &Connection, ws: Uuid, row: &GrantRow<'_>) -> Result<ObjectRef> {
     let id = Uuid::now_v7();
-    let r = ObjectRef::new(RefKind::Grant, id);
     tx.execute(
         "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,
                              decided_by, decided_at)
@@ -45,14 +53,37 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
         params![
             id.to_string(),
             ws.to_string(),
-            grant.investigation.id().to_string(),
-            json_text(&grant.scope)?,
-            json_text(&grant.budget)?,
-            grant.expires_at,
-            grant.contract_fingerprints.to_string(),
-            grant.decided_by,
-            now_rfc3339()
+            row.investigation,
+            row.scope,
+            row.budget,
+            row.expires_at,
+            row.contract_fingerprints.to_string(),
+            row.decided_by,
+            row.decided_at
         ],
+    )?;
+    Ok(ObjectRef::new(RefKind::Grant, id))
+}
+
+/// Persists a human grant with its audit row.
+pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
+    check_text("decided_by", &grant.decided_by, 200)?;
+    chrono::DateTime::parse_from_rfc3339(&grant.expires_at)
+        .map_err(|e| StoreError::Invalid(format!("expires_at is not RFC 3339: {e}")))?;
+    let tx = conn.transaction()?;
+    Reads { conn: &tx }.require_in_workspace(ws, &grant.investigation)?;
+    let r = insert_grant(
+        &tx,
+        ws,
+        &GrantRow {
+            investigation: &grant.investigation.id().to_string(),
+            scope: &json_text(&grant.scope)?,
+            budget: &json_text(&grant.budget)?,
+            expires_at: &grant.expires_at,
+            contract_fingerprints: &grant.contract_fingerprints,
+            decided_by: &grant.decided_by,
+            decided_at: &now_rfc3339(),
+        },
     )?;
     audit(
         &tx,

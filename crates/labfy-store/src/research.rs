@@ -22,6 +22,7 @@ use crate::campaign::{
 };
 use crate::candidates::{ResearchCandidates, gather, parse_stored};
 use crate::error::{Result, StoreError};
+use crate::grants::{GrantRow, insert_grant};
 use crate::hosts::check_host_pattern;
 use crate::model::{Grant, ResearchBudget, ResearchScope, WorkspaceClass, grant_is_active};
 use crate::now_rfc3339;
@@ -374,26 +375,22 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
     }
     let expires = (Utc::now() + ChronoDuration::minutes(i64::from(d.expires_in_minutes)))
         .to_rfc3339_opts(SecondsFormat::Millis, true);
-    let grant_id = Uuid::now_v7();
-    let grant = ObjectRef::new(RefKind::Grant, grant_id);
     let scope = serde_json::to_value(&d.scope).map_err(|e| StoreError::Internal(e.to_string()))?;
     let budget = serde_json::to_value(d.budget).map_err(|e| StoreError::Internal(e.to_string()))?;
-    tx.execute(
-        "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,
-                             decided_by, decided_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            grant_id.to_string(),
-            ws.to_string(),
-            inv,
-            scope.to_string(),
-            budget.to_string(),
-            expires,
-            d.contract_fingerprints.to_string(),
-            d.decided_by,
-            now
-        ],
+    let grant = insert_grant(
+        &tx,
+        ws,
+        &GrantRow {
+            investigation: &inv,
+            scope: &scope.to_string(),
+            budget: &budget.to_string(),
+            expires_at: &expires,
+            contract_fingerprints: &d.contract_fingerprints,
+            decided_by: &d.decided_by,
+            decided_at: &now,
+        },
     )?;
+    let grant_id = grant.id();
     tx.execute(
         "UPDATE research_requests SET status = 'GRANTED', decided_at = ?2, decided_by = ?3, grant_id = ?4
          WHERE id = ?1",
