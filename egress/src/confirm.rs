@@ -31,10 +31,10 @@
 //! cookie the server's pages plant under the same name cannot hide the
 //! real one: every `labfy_egress` value is tried.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::body::Body;
@@ -47,7 +47,7 @@ use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use labfy_core::bounded::truncate_chars;
 use labfy_core::{ObjectRef, RefKind};
-use labfy_ipc::login::{LoginError, LoginKey};
+use labfy_ipc::login::{LoginError, LoginKey, SpentCodes};
 use labfy_ipc::messages::egress::{GrantPhase, GrantRecord};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,7 @@ impl ConfirmPage {
             key: LoginKey::generate(),
             port,
             hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
-            used_codes: Mutex::new(HashMap::new()),
+            used_codes: SpentCodes::new(MAX_USED_CODES),
             sessions: Mutex::new(VecDeque::new()),
         });
         let app = router(inner.clone());
@@ -170,7 +170,7 @@ struct Inner {
     /// The exact `Host` values accepted.
     hosts: [String; 2],
     /// Nonces of the codes already used, with their expiry (Unix seconds).
-    used_codes: Mutex<HashMap<String, u64>>,
+    used_codes: SpentCodes,
     /// Live session ids with their login time, oldest first.
     sessions: Mutex<VecDeque<(String, Instant)>>,
 }
@@ -188,19 +188,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Inner {
     /// Exchanges a one-time code for a new session's cookie value.
     fn login(&self, code: &str, now: SystemTime) -> Result<String, LoginError> {
-        let (nonce, expires) = self.key.check_code(code, now)?;
-        {
-            let mut used = lock(&self.used_codes);
-            let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            used.retain(|_, exp| *exp >= now_unix);
-            if used.contains_key(&nonce) {
-                return Err(LoginError::Used);
-            }
-            if used.len() >= MAX_USED_CODES {
-                return Err(LoginError::TooMany);
-            }
-            used.insert(nonce, expires);
-        }
+        self.used_codes.redeem(&self.key, code, now)?;
         let (cookie, _csrf) = self.key.mint_session();
         if let Some(id) = self.key.check_session(&cookie) {
             let mut sessions = lock(&self.sessions);
@@ -1280,7 +1268,7 @@ mod tests {
             key: LoginKey::generate(),
             port: 1,
             hosts: ["127.0.0.1:1".into(), "localhost:1".into()],
-            used_codes: Mutex::new(HashMap::new()),
+            used_codes: SpentCodes::new(MAX_USED_CODES),
             sessions: Mutex::new(VecDeque::new()),
         }
     }

@@ -11,7 +11,9 @@
 //! requests can push it out. The server reads the key; it cannot write the
 //! file (its runtime directory is read-only, SPEC T3).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
@@ -181,10 +183,66 @@ pub fn login_url(port: u16, code: &str) -> String {
     format!("http://127.0.0.1:{port}/login?code={code}")
 }
 
+/// The login codes already exchanged, so that a link works once (SPEC T4):
+/// their nonces with their expiry, at most `capacity` unexpired ones. The
+/// one copy of the rule, for the server's UI and egress's confirmation page.
+#[derive(Debug)]
+pub struct SpentCodes {
+    used: Mutex<HashMap<String, u64>>,
+    capacity: usize,
+}
+
+impl SpentCodes {
+    /// None spent yet; at most `capacity` remembered at once.
+    pub fn new(capacity: usize) -> Self {
+        Self { used: Mutex::new(HashMap::new()), capacity }
+    }
+
+    /// Checks `code` with `key` (form, MAC, expiry) and spends it. `Used`
+    /// when it was spent before; `TooMany` when `capacity` unexpired codes
+    /// are spent already (the expired ones are forgotten first).
+    pub fn redeem(&self, key: &LoginKey, code: &str, now: SystemTime) -> Result<(), LoginError> {
+        let (nonce, expires) = key.check_code(code, now)?;
+        // A poisoned lock only means a request panicked mid-update of a
+        // plain map, which is still usable.
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now_unix = unix_now(now);
+        used.retain(|_, exp| *exp >= now_unix);
+        if used.contains_key(&nonce) {
+            return Err(LoginError::Used);
+        }
+        if used.len() >= self.capacity {
+            return Err(LoginError::TooMany);
+        }
+        used.insert(nonce, expires);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_is_spent_once_and_the_spent_ones_are_bounded_until_they_expire() {
+        let key = LoginKey::generate();
+        let other = LoginKey::generate();
+        let now = SystemTime::now();
+        let spent = SpentCodes::new(2);
+        let a = key.mint_code(now);
+        assert_eq!(spent.redeem(&other, &a, now), Err(LoginError::BadSignature), "checked before it is spent");
+        assert_eq!(spent.redeem(&key, &a, now), Ok(()));
+        assert_eq!(spent.redeem(&key, &a, now), Err(LoginError::Used));
+        assert_eq!(spent.redeem(&key, &key.mint_code(now), now), Ok(()));
+        // Full: a third unexpired code is refused, not remembered.
+        let c = key.mint_code(now);
+        assert_eq!(spent.redeem(&key, &c, now), Err(LoginError::TooMany));
+        // Once the first two expired, they are forgotten; a fresh code works.
+        let later = now + LOGIN_CODE_TTL + Duration::from_secs(2);
+        assert_eq!(spent.redeem(&key, &key.mint_code(later), later), Ok(()));
+        assert_eq!(spent.redeem(&key, &c, later), Err(LoginError::Expired));
+    }
 
     #[test]
     fn a_code_is_accepted_until_it_expires_and_only_with_its_key() {

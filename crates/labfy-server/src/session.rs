@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use labfy_ipc::login::{LoginError, LoginKey};
+use labfy_ipc::login::{LoginError, LoginKey, SpentCodes};
 use uuid::Uuid;
 
 /// Name of the session cookie.
@@ -55,7 +55,7 @@ pub struct Sessions {
     key: LoginKey,
     workspace: Uuid,
     inner: Mutex<HashMap<String, Session>>,
-    used: Mutex<HashMap<String, u64>>,
+    used: SpentCodes,
     limit: RateLimit,
 }
 
@@ -68,7 +68,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Sessions {
     /// An empty table for `workspace`, recognising cookies made with `key`.
     pub fn new(limit: RateLimit, key: LoginKey, workspace: Uuid) -> Self {
-        Self { key, workspace, inner: Mutex::new(HashMap::new()), used: Mutex::new(HashMap::new()), limit }
+        Self { key, workspace, inner: Mutex::new(HashMap::new()), used: SpentCodes::new(MAX_USED_CODES), limit }
     }
 
     /// The key (to mint login links for this server).
@@ -79,19 +79,7 @@ impl Sessions {
     /// Exchanges a login code for a new session: its cookie value and CSRF
     /// token. A code works once, until its expiry.
     pub fn login(&self, code: &str, now: SystemTime) -> Result<(String, String), LoginError> {
-        let (nonce, expires) = self.key.check_code(code, now)?;
-        {
-            let mut used = lock(&self.used);
-            let now_unix = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            used.retain(|_, exp| *exp >= now_unix);
-            if used.contains_key(&nonce) {
-                return Err(LoginError::Used);
-            }
-            if used.len() >= MAX_USED_CODES {
-                return Err(LoginError::TooMany);
-            }
-            used.insert(nonce, expires);
-        }
+        self.used.redeem(&self.key, code, now)?;
         let (cookie, csrf) = self.key.mint_session();
         if let Some(id) = self.key.check_session(&cookie) {
             self.admit(id);
