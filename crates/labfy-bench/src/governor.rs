@@ -25,6 +25,12 @@
 //!    tmpfs, cgroup, the whole `Jail` with no network, read-back, release)
 //!    against the same program started directly (`fork`/`exec`/`wait`):
 //!    start-to-answer vs start-to-exit.
+//! 5. **Model start** (root, and the llama-server fixture). `--model-starts`
+//!    governed starts against starts of the same llama-server by hand; with
+//!    `--gpu-layers N` both offload N layers, and one more governed start
+//!    reports the GPU: the probe's GPU memory before, while serving one
+//!    answer and after the stop, against what the ledger reserved (a GPU
+//!    machine only: `tests/gpu-check/run`).
 
 use std::fs::File;
 use std::io::Read;
