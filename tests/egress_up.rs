@@ -43,6 +43,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
 use labfy_ipc::messages::egress::{
@@ -813,14 +814,14 @@ fn forged_and_stale_fetches_are_refused(dir: &Path, arti: &Path, web: &Web, outs
             assert!(t.elapsed() < Duration::from_secs(180), "no bootstrap: {st:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let ws = uuid::Uuid::now_v7().to_string();
-        let new_id = |kind: &str| format!("{kind}:{}", uuid::Uuid::now_v7());
-        let (grant, campaign) = (new_id("grant"), new_id("campaign"));
-        let fetch = |grant: &str, campaign: &str, url: &str| {
+        let ws = uuid::Uuid::now_v7();
+        let new_campaign = || CampaignRef::new(uuid::Uuid::now_v7());
+        let (grant, campaign) = (GrantRef::new(uuid::Uuid::now_v7()), new_campaign());
+        let fetch = |grant: GrantRef, campaign: CampaignRef, url: &str| {
             EgressRequest::Fetch(FetchRequest {
-                workspace_id: ws.clone(),
-                campaign_id: campaign.to_owned(),
-                grant_id: grant.to_owned(),
+                workspace_id: ws,
+                campaign_id: campaign,
+                grant_id: grant,
                 url: url.to_owned(),
                 method: FetchMethod::Get,
             })
@@ -832,12 +833,12 @@ fn forged_and_stale_fetches_are_refused(dir: &Path, arti: &Path, web: &Web, outs
             assert!(reason.contains(why), "`{reason}` lacks `{why}`");
         };
         // 1. A grant the server forged (in its own database): egress never saw it.
-        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "never confirmed by a human");
+        refused(e.call(fetch(grant, campaign, &web.url("/page/1"))).await.unwrap(), "never confirmed by a human");
         // 2. Proposed by the server, then "decided" over its own socket: forbidden.
         let proposal = GrantProposal {
-            workspace_id: ws.clone(),
-            grant_id: grant.clone(),
-            campaign_id: campaign.clone(),
+            workspace_id: ws,
+            grant_id: grant,
+            campaign_id: campaign,
             urls: vec![web.url("/page/1")],
             hosts: vec!["127.0.0.1".into(), "127.0.0.2".into()],
             max_requests: 10,
@@ -849,42 +850,38 @@ fn forged_and_stale_fetches_are_refused(dir: &Path, arti: &Path, web: &Web, outs
             panic!()
         };
         assert_eq!(r.phase, GrantPhase::Proposed);
-        let EgressResponse::Failed(f) =
-            e.call(EgressRequest::Decide { grant_id: grant.clone(), approve: true }).await.unwrap()
+        let EgressResponse::Failed(f) = e.call(EgressRequest::Decide { grant_id: grant, approve: true }).await.unwrap()
         else {
             panic!()
         };
         assert_eq!(f.code, FailureCode::Forbidden, "{f:?}");
-        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "waits for a human");
+        refused(e.call(fetch(grant, campaign, &web.url("/page/1"))).await.unwrap(), "waits for a human");
         // 3. Approved by a human on the operator socket: a URL outside the
         // exact list (even on an in-scope host), and after the campaign
         // ended, are refused.
         let operator = labfy_ipc::daemon::operator_socket(&run, Boundary::Egress);
         let mut op: Client<EgressRequest, EgressResponse> =
             Client::connect(&operator, Boundary::Egress, &secret).await.unwrap();
-        let EgressResponse::Grant(r) =
-            op.call(EgressRequest::Decide { grant_id: grant.clone(), approve: true }).await.unwrap()
+        let EgressResponse::Grant(r) = op.call(EgressRequest::Decide { grant_id: grant, approve: true }).await.unwrap()
         else {
             panic!()
         };
         assert_eq!(r.phase, GrantPhase::Approved);
-        refused(e.call(fetch(&grant, &campaign, &web.url("/page/2"))).await.unwrap(), "not one of the 1 URLs");
+        refused(e.call(fetch(grant, campaign, &web.url("/page/2"))).await.unwrap(), "not one of the 1 URLs");
         refused(
-            e.call(fetch(&grant, &campaign, &outside.url("/secret").replace("127.0.0.1", "127.0.0.2"))).await.unwrap(),
+            e.call(fetch(grant, campaign, &outside.url("/secret").replace("127.0.0.1", "127.0.0.2"))).await.unwrap(),
             "not one of the 1 URLs",
         );
-        refused(e.call(fetch(&grant, &new_id("campaign"), &web.url("/page/1"))).await.unwrap(), "does not run under");
-        let EgressResponse::Stopped { .. } = e
-            .call(EgressRequest::EndCampaign { workspace_id: ws.clone(), campaign_id: campaign.clone() })
-            .await
-            .unwrap()
+        refused(e.call(fetch(grant, new_campaign(), &web.url("/page/1"))).await.unwrap(), "does not run under");
+        let EgressResponse::Stopped { .. } =
+            e.call(EgressRequest::EndCampaign { workspace_id: ws, campaign_id: campaign }).await.unwrap()
         else {
             panic!()
         };
-        refused(e.call(fetch(&grant, &campaign, &web.url("/page/1"))).await.unwrap(), "has ended");
+        refused(e.call(fetch(grant, campaign, &web.url("/page/1"))).await.unwrap(), "has ended");
         // Egress logged what it refused under the grant it knows.
         let EgressResponse::FetchLog { entries } =
-            e.call(EgressRequest::FetchLog { workspace_id: ws.clone(), grant_id: grant.clone() }).await.unwrap()
+            e.call(EgressRequest::FetchLog { workspace_id: ws, grant_id: grant }).await.unwrap()
         else {
             panic!()
         };

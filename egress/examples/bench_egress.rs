@@ -63,7 +63,7 @@ use arti_client::TorClient;
 use base64::Engine as _;
 use clap::Parser;
 use common::{Result, Target, percentile};
-use labfy_core::ObjectRef;
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::client::Client;
 use labfy_ipc::daemon::{control_socket, operator_socket, service_socket};
 use labfy_ipc::messages::control::{ControlRequest, ControlResponse};
@@ -330,8 +330,8 @@ fn serve(mut s: TcpStream, response: &[u8]) {
 
 /// One campaign to fetch, and its URLs by position.
 struct Planned {
-    grant: ObjectRef,
-    campaign: ObjectRef,
+    grant: GrantRef,
+    campaign: CampaignRef,
     urls: Vec<String>,
 }
 
@@ -373,9 +373,10 @@ fn plan_store(store: &mut Store, port: u16, sizes: &[usize]) -> Result<(Uuid, Ve
             urls,
         };
         let out = store.grant_research(ws, &request, &decision)?;
-        store.campaign_admitted(ws, &out.campaign, "admitted by bench_egress (no governor)")?;
-        store.campaign_started(ws, &out.campaign)?;
-        let mut items = store.reads().campaign(ws, &out.campaign)?.items;
+        let campaign = out.campaign;
+        store.campaign_admitted(ws, &campaign, "admitted by bench_egress (no governor)")?;
+        store.campaign_started(ws, &campaign)?;
+        let mut items = store.reads().campaign(ws, &campaign)?.items;
         items.sort_by_key(|i| i.position);
         planned.push(Planned {
             grant: out.grant,
@@ -472,9 +473,9 @@ impl Daemon {
     /// the operator socket (as `labfy grant approve` does).
     async fn confirm(&self, ws: Uuid, c: &Planned) -> Result<()> {
         let proposal = GrantProposal {
-            workspace_id: ws.to_string(),
-            grant_id: c.grant.to_string(),
-            campaign_id: c.campaign.to_string(),
+            workspace_id: ws,
+            grant_id: c.grant,
+            campaign_id: c.campaign,
             urls: c.urls.clone(),
             hosts: vec!["127.0.0.1".into()],
             max_requests: MAX_GRANT_REQUESTS.into(),
@@ -489,7 +490,7 @@ impl Daemon {
         let operator = operator_socket(self.socket.parent().unwrap_or(Path::new("/")), Boundary::Egress);
         let mut op: Client<EgressRequest, EgressResponse> =
             Client::connect(&operator, Boundary::Egress, &self.secret).await?;
-        match op.call(EgressRequest::Decide { grant_id: c.grant.to_string(), approve: true }).await? {
+        match op.call(EgressRequest::Decide { grant_id: c.grant, approve: true }).await? {
             EgressResponse::Grant(r) if r.phase == GrantPhase::Approved => Ok(()),
             other => Err(format!("Decide answered {other:?}").into()),
         }
@@ -567,9 +568,9 @@ impl Run<'_> {
     async fn egress_fetch(&mut self, c: &Planned, position: usize) -> Result<EgressFetch> {
         let url = &c.urls[position];
         let request = EgressRequest::Fetch(FetchRequest {
-            workspace_id: self.ws.to_string(),
-            campaign_id: c.campaign.to_string(),
-            grant_id: c.grant.to_string(),
+            workspace_id: self.ws,
+            campaign_id: c.campaign,
+            grant_id: c.grant,
             url: url.clone(),
             method: FetchMethod::Get,
         });
@@ -597,11 +598,8 @@ impl Run<'_> {
         let handle = o.body_handle.clone().ok_or("a page without a body handle")?;
         let mut bytes = Vec::new();
         loop {
-            let read = EgressRequest::ReadBody {
-                workspace_id: self.ws.to_string(),
-                handle: handle.clone(),
-                offset: bytes.len() as u64,
-            };
+            let read =
+                EgressRequest::ReadBody { workspace_id: self.ws, handle: handle.clone(), offset: bytes.len() as u64 };
             match self.daemon.call(read).await?.0 {
                 EgressResponse::BodyChunk { data_base64, eof } => {
                     bytes.extend(base64::engine::general_purpose::STANDARD.decode(data_base64)?);
@@ -612,7 +610,7 @@ impl Run<'_> {
                 other => return Err(format!("ReadBody answered {other:?}").into()),
             }
         }
-        let release = EgressRequest::ReleaseBody { workspace_id: self.ws.to_string(), handle };
+        let release = EgressRequest::ReleaseBody { workspace_id: self.ws, handle };
         self.daemon.call(release).await?;
         let blob = self.blobs.put(&mut &bytes[..], bytes.len() as u64)?;
         let body = Some(FetchedBody { parsed: labfy_parse::parse(&bytes, "page.html"), blob });

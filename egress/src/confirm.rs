@@ -45,8 +45,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
+use labfy_core::GrantRef;
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
 use labfy_ipc::login::{LoginError, LoginKey, SpentCodes};
 use labfy_ipc::messages::egress::{GrantPhase, GrantRecord};
 use subtle::ConstantTimeEq;
@@ -152,7 +152,7 @@ impl ConfirmPage {
     /// A fresh one-time link that opens the page of `grant`:
     /// `http://127.0.0.1:<port>/login?code=<code>&grant=<grant:uuid>`. It
     /// works once, for `LOGIN_CODE_TTL`.
-    pub fn link(&self, grant: &ObjectRef) -> String {
+    pub fn link(&self, grant: GrantRef) -> String {
         let code = self.inner.key.mint_code(SystemTime::now());
         // The code is hex and dots, the reference `grant:` and a UUID:
         // nothing to percent-encode.
@@ -332,7 +332,7 @@ async fn login(State(page): State<Arc<Inner>>, method: Method, uri: Uri) -> Resp
     for (name, value) in url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()) {
         match &*name {
             "code" => codes.push(value.into_owned()),
-            "grant" => grant = ObjectRef::parse_kind(&value, RefKind::Grant).ok(),
+            "grant" => grant = value.parse::<GrantRef>().ok(),
             _ => {}
         }
     }
@@ -388,7 +388,7 @@ async fn index(State(page): State<Arc<Inner>>) -> Response {
                 "<li><a href=\"/grants/{id}\">{n} adresse{s} <span lang=\"en\">{n} address{es}</span></a> — <code>{id}</code>, \
                  proposée le <span lang=\"en\">proposed</span> {at}<br><span class=\"muted\">«&nbsp;<bdi>{summary}</bdi>&nbsp;» \
                  (description du serveur, non vérifiée <span lang=\"en\">server's description, unverified</span>)</span></li>\n",
-                id = esc(&g.grant_id),
+                id = esc(&g.grant_id.to_string()),
                 s = if n == 1 { "" } else { "s" },
                 es = if n == 1 { "" } else { "es" },
                 at = esc(&shown_time(&g.proposed_at)),
@@ -406,7 +406,7 @@ async fn index(State(page): State<Arc<Inner>>) -> Response {
             let (fr, en) = phase_words(g.phase);
             body.push_str(&format!(
                 "<li><a href=\"/grants/{id}\"><code>{id}</code></a> — {fr} <span lang=\"en\">{en}</span>{when}</li>\n",
-                id = esc(&g.grant_id),
+                id = esc(&g.grant_id.to_string()),
                 when = g.decided_at.as_deref().map(|t| format!(", {}", esc(&shown_time(t)))).unwrap_or_default(),
             ));
         }
@@ -421,11 +421,11 @@ async fn grant_page(
     Extension(session): Extension<SessionId>,
     grant: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let Some(grant) = grant.ok().and_then(|Path(g)| ObjectRef::parse_kind(&g, RefKind::Grant).ok()) else {
+    let Some(grant) = grant.ok().and_then(|Path(g)| g.parse::<GrantRef>().ok()) else {
         return not_found();
     };
     let now = Utc::now();
-    match page.ledger(move |l| l.get(&grant, now)).await {
+    match page.ledger(move |l| l.get(grant, now)).await {
         Ok(Ok(Some(record))) => html(StatusCode::OK, &grant_body(&record, &page.key.csrf_token(&session.0), now)),
         Ok(Ok(None)) => not_found(),
         Ok(Err(e)) => {
@@ -438,7 +438,7 @@ async fn grant_page(
 
 /// The body of a grant's page; `csrf` goes into its form.
 fn grant_body(g: &GrantRecord, csrf: &str, now: DateTime<Utc>) -> String {
-    let id = esc(&g.grant_id);
+    let id = esc(&g.grant_id.to_string());
     let n = g.urls.len();
     let (phase_fr, phase_en) = phase_words(g.phase);
     let (heading_fr, heading_en) = if n == 1 {
@@ -472,8 +472,8 @@ fn grant_body(g: &GrantRecord, csrf: &str, now: DateTime<Utc>) -> String {
         b.push_str(&format!("<dt>{fr} <span lang=\"en\">{en}</span></dt><dd>{value}</dd>\n"));
     };
     row(&mut b, "Demande", "Grant", format!("<code>{id}</code>"));
-    row(&mut b, "Espace de travail", "Workspace", format!("<code>{}</code>", esc(&g.workspace_id)));
-    row(&mut b, "Campagne", "Campaign", format!("<code>{}</code>", esc(&g.campaign_id)));
+    row(&mut b, "Espace de travail", "Workspace", format!("<code>{}</code>", esc(&g.workspace_id.to_string())));
+    row(&mut b, "Campagne", "Campaign", format!("<code>{}</code>", esc(&g.campaign_id.to_string())));
     row(
         &mut b,
         "Requêtes au plus",
@@ -565,7 +565,7 @@ async fn decide(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(grant) = grant.ok().and_then(|Path(g)| ObjectRef::parse_kind(&g, RefKind::Grant).ok()) else {
+    let Some(grant) = grant.ok().and_then(|Path(g)| g.parse::<GrantRef>().ok()) else {
         return not_found();
     };
     let form = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
@@ -595,7 +595,7 @@ async fn decide(
         );
     }
     let now = Utc::now();
-    match page.ledger(move |l| l.decide(&grant, approve, DECIDED_VIA, now)).await {
+    match page.ledger(move |l| l.decide(grant, approve, DECIDED_VIA, now)).await {
         Ok(Ok(record)) => {
             tracing::info!(grant = %record.grant_id, approve, "a grant was decided on the confirmation page");
             let mut response = StatusCode::SEE_OTHER.into_response();
@@ -849,6 +849,7 @@ fn minutes_words(minutes: i64) -> (String, String) {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use labfy_core::CampaignRef;
     use labfy_ipc::login::LOGIN_CODE_TTL;
     use labfy_ipc::messages::egress::GrantProposal;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -861,15 +862,15 @@ mod tests {
         _dir: tempfile::TempDir,
         ledger: Arc<Ledger>,
         page: Arc<ConfirmPage>,
-        grant: ObjectRef,
+        grant: GrantRef,
         shutdown: CancellationToken,
     }
 
     fn proposal(n: u128, urls: &[&str], summary: &str) -> GrantProposal {
         GrantProposal {
-            workspace_id: Uuid::from_u128(1).to_string(),
-            grant_id: ObjectRef::new(RefKind::Grant, Uuid::from_u128(200 + n)).to_string(),
-            campaign_id: ObjectRef::new(RefKind::Campaign, Uuid::from_u128(100 + n)).to_string(),
+            workspace_id: Uuid::from_u128(1),
+            grant_id: GrantRef::new(Uuid::from_u128(200 + n)),
+            campaign_id: CampaignRef::new(Uuid::from_u128(100 + n)),
             urls: urls.iter().map(|u| (*u).to_owned()).collect(),
             hosts: vec!["a.example.org".into(), "*.example.net".into()],
             max_requests: 3,
@@ -884,7 +885,7 @@ mod tests {
         let ledger = Arc::new(Ledger::open(dir.path()).unwrap());
         let p = proposal(1, &["https://a.example.org/x?q=1", "https://b.example.net/y"], summary);
         ledger.propose(&p, Utc::now()).unwrap();
-        let grant: ObjectRef = p.grant_id.parse().unwrap();
+        let grant = p.grant_id;
         let shutdown = CancellationToken::new();
         let page = ConfirmPage::start(ledger.clone(), 0, shutdown.clone()).await.unwrap();
         Fixture { _dir: dir, ledger, page, grant, shutdown }
@@ -955,7 +956,7 @@ mod tests {
 
     /// Logs in with a fresh link to `grant`: the session cookie's value.
     async fn login(f: &Fixture) -> String {
-        let r = get(f.page.port(), path_of(&f.page.link(&f.grant)), None).await;
+        let r = get(f.page.port(), path_of(&f.page.link(f.grant)), None).await;
         assert_eq!(r.status, 303, "{r:?}");
         let set = r.header("set-cookie").unwrap();
         set.strip_prefix(&format!("{SESSION_COOKIE}=")).unwrap().split(';').next().unwrap().to_owned()
@@ -978,7 +979,7 @@ mod tests {
     }
 
     fn phase(f: &Fixture) -> GrantPhase {
-        f.ledger.get(&f.grant, Utc::now()).unwrap().unwrap().phase
+        f.ledger.get(f.grant, Utc::now()).unwrap().unwrap().phase
     }
 
     fn assert_security_headers(r: &Reply) {
@@ -994,7 +995,7 @@ mod tests {
     async fn a_link_opens_a_strict_session_once() {
         let f = fixture("Qui possède Durand ?").await;
         let port = f.page.port();
-        let link = f.page.link(&f.grant);
+        let link = f.page.link(f.grant);
         assert!(link.starts_with(&format!("http://127.0.0.1:{port}/login?code=")), "{link}");
         assert!(link.ends_with(&format!("&grant={}", f.grant)), "{link}");
         let r = get(port, path_of(&link), None).await;
@@ -1007,7 +1008,7 @@ mod tests {
         }
         assert_security_headers(&r);
         // A HEAD spends no code.
-        let other = f.page.link(&f.grant);
+        let other = f.page.link(f.grant);
         assert_eq!(send(port, "HEAD", path_of(&other), None, &[], "").await.status, 401);
         assert_eq!(get(port, path_of(&other), None).await.status, 303);
         // The same link again: refused, and says where a fresh one comes from.
@@ -1016,7 +1017,7 @@ mod tests {
         assert!(again.body.contains("déjà servi") && again.body.contains("already used"), "{}", again.body);
         assert!(again.body.contains("labfy grant list"));
         // A link without (or with a bad) grant goes to the index.
-        let code = f.page.link(&f.grant);
+        let code = f.page.link(f.grant);
         let code = code.split("code=").nth(1).unwrap().split('&').next().unwrap();
         let r = get(port, &format!("/login?code={code}&grant=campaign:{}", Uuid::nil()), None).await;
         assert_eq!((r.status, r.header("location")), (303, Some("/")));
@@ -1077,7 +1078,7 @@ mod tests {
             assert_security_headers(&r);
         }
         // A login link through a rebound name is refused before the code is even read.
-        let r = send(port, "GET", path_of(&f.page.link(&f.grant)), Some("evil.example"), &[], "").await;
+        let r = send(port, "GET", path_of(&f.page.link(f.grant)), Some("evil.example"), &[], "").await;
         assert_eq!((r.status, r.header("set-cookie")), (400, None));
         let r = send(port, "GET", "/", Some(&format!("localhost:{port}")), &[("Cookie", &cookie)], "").await;
         assert_eq!(r.status, 200);
@@ -1148,7 +1149,7 @@ mod tests {
         let over = format!("{at_limit}x");
         assert_eq!(post_decision(&f, &cookie, Some(&origin), &over).await.status, 413);
         // An unknown grant.
-        let unknown = ObjectRef::new(RefKind::Grant, Uuid::from_u128(999));
+        let unknown = GrantRef::new(Uuid::from_u128(999));
         let form = [
             ("Cookie", c.as_str()),
             ("Origin", origin.as_str()),
@@ -1183,7 +1184,7 @@ mod tests {
         assert_eq!(r.status, 303, "{r:?}");
         assert_eq!(r.header("location"), Some(format!("/grants/{}", f.grant).as_str()));
         assert_security_headers(&r);
-        let record = f.ledger.get(&f.grant, Utc::now()).unwrap().unwrap();
+        let record = f.ledger.get(f.grant, Utc::now()).unwrap().unwrap();
         assert_eq!((record.phase, record.decided_via.as_deref()), (GrantPhase::Approved, Some(DECIDED_VIA)));
         // Decided: the page shows it, with no form; a second decision is refused.
         let page = get(port, &format!("/grants/{}", f.grant), Some(&cookie)).await;
@@ -1222,7 +1223,7 @@ mod tests {
         assert!(r.body.contains(&format!("href=\"/grants/{}\"", f.grant)), "{}", r.body);
         assert!(r.body.contains("&lt;script&gt;") && !r.body.contains("<script"));
         // An unknown or malformed grant: 404.
-        for path in [format!("/grants/{}", ObjectRef::new(RefKind::Grant, Uuid::from_u128(9))), "/grants/nope".into()] {
+        for path in [format!("/grants/{}", GrantRef::new(Uuid::from_u128(9))), "/grants/nope".into()] {
             let r = get(port, &path, Some(&cookie)).await;
             assert_eq!(r.status, 404, "{path}");
             assert_security_headers(&r);
@@ -1235,12 +1236,12 @@ mod tests {
         let f = fixture("first").await;
         let second = proposal(2, &["https://a.example.org/z"], "second");
         f.ledger.propose(&second, Utc::now()).unwrap();
-        f.ledger.decide(&second.grant_id.parse().unwrap(), false, "terminal", Utc::now()).unwrap();
+        f.ledger.decide(second.grant_id, false, "terminal", Utc::now()).unwrap();
         let cookie = login(&f).await;
         let r = get(f.page.port(), "/", Some(&cookie)).await;
         assert_eq!(r.status, 200);
         let waiting = r.body.find(&f.grant.to_string()).unwrap();
-        let decided = r.body.find(&second.grant_id).unwrap();
+        let decided = r.body.find(&second.grant_id.to_string()).unwrap();
         let heading = r.body.find("Dernières demandes traitées").unwrap();
         assert!(waiting < heading && heading < decided, "{}", r.body);
         assert!(r.body.contains("refusée"));

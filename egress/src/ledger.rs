@@ -28,7 +28,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::messages::egress::{
     FetchLogEntry, FetchOutcome, FetchStatus, GrantPhase, GrantProposal, GrantRecord, MAX_GRANT_HOSTS, MAX_GRANT_URLS,
     MAX_LISTED_GRANTS, MAX_LOG_ENTRIES, MAX_PROPOSAL_SUMMARY_CHARS,
@@ -202,9 +202,9 @@ impl Ledger {
         let checked = check_proposal(p)?;
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db)?;
-        if let Some(old) = read_row(&tx, &checked.grant)? {
-            let same = old.workspace_id == checked.workspace.to_string()
-                && old.campaign_id == checked.campaign.to_string()
+        if let Some(old) = read_row(&tx, checked.grant)? {
+            let same = old.workspace_id == checked.workspace
+                && old.campaign_id == checked.campaign
                 && old.urls == checked.urls
                 && old.hosts == checked.hosts
                 && old.max_requests == p.max_requests
@@ -257,20 +257,20 @@ impl Ledger {
             ],
         )
         .map_err(db)?;
-        let row = read_row(&tx, &checked.grant)?.ok_or_else(|| "the proposal vanished".to_owned())?;
+        let row = read_row(&tx, checked.grant)?.ok_or_else(|| "the proposal vanished".to_owned())?;
         tx.commit().map_err(db)?;
         Ok(row.record(now))
     }
 
     /// One grant's record, whatever its workspace (the operator's view).
-    pub fn get(&self, grant: &ObjectRef, now: DateTime<Utc>) -> Result<Option<GrantRecord>, String> {
+    pub fn get(&self, grant: GrantRef, now: DateTime<Utc>) -> Result<Option<GrantRecord>, String> {
         Ok(read_row(&self.conn(), grant)?.map(|r| r.record(now)))
     }
 
     /// One grant's record in `ws` (the server's view: other workspaces'
     /// grants do not exist for it).
-    pub fn get_in(&self, ws: Uuid, grant: &ObjectRef, now: DateTime<Utc>) -> Result<Option<GrantRecord>, String> {
-        Ok(self.get(grant, now)?.filter(|r| r.workspace_id == ws.to_string()))
+    pub fn get_in(&self, ws: Uuid, grant: GrantRef, now: DateTime<Utc>) -> Result<Option<GrantRecord>, String> {
+        Ok(self.get(grant, now)?.filter(|r| r.workspace_id == ws))
     }
 
     /// The grants, newest first, at most [`MAX_LISTED_GRANTS`].
@@ -285,13 +285,7 @@ impl Ledger {
 
     /// A human's decision on a proposal, taken where the server cannot
     /// reach (`via` says where). Refused unless it is still a proposal.
-    pub fn decide(
-        &self,
-        grant: &ObjectRef,
-        approve: bool,
-        via: &str,
-        now: DateTime<Utc>,
-    ) -> Result<GrantRecord, String> {
+    pub fn decide(&self, grant: GrantRef, approve: bool, via: &str, now: DateTime<Utc>) -> Result<GrantRecord, String> {
         self.durable(|conn| {
             let tx = conn.transaction().map_err(db)?;
             let row = read_row(&tx, grant)?.ok_or_else(|| format!("egress has no proposal {grant}"))?;
@@ -314,7 +308,7 @@ impl Ledger {
 
     /// Revokes a grant of `ws` (a proposal is refused instead). True when
     /// this changed anything.
-    pub fn revoke(&self, ws: Uuid, grant: &ObjectRef, now: DateTime<Utc>) -> Result<bool, String> {
+    pub fn revoke(&self, ws: Uuid, grant: GrantRef, now: DateTime<Utc>) -> Result<bool, String> {
         let t = now_text(now);
         let (id, ws) = (grant.to_string(), ws.to_string());
         self.durable(|conn| {
@@ -341,7 +335,7 @@ impl Ledger {
 
     /// Ends a campaign of `ws`: every later fetch of it is refused. True
     /// when this changed anything.
-    pub fn end_campaign(&self, ws: Uuid, campaign: &ObjectRef, now: DateTime<Utc>) -> Result<bool, String> {
+    pub fn end_campaign(&self, ws: Uuid, campaign: CampaignRef, now: DateTime<Utc>) -> Result<bool, String> {
         let n = self.durable(|conn| {
             conn.execute(
                 "UPDATE grants SET campaign_ended_at = ?3 WHERE campaign = ?1 AND workspace = ?2 \
@@ -366,12 +360,12 @@ impl Ledger {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db)?;
         let grant = ids.grant;
-        let row = read_row(&tx, &grant)?
+        let row = read_row(&tx, grant)?
             .ok_or_else(|| format!("{grant} was never confirmed by a human: egress has no record of it (SPEC T2)"))?;
-        if row.workspace_id != ids.workspace.to_string() {
+        if row.workspace_id != ids.workspace {
             return Err(format!("{grant} was never confirmed by a human for this workspace"));
         }
-        if row.campaign_id != ids.campaign.to_string() {
+        if row.campaign_id != ids.campaign {
             return Err(format!("{} does not run under {grant}", ids.campaign));
         }
         match row.phase(now) {
@@ -410,7 +404,7 @@ impl Ledger {
     }
 
     /// Adds body bytes received under a grant.
-    pub fn add_bytes(&self, grant: &ObjectRef, n: u64) -> Result<(), String> {
+    pub fn add_bytes(&self, grant: GrantRef, n: u64) -> Result<(), String> {
         if n == 0 {
             return Ok(());
         }
@@ -468,7 +462,7 @@ impl Ledger {
 
     /// A grant's fetch log in `ws`, oldest first: the newest
     /// [`MAX_LOG_ENTRIES`]. Empty for a grant egress does not know.
-    pub fn fetch_log(&self, ws: Uuid, grant: &ObjectRef) -> Result<Vec<FetchLogEntry>, String> {
+    pub fn fetch_log(&self, ws: Uuid, grant: GrantRef) -> Result<Vec<FetchLogEntry>, String> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare(&format!(
@@ -482,7 +476,7 @@ impl Ledger {
                 Ok(FetchLogEntry {
                     seq: r.get::<_, i64>(0)? as u64,
                     at: r.get(1)?,
-                    campaign_id: r.get(2)?,
+                    campaign_id: parsed(r, 2)?,
                     url: r.get(3)?,
                     final_url: r.get(4)?,
                     status: parse_status(&r.get::<_, String>(5)?),
@@ -530,8 +524,8 @@ fn parse_status(s: &str) -> FetchStatus {
 /// A proposal, validated and normalised.
 struct Checked {
     workspace: Uuid,
-    grant: ObjectRef,
-    campaign: ObjectRef,
+    grant: GrantRef,
+    campaign: CampaignRef,
     urls: Vec<String>,
     hosts: Vec<String>,
     summary: String,
@@ -541,7 +535,7 @@ struct Checked {
 /// rules and inside the hosts, 1–16 host patterns, bounded budget and
 /// duration, a bounded one-line summary.
 fn check_proposal(p: &GrantProposal) -> Result<Checked, String> {
-    let ids = FetchIds::parse(&p.workspace_id, &p.campaign_id, &p.grant_id)?;
+    let ids = FetchIds::of_proposal(p);
     if p.hosts.is_empty() || p.hosts.len() > MAX_GRANT_HOSTS {
         return Err(format!("a grant names 1 to {MAX_GRANT_HOSTS} host patterns, not {}", p.hosts.len()));
     }
@@ -590,9 +584,9 @@ const COLUMNS: &str = "id, workspace, campaign, urls, hosts, max_requests, max_b
 
 /// One row of `grants`.
 struct Row {
-    grant_id: String,
-    workspace_id: String,
-    campaign_id: String,
+    grant_id: GrantRef,
+    workspace_id: Uuid,
+    campaign_id: CampaignRef,
     urls: Vec<String>,
     hosts: Vec<String>,
     max_requests: u64,
@@ -616,9 +610,9 @@ impl Row {
             Ok(serde_json::from_str(&text).unwrap_or_default())
         };
         Ok(Self {
-            grant_id: r.get(0)?,
-            workspace_id: r.get(1)?,
-            campaign_id: r.get(2)?,
+            grant_id: parsed(r, 0)?,
+            workspace_id: parsed(r, 1)?,
+            campaign_id: parsed(r, 2)?,
             urls: list(3)?,
             hosts: list(4)?,
             max_requests: r.get::<_, i64>(5)? as u64,
@@ -675,8 +669,18 @@ impl Row {
     }
 }
 
-fn read_row(conn: &Connection, grant: &ObjectRef) -> Result<Option<Row>, String> {
-    debug_assert_eq!(grant.kind(), RefKind::Grant);
+/// Column `i` parsed by its type's own rules: a row that does not parse is
+/// an error, never a value of another kind.
+fn parsed<T>(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    let text: String = r.get(i)?;
+    text.parse().map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn read_row(conn: &Connection, grant: GrantRef) -> Result<Option<Row>, String> {
     conn.query_row(&format!("SELECT {COLUMNS} FROM grants WHERE id = ?1"), [grant.to_string()], Row::from_sql)
         .optional()
         .map_err(db)
@@ -689,16 +693,16 @@ mod tests {
     fn ids(n: u128) -> FetchIds {
         FetchIds {
             workspace: Uuid::from_u128(1),
-            campaign: ObjectRef::new(RefKind::Campaign, Uuid::from_u128(100 + n)),
-            grant: ObjectRef::new(RefKind::Grant, Uuid::from_u128(200 + n)),
+            campaign: CampaignRef::new(Uuid::from_u128(100 + n)),
+            grant: GrantRef::new(Uuid::from_u128(200 + n)),
         }
     }
 
     fn proposal(i: &FetchIds, urls: &[&str]) -> GrantProposal {
         GrantProposal {
-            workspace_id: i.workspace.to_string(),
-            grant_id: i.grant.to_string(),
-            campaign_id: i.campaign.to_string(),
+            workspace_id: i.workspace,
+            grant_id: i.grant,
+            campaign_id: i.campaign,
             urls: urls.iter().map(|u| (*u).to_owned()).collect(),
             hosts: vec!["a.example.org".into(), "*.example.net".into()],
             max_requests: 3,
@@ -730,12 +734,12 @@ mod tests {
         assert_eq!(l.propose(&proposal(&i, &["https://a.example.org/x", "https://b.example.net/y"]), now).unwrap(), r);
         let e = l.propose(&proposal(&i, &["https://a.example.org/other"]), now).unwrap_err();
         assert!(e.contains("other terms"), "{e}");
-        let r = l.decide(&i.grant, true, "terminal", now).unwrap();
+        let r = l.decide(i.grant, true, "terminal", now).unwrap();
         assert_eq!((r.phase, r.decided_via.as_deref()), (GrantPhase::Approved, Some("terminal")));
-        assert!(l.decide(&i.grant, false, "terminal", now).unwrap_err().contains("decided already"));
+        assert!(l.decide(i.grant, false, "terminal", now).unwrap_err().contains("decided already"));
         let terms = l.start_request(&i, &target("https://a.example.org/x"), true, now).unwrap();
         assert_eq!(terms.max_bytes, 1000);
-        assert_eq!(l.get(&i.grant, now).unwrap().unwrap().requests_used, 1);
+        assert_eq!(l.get(i.grant, now).unwrap().unwrap().requests_used, 1);
     }
 
     #[test]
@@ -745,7 +749,7 @@ mod tests {
         let now = Utc::now();
         let i = ids(2);
         l.propose(&proposal(&i, &["https://a.example.org/x"]), now).unwrap();
-        l.decide(&i.grant, true, "terminal", now).unwrap();
+        l.decide(i.grant, true, "terminal", now).unwrap();
         // The first hop: only one of the exact URLs, even on an in-scope host.
         let e = l.start_request(&i, &target("https://a.example.org/other"), true, now).unwrap_err();
         assert!(e.contains("not one of the 1 URLs"), "{e}");
@@ -787,24 +791,24 @@ mod tests {
             l.propose(&proposal(i, &[u]), now).unwrap();
         }
         for i in [&a, &b, &c] {
-            l.decide(&i.grant, true, "confirmation page", now).unwrap();
+            l.decide(i.grant, true, "confirmation page", now).unwrap();
         }
-        assert!(l.end_campaign(a.workspace, &a.campaign, now).unwrap());
+        assert!(l.end_campaign(a.workspace, a.campaign, now).unwrap());
         assert!(l.start_request(&a, &target(u), true, now).unwrap_err().contains("has ended"));
-        assert!(l.revoke(b.workspace, &b.grant, now).unwrap());
-        assert!(!l.revoke(b.workspace, &b.grant, now).unwrap(), "revoked once");
+        assert!(l.revoke(b.workspace, b.grant, now).unwrap());
+        assert!(!l.revoke(b.workspace, b.grant, now).unwrap(), "revoked once");
         assert!(l.start_request(&b, &target(u), true, now).unwrap_err().contains("revoked"));
         let later = now + chrono::Duration::minutes(31);
         assert!(l.start_request(&c, &target(u), true, later).unwrap_err().contains("expired"));
         // A proposal revoked before its confirmation is refused, and can no
         // longer be approved.
-        assert!(l.revoke(d.workspace, &d.grant, now).unwrap());
-        assert_eq!(l.get(&d.grant, now).unwrap().unwrap().phase, GrantPhase::Refused);
-        assert!(l.decide(&d.grant, true, "terminal", now).is_err());
+        assert!(l.revoke(d.workspace, d.grant, now).unwrap());
+        assert_eq!(l.get(d.grant, now).unwrap().unwrap().phase, GrantPhase::Refused);
+        assert!(l.decide(d.grant, true, "terminal", now).is_err());
         // A proposal whose time ran out cannot be approved.
         let e = ids(8);
         l.propose(&proposal(&e, &[u]), now).unwrap();
-        assert!(l.decide(&e.grant, true, "terminal", later).unwrap_err().contains("expired"));
+        assert!(l.decide(e.grant, true, "terminal", later).unwrap_err().contains("expired"));
     }
 
     #[test]
@@ -822,7 +826,6 @@ mod tests {
             (GrantProposal { max_requests: 0, ..proposal(&i, &["https://a.example.org/"]) }, "max_requests"),
             (GrantProposal { max_bytes: 0, ..proposal(&i, &["https://a.example.org/"]) }, "max_bytes"),
             (GrantProposal { expires_in_minutes: 0, ..proposal(&i, &["https://a.example.org/"]) }, "expires"),
-            (GrantProposal { grant_id: "grant:nope".into(), ..proposal(&i, &["https://a.example.org/"]) }, "grant"),
         ];
         for (p, why) in cases {
             let e = l.propose(&p, now).unwrap_err();
@@ -849,12 +852,12 @@ mod tests {
         assert!(e.contains("wait for a human"), "{e}");
         // Decided ones no longer wait; the hourly bound still holds.
         for n in 0..MAX_PENDING_PROPOSALS as u128 {
-            l.decide(&ids(1000 + n).grant, false, "terminal", now).unwrap();
+            l.decide(ids(1000 + n).grant, false, "terminal", now).unwrap();
         }
         for n in 0..(MAX_PROPOSALS_PER_HOUR - MAX_PENDING_PROPOSALS) as u128 {
             let g = ids(3000 + n);
             l.propose(&proposal(&g, &["https://a.example.org/"]), now).unwrap();
-            l.decide(&g.grant, false, "terminal", now).unwrap();
+            l.decide(g.grant, false, "terminal", now).unwrap();
         }
         let e = l.propose(&proposal(&ids(4000), &["https://a.example.org/"]), now).unwrap_err();
         assert!(e.contains("in the last hour"), "{e}");
@@ -887,10 +890,10 @@ mod tests {
         };
         assert!(l.log_fetch(&i, &out, now).unwrap());
         assert!(!l.log_fetch(&ids(13), &out, now).unwrap(), "an unknown grant is not logged");
-        let log = l.fetch_log(i.workspace, &i.grant).unwrap();
+        let log = l.fetch_log(i.workspace, i.grant).unwrap();
         assert_eq!(log.len(), 1);
         assert_eq!((log[0].status, log[0].http_status, log[0].bytes), (FetchStatus::Fetched, Some(200), 5));
-        assert!(l.fetch_log(Uuid::from_u128(99), &i.grant).unwrap().is_empty(), "another workspace sees nothing");
+        assert!(l.fetch_log(Uuid::from_u128(99), i.grant).unwrap().is_empty(), "another workspace sees nothing");
         let conn = l.conn();
         for sql in [
             "UPDATE fetch_log SET status = 'REFUSED'",

@@ -27,7 +27,7 @@ use arti_client::IsolationToken;
 use base64::Engine as _;
 use hyper::header::{CONTENT_TYPE, HeaderMap, LOCATION};
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{GrantRef, ObjectRef, RefKind};
 use labfy_ipc::messages::egress::{
     EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase,
     GrantRecord, MAX_KEPT_HEADERS, MAX_URL_BYTES,
@@ -74,7 +74,7 @@ pub struct Egress {
 }
 
 /// Makes a one-time link to egress's confirmation page for a grant.
-pub type ConfirmLinks = Arc<dyn Fn(&ObjectRef) -> String + Send + Sync>;
+pub type ConfirmLinks = Arc<dyn Fn(GrantRef) -> String + Send + Sync>;
 
 struct Inner {
     ledger: Arc<Ledger>,
@@ -212,13 +212,9 @@ impl Egress {
                     Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
-            EgressRequest::Decide { grant_id, approve } => {
-                let grant = match ObjectRef::parse_kind(&grant_id, RefKind::Grant) {
-                    Ok(g) => g,
-                    Err(e) => return invalid(format!("grant: {e}")),
-                };
+            EgressRequest::Decide { grant_id: grant, approve } => {
                 let ledger = self.inner.ledger.clone();
-                match blocking(move || ledger.decide(&grant, approve, "terminal", chrono::Utc::now())).await {
+                match blocking(move || ledger.decide(grant, approve, "terminal", chrono::Utc::now())).await {
                     Ok(r) => {
                         tracing::info!(%grant, phase = ?r.phase, "grant decided on the terminal");
                         EgressResponse::Grant(Box::new(r))
@@ -262,27 +258,17 @@ impl Egress {
                     Err(e) => invalid(e),
                 }
             }
-            EgressRequest::GrantState { workspace_id, grant_id } => {
-                let (ws, g) = match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
-                    Ok(p) => p,
-                    Err(e) => return invalid(e),
-                };
+            EgressRequest::GrantState { workspace_id: ws, grant_id: grant } => {
                 let ledger = self.inner.ledger.clone();
-                let grant = ObjectRef::new(RefKind::Grant, g);
-                match blocking(move || ledger.get_in(ws, &grant, chrono::Utc::now())).await {
+                match blocking(move || ledger.get_in(ws, grant, chrono::Utc::now())).await {
                     Ok(Some(r)) => EgressResponse::Grant(Box::new(self.linked(r))),
                     Ok(None) => failed_response(FailureCode::NotFound, format!("egress has no record of {grant}")),
                     Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
-            EgressRequest::FetchLog { workspace_id, grant_id } => {
-                let (ws, g) = match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
-                    Ok(p) => p,
-                    Err(e) => return invalid(e),
-                };
+            EgressRequest::FetchLog { workspace_id: ws, grant_id: grant } => {
                 let ledger = self.inner.ledger.clone();
-                let grant = ObjectRef::new(RefKind::Grant, g);
-                match blocking(move || ledger.fetch_log(ws, &grant)).await {
+                match blocking(move || ledger.fetch_log(ws, grant)).await {
                     Ok(entries) => EgressResponse::FetchLog { entries },
                     Err(e) => failed_response(FailureCode::Storage, e),
                 }
@@ -290,11 +276,7 @@ impl Egress {
             EgressRequest::Health {} => EgressResponse::Health(self.health_report()),
             EgressRequest::Status {} => EgressResponse::Status(self.status()),
             EgressRequest::Fetch(f) => EgressResponse::Fetched(Box::new(self.fetch(f).await)),
-            EgressRequest::ReadBody { workspace_id, handle, offset } => {
-                let ws = match parse_workspace(&workspace_id) {
-                    Ok(ws) => ws,
-                    Err(e) => return invalid(e),
-                };
+            EgressRequest::ReadBody { workspace_id: ws, handle, offset } => {
                 let bodies = self.inner.bodies.clone();
                 match blocking(move || bodies.read(ws, &handle, offset)).await {
                     Ok((data, eof)) => EgressResponse::BodyChunk {
@@ -304,36 +286,25 @@ impl Egress {
                     Err(e) => failed_response(FailureCode::NotFound, e),
                 }
             }
-            EgressRequest::ReleaseBody { workspace_id, handle } => match parse_workspace(&workspace_id) {
-                Ok(ws) => EgressResponse::BodyReleased { released: self.inner.bodies.release(ws, &handle) },
-                Err(e) => invalid(e),
-            },
+            EgressRequest::ReleaseBody { workspace_id: ws, handle } => {
+                EgressResponse::BodyReleased { released: self.inner.bodies.release(ws, &handle) }
+            }
             // Both only take authority away: the server may ask them.
-            EgressRequest::StopGrant { workspace_id, grant_id } => {
-                match parse_pair(&workspace_id, &grant_id, RefKind::Grant) {
-                    Ok((ws, g)) => {
-                        // Its fetches stop first, whatever the ledger says next.
-                        let stopped = self.stop_grant(ws, g);
-                        let (ledger, grant) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Grant, g));
-                        match blocking(move || ledger.revoke(ws, &grant, chrono::Utc::now())).await {
-                            Ok(_) => EgressResponse::Stopped { stopped },
-                            Err(e) => failed_response(FailureCode::Storage, e),
-                        }
-                    }
-                    Err(e) => invalid(e),
+            EgressRequest::StopGrant { workspace_id: ws, grant_id: grant } => {
+                // Its fetches stop first, whatever the ledger says next.
+                let stopped = self.stop_grant(ws, grant.id());
+                let ledger = self.inner.ledger.clone();
+                match blocking(move || ledger.revoke(ws, grant, chrono::Utc::now())).await {
+                    Ok(_) => EgressResponse::Stopped { stopped },
+                    Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
-            EgressRequest::EndCampaign { workspace_id, campaign_id } => {
-                match parse_pair(&workspace_id, &campaign_id, RefKind::Campaign) {
-                    Ok((ws, c)) => {
-                        let stopped = self.end_campaign(ws, c);
-                        let (ledger, campaign) = (self.inner.ledger.clone(), ObjectRef::new(RefKind::Campaign, c));
-                        match blocking(move || ledger.end_campaign(ws, &campaign, chrono::Utc::now())).await {
-                            Ok(_) => EgressResponse::Stopped { stopped },
-                            Err(e) => failed_response(FailureCode::Storage, e),
-                        }
-                    }
-                    Err(e) => invalid(e),
+            EgressRequest::EndCampaign { workspace_id: ws, campaign_id: campaign } => {
+                let stopped = self.end_campaign(ws, campaign.id());
+                let ledger = self.inner.ledger.clone();
+                match blocking(move || ledger.end_campaign(ws, campaign, chrono::Utc::now())).await {
+                    Ok(_) => EgressResponse::Stopped { stopped },
+                    Err(e) => failed_response(FailureCode::Storage, e),
                 }
             }
         }
@@ -342,9 +313,8 @@ impl Egress {
     /// A record with a fresh confirmation link while it waits for a human.
     fn linked(&self, mut r: GrantRecord) -> GrantRecord {
         if r.phase == GrantPhase::Proposed {
-            if let (Some(links), Ok(g)) = (self.inner.confirm.get(), ObjectRef::parse_kind(&r.grant_id, RefKind::Grant))
-            {
-                r.confirm_url = Some(links(&g));
+            if let Some(links) = self.inner.confirm.get() {
+                r.confirm_url = Some(links(r.grant_id));
             }
         }
         r
@@ -447,9 +417,8 @@ impl Egress {
         out.redirects = trail;
         match result {
             Ok((target, resp)) => {
-                let workspace =
-                    FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id).map(|i| i.workspace);
-                fill(&mut out, &target, resp, |spool| workspace.ok().and_then(|ws| self.inner.bodies.keep(ws, spool)));
+                let workspace = req.workspace_id;
+                fill(&mut out, &target, resp, |spool| self.inner.bodies.keep(workspace, spool));
             }
             Err(End(status, why)) => {
                 out.status = status;
@@ -466,15 +435,13 @@ impl Egress {
         };
         self.inner.counts[slot].fetch_add(1, Ordering::Relaxed);
         // The fetch log (SPEC T2): every fetch of a grant the ledger knows.
-        if let Ok(ids) = FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id) {
-            let (ledger, logged) = (self.inner.ledger.clone(), strip_body(&out));
-            if let Err(e) = blocking(move || ledger.log_fetch(&ids, &logged, chrono::Utc::now())).await {
-                tracing::error!(error = %e, "the fetch log could not be written");
-            }
+        let (ids, ledger, logged) = (FetchIds::of_fetch(&req), self.inner.ledger.clone(), strip_body(&out));
+        if let Err(e) = blocking(move || ledger.log_fetch(&ids, &logged, chrono::Utc::now())).await {
+            tracing::error!(error = %e, "the fetch log could not be written");
         }
         tracing::info!(
             status = ?out.status,
-            grant = %truncate_chars(&req.grant_id, 48),
+            grant = %req.grant_id,
             http_status = out.http_status,
             bytes = out.body_bytes,
             hops = out.redirects.len(),
@@ -491,7 +458,7 @@ impl Egress {
         isolation: &mut String,
         trail: &mut Vec<String>,
     ) -> Result<(Target, Response), End> {
-        let ids = FetchIds::parse(&req.workspace_id, &req.campaign_id, &req.grant_id).map_err(refused)?;
+        let ids = FetchIds::of_fetch(req);
         let boot = self.inner.connector.bootstrap();
         if !boot.ready {
             return Err(unavailable(format!(
@@ -566,7 +533,7 @@ impl Egress {
             let mut hop_bytes = Bytes { inner: &self.inner, grant, n: 0 };
             let take = |n: u64| {
                 hop_bytes.n = hop_bytes.n.saturating_add(n);
-                self.inner.take_bytes(&grant, &terms, n)
+                self.inner.take_bytes(grant, &terms, n)
             };
             let exchanged = http::exchange(io, &target, method, limits, &self.inner.bodies, take).await;
             drop(hop_bytes);
@@ -641,7 +608,7 @@ impl Inner {
     /// Counts body bytes received under a grant; refuses past its budget:
     /// what the ledger had when the hop started, plus what every hop of the
     /// grant in flight has received since.
-    fn take_bytes(&self, grant: &ObjectRef, terms: &HopTerms, n: u64) -> Result<(), String> {
+    fn take_bytes(&self, grant: GrantRef, terms: &HopTerms, n: u64) -> Result<(), String> {
         let mut s = self.lock();
         let pending = s.pending_bytes.entry(grant.id()).or_default();
         *pending = pending.saturating_add(n);
@@ -659,7 +626,7 @@ impl Inner {
 /// no longer pending.
 struct Bytes<'a> {
     inner: &'a Inner,
-    grant: ObjectRef,
+    grant: GrantRef,
     n: u64,
 }
 
@@ -671,7 +638,7 @@ impl Drop for Bytes<'_> {
         if n == 0 {
             return;
         }
-        if let Err(e) = self.inner.ledger.add_bytes(&self.grant, n) {
+        if let Err(e) = self.inner.ledger.add_bytes(self.grant, n) {
             tracing::error!(grant = %self.grant, error = %e, "the ledger did not record the bytes received");
         }
         let mut s = self.inner.lock();
@@ -827,19 +794,6 @@ fn truncate_bytes(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_owned()
-}
-
-fn parse_workspace(ws: &str) -> Result<Uuid, String> {
-    match Uuid::try_parse(ws) {
-        Ok(u) => Ok(u),
-        Err(_) => Ok(ObjectRef::parse_kind(ws, RefKind::Workspace).map_err(|e| format!("workspace: {e}"))?.id()),
-    }
-}
-
-fn parse_pair(ws: &str, id: &str, kind: RefKind) -> Result<(Uuid, Uuid), String> {
-    let ws = parse_workspace(ws)?;
-    let r = ObjectRef::parse_kind(id, kind).map_err(|e| format!("{}: {e}", kind.as_str()))?;
-    Ok((ws, r.id()))
 }
 
 fn invalid(message: String) -> EgressResponse {

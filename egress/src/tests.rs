@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use arti_client::IsolationToken;
 use base64::Engine as _;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::messages::FailureCode;
 use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, FetchMethod, FetchOutcome, FetchRequest,
@@ -193,8 +193,8 @@ struct World {
 #[derive(Clone, Copy)]
 struct G {
     ws: Uuid,
-    grant: ObjectRef,
-    campaign: ObjectRef,
+    grant: GrantRef,
+    campaign: CampaignRef,
 }
 
 impl World {
@@ -211,7 +211,7 @@ impl World {
 
     fn grant_in(&self, ws: Uuid, hosts: &[&str], urls: &[String], max_requests: u64, max_bytes: u64) -> G {
         let g = self.propose(ws, hosts, urls, max_requests, max_bytes, chrono::Utc::now());
-        self.ledger.decide(&g.grant, true, "terminal", chrono::Utc::now()).unwrap();
+        self.ledger.decide(g.grant, true, "terminal", chrono::Utc::now()).unwrap();
         g
     }
 
@@ -225,15 +225,11 @@ impl World {
         max_bytes: u64,
         at: chrono::DateTime<chrono::Utc>,
     ) -> G {
-        let g = G {
-            ws,
-            grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()),
-            campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()),
-        };
+        let g = G { ws, grant: GrantRef::new(Uuid::now_v7()), campaign: CampaignRef::new(Uuid::now_v7()) };
         let p = GrantProposal {
-            workspace_id: ws.to_string(),
-            grant_id: g.grant.to_string(),
-            campaign_id: g.campaign.to_string(),
+            workspace_id: ws,
+            grant_id: g.grant,
+            campaign_id: g.campaign,
             urls: urls.to_vec(),
             hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
             max_requests,
@@ -262,8 +258,7 @@ async fn body_of(egress: &Egress, ws: Uuid, o: &FetchOutcome) -> Vec<u8> {
     let handle = o.body_handle.clone().expect("a body handle");
     let mut body = Vec::new();
     loop {
-        let r =
-            EgressRequest::ReadBody { workspace_id: ws.to_string(), handle: handle.clone(), offset: body.len() as u64 };
+        let r = EgressRequest::ReadBody { workspace_id: ws, handle: handle.clone(), offset: body.len() as u64 };
         match egress.handle(r).await {
             EgressResponse::BodyChunk { data_base64, eof } => {
                 let chunk = base64::engine::general_purpose::STANDARD.decode(data_base64).unwrap();
@@ -276,7 +271,7 @@ async fn body_of(egress: &Egress, ws: Uuid, o: &FetchOutcome) -> Vec<u8> {
             other => panic!("ReadBody answered {other:?}"),
         }
     }
-    let r = EgressRequest::ReleaseBody { workspace_id: ws.to_string(), handle };
+    let r = EgressRequest::ReleaseBody { workspace_id: ws, handle };
     assert_eq!(egress.handle(r).await, EgressResponse::BodyReleased { released: true });
     body
 }
@@ -287,13 +282,7 @@ fn urls(host: &str, port: u16, paths: &[&str]) -> Vec<String> {
 }
 
 fn req(g: &G, url: &str, method: FetchMethod) -> FetchRequest {
-    FetchRequest {
-        workspace_id: g.ws.to_string(),
-        campaign_id: g.campaign.to_string(),
-        grant_id: g.grant.to_string(),
-        url: url.into(),
-        method,
-    }
+    FetchRequest { workspace_id: g.ws, campaign_id: g.campaign, grant_id: g.grant, url: url.into(), method }
 }
 
 fn get(g: &G, url: &str) -> FetchRequest {
@@ -338,12 +327,12 @@ async fn refusals_come_before_any_stream() {
     // A revoked grant, an expired one (proposed two hours ago for one), and
     // one the server proposed that no human decided.
     let g_revoked = w.grant(&["*.example.org"], only, 10, 1_000_000);
-    assert!(w.ledger.revoke(w.ws, &g_revoked.grant, chrono::Utc::now()).unwrap());
+    assert!(w.ledger.revoke(w.ws, g_revoked.grant, chrono::Utc::now()).unwrap());
     let two_hours_ago = chrono::Utc::now() - chrono::Duration::hours(2);
     let g_expired = w.propose(w.ws, &["*.example.org"], only, 10, 1000, two_hours_ago);
     let g_waiting = w.propose(w.ws, &["*.example.org"], only, 10, 1000, chrono::Utc::now());
     // A grant the server wrote in its own database: egress never saw it.
-    let g_unknown = G { grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()), ..g };
+    let g_unknown = G { grant: GrantRef::new(Uuid::now_v7()), ..g };
     let g_cross = G { grant: g_other.grant, ..g };
     let g_wrong_campaign = G { campaign: g_revoked.campaign, ..g };
     let long = format!("http://a.example.org:{p}/{}", "x".repeat(2048));
@@ -366,10 +355,6 @@ async fn refusals_come_before_any_stream() {
         (get(&g_expired, &asked), "has expired"),
         (get(&g_waiting, &asked), "waits for a human's confirmation"),
         (get(&g_wrong_campaign, &asked), "does not run under"),
-        (
-            FetchRequest { grant_id: g.grant.id().to_string(), ..get(&g, &format!("http://a.example.org:{p}/")) },
-            "grant",
-        ),
     ];
     let (egress, tor) = w.egress(quick());
     for (r, why) in cases {
@@ -379,16 +364,16 @@ async fn refusals_come_before_any_stream() {
     }
     assert!(tor.dials().is_empty(), "a refusal opened a stream: {:?}", tor.dials());
     assert_eq!(server.conns(), 0);
-    assert_eq!(egress.status().counts, [0, 19, 0, 0, 0]);
+    assert_eq!(egress.status().counts, [0, 18, 0, 0, 0]);
     // The scope that names a private address exactly lets it through.
     let o = egress.fetch(get(&g, &private)).await;
     assert_status(&o, FetchStatus::Fetched, "");
     // The fetch log has what was asked under the grants egress knows,
     // refusals included; a forged grant leaves no line (nothing to attach it to).
-    let log = w.ledger.fetch_log(w.ws, &g.grant).unwrap();
+    let log = w.ledger.fetch_log(w.ws, g.grant).unwrap();
     assert_eq!(log.last().map(|e| (e.status, e.url.as_str())), Some((FetchStatus::Fetched, private.as_str())));
     assert!(log.iter().filter(|e| e.status == FetchStatus::Refused).count() >= 8, "{log:#?}");
-    assert!(w.ledger.fetch_log(w.ws, &g_unknown.grant).unwrap().is_empty());
+    assert!(w.ledger.fetch_log(w.ws, g_unknown.grant).unwrap().is_empty());
 }
 
 /// The server's socket may propose but never decide (SPEC T2); the
@@ -399,15 +384,11 @@ async fn only_the_operator_socket_decides() {
     let w = World::new();
     let (egress, tor) = w.egress(quick());
     let url = "https://a.example.org/".to_owned();
-    let g = G {
-        ws: w.ws,
-        grant: ObjectRef::new(RefKind::Grant, Uuid::now_v7()),
-        campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()),
-    };
+    let g = G { ws: w.ws, grant: GrantRef::new(Uuid::now_v7()), campaign: CampaignRef::new(Uuid::now_v7()) };
     let proposal = GrantProposal {
-        workspace_id: w.ws.to_string(),
-        grant_id: g.grant.to_string(),
-        campaign_id: g.campaign.to_string(),
+        workspace_id: w.ws,
+        grant_id: g.grant,
+        campaign_id: g.campaign,
         urls: vec![url.clone()],
         hosts: vec!["a.example.org".into()],
         max_requests: 2,
@@ -419,10 +400,10 @@ async fn only_the_operator_socket_decides() {
         panic!()
     };
     assert_eq!((r.phase, r.confirm_url.as_deref()), (GrantPhase::Proposed, None));
-    egress.set_confirm_links(Arc::new(|g: &ObjectRef| format!("http://127.0.0.1:1/login?grant={g}")));
+    egress.set_confirm_links(Arc::new(|g: GrantRef| format!("http://127.0.0.1:1/login?grant={g}")));
     let EgressResponse::Grant(r) = egress.handle(EgressRequest::Propose(Box::new(proposal))).await else { panic!() };
     assert_eq!(r.confirm_url, Some(format!("http://127.0.0.1:1/login?grant={}", g.grant)), "idempotent, linked");
-    let decide = EgressRequest::Decide { grant_id: g.grant.to_string(), approve: true };
+    let decide = EgressRequest::Decide { grant_id: g.grant, approve: true };
     for forbidden in [decide.clone(), EgressRequest::Grants {}] {
         let EgressResponse::Failed(f) = egress.handle(forbidden).await else { panic!() };
         assert_eq!(f.code, FailureCode::Forbidden, "{f:?}");
@@ -435,16 +416,16 @@ async fn only_the_operator_socket_decides() {
     let EgressResponse::Failed(f) = egress.handle_operator(decide).await else { panic!() };
     assert!(f.message.contains("decided already"), "{f:?}");
     // The server's view of the record, and of no other workspace's.
-    let state = |ws: Uuid| EgressRequest::GrantState { workspace_id: ws.to_string(), grant_id: g.grant.to_string() };
+    let state = |ws: Uuid| EgressRequest::GrantState { workspace_id: ws, grant_id: g.grant };
     let EgressResponse::Grant(r) = egress.handle(state(w.ws)).await else { panic!() };
     assert_eq!(r.phase, GrantPhase::Approved);
     let EgressResponse::Failed(f) = egress.handle(state(Uuid::now_v7())).await else { panic!() };
     assert_eq!(f.code, FailureCode::NotFound);
     // A proposal egress refuses stores nothing and says why.
     let bad = GrantProposal {
-        workspace_id: w.ws.to_string(),
-        grant_id: ObjectRef::new(RefKind::Grant, Uuid::now_v7()).to_string(),
-        campaign_id: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()).to_string(),
+        workspace_id: w.ws,
+        grant_id: GrantRef::new(Uuid::now_v7()),
+        campaign_id: CampaignRef::new(Uuid::now_v7()),
         urls: vec!["https://elsewhere.example/".into()],
         hosts: vec!["a.example.org".into()],
         max_requests: 2,
@@ -480,7 +461,7 @@ async fn budgets_are_spent_exactly() {
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
     assert_eq!(server.conns(), 4);
     // The ledger has it, and a restarted egress does not give budget back.
-    let r = w.ledger.get(&g.grant, chrono::Utc::now()).unwrap().unwrap();
+    let r = w.ledger.get(g.grant, chrono::Utc::now()).unwrap().unwrap();
     assert_eq!((r.requests_used, r.bytes_used), (2, 16));
     let (again, _) = w.egress(quick());
     assert_status(&again.fetch(get(&g, &url)).await, FetchStatus::Refused, "byte budget");
@@ -510,8 +491,7 @@ async fn a_get_returns_the_body_with_its_provenance() {
     assert_eq!(o.body_sha256.as_deref(), Some(hex::encode(Sha256::digest(body)).as_str()));
     assert_eq!(body_of(&egress, g.ws, &o).await, body);
     // Read and released: another workspace never sees it, and nothing stays in scratch.
-    let again =
-        EgressRequest::ReadBody { workspace_id: g.ws.to_string(), handle: o.body_handle.clone().unwrap(), offset: 0 };
+    let again = EgressRequest::ReadBody { workspace_id: g.ws, handle: o.body_handle.clone().unwrap(), offset: 0 };
     assert!(matches!(egress.handle(again).await, EgressResponse::Failed(f) if f.code == FailureCode::NotFound));
     let names: Vec<&str> = o.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type", "content-length", "etag", "server"], "no cookie, no unknown header");
@@ -546,7 +526,7 @@ async fn campaign_slots_never_ended_are_forgotten() {
     let g = w.grant(&["news.example.org"], std::slice::from_ref(&url), 100, 1_000_000);
     let limits = Limits { max_campaigns: 3, campaign_idle: Duration::from_secs(2), ..quick() };
     let (egress, _) = w.egress(limits);
-    let invented = |_| G { campaign: ObjectRef::new(RefKind::Campaign, Uuid::now_v7()), ..g };
+    let invented = |_| G { campaign: CampaignRef::new(Uuid::now_v7()), ..g };
     for c in (0..5).map(invented) {
         // The ledger refuses them, but each took a slot before its check.
         assert_status(&egress.fetch(get(&c, &url)).await, FetchStatus::Refused, "does not run under");
@@ -670,11 +650,11 @@ async fn redirects_are_bounded_and_rechecked_against_revocation() {
     .await;
     let loop_ = Server::always(redirect(302, "/again")).await;
     // A grant revoked between two hops: the next hop is refused before its stream.
-    let granted = Arc::new(std::sync::OnceLock::<ObjectRef>::new());
+    let granted = Arc::new(std::sync::OnceLock::<GrantRef>::new());
     let (ledger, ws, revoke) = (w.ledger.clone(), w.ws, granted.clone());
     let revoking = Server::start(move |n| {
         if n == 0 {
-            ledger.revoke(ws, revoke.get().unwrap(), chrono::Utc::now()).unwrap();
+            ledger.revoke(ws, *revoke.get().unwrap(), chrono::Utc::now()).unwrap();
             vec![Step::Send(redirect(302, "/next"))]
         } else {
             vec![Step::Send(ok(b"no", "text/plain"))]
@@ -867,8 +847,7 @@ async fn stop_grant_stops_fetches_in_flight_and_queued() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(egress.status().in_flight, 1);
     let t = std::time::Instant::now();
-    let resp =
-        egress.handle(EgressRequest::StopGrant { workspace_id: g.ws.to_string(), grant_id: g.grant.to_string() }).await;
+    let resp = egress.handle(EgressRequest::StopGrant { workspace_id: g.ws, grant_id: g.grant }).await;
     assert_eq!(resp, EgressResponse::Stopped { stopped: 2 });
     for h in [a, b] {
         let o = tokio::time::timeout(Duration::from_secs(2), h).await.unwrap().unwrap();
@@ -884,7 +863,7 @@ async fn stop_grant_stops_fetches_in_flight_and_queued() {
     assert_eq!(egress.status().counts[4], 3);
     // The revocation asked on the socket is in the ledger: nothing more runs.
     assert_status(&egress.fetch(get(&g, &url)).await, FetchStatus::Refused, "is revoked");
-    let log = w.ledger.fetch_log(g.ws, &g.grant).unwrap();
+    let log = w.ledger.fetch_log(g.ws, g.grant).unwrap();
     let statuses: Vec<FetchStatus> = log.iter().map(|e| e.status).collect();
     assert_eq!(statuses, [FetchStatus::Stopped, FetchStatus::Stopped, FetchStatus::Refused], "{log:#?}");
 }
@@ -919,12 +898,7 @@ async fn each_campaign_has_its_own_isolation_until_it_ends() {
     let o2 = egress.fetch(get(&g2, &url)).await;
     assert_eq!(o1.isolation, o1b.isolation);
     assert_ne!(o1.isolation, o2.isolation);
-    let resp = egress
-        .handle(EgressRequest::EndCampaign {
-            workspace_id: format!("workspace:{}", g1.ws),
-            campaign_id: g1.campaign.to_string(),
-        })
-        .await;
+    let resp = egress.handle(EgressRequest::EndCampaign { workspace_id: g1.ws, campaign_id: g1.campaign }).await;
     assert_eq!(resp, EgressResponse::Stopped { stopped: 0 });
     // An ended campaign fetches nothing more (the ledger has its end).
     let o1c = egress.fetch(get(&g1, &url)).await;
@@ -944,21 +918,29 @@ async fn the_service_answers_every_request() {
     assert!(h.ready && h.detail.contains("bootstrapped"), "{h:?}");
     let EgressResponse::Status(s) = egress.handle(EgressRequest::Status {}).await else { panic!() };
     assert_eq!((s.ready, s.bootstrap_percent, s.custom_network), (true, 100, false));
+    // Ids of the wrong kind, bare or malformed never decode: the receiver
+    // gets typed ids or no message at all (the frame reader drops the
+    // connection, `labfy_ipc::server`).
+    let ws = w.ws.to_string();
     for bad in [
-        EgressRequest::StopGrant { workspace_id: "nope".into(), grant_id: "grant:x".into() },
-        EgressRequest::StopGrant { workspace_id: w.ws.to_string(), grant_id: Uuid::now_v7().to_string() },
-        EgressRequest::EndCampaign { workspace_id: w.ws.to_string(), campaign_id: "grant:x".into() },
+        serde_json::json!({"type": "stop_grant", "workspace_id": "nope", "grant_id": GrantRef::new(Uuid::now_v7())}),
+        serde_json::json!({"type": "stop_grant", "workspace_id": ws, "grant_id": Uuid::now_v7()}),
+        serde_json::json!({"type": "end_campaign", "workspace_id": ws, "campaign_id": GrantRef::new(Uuid::now_v7())}),
+        serde_json::json!({"type": "decide", "grant_id": "grant:x", "approve": true}),
     ] {
-        let EgressResponse::Failed(f) = egress.handle(bad).await else { panic!() };
-        assert_eq!(f.code, FailureCode::InvalidInput);
+        let e = serde_json::from_value::<EgressRequest>(bad.clone()).unwrap_err().to_string();
+        assert!(e.contains("UUID") || e.contains("reference"), "{bad}: {e}");
     }
-    let inv = ObjectRef::new(RefKind::Investigation, Uuid::now_v7());
+    // Well-formed ids egress never saw: refused, and said so.
+    let (grant, campaign) = (GrantRef::new(Uuid::now_v7()), CampaignRef::new(Uuid::now_v7()));
     let EgressResponse::Fetched(o) =
-        egress.handle(EgressRequest::Fetch(get(&G { ws: w.ws, grant: inv, campaign: inv }, "http://a/"))).await
+        egress.handle(EgressRequest::Fetch(get(&G { ws: w.ws, grant, campaign }, "http://a/"))).await
     else {
         panic!()
     };
-    assert_eq!(o.status, FetchStatus::Refused);
+    assert_status(&o, FetchStatus::Refused, "never confirmed by a human");
+    let stop = EgressRequest::StopGrant { workspace_id: w.ws, grant_id: grant };
+    assert_eq!(egress.handle(stop).await, EgressResponse::Stopped { stopped: 0 });
 }
 
 /// The real connector, never bootstrapped (no network here): every fetch is

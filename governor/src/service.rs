@@ -34,8 +34,8 @@ pub const MODEL_START_WAIT: Duration = Duration::from_secs(240);
 /// Stale cgroups (of a governor that died) are swept at start and then
 /// every this many samples.
 pub const SWEEP_EVERY_SAMPLES: u64 = 300;
-/// Longest campaign id accepted.
-const MAX_CAMPAIGN_REF: usize = 64;
+/// Longest owner a sandbox run's reservation keeps.
+const MAX_OWNER_CHARS: usize = 64;
 
 /// Unix time, milliseconds.
 pub fn now_ms() -> u64 {
@@ -197,7 +197,7 @@ impl Governor {
     /// bounds, admitted (its own reservation kind), confined, carried out,
     /// released with how it ended.
     async fn sandbox_run(&self, run: SandboxRun) -> GovernorResponse {
-        let owner: String = run.owner.chars().take(MAX_CAMPAIGN_REF).collect();
+        let owner: String = run.owner.chars().take(MAX_OWNER_CHARS).collect();
         let checked = match sandbox::check(&self.config.sandbox, run) {
             Ok(c) => c,
             Err(e) => return failure(e.code, e.message),
@@ -244,17 +244,14 @@ impl Governor {
     }
 
     fn admit_campaign(&self, ask: CampaignAsk) -> GovernorResponse {
-        let valid_ref = ask.campaign.len() <= MAX_CAMPAIGN_REF
-            && ask.campaign.strip_prefix("campaign:").is_some_and(|u| uuid::Uuid::parse_str(u).is_ok());
-        if !valid_ref {
-            return failure(FailureCode::InvalidInput, "campaign must be campaign:<uuid>");
-        }
+        // `campaign:<uuid>` is the message's type (`CampaignRef`): a frame
+        // naming anything else never decoded.
         if !(1..=MAX_CAMPAIGN_CONCURRENCY).contains(&ask.concurrency) {
             return failure(FailureCode::InvalidInput, format!("concurrency must be 1 to {MAX_CAMPAIGN_CONCURRENCY}"));
         }
         let ram = ask.ram_bytes.saturating_add(u64::from(ask.concurrency) * CAMPAIGN_RAM_PER_FETCH);
         let a = Ask {
-            owner: ask.campaign,
+            owner: ask.campaign.to_string(),
             kind: ReservationKind::Campaign,
             amounts: Amounts { vram: 0, ram, swap: 0, scratch: ask.scratch_bytes },
             priority: ask.priority,

@@ -7,5 +7,5 @@ mod object_ref;
 mod risk;
 
 pub use error::ErrorKind;
-pub use object_ref::{ObjectRef, RefError, RefKind};
+pub use object_ref::{CampaignRef, GrantRef, ObjectRef, RefError, RefKind};
 pub use risk::RiskLevel;

@@ -210,6 +210,105 @@ impl<'de> Deserialize<'de> for ObjectRef {
     }
 }
 
+/// Defines a reference that can name only one namespace: what crosses a
+/// process boundary where the kind is fixed (a grant, a campaign), so that a
+/// message naming the wrong kind fails to decode instead of being parsed by
+/// every receiver in its own way (issue 14: `labfy-core` types on the wire).
+macro_rules! typed_ref {
+    ($(#[$doc:meta])* $name:ident => $kind:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(Uuid);
+
+        impl $name {
+            /// The one namespace this reference names.
+            pub const KIND: RefKind = RefKind::$kind;
+
+            /// The reference to the object with this UUID.
+            pub fn new(id: Uuid) -> Self {
+                Self(id)
+            }
+
+            /// The UUID.
+            pub fn id(&self) -> Uuid {
+                self.0
+            }
+
+            /// The same reference, untyped.
+            pub fn object_ref(&self) -> ObjectRef {
+                ObjectRef::new(Self::KIND, self.0)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.object_ref(), f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = RefError;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                ObjectRef::parse_kind(text, Self::KIND).map(|r| Self(r.id()))
+            }
+        }
+
+        impl From<$name> for ObjectRef {
+            fn from(r: $name) -> Self {
+                r.object_ref()
+            }
+        }
+
+        impl PartialEq<ObjectRef> for $name {
+            fn eq(&self, other: &ObjectRef) -> bool {
+                self.object_ref() == *other
+            }
+        }
+
+        impl PartialEq<$name> for ObjectRef {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.object_ref()
+            }
+        }
+
+        impl TryFrom<ObjectRef> for $name {
+            type Error = RefError;
+
+            fn try_from(r: ObjectRef) -> Result<Self, Self::Error> {
+                if r.kind() == Self::KIND {
+                    Ok(Self(r.id()))
+                } else {
+                    Err(RefError::WrongKind { expected: Self::KIND, found: r.kind() })
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+typed_ref! {
+    /// `grant:<uuid>`: a human grant, and nothing else.
+    GrantRef => Grant
+}
+
+typed_ref! {
+    /// `campaign:<uuid>`: a research campaign, and nothing else.
+    CampaignRef => Campaign
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +378,26 @@ mod tests {
         let r: ObjectRef = serde_json::from_str(&format!("\"entity:{ID}\"")).unwrap();
         assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"entity:{ID}\""));
         assert!(serde_json::from_str::<ObjectRef>(&format!("\"{ID}\"")).is_err());
+    }
+    #[test]
+    fn typed_references_name_one_namespace() {
+        let g: GrantRef = format!("grant:{ID}").parse().unwrap();
+        assert_eq!(g.to_string(), format!("grant:{ID}"));
+        let untyped = ObjectRef::parse_kind(&format!("grant:{ID}"), RefKind::Grant).unwrap();
+        assert_eq!(ObjectRef::from(g), untyped);
+        assert!(g == untyped, "typed == untyped");
+        assert!(untyped == g, "untyped == typed");
+        assert!(g != ObjectRef::new(RefKind::Campaign, g.id()), "same UUID, another namespace");
+        assert_eq!(
+            format!("campaign:{ID}").parse::<GrantRef>().unwrap_err(),
+            RefError::WrongKind { expected: RefKind::Grant, found: RefKind::Campaign }
+        );
+        assert!(matches!(ID.parse::<CampaignRef>(), Err(RefError::BareUuid(_))));
+        let c: CampaignRef = serde_json::from_str(&format!("\"campaign:{ID}\"")).unwrap();
+        assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"campaign:{ID}\""));
+        assert_eq!(CampaignRef::try_from(c.object_ref()), Ok(c));
+        assert!(CampaignRef::try_from(g.object_ref()).is_err());
+        let wrong = serde_json::from_str::<CampaignRef>(&format!("\"grant:{ID}\"")).unwrap_err();
+        assert!(wrong.to_string().contains("expected a `campaign:` reference"), "{wrong}");
     }
 }

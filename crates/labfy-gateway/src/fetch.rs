@@ -9,7 +9,7 @@
 //! against the list a human confirmed — a URL in the scope but not in that
 //! list comes back [`Fetched::Refused`] with egress's reason.
 
-use labfy_core::ObjectRef;
+use labfy_core::{CampaignRef, GrantRef, ObjectRef};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -31,7 +31,7 @@ pub struct AgentFetch {
     pub workspace: Uuid,
     /// The grant it runs under (resolved in the workspace, active, its scope
     /// holding the URL: the gateway's policy checked these).
-    pub grant: ObjectRef,
+    pub grant: GrantRef,
     /// The URL as the agent wrote it.
     pub url: String,
     /// `GET` or `HEAD`.
@@ -70,7 +70,7 @@ pub struct FetchedPage {
     /// The evidence it became.
     pub evidence: ObjectRef,
     /// The campaign it belongs to.
-    pub campaign: ObjectRef,
+    pub campaign: CampaignRef,
     /// Its item's position in the campaign (0 first).
     pub position: u32,
     /// True when this call fetched it; false when the campaign had already
@@ -96,7 +96,7 @@ pub struct FetchedHead {
     /// Selected headers egress kept (names lower-cased).
     pub headers: Vec<(String, String)>,
     /// The campaign it was counted under.
-    pub campaign: ObjectRef,
+    pub campaign: CampaignRef,
 }
 
 /// The process that runs campaigns, lent to the gateway. Calls block (the

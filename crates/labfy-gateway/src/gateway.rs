@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{GrantRef, ObjectRef, RefKind};
 use labfy_store::{JournalKind, JournalLayer, StoreError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -783,7 +783,7 @@ impl AgentGateway {
             ));
         }
         if tool.authorization == Authorization::ActiveGrant {
-            let grant = refs.iter().find(|(_, r)| r.kind() == RefKind::Grant).map(|(_, r)| *r);
+            let grant = refs.iter().find_map(|(_, r)| GrantRef::try_from(*r).ok());
             let url = req.input.get("url").and_then(Value::as_str).unwrap_or_default();
             if let Some(reason) = self.grant_refusal(ws, grant, url) {
                 return Err(Refusal {
@@ -797,7 +797,7 @@ impl AgentGateway {
     }
 
     /// Why a grant does not cover a network call, or `None` when it does.
-    pub(crate) fn grant_refusal(&self, ws: Uuid, grant: Option<ObjectRef>, url: &str) -> Option<String> {
+    pub(crate) fn grant_refusal(&self, ws: Uuid, grant: Option<GrantRef>, url: &str) -> Option<String> {
         let Some(grant) = grant else {
             return Some("an active human grant is required; prepare the research with research.prepare".into());
         };

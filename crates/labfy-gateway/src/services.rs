@@ -3,7 +3,9 @@
 //! published schema and every reference is resolved, so the getters here only
 //! apply the schema's defaults.
 
-use labfy_core::{ObjectRef, RefKind};
+use std::str::FromStr;
+
+use labfy_core::{ObjectRef, RefError, RefKind};
 use labfy_store::MAX_EXCERPT_CHARS;
 use labfy_store::{NewResearchRequest, StoreError, WorkspaceClass};
 use serde::Serialize;
@@ -96,7 +98,9 @@ pub(crate) struct Tools<'a> {
     pub(crate) sandbox: Option<&'a dyn Sandbox>,
 }
 
-fn reference(input: &Value, name: &str) -> Result<ObjectRef, StoreError> {
+/// A validated input that names an object; `T` says which kind may be named
+/// (`ObjectRef`: any, `GrantRef`: a grant only).
+fn reference<T: FromStr<Err = RefError>>(input: &Value, name: &str) -> Result<T, StoreError> {
     input
         .get(name)
         .and_then(Value::as_str)
@@ -301,7 +305,7 @@ pub(crate) fn run(
                 refs.push(x.id);
                 refs.extend(x.grant.as_ref().map(|g| g.id));
                 if let Some(c) = &x.campaign {
-                    refs.push(c.id);
+                    refs.push(c.id.into());
                     evidence.extend(c.evidence.iter().copied());
                 }
             }
@@ -454,7 +458,7 @@ fn web_fetch(gw: &Tools<'_>, ws: Uuid, req: &CallRequest, origin: CallOrigin<'_>
             } else {
                 format!("{} had already fetched it as {}: no new request", page.campaign, page.evidence)
             };
-            let refs = [page.evidence, page.campaign];
+            let refs = [page.evidence, page.campaign.into()];
             let data = json!({"method": method, "page": page, "excerpt": excerpt});
             let mut o = Outcome::completed("fetch_result", trust::UNTRUSTED, data)?.refs(refs).observe(line);
             o.provenance_refs = provenance.records.iter().map(|p| p.id).collect();
@@ -464,7 +468,7 @@ fn web_fetch(gw: &Tools<'_>, ws: Uuid, req: &CallRequest, origin: CallOrigin<'_>
             let line = format!("HEAD answered {} under {grant}; nothing stored", head.http_status);
             let campaign = head.campaign;
             let data = json!({"method": method, "head": head});
-            Outcome::completed("fetch_result", trust::UNTRUSTED, data)?.refs([campaign]).observe(line)
+            Outcome::completed("fetch_result", trust::UNTRUSTED, data)?.refs([campaign.into()]).observe(line)
         }
         Fetched::Refused(why) => Outcome::with_status(ResultStatus::Denied, why),
         Fetched::Failed(why) => Outcome::failed(why),

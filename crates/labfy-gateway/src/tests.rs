@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use labfy_core::{ObjectRef, RefKind, RiskLevel};
+use labfy_core::{CampaignRef, GrantRef, ObjectRef, RefKind, RiskLevel};
 use labfy_store::specimen::{self, SpecimenOutcome, SpecimenSpec};
 use labfy_store::{
     GrantDecision, NewGrant, NewNote, ReadOnlyStore, ResearchBudget, ResearchRequest, ResearchScope, Store,
@@ -1062,7 +1062,7 @@ fn a_result_over_256_kib_is_refused_with_a_diagnostic() {
 // policy and availability (G3, G13)
 // ---------------------------------------------------------------------------
 
-fn grant_for(p: &mut Prep<'_>, ws: Uuid, inv: ObjectRef) -> ObjectRef {
+fn grant_for(p: &mut Prep<'_>, ws: Uuid, inv: ObjectRef) -> GrantRef {
     p.store
         .record_grant(
             ws,
@@ -1227,7 +1227,7 @@ fn web_fetch_runs_through_the_lent_runner_and_maps_its_answers() {
     assert!(fake.asked.lock().unwrap().is_empty());
 
     // A page: the evidence's text as untrusted data, its provenance.
-    let campaign = ObjectRef::new(RefKind::Campaign, Uuid::new_v4());
+    let campaign = CampaignRef::new(Uuid::new_v4());
     let page = fetch::FetchedPage {
         url: "https://news.example.org/a".into(),
         evidence,
@@ -1239,7 +1239,7 @@ fn web_fetch_runs_through_the_lent_runner_and_maps_its_answers() {
     };
     let r = call(fetch("https://news.example.org/a", "GET"), Some(Fetched::Page(page)));
     assert_eq!((r.status, r.stage), (ResultStatus::Completed, Stage::Service), "{:?}", r.diagnostic);
-    assert_eq!(r.object_refs, [evidence, campaign]);
+    assert_eq!(r.object_refs, [evidence, campaign.into()]);
     assert_eq!(r.artifacts[0].trust, trust::UNTRUSTED);
     assert!(r.artifacts[0].data["excerpt"]["text"].as_str().unwrap().contains("bureau à Nantes"));
     assert_eq!(r.artifacts[0].data["page"]["fetched_now"], true);
@@ -1287,7 +1287,7 @@ fn policy_and_real_availability() {
         grants = (Some(grant_for(p, sw, si)), Some(grant_for(p, rw, ri)));
     });
     let (spec_grant, real_grant) = (grants.0.unwrap(), grants.1.unwrap());
-    let fetch = |url: &str, grant: ObjectRef| json!({"url": url, "method": "GET", "grant_id": grant.to_string()});
+    let fetch = |url: &str, grant: GrantRef| json!({"url": url, "method": "GET", "grant_id": grant.to_string()});
     let st = fx.turn(fx.spec);
     let rt = fx.turn(fx.real);
 
@@ -1568,7 +1568,7 @@ fn the_demo_agent_pauses_for_a_human_and_resumes_after_a_grant() {
     let campaign = fx.requests(fx.spec, &fx.spec_inv)[0].campaign.clone().unwrap();
     assert_eq!(campaign.status, "COMPLETED");
     assert!(!campaign.evidence.is_empty());
-    for r in [request, granted.grant, granted.campaign].iter().chain(&campaign.evidence) {
+    for r in [request, granted.grant.into(), granted.campaign.into()].iter().chain(&campaign.evidence) {
         assert!(done.summary_refs.contains(r), "summary_refs lacks {r}");
     }
     assert_eq!(done.calls, turn.calls + 1, "the resume rereads the state through the gateway");

@@ -4,7 +4,11 @@
 //! without data are written `Variant {}`: serde lets unknown fields through on
 //! unit variants of internally tagged enums, and every message here is closed.
 
+/// The typed ids the messages carry (`labfy-core`'s): a peer builds them
+/// without depending on `labfy-core` itself.
+pub use labfy_core::{CampaignRef, GrantRef};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// Version spoken in `Hello`; peers of another version are refused.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -561,7 +565,7 @@ pub mod governor {
     #[serde(deny_unknown_fields)]
     pub struct CampaignAsk {
         /// `campaign:<uuid>`.
-        pub campaign: String,
+        pub campaign: CampaignRef,
         /// Scratch bytes it may write.
         pub scratch_bytes: u64,
         /// RAM it may hold.
@@ -913,17 +917,17 @@ pub mod egress {
         /// A grant was revoked: stop its in-flight and queued fetches now.
         StopGrant {
             /// The grant's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// `grant:<uuid>`.
-            grant_id: String,
+            grant_id: GrantRef,
         },
         /// A campaign ended: forget its isolation token, and refuse every
         /// later fetch of it (recorded in egress's grant ledger, SPEC T2).
         EndCampaign {
             /// The campaign's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// `campaign:<uuid>`.
-            campaign_id: String,
+            campaign_id: CampaignRef,
         },
         /// The analyst's decision in the UI, as the server saw it: egress
         /// records it as a *proposal*, which allows nothing until a human
@@ -934,23 +938,23 @@ pub mod egress {
         /// while it waits for the human).
         GrantState {
             /// The grant's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// `grant:<uuid>`.
-            grant_id: String,
+            grant_id: GrantRef,
         },
         /// Egress's append-only fetch log of a grant, oldest first.
         FetchLog {
             /// The grant's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// `grant:<uuid>`.
-            grant_id: String,
+            grant_id: GrantRef,
         },
         /// The next bytes of a fetched body waiting in egress's scratch
         /// directory (SPEC C3): at most [`BODY_CHUNK_BYTES`] from `offset`.
         /// Only the workspace that fetched it may read it.
         ReadBody {
             /// The fetch's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// [`FetchOutcome::body_handle`].
             handle: String,
             /// Where to read from, in bytes.
@@ -960,7 +964,7 @@ pub mod egress {
         /// Bodies never released are deleted when they expire.
         ReleaseBody {
             /// The fetch's workspace.
-            workspace_id: String,
+            workspace_id: Uuid,
             /// [`FetchOutcome::body_handle`].
             handle: String,
         },
@@ -971,7 +975,7 @@ pub mod egress {
         /// decision on a proposal. Refused on the server's socket.
         Decide {
             /// `grant:<uuid>`.
-            grant_id: String,
+            grant_id: GrantRef,
             /// True: approve; false: refuse.
             approve: bool,
         },
@@ -993,11 +997,11 @@ pub mod egress {
     #[serde(deny_unknown_fields)]
     pub struct GrantProposal {
         /// The workspace (UUID).
-        pub workspace_id: String,
+        pub workspace_id: Uuid,
         /// `grant:<uuid>` (the server's id for it).
-        pub grant_id: String,
+        pub grant_id: GrantRef,
         /// `campaign:<uuid>`: the one campaign that runs under it.
-        pub campaign_id: String,
+        pub campaign_id: CampaignRef,
         /// The exact URLs, in order (1–[`MAX_GRANT_URLS`]).
         pub urls: Vec<String>,
         /// Host patterns redirects may reach (1–[`MAX_GRANT_HOSTS`]).
@@ -1036,11 +1040,11 @@ pub mod egress {
     #[serde(deny_unknown_fields)]
     pub struct GrantRecord {
         /// `grant:<uuid>`.
-        pub grant_id: String,
+        pub grant_id: GrantRef,
         /// The workspace (UUID).
-        pub workspace_id: String,
+        pub workspace_id: Uuid,
         /// `campaign:<uuid>`.
-        pub campaign_id: String,
+        pub campaign_id: CampaignRef,
         /// The exact URLs granted, normalised, in order.
         pub urls: Vec<String>,
         /// Host patterns redirects may reach.
@@ -1083,7 +1087,7 @@ pub mod egress {
         /// RFC 3339: when the fetch ended.
         pub at: String,
         /// `campaign:<uuid>` as the fetch named it.
-        pub campaign_id: String,
+        pub campaign_id: CampaignRef,
         /// The URL asked.
         pub url: String,
         /// The URL of the response, after redirects.
@@ -1115,11 +1119,11 @@ pub mod egress {
     #[serde(deny_unknown_fields)]
     pub struct FetchRequest {
         /// The workspace the campaign belongs to (UUID).
-        pub workspace_id: String,
+        pub workspace_id: Uuid,
         /// `campaign:<uuid>`: the isolation token is per campaign (E4).
-        pub campaign_id: String,
+        pub campaign_id: CampaignRef,
         /// `grant:<uuid>`: re-checked by egress in the store (E3).
-        pub grant_id: String,
+        pub grant_id: GrantRef,
         /// An absolute `http` or `https` URL.
         pub url: String,
         /// `GET` or `HEAD`.
@@ -1275,5 +1279,46 @@ mod tests {
         assert!(serde_json::from_str::<ControlResponse>(health).is_ok());
         let extra = r#"{"type":"health","role":"server","pid":1,"uptime_ms":2,"ready":true,"detail":"ok","z":0}"#;
         assert!(serde_json::from_str::<ControlResponse>(extra).is_err());
+    }
+
+    /// Ids travel typed (issue 14): the text form is the one every process
+    /// reads the same way, and a message naming the wrong kind of object,
+    /// a bare UUID or a malformed one never decodes.
+    #[test]
+    fn ids_are_typed_on_the_wire() {
+        const WS: &str = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+        const G: &str = "grant:0190a4f1-0000-7000-8000-000000000001";
+        const C: &str = "campaign:0190a4f1-0000-7000-8000-000000000002";
+        let fetch = |ws: &str, c: &str, g: &str| {
+            format!(
+                r#"{{"type":"fetch","workspace_id":"{ws}","campaign_id":"{c}","grant_id":"{g}","url":"https://a/","method":"GET"}}"#
+            )
+        };
+        let good: egress::EgressRequest = serde_json::from_str(&fetch(WS, C, G)).unwrap();
+        assert_eq!(serde_json::to_string(&good).unwrap(), fetch(WS, C, G), "the text form is unchanged");
+        let bare = G.trim_start_matches("grant:");
+        for (bad, why) in [
+            (fetch(WS, G, G), "expected a `campaign:` reference"),
+            (fetch(WS, C, C), "expected a `grant:` reference"),
+            (fetch(WS, C, bare), "bare UUID"),
+            (fetch("workspace", C, G), "UUID"),
+            (fetch(WS, "campaign:nope", G), "invalid UUID"),
+            (format!(r#"{{"type":"decide","grant_id":"{C}","approve":true}}"#), "expected a `grant:` reference"),
+            (
+                format!(r#"{{"type":"end_campaign","workspace_id":"{WS}","campaign_id":"{G}"}}"#),
+                "expected a `campaign:`",
+            ),
+        ] {
+            let e = serde_json::from_str::<egress::EgressRequest>(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let ask = |c: &str| {
+            format!(
+                r#"{{"type":"admit_campaign","campaign":"{c}","scratch_bytes":1,"ram_bytes":1,"concurrency":1,"priority":1}}"#
+            )
+        };
+        assert!(serde_json::from_str::<governor::GovernorRequest>(&ask(C)).is_ok());
+        let e = serde_json::from_str::<governor::GovernorRequest>(&ask(G)).unwrap_err().to_string();
+        assert!(e.contains("expected a `campaign:` reference"), "{e}");
     }
 }

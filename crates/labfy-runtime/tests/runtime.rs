@@ -489,7 +489,7 @@ async fn research_prepare_pauses_and_a_granted_resume_asks_the_model_for_a_final
     let done = settled(&rt, fx.spec, paused.turn_id).await;
     assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
     assert_eq!(done.summary.as_deref(), Some("La campagne synthétique a ajouté des pièces à vérifier."));
-    for r in [request, granted.grant, granted.campaign] {
+    for r in [request, granted.grant.into(), granted.campaign.into()] {
         assert!(done.summary_refs.contains(&r), "summary_refs lacks {r}");
     }
     assert_eq!(provider.count(), 3);
@@ -1228,7 +1228,7 @@ async fn the_demo_agent_pauses_and_resumes_after_a_grant_through_the_runtime() {
     assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
     let summary = done.summary.as_deref().unwrap();
     assert!(summary.contains("SPECIMEN") && summary.contains(&granted.grant.to_string()), "{summary}");
-    assert!(done.summary_refs.contains(&granted.campaign));
+    assert!(done.summary_refs.contains(&granted.campaign.into()));
     assert_eq!(fx.gateway_turn(fx.spec, &done).status, TurnStatus::Completed);
     assert_eq!(event_kinds(&rt, fx.spec, t.turn_id).last(), Some(&"turn.completed"));
 }

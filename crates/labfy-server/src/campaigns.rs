@@ -63,8 +63,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::messages::FailureCode;
 use labfy_ipc::messages::egress::{
     DEFAULT_MAX_BODY_BYTES, FetchMethod, FetchOutcome, FetchRequest, FetchStatus, GrantPhase, GrantProposal,
@@ -168,7 +168,7 @@ struct Inner {
 }
 
 struct Live {
-    grant: ObjectRef,
+    grant: GrantRef,
     stop: CancellationToken,
 }
 
@@ -199,7 +199,7 @@ impl CampaignRunner {
     /// its own, once a slot is free; true when it did. A campaign that
     /// already has a task, or a runner that is closed, changes nothing. Call
     /// inside a tokio runtime.
-    pub fn submit(&self, campaign: ObjectRef, grant: ObjectRef) -> bool {
+    pub fn submit(&self, campaign: CampaignRef, grant: GrantRef) -> bool {
         if self.inner.closing.is_cancelled() {
             tracing::warn!(%campaign, "the server is stopping: the campaign is left for the next start");
             return false;
@@ -219,10 +219,10 @@ impl CampaignRunner {
 
     /// Cancels the tasks of `grant`'s campaigns (after its revocation was
     /// stored): they record nothing more. Returns how many it cancelled.
-    pub fn stop_grant(&self, grant: &ObjectRef) -> usize {
+    pub fn stop_grant(&self, grant: GrantRef) -> usize {
         let live = self.inner.live.lock().unwrap_or_else(PoisonError::into_inner);
         let mut n = 0;
-        for l in live.values().filter(|l| l.grant == *grant) {
+        for l in live.values().filter(|l| l.grant == grant) {
             l.stop.cancel();
             n += 1;
         }
@@ -259,8 +259,8 @@ impl CampaignRunner {
     /// link to egress's confirmation page.
     pub async fn propose(
         &self,
-        campaign: ObjectRef,
-        grant: ObjectRef,
+        campaign: CampaignRef,
+        grant: GrantRef,
         summary: &str,
     ) -> Result<GrantRecord, EgressError> {
         let (db, ws) = (self.inner.db.clone(), self.inner.workspace);
@@ -295,7 +295,7 @@ impl CampaignRunner {
 }
 
 /// The life of one campaign's task: a slot, the run, the cleanup.
-async fn task(inner: Arc<Inner>, campaign: ObjectRef, grant: ObjectRef, stop: CancellationToken) {
+async fn task(inner: Arc<Inner>, campaign: CampaignRef, grant: GrantRef, stop: CancellationToken) {
     let permit = tokio::select! {
         biased;
         _ = stop.cancelled() => None,
@@ -319,8 +319,8 @@ struct Halt;
 /// One campaign being driven.
 struct Run<'a> {
     inner: &'a Inner,
-    campaign: ObjectRef,
-    grant: ObjectRef,
+    campaign: CampaignRef,
+    grant: GrantRef,
     stop: &'a CancellationToken,
     /// The governor's reservation, released at the end.
     reservation: Option<String>,
@@ -423,7 +423,7 @@ impl Run<'_> {
         let mut told = false;
         loop {
             self.check_stop()?;
-            let why = match self.inner.egress.grant_state(self.inner.workspace, &self.grant).await {
+            let why = match self.inner.egress.grant_state(self.inner.workspace, self.grant).await {
                 Ok(r) => match r.phase {
                     GrantPhase::Approved => {
                         let via = r.decided_via.unwrap_or_default();
@@ -488,7 +488,7 @@ impl Run<'_> {
             _ => DEFAULT_MAX_BODY_BYTES,
         };
         let ask = CampaignAsk {
-            campaign: self.campaign.to_string(),
+            campaign: self.campaign,
             scratch_bytes: items.saturating_mul(max_body),
             ram_bytes: CAMPAIGN_RAM_BYTES,
             concurrency: CAMPAIGN_CONCURRENCY,
@@ -533,9 +533,9 @@ impl Run<'_> {
     /// Fetches item `position` through egress and records its outcome.
     async fn fetch_item(&mut self, position: u32, url: String) -> Result<(), Halt> {
         let request = FetchRequest {
-            workspace_id: self.inner.workspace.to_string(),
-            campaign_id: self.campaign.to_string(),
-            grant_id: self.grant.to_string(),
+            workspace_id: self.inner.workspace,
+            campaign_id: self.campaign,
+            grant_id: self.grant,
             url: url.clone(),
             method: FetchMethod::Get,
         };
@@ -771,7 +771,7 @@ impl Run<'_> {
     /// start), and the governor's reservation is released.
     async fn cleanup(&mut self) {
         if self.asked_egress && !self.inner.closing.is_cancelled() {
-            if let Err(e) = self.inner.egress.end_campaign(self.inner.workspace, &self.campaign).await {
+            if let Err(e) = self.inner.egress.end_campaign(self.inner.workspace, self.campaign).await {
                 tracing::warn!(campaign = %self.campaign, error = %e, "egress did not end the campaign");
             }
         }
@@ -895,7 +895,7 @@ impl Inner {
 
     /// Proposes again a grant egress has no record of (egress was down when
     /// the analyst granted it).
-    async fn runner_propose(&self, campaign: ObjectRef, grant: ObjectRef, c: &Campaign) -> Result<(), EgressError> {
+    async fn runner_propose(&self, campaign: CampaignRef, grant: GrantRef, c: &Campaign) -> Result<(), EgressError> {
         let (db, ws) = (self.db.clone(), self.workspace);
         let g = tokio::task::spawn_blocking(move || db.read_blocking(|r| r.grant(ws, &grant)))
             .await
@@ -916,6 +916,9 @@ pub fn proposal(
     summary: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<GrantProposal, String> {
+    if c.grant_id != g.id {
+        return Err(format!("{} does not run under {}", c.id, g.id));
+    }
     let hosts = g.scope.hosts.clone();
     let (max_requests, max_bytes) = (u64::from(g.budget.max_requests), g.budget.max_bytes);
     let expires = chrono::DateTime::parse_from_rfc3339(&g.expires_at)
@@ -927,9 +930,9 @@ pub fn proposal(
     }
     let minutes = u32::try_from((left + 59) / 60).unwrap_or(u32::MAX).clamp(1, 7 * 24 * 60);
     Ok(GrantProposal {
-        workspace_id: ws.to_string(),
-        grant_id: g.id.to_string(),
-        campaign_id: c.id.to_string(),
+        workspace_id: ws,
+        grant_id: c.grant_id,
+        campaign_id: c.id,
         urls: c.items.iter().map(|i| i.url.clone()).collect(),
         hosts,
         max_requests,

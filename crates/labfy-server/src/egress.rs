@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use labfy_core::ObjectRef;
+use labfy_core::{CampaignRef, GrantRef};
 use labfy_ipc::client::Client;
 use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, FetchOutcome, FetchRequest,
@@ -128,7 +128,7 @@ impl EgressClient {
     ) -> Result<(), EgressError> {
         let mut c = self.connect(EGRESS_CONTROL_TIMEOUT).await?;
         let read = read_chunks(&mut c, workspace, handle, len, sink).await;
-        let release = EgressRequest::ReleaseBody { workspace_id: workspace.to_string(), handle: handle.to_owned() };
+        let release = EgressRequest::ReleaseBody { workspace_id: workspace, handle: handle.to_owned() };
         match ask(&mut c, release, EGRESS_CONTROL_TIMEOUT).await {
             Ok(EgressResponse::BodyReleased { .. }) => {}
             Ok(other) => tracing::warn!(answer = ?unexpected(&other), "egress did not release a body"),
@@ -166,8 +166,8 @@ impl EgressClient {
 
     /// A grant was revoked: egress stops its fetches in flight and in queue
     /// now (E3). Returns how many it stopped.
-    pub async fn stop_grant(&self, workspace: Uuid, grant: &ObjectRef) -> Result<u32, EgressError> {
-        let request = EgressRequest::StopGrant { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+    pub async fn stop_grant(&self, workspace: Uuid, grant: GrantRef) -> Result<u32, EgressError> {
+        let request = EgressRequest::StopGrant { workspace_id: workspace, grant_id: grant };
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::Stopped { stopped } => Ok(stopped),
             other => Err(unexpected(&other)),
@@ -186,8 +186,8 @@ impl EgressClient {
 
     /// Egress's record of a grant (with a fresh confirmation link while it
     /// waits for a human).
-    pub async fn grant_state(&self, workspace: Uuid, grant: &ObjectRef) -> Result<GrantRecord, EgressError> {
-        let request = EgressRequest::GrantState { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+    pub async fn grant_state(&self, workspace: Uuid, grant: GrantRef) -> Result<GrantRecord, EgressError> {
+        let request = EgressRequest::GrantState { workspace_id: workspace, grant_id: grant };
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::Grant(r) => Ok(*r),
             other => Err(unexpected(&other)),
@@ -195,8 +195,8 @@ impl EgressClient {
     }
 
     /// Egress's own fetch log of a grant, oldest first.
-    pub async fn fetch_log(&self, workspace: Uuid, grant: &ObjectRef) -> Result<Vec<FetchLogEntry>, EgressError> {
-        let request = EgressRequest::FetchLog { workspace_id: workspace.to_string(), grant_id: grant.to_string() };
+    pub async fn fetch_log(&self, workspace: Uuid, grant: GrantRef) -> Result<Vec<FetchLogEntry>, EgressError> {
+        let request = EgressRequest::FetchLog { workspace_id: workspace, grant_id: grant };
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::FetchLog { entries } => Ok(entries),
             other => Err(unexpected(&other)),
@@ -204,9 +204,8 @@ impl EgressClient {
     }
 
     /// A campaign ended: egress forgets its isolation token (E4).
-    pub async fn end_campaign(&self, workspace: Uuid, campaign: &ObjectRef) -> Result<u32, EgressError> {
-        let request =
-            EgressRequest::EndCampaign { workspace_id: workspace.to_string(), campaign_id: campaign.to_string() };
+    pub async fn end_campaign(&self, workspace: Uuid, campaign: CampaignRef) -> Result<u32, EgressError> {
+        let request = EgressRequest::EndCampaign { workspace_id: workspace, campaign_id: campaign };
         match self.call(request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::Stopped { stopped } => Ok(stopped),
             other => Err(unexpected(&other)),
@@ -239,8 +238,7 @@ async fn read_chunks(
     let short = |got: u64| EgressError::Unexpected(format!("a body of {got} bytes where {len} were announced"));
     let mut got = 0u64;
     loop {
-        let request =
-            EgressRequest::ReadBody { workspace_id: workspace.to_string(), handle: handle.to_owned(), offset: got };
+        let request = EgressRequest::ReadBody { workspace_id: workspace, handle: handle.to_owned(), offset: got };
         let (data, eof) = match ask(c, request, EGRESS_CONTROL_TIMEOUT).await? {
             EgressResponse::BodyChunk { data_base64, eof } => (data_base64, eof),
             other => return Err(unexpected(&other)),

@@ -5,8 +5,9 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{ObjectRef, RefError, RefKind};
 use serde::de::DeserializeOwned;
+use std::str::FromStr;
 
 use crate::error::ApiError;
 
@@ -79,4 +80,10 @@ pub fn path_ref(text: &str, kind: Option<RefKind>) -> Result<ObjectRef, ApiError
         None => text.parse(),
     };
     parsed.map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// A path segment that must name one kind of object (`GrantRef`,
+/// `CampaignRef`): the type says which, a refusal says why.
+pub fn path_typed<T: FromStr<Err = RefError>>(text: &str) -> Result<T, ApiError> {
+    text.parse().map_err(|e: RefError| ApiError::bad_request(e.to_string()))
 }

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::ObjectRef;
 use labfy_ipc::messages::egress::{
     BODY_CHUNK_BYTES, DEFAULT_MAX_BODY_BYTES, EgressRequest, EgressResponse, EgressStatus, FetchMethod, FetchOutcome,
     FetchRequest, FetchStatus, GrantPhase, GrantProposal, GrantRecord,
@@ -78,9 +78,9 @@ struct FakeEgress {
 /// The fake's record of a proposal, in `phase`.
 fn record(p: &GrantProposal, phase: GrantPhase) -> GrantRecord {
     GrantRecord {
-        grant_id: p.grant_id.clone(),
-        workspace_id: p.workspace_id.clone(),
-        campaign_id: p.campaign_id.clone(),
+        grant_id: p.grant_id,
+        workspace_id: p.workspace_id,
+        campaign_id: p.campaign_id,
         urls: p.urls.clone(),
         hosts: p.hosts.clone(),
         max_requests: p.max_requests,
@@ -138,12 +138,12 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                     answer
                 }
                 EgressRequest::StopGrant { workspace_id, grant_id } => {
-                    f.log.lock().unwrap().stops.push((workspace_id, grant_id));
+                    f.log.lock().unwrap().stops.push((workspace_id.to_string(), grant_id.to_string()));
                     f.stopped.cancel();
                     EgressResponse::Stopped { stopped: 1 }
                 }
                 EgressRequest::EndCampaign { workspace_id, campaign_id } => {
-                    f.log.lock().unwrap().ends.push((workspace_id, campaign_id));
+                    f.log.lock().unwrap().ends.push((workspace_id.to_string(), campaign_id.to_string()));
                     EgressResponse::Stopped { stopped: 0 }
                 }
                 EgressRequest::Status {} => match status {
@@ -453,9 +453,9 @@ async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_p
     let log = egress.log.lock().unwrap();
     assert_eq!(log.fetches.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(), [A, B, C]);
     for r in &log.fetches {
-        assert_eq!(r.workspace_id, f.workspace.to_string());
-        assert_eq!(r.campaign_id, campaign);
-        assert_eq!(r.grant_id, grant);
+        assert_eq!(r.workspace_id, f.workspace);
+        assert_eq!(r.campaign_id.to_string(), campaign);
+        assert_eq!(r.grant_id.to_string(), grant);
         assert_eq!(r.method, FetchMethod::Get);
     }
     assert_eq!(log.ends, [(f.workspace.to_string(), campaign.clone())], "egress forgets the campaign once");
@@ -466,7 +466,7 @@ async fn a_real_grant_fetches_its_urls_through_egress_and_stores_evidence_with_p
     // got its reservation back.
     let gov = gov.lock().unwrap();
     assert_eq!(gov.asks.len(), 1);
-    assert_eq!(gov.asks[0].campaign, campaign);
+    assert_eq!(gov.asks[0].campaign.to_string(), campaign);
     assert_eq!(gov.asks[0].scratch_bytes, 3 * (2 << 20), "scratch for 3 bodies of egress's bound");
     assert_eq!(gov.asks[0].concurrency, CAMPAIGN_CONCURRENCY);
     assert_eq!(gov.released, ["res-1"]);
@@ -672,7 +672,10 @@ async fn a_real_campaign_waits_for_a_human_to_confirm_it_outside_the_server() {
     // What egress was asked to record: the exact URLs, the scope, the
     // budget and the question the analyst saw.
     let p = egress.log.lock().unwrap().proposals[0].clone();
-    assert_eq!((p.grant_id.as_str(), p.urls.as_slice()), (grant.as_str(), [A.to_owned(), B.to_owned()].as_slice()));
+    assert_eq!(
+        (p.grant_id.to_string().as_str(), p.urls.as_slice()),
+        (grant.as_str(), [A.to_owned(), B.to_owned()].as_slice())
+    );
     assert_eq!((p.max_requests, p.max_bytes, p.summary.as_str()), (32, 1_048_576, "Que publie la société Durand ?"));
     assert!((59..=60).contains(&p.expires_in_minutes), "{}", p.expires_in_minutes);
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -845,12 +848,12 @@ async fn unfinished_campaigns_resume_at_start_and_planned_items_continue() {
     let d2 = decision(&[C, A]);
     let out = f.db.write_blocking(|s| s.grant_research(ws, &r, &d2)).unwrap();
     f.db.write_blocking(|s| {
-        s.campaign_admitted(ws, &out.campaign, "admitted before the restart")?;
-        s.campaign_started(ws, &out.campaign)?;
-        s.record_item_outcome(ws, &out.campaign, 0, labfy_store::ItemStatus::Refused, "refused before", 0)
+        let campaign = out.campaign;
+        s.campaign_admitted(ws, &campaign, "admitted before the restart")?;
+        s.campaign_started(ws, &campaign)?;
+        s.record_item_outcome(ws, &campaign, 0, labfy_store::ItemStatus::Refused, "refused before", 0)
     })
     .unwrap();
-    assert_eq!(out.campaign.kind(), RefKind::Campaign);
 
     assert_eq!(f.state.campaigns().resume_unfinished().await.unwrap(), 2);
     let c1 = f.ended(&pending).await;

@@ -16,7 +16,7 @@
 //! `FAILED` with the body's size and SHA-256 in the reason.
 
 use chrono::{DateTime, Utc};
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{CampaignRef, GrantRef, ObjectRef, RefKind};
 use labfy_parse::Parsed;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
@@ -35,9 +35,9 @@ use crate::reads::Reads;
 #[derive(Debug, Clone, Serialize)]
 pub struct Campaign {
     /// `campaign:<uuid>`.
-    pub id: ObjectRef,
+    pub id: CampaignRef,
     /// The grant it runs under.
-    pub grant_id: ObjectRef,
+    pub grant_id: GrantRef,
     /// PENDING, ADMITTED, RUNNING, COMPLETED, FAILED, STOPPED
     /// ([`crate::CampaignStatus`] spells them).
     pub status: String,
@@ -492,7 +492,7 @@ fn check_page(page: &FetchedPage, scope_hosts: &[String]) -> Result<CheckedPage>
 /// A campaign row, as the commands need it.
 pub(crate) struct CampaignRow {
     pub(crate) investigation: Uuid,
-    pub(crate) grant: ObjectRef,
+    pub(crate) grant: GrantRef,
     pub(crate) request: Option<ObjectRef>,
     pub(crate) status: CampaignStatus,
 }
@@ -524,7 +524,7 @@ pub(crate) fn load_campaign(conn: &Connection, ws: Uuid, campaign: &ObjectRef) -
     let (inv, grant, request, status) = row.ok_or_else(|| StoreError::NotFound(campaign.to_string()))?;
     Ok(CampaignRow {
         investigation: parse_uuid("investigation id", &inv)?,
-        grant: ObjectRef::new(RefKind::Grant, parse_uuid("grant id", &grant)?),
+        grant: GrantRef::new(parse_uuid("grant id", &grant)?),
         request: request
             .map(|r| parse_uuid("research request id", &r).map(|id| ObjectRef::new(RefKind::ResearchRequest, id)))
             .transpose()?,
@@ -798,7 +798,7 @@ pub(crate) fn record_fetch(
     let tx = conn.transaction()?;
     let row = load_campaign(&tx, ws, campaign)?;
     let planned_url = require_running_item(&tx, &row, campaign, position)?;
-    let scope = scope_hosts_of(&tx, &row.grant)?;
+    let scope = scope_hosts_of(&tx, &row.grant.object_ref())?;
     let checked = check_page(page, &scope)?;
     if checked.url != planned_url {
         return Err(StoreError::Conflict(format!(
@@ -810,10 +810,11 @@ pub(crate) fn record_fetch(
         Some(r) => selection_of(&tx, r)?,
         None => Vec::new(),
     };
+    let grant = row.grant.object_ref();
     let origin = PageOrigin {
         investigation: row.investigation,
         campaign,
-        grant: &row.grant,
+        grant: &grant,
         request: row.request.as_ref(),
         selection: &selection,
     };
@@ -847,7 +848,7 @@ pub(crate) fn record_fetch(
         original,
     };
     let (inserted, relations) = insert_campaign_page(&tx, &origin, &doc, "tor_fetch")?;
-    insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &row.grant, page, &checked)?;
+    insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &grant, page, &checked)?;
     index_evidence(&tx, inserted.seq, inserted.seq)?;
     bump_investigation(&tx, &row.investigation.to_string(), 1, relations)?;
     if !text.is_empty() {
@@ -1139,10 +1140,8 @@ impl Reads<'_> {
 
     /// What the campaigns of a grant consumed: requests that reached the far
     /// side (`FETCHED` or `FAILED` items) and body bytes received.
-    pub fn grant_usage(&self, ws: Uuid, grant: &ObjectRef) -> Result<GrantUsage> {
-        if grant.kind() != RefKind::Grant {
-            return Err(invalid(format!("expected a `grant:` reference, got `{grant}`")));
-        }
+    pub fn grant_usage(&self, ws: Uuid, grant: &GrantRef) -> Result<GrantUsage> {
+        let grant = &grant.object_ref();
         self.require_in_workspace(ws, grant)?;
         let (requests, bytes): (i64, i64) = self
             .conn
@@ -1172,7 +1171,7 @@ impl Reads<'_> {
         rows.into_iter()
             .map(|(ws, id)| {
                 let ws = parse_uuid("workspace id", &ws)?;
-                let campaign = ObjectRef::new(RefKind::Campaign, parse_uuid("campaign id", &id)?);
+                let campaign = CampaignRef::new(parse_uuid("campaign id", &id)?);
                 Ok((ws, self.campaign(ws, &campaign)?))
             })
             .collect()

@@ -2,7 +2,7 @@
 //! revocation, which stops the grant's unfinished campaigns in the same
 //! transaction.
 
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{GrantRef, ObjectRef, RefKind};
 use rusqlite::{Connection, params};
 use uuid::Uuid;
 
@@ -44,7 +44,7 @@ pub(crate) struct GrantRow<'a> {
 /// The one INSERT of a grant (SPEC W4), in the caller's transaction: a
 /// grant recorded by itself ([`record_grant`]) or decided on a research
 /// request (`research::grant`).
-pub(crate) fn insert_grant(tx: &Connection, ws: Uuid, row: &GrantRow<'_>) -> Result<ObjectRef> {
+pub(crate) fn insert_grant(tx: &Connection, ws: Uuid, row: &GrantRow<'_>) -> Result<GrantRef> {
     let id = Uuid::now_v7();
     tx.execute(
         "INSERT INTO grants (id, workspace_id, investigation_id, scope, budget, expires_at, contract_fingerprints,
@@ -62,11 +62,11 @@ pub(crate) fn insert_grant(tx: &Connection, ws: Uuid, row: &GrantRow<'_>) -> Res
             row.decided_at
         ],
     )?;
-    Ok(ObjectRef::new(RefKind::Grant, id))
+    Ok(GrantRef::new(id))
 }
 
 /// Persists a human grant with its audit row.
-pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
+pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) -> Result<GrantRef> {
     check_text("decided_by", &grant.decided_by, 200)?;
     chrono::DateTime::parse_from_rfc3339(&grant.expires_at)
         .map_err(|e| StoreError::Invalid(format!("expires_at is not RFC 3339: {e}")))?;
@@ -90,7 +90,7 @@ pub(crate) fn record_grant(conn: &mut Connection, ws: Uuid, grant: &NewGrant) ->
         &grant.decided_by,
         "grant.decide",
         Some(ws),
-        Some(&r),
+        Some(&r.object_ref()),
         &serde_json::json!({"expires_at": grant.expires_at}),
     )?;
     tx.commit()?;

@@ -25,7 +25,7 @@ pub mod specimen;
 
 use std::path::{Path, PathBuf};
 
-use labfy_core::ObjectRef;
+use labfy_core::{CampaignRef, GrantRef, ObjectRef};
 use rusqlite::Connection;
 use uuid::Uuid;
 
@@ -264,14 +264,14 @@ impl Store {
     }
 
     /// Persists a human grant.
-    pub fn record_grant(&mut self, ws: Uuid, grant: &NewGrant) -> Result<ObjectRef> {
+    pub fn record_grant(&mut self, ws: Uuid, grant: &NewGrant) -> Result<GrantRef> {
         grants::record_grant(&mut self.conn, ws, grant)
     }
 
     /// Revokes a grant and, in the same transaction, stops its unfinished
     /// campaigns (`STOPPED`, planned items `STOPPED`).
-    pub fn revoke_grant(&mut self, ws: Uuid, grant: &ObjectRef, by: &str) -> Result<()> {
-        grants::revoke_grant(&mut self.conn, ws, grant, by)
+    pub fn revoke_grant(&mut self, ws: Uuid, grant: &GrantRef, by: &str) -> Result<()> {
+        grants::revoke_grant(&mut self.conn, ws, &grant.object_ref(), by)
     }
 
     /// Stores a research request prepared by an agent (or finds the one an
@@ -293,14 +293,14 @@ impl Store {
 
     /// `PENDING → ADMITTED`: the governor admitted the campaign (`detail`: one
     /// line, e.g. what it reserved). Conflict unless PENDING with an active grant.
-    pub fn campaign_admitted(&mut self, ws: Uuid, campaign: &ObjectRef, detail: &str) -> Result<()> {
-        campaign::admitted(&mut self.conn, ws, campaign, detail)
+    pub fn campaign_admitted(&mut self, ws: Uuid, campaign: &CampaignRef, detail: &str) -> Result<()> {
+        campaign::admitted(&mut self.conn, ws, &campaign.object_ref(), detail)
     }
 
     /// `ADMITTED → RUNNING`, setting `started_at`. Conflict unless ADMITTED
     /// with an active grant.
-    pub fn campaign_started(&mut self, ws: Uuid, campaign: &ObjectRef) -> Result<()> {
-        campaign::started(&mut self.conn, ws, campaign)
+    pub fn campaign_started(&mut self, ws: Uuid, campaign: &CampaignRef) -> Result<()> {
+        campaign::started(&mut self.conn, ws, &campaign.object_ref())
     }
 
     /// Records the page egress fetched for item `position` (0 first) of a
@@ -313,11 +313,11 @@ impl Store {
     pub fn record_fetch(
         &mut self,
         ws: Uuid,
-        campaign: &ObjectRef,
+        campaign: &CampaignRef,
         position: u32,
         page: &FetchedPage,
     ) -> Result<ObjectRef> {
-        campaign::record_fetch(&mut self.conn, ws, campaign, position, page)
+        campaign::record_fetch(&mut self.conn, ws, &campaign.object_ref(), position, page)
     }
 
     /// Records how item `position` of a RUNNING campaign ended without a page:
@@ -326,13 +326,13 @@ impl Store {
     pub fn record_item_outcome(
         &mut self,
         ws: Uuid,
-        campaign: &ObjectRef,
+        campaign: &CampaignRef,
         position: u32,
         status: ItemStatus,
         reason: &str,
         bytes: u64,
     ) -> Result<()> {
-        campaign::record_item_outcome(&mut self.conn, ws, campaign, position, status, reason, bytes)
+        campaign::record_item_outcome(&mut self.conn, ws, &campaign.object_ref(), position, status, reason, bytes)
     }
 
     /// Ends a campaign, setting `finished_at`: `COMPLETED` from RUNNING once
@@ -341,11 +341,11 @@ impl Store {
     pub fn campaign_finished(
         &mut self,
         ws: Uuid,
-        campaign: &ObjectRef,
+        campaign: &CampaignRef,
         status: CampaignStatus,
         detail: &str,
     ) -> Result<()> {
-        campaign::finished(&mut self.conn, ws, campaign, status, detail)
+        campaign::finished(&mut self.conn, ws, &campaign.object_ref(), status, detail)
     }
 
     pub(crate) fn conn_mut(&mut self) -> &mut Connection {

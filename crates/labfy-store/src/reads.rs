@@ -4,7 +4,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{GrantRef, ObjectRef, RefKind};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
@@ -711,8 +711,8 @@ impl<'c> Reads<'c> {
     }
 
     /// A grant (for the egress re-check and the UI).
-    pub fn grant(&self, ws: Uuid, grant: &ObjectRef) -> Result<Grant> {
-        self.require_kind(grant, RefKind::Grant)?;
+    pub fn grant(&self, ws: Uuid, grant: &GrantRef) -> Result<Grant> {
+        let grant = &grant.object_ref();
         self.require_in_workspace(ws, grant)?;
         let mut stmt = self.conn.prepare_cached(
             "SELECT investigation_id, scope, budget, expires_at, contract_fingerprints, decided_by, decided_at,

@@ -10,7 +10,7 @@
 //! Every step writes its audit row in the same transaction.
 
 use chrono::{Duration as ChronoDuration, SecondsFormat, Utc};
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{CampaignRef, GrantRef, ObjectRef, RefKind};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -111,9 +111,9 @@ pub struct GrantDecision {
 #[derive(Debug, Clone, Serialize)]
 pub struct GrantOutcome {
     /// The new grant.
-    pub grant: ObjectRef,
+    pub grant: GrantRef,
     /// The campaign it started.
-    pub campaign: ObjectRef,
+    pub campaign: CampaignRef,
 }
 
 /// A prepared research request with its decision, grant and campaign.
@@ -377,7 +377,7 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
         .to_rfc3339_opts(SecondsFormat::Millis, true);
     let scope = serde_json::to_value(&d.scope).map_err(|e| StoreError::Internal(e.to_string()))?;
     let budget = serde_json::to_value(d.budget).map_err(|e| StoreError::Internal(e.to_string()))?;
-    let grant = insert_grant(
+    let typed_grant = insert_grant(
         &tx,
         ws,
         &GrantRow {
@@ -390,7 +390,7 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
             decided_at: &now,
         },
     )?;
-    let grant_id = grant.id();
+    let (grant, grant_id) = (typed_grant.object_ref(), typed_grant.id());
     tx.execute(
         "UPDATE research_requests SET status = 'GRANTED', decided_at = ?2, decided_by = ?3, grant_id = ?4
          WHERE id = ?1",
@@ -442,7 +442,7 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
         WorkspaceClass::Real => plan_items(&tx, &campaign, &urls)?,
     }
     tx.commit()?;
-    Ok(GrantOutcome { grant, campaign })
+    Ok(GrantOutcome { grant: typed_grant, campaign: CampaignRef::new(campaign_id) })
 }
 
 /// Refuses a pending request, with the analyst's reason.
@@ -726,7 +726,7 @@ impl Reads<'_> {
             request.candidates = parse_stored(candidates)?;
             if let Some(g) = grant_id {
                 let id = Uuid::try_parse(&g).map_err(|_| StoreError::Internal(format!("stored grant id `{g}`")))?;
-                let grant = self.grant(ws, &ObjectRef::new(RefKind::Grant, id))?;
+                let grant = self.grant(ws, &GrantRef::new(id))?;
                 request.grant_active = grant_is_active(&grant, now);
                 request.grant = Some(grant);
             }
@@ -746,7 +746,7 @@ impl Reads<'_> {
         match id {
             Some(id) => {
                 let id = Uuid::try_parse(&id).map_err(|_| StoreError::Internal("stored campaign id".into()))?;
-                Ok(Some(self.campaign(ws, &ObjectRef::new(RefKind::Campaign, id))?))
+                Ok(Some(self.campaign(ws, &CampaignRef::new(id))?))
             }
             None => Ok(None),
         }
@@ -755,10 +755,7 @@ impl Reads<'_> {
     /// The campaign that runs under `grant` (one per grant: egress confirms
     /// a grant for exactly one campaign, SPEC T2). NotFound when the grant
     /// has none (or is not of `ws`).
-    pub fn campaign_of_grant(&self, ws: Uuid, grant: &ObjectRef) -> Result<Campaign> {
-        if grant.kind() != RefKind::Grant {
-            return Err(StoreError::Invalid(format!("expected a `grant:` reference, got `{grant}`")));
-        }
+    pub fn campaign_of_grant(&self, ws: Uuid, grant: &GrantRef) -> Result<Campaign> {
         let id: Option<String> = self
             .conn
             .prepare_cached(
@@ -768,14 +765,13 @@ impl Reads<'_> {
             .optional()?;
         let id = id.ok_or_else(|| StoreError::NotFound(format!("no campaign runs under {grant} in this workspace")))?;
         let id = Uuid::try_parse(&id).map_err(|_| StoreError::Internal("stored campaign id".into()))?;
-        self.campaign(ws, &ObjectRef::new(RefKind::Campaign, id))
+        self.campaign(ws, &CampaignRef::new(id))
     }
 
     /// One campaign with the evidence it produced.
-    pub fn campaign(&self, ws: Uuid, campaign: &ObjectRef) -> Result<Campaign> {
-        if campaign.kind() != RefKind::Campaign {
-            return Err(StoreError::Invalid(format!("expected a `campaign:` reference, got `{campaign}`")));
-        }
+    pub fn campaign(&self, ws: Uuid, campaign: &CampaignRef) -> Result<Campaign> {
+        let typed = *campaign;
+        let campaign = &campaign.object_ref();
         self.require_in_workspace(ws, campaign)?;
         let mut found = self
             .conn
@@ -785,8 +781,8 @@ impl Reads<'_> {
             )?
             .query_row([campaign.id().to_string()], |r| {
                 Ok(Campaign {
-                    id: *campaign,
-                    grant_id: ObjectRef::new(RefKind::Grant, col_uuid(r, 0)?),
+                    id: typed,
+                    grant_id: GrantRef::new(col_uuid(r, 0)?),
                     status: r.get(1)?,
                     detail: r.get(2)?,
                     synthetic: r.get(3)?,

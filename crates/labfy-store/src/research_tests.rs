@@ -4,7 +4,7 @@
 //! rules that keep a decided request unchanged. Real SQLite files, no mocks.
 
 use chrono::{Duration, Utc};
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{CampaignRef, ObjectRef, RefKind};
 use rusqlite::{Connection, params};
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -406,8 +406,6 @@ fn a_grant_in_a_specimen_runs_a_complete_synthetic_campaign() {
     let (r, _) = store.prepare_research(ws, &request(selection.clone(), "g1")).unwrap();
     let d = decision();
     let out = store.grant_research(ws, &r, &d).unwrap();
-    assert_eq!(out.grant.kind(), RefKind::Grant);
-    assert_eq!(out.campaign.kind(), RefKind::Campaign);
 
     // The request is granted, with its grant and campaign.
     let got = store.reads().research_request(ws, &r).unwrap();
@@ -467,7 +465,8 @@ fn a_grant_in_a_specimen_runs_a_complete_synthetic_campaign() {
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        let expected: Vec<String> = [out.grant, r].iter().chain(selection.iter()).map(ToString::to_string).collect();
+        let expected: Vec<String> =
+            [out.grant.into(), r].iter().chain(selection.iter()).map(ToString::to_string).collect();
         assert_eq!(inputs, expected);
         // derived_from the selected evidence and entity (not the relation).
         let derived: Vec<String> = c
@@ -1047,9 +1046,8 @@ fn research_reads_are_bounded_ordered_and_scoped() {
     let out = store.grant_research(ws, &made[0], &decision()).unwrap();
     let r = store.reads();
     assert!(r.campaign(ws, &out.campaign).is_ok());
-    assert_invalid(r.campaign(ws, &out.grant), "not a campaign ref");
     assert_not_found(r.campaign(ws_b, &out.campaign), "campaign of another workspace");
-    assert_not_found(r.campaign(ws, &ObjectRef::new(RefKind::Campaign, Uuid::now_v7())), "unknown campaign");
+    assert_not_found(r.campaign(ws, &CampaignRef::new(Uuid::now_v7())), "unknown campaign");
     assert_not_found(store.grant_research(ws_b, &made[2], &decision()), "grant from another workspace");
     assert_eq!(store.reads().research_request(ws, &made[2]).unwrap().status, "PENDING");
     assert_eq!(count(store.conn(), "SELECT count(*) FROM grants"), 1);

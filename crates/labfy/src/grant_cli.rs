@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use labfy::Failure;
-use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_core::{ErrorKind, GrantRef};
 use labfy_ipc::messages::Boundary;
 use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
 
@@ -91,9 +91,9 @@ fn grants(runtime_dir: Option<PathBuf>) -> Result<Vec<GrantRecord>, Failure> {
 }
 
 fn find(runtime_dir: Option<PathBuf>, grant: &str) -> Result<GrantRecord, Failure> {
-    let id = ObjectRef::parse_kind(grant, RefKind::Grant)
-        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("`{grant}` is not a grant id: {e}")))?
-        .to_string();
+    let id: GrantRef = grant
+        .parse()
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("`{grant}` is not a grant id: {e}")))?;
     grants(runtime_dir)?
         .into_iter()
         .find(|g| g.grant_id == id)
@@ -129,10 +129,7 @@ fn list(runtime_dir: Option<PathBuf>, json: bool) -> Result<(), Failure> {
 fn show(runtime_dir: Option<PathBuf>, grant: &str) -> Result<(), Failure> {
     let g = find(runtime_dir.clone(), grant)?;
     print!("{}", render(&g));
-    let log = match ask(
-        runtime_dir,
-        EgressRequest::FetchLog { workspace_id: g.workspace_id.clone(), grant_id: g.grant_id.clone() },
-    )? {
+    let log = match ask(runtime_dir, EgressRequest::FetchLog { workspace_id: g.workspace_id, grant_id: g.grant_id })? {
         EgressResponse::FetchLog { entries } => entries,
         other => return Err(unexpected(&other)),
     };
@@ -165,7 +162,7 @@ fn decide(runtime_dir: Option<PathBuf>, grant: &str, approve: bool, yes: bool) -
             return Ok(());
         }
     }
-    match ask(runtime_dir, EgressRequest::Decide { grant_id: g.grant_id.clone(), approve })? {
+    match ask(runtime_dir, EgressRequest::Decide { grant_id: g.grant_id, approve })? {
         EgressResponse::Grant(r) => {
             println!("{} {}", r.grant_id, phase_line(&r));
             Ok(())
@@ -246,9 +243,9 @@ mod tests {
 
     fn record(phase: GrantPhase) -> GrantRecord {
         GrantRecord {
-            grant_id: "grant:00000000-0000-0000-0000-000000000001".into(),
-            workspace_id: "00000000-0000-0000-0000-000000000002".into(),
-            campaign_id: "campaign:00000000-0000-0000-0000-000000000003".into(),
+            grant_id: "grant:00000000-0000-0000-0000-000000000001".parse().unwrap(),
+            workspace_id: "00000000-0000-0000-0000-000000000002".parse().unwrap(),
+            campaign_id: "campaign:00000000-0000-0000-0000-000000000003".parse().unwrap(),
             urls: vec!["https://a.example.org/x".into(), "https://b.example.org/".into()],
             hosts: vec!["*.example.org".into()],
             max_requests: 10,

@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use labfy_core::ObjectRef;
+use labfy_core::GrantRef;
 use labfy_core::bounded::truncate_chars;
 use labfy_gateway::fetch::{AgentFetch, FetchMethod, Fetched, FetchedHead, FetchedPage, MAX_AGENT_FETCH_SECONDS};
 use labfy_ipc::messages::egress::{FetchMethod as EgressMethod, FetchRequest, FetchStatus};
@@ -129,9 +129,9 @@ impl CampaignRunner {
     async fn extra_request(&self, c: &Campaign, ask: &AgentFetch, url: &str, deadline: Instant) -> Fetched {
         let inner = &self.inner;
         let request = FetchRequest {
-            workspace_id: inner.workspace.to_string(),
-            campaign_id: c.id.to_string(),
-            grant_id: c.grant_id.to_string(),
+            workspace_id: inner.workspace,
+            campaign_id: c.id,
+            grant_id: c.grant_id,
             url: url.to_owned(),
             method: match ask.method {
                 FetchMethod::Get => EgressMethod::Get,
@@ -174,7 +174,7 @@ impl CampaignRunner {
         }
     }
 
-    async fn campaign_of_grant(&self, grant: ObjectRef) -> Result<Campaign, StoreError> {
+    async fn campaign_of_grant(&self, grant: GrantRef) -> Result<Campaign, StoreError> {
         let (db, ws) = (self.inner.db.clone(), self.inner.workspace);
         tokio::task::spawn_blocking(move || db.read_blocking(|r| r.campaign_of_grant(ws, &grant)))
             .await

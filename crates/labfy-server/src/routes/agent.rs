@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::{GrantRef, RefKind};
 use labfy_gateway::protocol::{CallRequest, EventPage, NewTurn, Turn, TurnMode};
 use labfy_gateway::{DEMO_AGENT_LABEL, GatewayError};
 use labfy_store::{GrantDecision, ResearchBudget, ResearchScope, WorkspaceClass};
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiJson, ApiQuery, path_ref};
+use crate::extract::{ApiJson, ApiQuery, path_ref, path_typed};
 use crate::state::AppState;
 
 /// Who decides, as recorded with grants and in the audit log: the analyst at
@@ -227,11 +227,11 @@ async fn grant(
 /// confirmation page while it waits for a human. What egress says is shown
 /// as egress says it; the server cannot confirm anything.
 async fn confirmation(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
     // The grant must be this workspace's (the store says so, or 404).
     st.db().read(move |r| r.grant(ws, &g)).await?;
-    Ok(Json(match st.egress().grant_state(ws, &g).await {
+    Ok(Json(match st.egress().grant_state(ws, g).await {
         Ok(r) => json!({"available": true, "phase": r.phase, "confirm_url": r.confirm_url,
                         "decided_at": r.decided_at, "decided_via": r.decided_via, "expires_at": r.expires_at,
                         "urls": r.urls, "requests_used": r.requests_used, "bytes_used": r.bytes_used,
@@ -243,10 +243,10 @@ async fn confirmation(State(st): State<AppState>, Path(id): Path<String>) -> Api
 /// `GET /api/v1/grants/{grant}/fetch-log`: egress's own append-only log of
 /// the grant's fetches (SPEC T2), oldest first.
 async fn fetch_log(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
     st.db().read(move |r| r.grant(ws, &g)).await?;
-    Ok(Json(match st.egress().fetch_log(ws, &g).await {
+    Ok(Json(match st.egress().fetch_log(ws, g).await {
         Ok(entries) => json!({"available": true, "entries": entries}),
         Err(e) => json!({"available": false, "detail": e.to_string(), "entries": []}),
     }))
@@ -270,7 +270,7 @@ async fn refuse(
 }
 
 async fn grant_detail(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
     let stored = st.db().read(move |r| r.grant(ws, &g)).await?;
     let active = labfy_store::grant_is_active(&stored, chrono::Utc::now());
@@ -286,15 +286,15 @@ async fn revoke(
     Path(id): Path<String>,
     ApiJson(_): ApiJson<RevokeBody>,
 ) -> ApiResult<Json<Value>> {
-    let g: ObjectRef = path_ref(&id, Some(RefKind::Grant))?;
+    let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
     // The store first: the revocation and the stop of the grant's campaigns
     // are one transaction, and egress re-checks the grant there (E3). Then
     // the runner records nothing more for them, and egress drops their
     // fetches in flight and in queue.
     st.db().write(move |s| s.revoke_grant(ws, &g, ANALYST)).await?;
-    let cancelled = st.campaigns().stop_grant(&g);
-    let egress = match st.egress().stop_grant(ws, &g).await {
+    let cancelled = st.campaigns().stop_grant(g);
+    let egress = match st.egress().stop_grant(ws, g).await {
         Ok(stopped) => json!({"told": true, "stopped": stopped}),
         Err(e) => {
             // Not an error of the revocation: egress refuses every fetch of a
