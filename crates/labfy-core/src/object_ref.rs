@@ -210,6 +210,29 @@ impl<'de> Deserialize<'de> for ObjectRef {
     }
 }
 
+/// The canonical text of a UUID in a reference, as a regular expression.
+const UUID_PATTERN: &str = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+
+/// The JSON Schema of a reference of `namespaces` (`a|b|…`) in the API's
+/// OpenAPI document: a string of the canonical form.
+fn ref_schema(namespaces: &str, description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .pattern(Some(format!("^({namespaces}):{UUID_PATTERN}$")))
+        .max_length(Some(MAX_REF_LEN))
+        .description(Some(description))
+        .into()
+}
+
+impl utoipa::PartialSchema for ObjectRef {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let names: Vec<&str> = RefKind::ALL.iter().map(|k| k.as_str()).collect();
+        ref_schema(&names.join("|"), "A namespaced reference `<namespace>:<uuid>` (SPEC G5).")
+    }
+}
+
+impl utoipa::ToSchema for ObjectRef {}
+
 /// Defines a reference that can name only one namespace: what crosses a
 /// process boundary where the kind is fixed (a grant, a campaign), so that a
 /// message naming the wrong kind fails to decode instead of being parsed by
@@ -296,6 +319,14 @@ macro_rules! typed_ref {
                 text.parse().map_err(serde::de::Error::custom)
             }
         }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                ref_schema(Self::KIND.as_str(), concat!("A `", stringify!($name), "`: one namespace only."))
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
     };
 }
 
@@ -379,6 +410,18 @@ mod tests {
         assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"entity:{ID}\""));
         assert!(serde_json::from_str::<ObjectRef>(&format!("\"{ID}\"")).is_err());
     }
+    /// The OpenAPI schema's pattern says what the parser accepts.
+    #[test]
+    fn the_schema_pattern_is_the_parsers() {
+        use utoipa::PartialSchema as _;
+        let json = serde_json::to_value(ObjectRef::schema()).unwrap();
+        let pattern = json["pattern"].as_str().unwrap();
+        assert!(pattern.starts_with("^(workspace|investigation|evidence|") && pattern.ends_with("$"), "{pattern}");
+        let json = serde_json::to_value(GrantRef::schema()).unwrap();
+        assert_eq!(json["pattern"], format!("^(grant):{UUID_PATTERN}$"));
+        assert_eq!(json["maxLength"], MAX_REF_LEN);
+    }
+
     #[test]
     fn typed_references_name_one_namespace() {
         let g: GrantRef = format!("grant:{ID}").parse().unwrap();

@@ -36,7 +36,7 @@ pub const MAX_QUESTION_CHARS: usize = labfy_store::MAX_RESEARCH_QUESTION_CHARS;
 pub const MAX_EVENTS_PER_POLL: usize = MAX_EVENTS;
 
 /// `POST /api/v1/agent-tools/calls` (G7).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallRequest {
     /// The turn the call belongs to.
@@ -56,7 +56,7 @@ pub struct CallRequest {
 }
 
 /// The closed context of a call.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallContext {
     /// The investigation the caller is looking at.
@@ -223,7 +223,7 @@ pub struct EventPage {
 
 /// The language the analyst works in (the UI's choice, SPEC U4): the demo
 /// agent plans and sums up in it. French unless said.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Lang {
     /// Français (the default).
@@ -234,7 +234,7 @@ pub enum Lang {
 }
 
 /// Who drives a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnMode {
     /// The deterministic demo agent (G11).
@@ -298,7 +298,7 @@ pub struct Turn {
 }
 
 /// `POST /api/v1/agent-tools/turns`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTurn {
     /// The analyst's question (1–512 characters).

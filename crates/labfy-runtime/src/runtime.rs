@@ -274,7 +274,7 @@ pub struct EventPage {
 }
 
 /// What starts a turn (`POST /api/v1/agent-runtime/turns`).
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartTurn {
     /// The analyst's question.

@@ -10,6 +10,7 @@ pub mod governor;
 pub mod http;
 pub mod isolation;
 pub mod listener;
+pub mod openapi;
 pub mod routes;
 pub mod sandbox;
 pub mod security;

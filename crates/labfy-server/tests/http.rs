@@ -773,3 +773,60 @@ async fn c4_the_analyst_edits_the_graph_through_the_api() {
         assert!(audit.contains(&action.to_owned()), "{action} missing from {audit:?}");
     }
 }
+
+/// Issue 19: the API's OpenAPI document is served behind the session like
+/// every route, and every operation it names reaches a handler of its own
+/// (never the `/api` catch-all nor a 405), answering its documented success
+/// status or the one refusal format.
+#[tokio::test]
+async fn the_openapi_document_is_guarded_and_every_operation_reaches_its_handler() {
+    let f = fixture();
+    let anonymous = send(&f.app, get("/api/v1/openapi.json").body(Body::empty()).unwrap()).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    let (cookie, csrf) = login(&f).await;
+    let doc = api(&f, &cookie, "/api/v1/openapi.json").await;
+    assert_eq!(doc.status, StatusCode::OK);
+    let doc = doc.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut reached = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        // A well-formed reference nobody has: each handler refuses it as
+        // not found, or as the wrong kind — never as an unknown route.
+        let uri = path
+            .replace("{turn_id}", "0190a4f1-0000-7000-8000-000000000000")
+            .replace("{result_id}", "0190a4f1-0000-7000-8000-000000000000")
+            .replace("{list}", "evidence")
+            .replace("{name}", "nothing.tar")
+            .split('/')
+            .map(|seg| if seg.starts_with('{') { "evidence:0190a4f1-0000-7000-8000-000000000000" } else { seg })
+            .collect::<Vec<_>>()
+            .join("/");
+        for (method, op) in item.as_object().unwrap() {
+            let mut b = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(&uri)
+                .header(header::HOST, HOST)
+                .header(header::COOKIE, &cookie);
+            if method != "get" {
+                b = b.header(header::ORIGIN, ORIGIN).header("X-CSRF-Token", &csrf);
+            }
+            let body = if op.get("requestBody").is_some_and(|r| r["content"].get("application/json").is_some()) {
+                b = b.header(header::CONTENT_TYPE, "application/json");
+                Body::from("{}")
+            } else {
+                Body::empty()
+            };
+            let a = send(&f.app, b.body(body).unwrap()).await;
+            let what = format!("{method} {uri}: {} {}", a.status, a.text());
+            assert_ne!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{what}");
+            assert!(!a.text().contains("no such API route"), "{what}");
+            assert!(!a.status.is_server_error(), "{what}");
+            let documented = op["responses"].as_object().unwrap().contains_key(a.status.as_str());
+            if !documented {
+                assert!(!a.error_code().is_empty(), "an undocumented status must be a refusal: {what}");
+            }
+            reached += 1;
+        }
+    }
+    assert!(reached > 50, "only {reached} operations");
+}

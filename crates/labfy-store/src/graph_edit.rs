@@ -46,7 +46,7 @@ pub const MAX_ENTITY_NAME_CHARS: usize = 200;
 pub const MAX_ALIASES: usize = 64;
 
 /// A new entity drawn by the analyst.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEntity {
     /// One of [`ENTITY_KINDS`].
@@ -56,7 +56,7 @@ pub struct NewEntity {
 }
 
 /// A new relation drawn by the analyst.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewRelation {
     /// One of [`RELATION_KINDS`].

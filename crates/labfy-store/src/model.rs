@@ -510,7 +510,7 @@ pub fn grant_is_active(grant: &Grant, now: DateTime<Utc>) -> bool {
 
 /// Hosts a grant allows (SPEC E3). `*.example.org` allows sub-domains of
 /// `example.org`, not `example.org` itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResearchScope {
     /// Host names or `*.` patterns, lower case (1–16).
@@ -518,7 +518,7 @@ pub struct ResearchScope {
 }
 
 /// How much a grant allows (SPEC E3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResearchBudget {
     /// Requests (1–1000).

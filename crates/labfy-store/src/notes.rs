@@ -20,7 +20,7 @@ pub const MAX_NOTE_CONTENT_BYTES: usize = 1024 * 1024;
 pub const MAX_NOTE_SOURCE_CHARS: usize = 500;
 
 /// An analyst's note, stored as a new evidence item.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewNote {
     /// Title (1–200 characters).

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery, path_ref, path_typed};
+use crate::routes::runtime::MAX_EVENT_CURSOR;
 use crate::state::AppState;
 
 /// Who decides, as recorded with grants and in the audit log: the analyst at
@@ -64,6 +65,12 @@ fn uuid_param(name: &str, text: &str) -> ApiResult<Uuid> {
     Uuid::try_parse(text).map_err(|_| ApiError::bad_request(format!("{name} must be a UUID")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-tools/catalog",
+    tag = "agent",
+    responses((status = 200, description = "The agent's closed tool catalog, as published.", body = Object))
+)]
 async fn catalog(State(st): State<AppState>) -> Json<Value> {
     let env = st.environment().await;
     let mut published = st.gateway().catalog().publish(st.scope().class, &env);
@@ -74,6 +81,13 @@ async fn catalog(State(st): State<AppState>) -> Json<Value> {
     Json(published)
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-tools/turns",
+    tag = "agent",
+    request_body = NewTurn,
+    responses((status = 201, description = "The turn.", body = Object))
+)]
 async fn start_turn(State(st): State<AppState>, ApiJson(req): ApiJson<NewTurn>) -> ApiResult<(StatusCode, Json<Turn>)> {
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
@@ -88,11 +102,25 @@ async fn start_turn(State(st): State<AppState>, ApiJson(req): ApiJson<NewTurn>) 
     Ok((StatusCode::CREATED, Json(turn)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-tools/turns/{turn_id}",
+    tag = "agent",
+    params(("turn_id" = uuid::Uuid, Path, description = "the turn's UUID")),
+    responses((status = 200, description = "The turn.", body = Object))
+)]
 async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Turn>> {
     let id = uuid_param("turn_id", &id)?;
     Ok(Json(st.gateway().turn(st.scope(), id)?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-tools/turns/{turn_id}/resume",
+    tag = "agent",
+    params(("turn_id" = uuid::Uuid, Path, description = "the turn's UUID")),
+    responses((status = 200, description = "The turn, resumed.", body = Object))
+)]
 async fn resume(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Turn>> {
     let id = uuid_param("turn_id", &id)?;
     let env = st.environment().await;
@@ -100,6 +128,13 @@ async fn resume(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult
     Ok(Json(blocking(move || gw.resume(scope, &env, id)).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-tools/calls",
+    tag = "agent",
+    request_body = CallRequest,
+    responses((status = 200, description = "The tool's result (G8), a refusal included.", body = Object))
+)]
 async fn call(State(st): State<AppState>, ApiJson(req): ApiJson<CallRequest>) -> ApiResult<Response> {
     let env = st.environment().await;
     let (gw, scope) = (st.gateway().clone(), st.scope());
@@ -108,27 +143,50 @@ async fn call(State(st): State<AppState>, ApiJson(req): ApiJson<CallRequest>) ->
     Ok(Json(&*result).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-tools/results/{result_id}",
+    tag = "agent",
+    params(("result_id" = uuid::Uuid, Path, description = "the result's UUID")),
+    responses((status = 200, description = "A stored result.", body = Object))
+)]
 async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let id = uuid_param("result_id", &id)?;
     let result = st.gateway().result(st.scope(), id)?;
     Ok(Json(&*result).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
+    /// The last sequence number seen (0: from the start).
     #[serde(default)]
+    #[param(maximum = 9_007_199_254_740_991_i64)]
     cursor: u64,
     #[serde(default)]
     limit: Option<usize>,
 }
 
-async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> Json<EventPage> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-tools/events",
+    tag = "agent",
+    params(EventsQuery),
+    responses((status = 200, description = "A page of the activity events.", body = Object))
+)]
+async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<EventPage>> {
+    // The same bound as the runtime's events: a browser holds no larger
+    // integer exactly.
+    if q.cursor > MAX_EVENT_CURSOR {
+        return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
+    }
     let limit = q.limit.unwrap_or(labfy_gateway::protocol::MAX_EVENTS_PER_POLL);
-    Json(st.gateway().events(st.scope(), q.cursor, limit))
+    Ok(Json(st.gateway().events(st.scope(), q.cursor, limit)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ResearchQuery {
     /// `pending` (default) or an investigation's requests with `investigation`.
@@ -136,6 +194,13 @@ struct ResearchQuery {
     investigation: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/research/requests",
+    tag = "research",
+    params(ResearchQuery),
+    responses((status = 200, description = "Research requests.", body = Object))
+)]
 async fn research_requests(State(st): State<AppState>, ApiQuery(q): ApiQuery<ResearchQuery>) -> ApiResult<Json<Value>> {
     let ws = st.workspace();
     let fingerprint = prepare_fingerprint(&st);
@@ -154,6 +219,13 @@ fn prepare_fingerprint(st: &AppState) -> String {
     st.gateway().catalog().tool(labfy_gateway::ToolId::ResearchPrepare).fingerprint.clone()
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/research/requests/{request}",
+    tag = "research",
+    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    responses((status = 200, description = "One research request.", body = Object))
+)]
 async fn research_request(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let r = path_ref(&id, Some(RefKind::ResearchRequest))?;
     let ws = st.workspace();
@@ -165,7 +237,7 @@ async fn research_request(State(st): State<AppState>, Path(id): Path<String>) ->
 /// are the exact pages the campaign may fetch: required in a REAL workspace
 /// (1–32, each inside the scope; the store checks them), optional in a
 /// SPECIMEN one (the synthetic pages' simulated addresses).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct GrantBody {
     scope: ResearchScope,
@@ -175,6 +247,14 @@ struct GrantBody {
     urls: Vec<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/research/requests/{request}/grant",
+    tag = "research",
+    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    request_body = GrantBody,
+    responses((status = 201, description = "The grant and its campaign; in a REAL workspace, where a human confirms it.", body = Object))
+)]
 async fn grant(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -226,6 +306,13 @@ async fn grant(
 /// egress's ledger (SPEC T2), with a fresh one-time link to egress's
 /// confirmation page while it waits for a human. What egress says is shown
 /// as egress says it; the server cannot confirm anything.
+#[utoipa::path(
+    get,
+    path = "/api/v1/grants/{grant}/confirmation",
+    tag = "research",
+    params(("grant" = labfy_core::GrantRef, Path, description = "`grant:<uuid>`")),
+    responses((status = 200, description = "Where the grant stands in egress's ledger (SPEC T2).", body = Object))
+)]
 async fn confirmation(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
@@ -242,6 +329,13 @@ async fn confirmation(State(st): State<AppState>, Path(id): Path<String>) -> Api
 
 /// `GET /api/v1/grants/{grant}/fetch-log`: egress's own append-only log of
 /// the grant's fetches (SPEC T2), oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/grants/{grant}/fetch-log",
+    tag = "research",
+    params(("grant" = labfy_core::GrantRef, Path, description = "`grant:<uuid>`")),
+    responses((status = 200, description = "Egress's fetch log of the grant.", body = Object))
+)]
 async fn fetch_log(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
@@ -252,12 +346,20 @@ async fn fetch_log(State(st): State<AppState>, Path(id): Path<String>) -> ApiRes
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RefuseBody {
     reason: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/research/requests/{request}/refuse",
+    tag = "research",
+    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    request_body = RefuseBody,
+    responses((status = 200, description = "Refused.", body = Object))
+)]
 async fn refuse(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -269,6 +371,13 @@ async fn refuse(
     Ok(Json(json!({"refused": r})))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/grants/{grant}",
+    tag = "research",
+    params(("grant" = labfy_core::GrantRef, Path, description = "`grant:<uuid>`")),
+    responses((status = 200, description = "The grant.", body = Object))
+)]
 async fn grant_detail(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let g: GrantRef = path_typed(&id)?;
     let ws = st.workspace();
@@ -277,10 +386,18 @@ async fn grant_detail(State(st): State<AppState>, Path(id): Path<String>) -> Api
     Ok(Json(json!({"grant": stored, "active": active})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RevokeBody {}
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/grants/{grant}/revoke",
+    tag = "research",
+    params(("grant" = labfy_core::GrantRef, Path, description = "`grant:<uuid>`")),
+    request_body = RevokeBody,
+    responses((status = 200, description = "Revoked; its campaigns stopped.", body = Object))
+)]
 async fn revoke(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -306,3 +423,24 @@ async fn revoke(
     tracing::info!(grant = %g, campaigns = cancelled, "grant revoked");
     Ok(Json(json!({"revoked": g, "campaigns_stopped": cancelled, "egress": egress})))
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    catalog,
+    start_turn,
+    turn,
+    resume,
+    call,
+    result,
+    events,
+    research_requests,
+    research_request,
+    grant,
+    refuse,
+    grant_detail,
+    revoke,
+    confirmation,
+    fetch_log
+))]
+pub(crate) struct Doc;

@@ -23,6 +23,7 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/session", get(session))
+        .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/status", get(status))
         .route("/api/v1/workspaces", get(workspaces))
         .route(
@@ -54,6 +55,12 @@ pub fn router() -> Router<AppState> {
 
 type Session = Extension<CurrentSession>;
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/session",
+    tag = "session",
+    responses((status = 200, description = "The session's CSRF token, its workspace and the server's isolation.", body = Object))
+)]
 async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Value> {
     Json(json!({
         "csrf_token": &*s.session.csrf_token,
@@ -62,8 +69,26 @@ async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Valu
     }))
 }
 
+/// The API as an OpenAPI 3.1 document (`crate::openapi`), behind the same
+/// guards as every route.
+#[utoipa::path(
+    get,
+    path = "/api/v1/openapi.json",
+    tag = "session",
+    responses((status = 200, description = "This document.", body = Object))
+)]
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
+}
+
 /// The appliance's processes, as the supervisor reports them, and this
 /// server's own isolation.
+#[utoipa::path(
+    get,
+    path = "/api/v1/status",
+    tag = "session",
+    responses((status = 200, description = "The appliance's processes as the supervisor reports them.", body = Object))
+)]
 async fn status(State(st): State<AppState>) -> Json<Value> {
     use labfy_ipc::client::Client;
     use labfy_ipc::messages::Boundary;
@@ -90,11 +115,24 @@ async fn status(State(st): State<AppState>) -> Json<Value> {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces",
+    tag = "cases",
+    responses((status = 200, description = "The workspaces.", body = Object))
+)]
 async fn workspaces(State(st): State<AppState>) -> ApiResult<Json<Value>> {
     let list: Vec<WorkspaceSummary> = st.db().read(|r| r.workspaces()).await?;
     Ok(Json(json!({ "workspaces": list })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/workspaces/{workspace}/investigations",
+    tag = "cases",
+    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    responses((status = 200, description = "The workspace's investigations (the session's workspace only).", body = Object))
+)]
 async fn investigations(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -109,6 +147,13 @@ async fn investigations(
     Ok(Json(json!({ "investigations": list })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/overview",
+    tag = "read",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    responses((status = 200, description = "Counts, top entities, recent evidence.", body = Object))
+)]
 async fn overview(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -123,7 +168,8 @@ fn default_search_limit() -> u32 {
     20
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct SearchParams {
     q: String,
@@ -131,6 +177,13 @@ struct SearchParams {
     limit: u32,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/search",
+    tag = "read",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), SearchParams),
+    responses((status = 200, description = "Full-text hits with highlighted excerpts.", body = Object))
+)]
 async fn search(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -142,7 +195,8 @@ async fn search(
     Ok(Json(st.db().read(move |r| r.search(ws, &inv, &p.q, p.limit)).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct CorrelationParams {
     #[serde(default = "default_search_limit")]
@@ -150,6 +204,13 @@ struct CorrelationParams {
     focus: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/correlations",
+    tag = "read",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), CorrelationParams),
+    responses((status = 200, description = "Pieces that share entities.", body = Object))
+)]
 async fn correlations(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -163,6 +224,13 @@ async fn correlations(
     Ok(Json(json!({ "correlations": list })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/jobs",
+    tag = "read",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    responses((status = 200, description = "The investigation's jobs.", body = Object))
+)]
 async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path<String>) -> ApiResult<Json<Value>> {
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
@@ -171,7 +239,8 @@ async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path
 }
 
 /// The query of `…/lists/{list}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListParams {
     sort: Option<String>,
@@ -190,6 +259,13 @@ fn default_list_limit() -> u32 {
 /// A page of one of the lists behind the counts (SPEC U2): `evidence`,
 /// `entities` or `relations`, keyset-paginated (`after` is the last item of
 /// the previous page; the answer's `next` is the next page's).
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/lists/{list}",
+    tag = "read",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), ("list" = String, Path, description = "evidence, entities, relations, jobs, requests, grants or campaigns"), ListParams),
+    responses((status = 200, description = "One keyset page of the list (SPEC U2).", body = Object))
+)]
 async fn list(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -214,6 +290,13 @@ async fn list(
 /// Starts an extraction over the investigation (SPEC C4), or answers the one
 /// already running: `202` with the job either way, to follow at
 /// `/api/v1/jobs/{job}`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/extraction",
+    tag = "edit",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    responses((status = 202, description = "The extraction job (SPEC C4).", body = Object))
+)]
 async fn start_extraction(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -230,6 +313,14 @@ async fn start_extraction(
 }
 
 /// The analyst draws an entity (SPEC C4): `201` with its node.
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/entities",
+    tag = "edit",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = NewEntity,
+    responses((status = 201, description = "The entity.", body = Object))
+)]
 async fn create_entity(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -249,6 +340,14 @@ async fn create_entity(
 }
 
 /// The analyst draws a relation: `201` with its node.
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/relations",
+    tag = "edit",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = NewRelation,
+    responses((status = 201, description = "The relation.", body = Object))
+)]
 async fn create_relation(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -267,13 +366,21 @@ async fn create_relation(
     Ok((StatusCode::CREATED, Json(node)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Rename {
     name: String,
 }
 
 /// Renames an entity (its former name becomes an alias): its node.
+#[utoipa::path(
+    post,
+    path = "/api/v1/entities/{entity}/rename",
+    tag = "edit",
+    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    request_body = Rename,
+    responses((status = 200, description = "The renamed entity.", body = Object))
+)]
 async fn rename_entity(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -292,13 +399,21 @@ async fn rename_entity(
     Ok(Json(node))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Merge {
     into: ObjectRef,
 }
 
 /// Merges the entity into `into`: the node kept.
+#[utoipa::path(
+    post,
+    path = "/api/v1/entities/{entity}/merge",
+    tag = "edit",
+    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    request_body = Merge,
+    responses((status = 200, description = "The entity it was merged into.", body = Object))
+)]
 async fn merge_entity(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -318,6 +433,13 @@ async fn merge_entity(
 }
 
 /// Deletes an entity with its relations and mentions: `204`.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/entities/{entity}",
+    tag = "edit",
+    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    responses((status = 204, description = "Deleted."))
+)]
 async fn delete_entity(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -330,6 +452,13 @@ async fn delete_entity(
 }
 
 /// Deletes a relation: `204`.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/relations/{relation}",
+    tag = "edit",
+    params(("relation" = labfy_core::ObjectRef, Path, description = "`relation:<uuid>`")),
+    responses((status = 204, description = "Deleted."))
+)]
 async fn delete_relation(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -341,12 +470,26 @@ async fn delete_relation(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{job}",
+    tag = "read",
+    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    responses((status = 200, description = "The job.", body = Object))
+)]
 async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {
     let job = path_ref(&job, Some(RefKind::Job))?;
     let ws = s.session.workspace;
     Ok(Json(st.db().read(move |r| r.job(ws, &job)).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/evidence/{evidence}",
+    tag = "read",
+    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`")),
+    responses((status = 200, description = "The evidence item.", body = Object))
+)]
 async fn evidence(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -361,7 +504,8 @@ fn default_excerpt_length() -> u32 {
     4000
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ExcerptParams {
     #[serde(default)]
@@ -370,6 +514,13 @@ struct ExcerptParams {
     length: u32,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/evidence/{evidence}/excerpt",
+    tag = "read",
+    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`"), ExcerptParams),
+    responses((status = 200, description = "A bounded excerpt of its text.", body = Object))
+)]
 async fn excerpt(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -381,6 +532,13 @@ async fn excerpt(
     Ok(Json(st.db().read(move |r| r.excerpt(ws, &ev, p.offset, p.length)).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/graph/nodes/{node}",
+    tag = "read",
+    params(("node" = labfy_core::ObjectRef, Path, description = "an entity, evidence item or other object (`<namespace>:<uuid>`)")),
+    responses((status = 200, description = "The node.", body = Object))
+)]
 async fn node(State(st): State<AppState>, Extension(s): Session, Path(node): Path<String>) -> ApiResult<Json<Node>> {
     let node = path_ref(&node, None)?;
     let ws = s.session.workspace;
@@ -391,13 +549,21 @@ fn default_neighbors_limit() -> u32 {
     50
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct NeighborParams {
     #[serde(default = "default_neighbors_limit")]
     limit: u32,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/graph/nodes/{node}/neighbors",
+    tag = "read",
+    params(("node" = labfy_core::ObjectRef, Path, description = "an entity, evidence item or other object (`<namespace>:<uuid>`)"), NeighborParams),
+    responses((status = 200, description = "Its neighbours.", body = Object))
+)]
 async fn neighbors(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -414,7 +580,8 @@ fn default_ego_limit() -> u32 {
 }
 
 /// The query of `…/ego`: `kinds` and `relations` are comma-separated lists.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct EgoParams {
     #[serde(default = "default_ego_limit")]
@@ -428,6 +595,13 @@ fn comma_list(value: Option<String>) -> Option<Vec<String>> {
 }
 
 /// The ego graph of an entity or a piece of evidence (SPEC U1).
+#[utoipa::path(
+    get,
+    path = "/api/v1/graph/nodes/{node}/ego",
+    tag = "read",
+    params(("node" = labfy_core::ObjectRef, Path, description = "an entity, evidence item or other object (`<namespace>:<uuid>`)"), EgoParams),
+    responses((status = 200, description = "Its ego graph (SPEC U1).", body = Object))
+)]
 async fn ego(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -444,13 +618,21 @@ fn default_depth() -> u32 {
     8
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ProvenanceParams {
     #[serde(default = "default_depth")]
     depth: u32,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/provenance/{object}",
+    tag = "read",
+    params(("object" = labfy_core::ObjectRef, Path, description = "any object (`<namespace>:<uuid>`)"), ProvenanceParams),
+    responses((status = 200, description = "Its provenance trace.", body = Object))
+)]
 async fn provenance(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -462,6 +644,14 @@ async fn provenance(
     Ok(Json(st.db().read(move |r| r.provenance_trace(ws, &object, p.depth)).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/evidence",
+    tag = "edit",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = NewNote,
+    responses((status = 201, description = "The note, stored as evidence.", body = Object))
+)]
 async fn add_note(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -480,3 +670,34 @@ async fn add_note(
     tracing::info!(evidence = %summary.id, "analyst note stored");
     Ok((StatusCode::CREATED, Json(summary)))
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    session,
+    status,
+    openapi,
+    workspaces,
+    investigations,
+    overview,
+    search,
+    correlations,
+    jobs,
+    list,
+    add_note,
+    start_extraction,
+    create_entity,
+    create_relation,
+    delete_entity,
+    rename_entity,
+    merge_entity,
+    delete_relation,
+    evidence,
+    excerpt,
+    node,
+    neighbors,
+    ego,
+    provenance,
+    job
+))]
+pub(crate) struct Doc;

@@ -40,7 +40,7 @@ fn own_workspace(s: &CurrentSession, text: &str) -> Result<ObjectRef, ApiError> 
     Ok(ws)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewInvestigation {
     title: String,
@@ -49,6 +49,14 @@ pub(crate) struct NewInvestigation {
 }
 
 /// `POST /api/v1/workspaces/{ws}/investigations`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces/{workspace}/investigations",
+    tag = "cases",
+    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    request_body = NewInvestigation,
+    responses((status = 201, description = "The investigation.", body = Object))
+)]
 pub(crate) async fn create_investigation(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -70,7 +78,7 @@ pub(crate) async fn create_investigation(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct InvestigationChange {
     #[serde(default)]
@@ -79,6 +87,14 @@ struct InvestigationChange {
     summary: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/update",
+    tag = "cases",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = InvestigationChange,
+    responses((status = 204, description = "Changed."))
+)]
 async fn update_investigation(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -95,12 +111,20 @@ async fn update_investigation(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Archive {
     archived: bool,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/archive",
+    tag = "cases",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = Archive,
+    responses((status = 204, description = "Archived or restored."))
+)]
 async fn archive_investigation(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -113,12 +137,20 @@ async fn archive_investigation(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Name {
     name: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces/{workspace}/rename",
+    tag = "cases",
+    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    request_body = Name,
+    responses((status = 204, description = "Renamed."))
+)]
 async fn rename_workspace(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -132,6 +164,14 @@ async fn rename_workspace(
 
 /// `POST /api/v1/workspaces/{ws}/archive`: another workspace than the open
 /// one archived or brought back (the open one is switched away from first).
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces/{workspace}/archive",
+    tag = "cases",
+    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    request_body = Archive,
+    responses((status = 204, description = "Archived or restored."))
+)]
 async fn archive_workspace(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -154,6 +194,13 @@ async fn archive_workspace(
 /// use, and a REAL one only from an isolated server) and audited; the
 /// supervisor checks it again before acting, since this process is the one
 /// that parses hostile bytes. `202`: the UI waits for the new server.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces/{workspace}/open",
+    tag = "cases",
+    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    responses((status = 202, description = "The supervisor serves it next (SPEC C1).", body = Object))
+)]
 async fn open_workspace(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -186,6 +233,13 @@ async fn open_workspace(
 
 /// A new REAL workspace with its first investigation; the answer says how
 /// to serve it (this server serves one workspace).
+#[utoipa::path(
+    post,
+    path = "/api/v1/workspaces",
+    tag = "cases",
+    request_body = Name,
+    responses((status = 201, description = "The new REAL workspace.", body = Object))
+)]
 async fn create_workspace(
     State(st): State<AppState>,
     ApiJson(body): ApiJson<Name>,
@@ -197,3 +251,16 @@ async fn create_workspace(
         Json(json!({ "workspace": ws, "investigation": inv, "serve": format!("labfy up --workspace {ws}") })),
     ))
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    create_workspace,
+    create_investigation,
+    rename_workspace,
+    archive_workspace,
+    open_workspace,
+    update_investigation,
+    archive_investigation
+))]
+pub(crate) struct Doc;

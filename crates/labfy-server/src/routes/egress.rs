@@ -22,6 +22,12 @@ pub fn router() -> Router<AppState> {
 /// `{available: true, ready, bootstrap_percent, phase, last_error,
 /// bootstrap_ms, custom_network, in_flight, campaigns, counts: {fetched, refused,
 /// unavailable, failed, stopped}}` or `{available: false, detail}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/egress",
+    tag = "resources",
+    responses((status = 200, description = "Tor's bootstrap and egress's activity (SPEC E1).", body = Object))
+)]
 async fn egress(State(st): State<AppState>) -> Json<Value> {
     match st.egress_status().await {
         EgressView::Available(s) => {
@@ -43,3 +49,8 @@ async fn egress(State(st): State<AppState>) -> Json<Value> {
         EgressView::Unavailable(detail) => Json(json!({"available": false, "detail": detail})),
     }
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(egress))]
+pub(crate) struct Doc;

@@ -49,6 +49,13 @@ fn stamp() -> String {
     format!("{}{:03}", d.as_secs(), d.subsec_millis())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/export",
+    tag = "export",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    responses((status = 202, description = "The export job (SPEC C5).", body = Object))
+)]
 async fn start(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -113,6 +120,13 @@ fn write_bundle(data_dir: &FsPath, inv: &ObjectRef) -> Result<Value, String> {
 }
 
 /// The archive of an export of this workspace (its name as the job gave it).
+#[utoipa::path(
+    get,
+    path = "/api/v1/exports/{name}",
+    tag = "export",
+    params(("name" = String, Path, description = "the package's file name, as the job reported it")),
+    responses((status = 200, description = "The package (a tar archive).", content_type = "application/x-tar"))
+)]
 async fn archive(State(st): State<AppState>, Extension(s): Session, Path(name): Path<String>) -> ApiResult<Response> {
     // `<uuid>-<digits>.tar`, nothing else: no path, no other file.
     let inv = name
@@ -137,3 +151,8 @@ async fn archive(State(st): State<AppState>, Extension(s): Session, Path(name): 
     }
     Ok(resp)
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(start, archive))]
+pub(crate) struct Doc;

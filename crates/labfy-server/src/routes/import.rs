@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 use axum::body::Body;
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -57,7 +58,7 @@ pub fn router() -> Router<AppState> {
 
 type Session = Extension<CurrentSession>;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartImport {
     /// Files the browser is about to send (for the job's progress).
@@ -65,6 +66,14 @@ struct StartImport {
     expected: Option<u64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/investigations/{investigation}/imports",
+    tag = "import",
+    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    request_body = StartImport,
+    responses((status = 201, description = "The import job (SPEC C2).", body = Object))
+)]
 async fn start(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -100,12 +109,23 @@ fn names(part_name: Option<&str>) -> Result<(String, String), String> {
     Ok((name, path))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/imports/{job}/files",
+    tag = "import",
+    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    request_body(content = Object, content_type = "multipart/form-data", description = "One or more files, each a part with its file name."),
+    responses((status = 200, description = "What became of each file.", body = Object))
+)]
 async fn files(
     State(st): State<AppState>,
     Extension(s): Session,
     Path(job): Path<String>,
-    mut multipart: Multipart,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<Value>> {
+    // A body that is not multipart (no boundary, another type) is refused
+    // in the one error format, like every refusal.
+    let mut multipart = multipart.map_err(|e| ApiError::bad_request(format!("multipart body: {}", e.body_text())))?;
     let job = path_ref(&job, Some(RefKind::Job))?;
     let ws = s.session.workspace;
     // The job must be this workspace's, and running, before a byte is kept.
@@ -238,6 +258,13 @@ async fn record(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/imports/{job}/finish",
+    tag = "import",
+    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    responses((status = 200, description = "The import's figures.", body = Object))
+)]
 async fn finish(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -250,7 +277,8 @@ async fn finish(
     Ok(Json(stats))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ReportQuery {
     #[serde(default)]
@@ -259,6 +287,13 @@ struct ReportQuery {
     limit: Option<u32>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/jobs/{job}/report",
+    tag = "import",
+    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`"), ReportQuery),
+    responses((status = 200, description = "The import's report lines.", body = [Object]))
+)]
 async fn report(
     State(st): State<AppState>,
     Extension(s): Session,
@@ -272,6 +307,13 @@ async fn report(
 
 /// The original bytes, as an attachment that no browser renders in this
 /// origin (`application/octet-stream`, `nosniff`, a sandboxing CSP).
+#[utoipa::path(
+    get,
+    path = "/api/v1/evidence/{evidence}/original",
+    tag = "import",
+    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`")),
+    responses((status = 200, description = "The original bytes, as a download.", content_type = "application/octet-stream"))
+)]
 async fn original(State(st): State<AppState>, Extension(s): Session, Path(ev): Path<String>) -> ApiResult<Response> {
     let ev = path_ref(&ev, Some(RefKind::Evidence))?;
     let ws = s.session.workspace;
@@ -307,3 +349,8 @@ async fn original(State(st): State<AppState>, Extension(s): Session, Path(ev): P
     }
     Ok(resp)
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(start, files, finish, report, original))]
+pub(crate) struct Doc;

@@ -24,6 +24,12 @@ pub fn router() -> Router<AppState> {
 
 /// `{available: true, history: {step_ms, points}}` or `{available: false,
 /// detail}` (SPEC U6): the chart's past, kept by the governor.
+#[utoipa::path(
+    get,
+    path = "/api/v1/resources/history",
+    tag = "resources",
+    responses((status = 200, description = "The governor's sample history (SPEC U6).", body = Object))
+)]
 async fn history(State(st): State<AppState>) -> Json<Value> {
     match st.governor_history().await {
         Ok(h) => Json(json!({"available": true, "history": h})),
@@ -32,9 +38,20 @@ async fn history(State(st): State<AppState>) -> Json<Value> {
 }
 
 /// `{available: true, state}` or `{available: false, detail}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/resources",
+    tag = "resources",
+    responses((status = 200, description = "The governor's state (SPEC Q5).", body = Object))
+)]
 async fn resources(State(st): State<AppState>) -> Json<Value> {
     match st.governor_state().await {
         GovernorView::Available(state) => Json(json!({"available": true, "state": &*state})),
         GovernorView::Unavailable(detail) => Json(json!({"available": false, "detail": detail})),
     }
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(resources, history))]
+pub(crate) struct Doc;

@@ -60,16 +60,29 @@ fn uuid_param(name: &str, text: &str) -> ApiResult<Uuid> {
 
 /// The body of resume and cancel: nothing (closed, so nothing can be slipped
 /// in — no grant, no scope).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct EmptyBody {}
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-runtime/status",
+    tag = "agent",
+    responses((status = 200, description = "The agent runtime's state.", body = Object))
+)]
 async fn status(State(st): State<AppState>) -> Json<RuntimeState> {
     Json(st.agent_runtime().status().await)
 }
 
 /// 202: the turn is queued for the worker (or, for a replay of the same
 /// idempotency key with the same body, the same turn as it stands now).
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-runtime/turns",
+    tag = "agent",
+    request_body = StartTurn,
+    responses((status = 202, description = "The turn, queued.", body = Object))
+)]
 async fn start_turn(
     State(st): State<AppState>,
     ApiJson(req): ApiJson<StartTurn>,
@@ -79,12 +92,27 @@ async fn start_turn(
     Ok((StatusCode::ACCEPTED, Json(turn)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-runtime/turns/{turn_id}",
+    tag = "agent",
+    params(("turn_id" = uuid::Uuid, Path, description = "the turn's UUID")),
+    responses((status = 200, description = "The turn.", body = Object))
+)]
 async fn turn(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<RuntimeTurn>> {
     let id = uuid_param("turn_id", &id)?;
     Ok(Json(st.agent_runtime().turn(st.scope(), id)?))
 }
 
 /// 202: queued; the worker checks the grant through the gateway.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-runtime/turns/{turn_id}/resume",
+    tag = "agent",
+    params(("turn_id" = uuid::Uuid, Path, description = "the turn's UUID")),
+    request_body = EmptyBody,
+    responses((status = 202, description = "The turn, queued again.", body = Object))
+)]
 async fn resume(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -96,6 +124,14 @@ async fn resume(
     Ok((StatusCode::ACCEPTED, Json(turn)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-runtime/turns/{turn_id}/cancel",
+    tag = "agent",
+    params(("turn_id" = uuid::Uuid, Path, description = "the turn's UUID")),
+    request_body = EmptyBody,
+    responses((status = 200, description = "The turn, cancelled.", body = Object))
+)]
 async fn cancel(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -110,15 +146,25 @@ async fn cancel(
 /// client bug, refused rather than passed on.
 pub const MAX_EVENT_CURSOR: u64 = (1 << 53) - 1;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
+    /// The last sequence number seen (0: from the start).
     #[serde(default)]
+    #[param(maximum = 9_007_199_254_740_991_i64)]
     cursor: u64,
     #[serde(default)]
     limit: Option<usize>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent-runtime/events",
+    tag = "agent",
+    params(EventsQuery),
+    responses((status = 200, description = "A page of the runtime's events.", body = Object))
+)]
 async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<EventPage>> {
     if q.cursor > MAX_EVENT_CURSOR {
         return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
@@ -126,3 +172,8 @@ async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) 
     let limit = q.limit.unwrap_or(MAX_EVENTS_PER_POLL);
     Ok(Json(st.agent_runtime().events(st.scope(), q.cursor, limit)))
 }
+
+/// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(status, start_turn, turn, resume, cancel, events))]
+pub(crate) struct Doc;
