@@ -790,17 +790,29 @@ async fn the_openapi_document_is_guarded_and_every_operation_reaches_its_handler
     assert_eq!(doc["openapi"], "3.1.0");
     let mut reached = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
-        // A well-formed reference nobody has: each handler refuses it as
-        // not found, or as the wrong kind — never as an unknown route.
-        let uri = path
-            .replace("{turn_id}", "0190a4f1-0000-7000-8000-000000000000")
-            .replace("{result_id}", "0190a4f1-0000-7000-8000-000000000000")
-            .replace("{list}", "evidence")
-            .replace("{name}", "nothing.tar")
-            .split('/')
-            .map(|seg| if seg.starts_with('{') { "evidence:0190a4f1-0000-7000-8000-000000000000" } else { seg })
-            .collect::<Vec<_>>()
-            .join("/");
+        // A well-formed reference of the documented kind that nobody has:
+        // each handler refuses it as not found — never as an unknown route.
+        let mut uri = path.clone();
+        for op in item.as_object().unwrap().values() {
+            for param in op["parameters"].as_array().into_iter().flatten() {
+                let name = param["name"].as_str().unwrap();
+                let schema = match param["schema"]["$ref"].as_str() {
+                    Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+                    None => &param["schema"],
+                };
+                let value = match schema["pattern"].as_str().and_then(|p| p.strip_prefix('^')) {
+                    Some(p) if p.contains('|') => "evidence:0190a4f1-0000-7000-8000-000000000000".to_owned(),
+                    Some(p) => format!(
+                        "{}:0190a4f1-0000-7000-8000-000000000000",
+                        p.split(':').next().unwrap().trim_matches(['(', ')'])
+                    ),
+                    None if schema["format"] == "uuid" => "0190a4f1-0000-7000-8000-000000000000".to_owned(),
+                    None => if name == "list" { "evidence" } else { "nothing.tar" }.to_owned(),
+                };
+                uri = uri.replace(&format!("{{{name}}}"), &value);
+            }
+        }
+        assert!(!uri.contains('{'), "{path}: a path parameter is not documented");
         for (method, op) in item.as_object().unwrap() {
             let mut b = Request::builder()
                 .method(method.to_uppercase().as_str())

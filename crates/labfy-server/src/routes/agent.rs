@@ -223,7 +223,7 @@ fn prepare_fingerprint(st: &AppState) -> String {
     get,
     path = "/api/v1/research/requests/{request}",
     tag = "research",
-    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    params(("request" = String, Path, pattern = "^research_request:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`research_request:<uuid>`")),
     responses((status = 200, description = "One research request.", body = Object))
 )]
 async fn research_request(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -251,7 +251,7 @@ struct GrantBody {
     post,
     path = "/api/v1/research/requests/{request}/grant",
     tag = "research",
-    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    params(("request" = String, Path, pattern = "^research_request:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`research_request:<uuid>`")),
     request_body = GrantBody,
     responses((status = 201, description = "The grant and its campaign; in a REAL workspace, where a human confirms it.", body = Object))
 )]
@@ -356,7 +356,7 @@ struct RefuseBody {
     post,
     path = "/api/v1/research/requests/{request}/refuse",
     tag = "research",
-    params(("request" = labfy_core::ObjectRef, Path, description = "`research_request:<uuid>`")),
+    params(("request" = String, Path, pattern = "^research_request:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`research_request:<uuid>`")),
     request_body = RefuseBody,
     responses((status = 200, description = "Refused.", body = Object))
 )]

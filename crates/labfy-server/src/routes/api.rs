@@ -130,7 +130,7 @@ async fn workspaces(State(st): State<AppState>) -> ApiResult<Json<Value>> {
     get,
     path = "/api/v1/workspaces/{workspace}/investigations",
     tag = "cases",
-    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    params(("workspace" = String, Path, pattern = "^workspace:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`workspace:<uuid>`")),
     responses((status = 200, description = "The workspace's investigations (the session's workspace only).", body = Object))
 )]
 async fn investigations(
@@ -151,7 +151,7 @@ async fn investigations(
     get,
     path = "/api/v1/investigations/{investigation}/overview",
     tag = "read",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     responses((status = 200, description = "Counts, top entities, recent evidence.", body = Object))
 )]
 async fn overview(
@@ -181,7 +181,7 @@ struct SearchParams {
     get,
     path = "/api/v1/investigations/{investigation}/search",
     tag = "read",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), SearchParams),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace"), SearchParams),
     responses((status = 200, description = "Full-text hits with highlighted excerpts.", body = Object))
 )]
 async fn search(
@@ -208,7 +208,7 @@ struct CorrelationParams {
     get,
     path = "/api/v1/investigations/{investigation}/correlations",
     tag = "read",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), CorrelationParams),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace"), CorrelationParams),
     responses((status = 200, description = "Pieces that share entities.", body = Object))
 )]
 async fn correlations(
@@ -228,7 +228,7 @@ async fn correlations(
     get,
     path = "/api/v1/investigations/{investigation}/jobs",
     tag = "read",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     responses((status = 200, description = "The investigation's jobs.", body = Object))
 )]
 async fn jobs(State(st): State<AppState>, Extension(s): Session, Path(inv): Path<String>) -> ApiResult<Json<Value>> {
@@ -263,7 +263,7 @@ fn default_list_limit() -> u32 {
     get,
     path = "/api/v1/investigations/{investigation}/lists/{list}",
     tag = "read",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace"), ("list" = String, Path, description = "evidence, entities, relations, jobs, requests, grants or campaigns"), ListParams),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace"), ("list" = String, Path, description = "evidence, entities, relations, jobs, requests, grants or campaigns"), ListParams),
     responses((status = 200, description = "One keyset page of the list (SPEC U2).", body = Object))
 )]
 async fn list(
@@ -294,7 +294,7 @@ async fn list(
     post,
     path = "/api/v1/investigations/{investigation}/extraction",
     tag = "edit",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     responses((status = 202, description = "The extraction job (SPEC C4).", body = Object))
 )]
 async fn start_extraction(
@@ -317,7 +317,7 @@ async fn start_extraction(
     post,
     path = "/api/v1/investigations/{investigation}/entities",
     tag = "edit",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = NewEntity,
     responses((status = 201, description = "The entity.", body = Object))
 )]
@@ -344,7 +344,7 @@ async fn create_entity(
     post,
     path = "/api/v1/investigations/{investigation}/relations",
     tag = "edit",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = NewRelation,
     responses((status = 201, description = "The relation.", body = Object))
 )]
@@ -377,7 +377,7 @@ struct Rename {
     post,
     path = "/api/v1/entities/{entity}/rename",
     tag = "edit",
-    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    params(("entity" = String, Path, pattern = "^entity:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`entity:<uuid>`")),
     request_body = Rename,
     responses((status = 200, description = "The renamed entity.", body = Object))
 )]
@@ -410,7 +410,7 @@ struct Merge {
     post,
     path = "/api/v1/entities/{entity}/merge",
     tag = "edit",
-    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    params(("entity" = String, Path, pattern = "^entity:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`entity:<uuid>`")),
     request_body = Merge,
     responses((status = 200, description = "The entity it was merged into.", body = Object))
 )]
@@ -437,7 +437,7 @@ async fn merge_entity(
     delete,
     path = "/api/v1/entities/{entity}",
     tag = "edit",
-    params(("entity" = labfy_core::ObjectRef, Path, description = "`entity:<uuid>`")),
+    params(("entity" = String, Path, pattern = "^entity:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`entity:<uuid>`")),
     responses((status = 204, description = "Deleted."))
 )]
 async fn delete_entity(
@@ -456,7 +456,7 @@ async fn delete_entity(
     delete,
     path = "/api/v1/relations/{relation}",
     tag = "edit",
-    params(("relation" = labfy_core::ObjectRef, Path, description = "`relation:<uuid>`")),
+    params(("relation" = String, Path, pattern = "^relation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`relation:<uuid>`")),
     responses((status = 204, description = "Deleted."))
 )]
 async fn delete_relation(
@@ -474,7 +474,7 @@ async fn delete_relation(
     get,
     path = "/api/v1/jobs/{job}",
     tag = "read",
-    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    params(("job" = String, Path, pattern = "^job:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`job:<uuid>`")),
     responses((status = 200, description = "The job.", body = Object))
 )]
 async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<String>) -> ApiResult<Json<Job>> {
@@ -487,7 +487,7 @@ async fn job(State(st): State<AppState>, Extension(s): Session, Path(job): Path<
     get,
     path = "/api/v1/evidence/{evidence}",
     tag = "read",
-    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`")),
+    params(("evidence" = String, Path, pattern = "^evidence:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`evidence:<uuid>`")),
     responses((status = 200, description = "The evidence item.", body = Object))
 )]
 async fn evidence(
@@ -518,7 +518,7 @@ struct ExcerptParams {
     get,
     path = "/api/v1/evidence/{evidence}/excerpt",
     tag = "read",
-    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`"), ExcerptParams),
+    params(("evidence" = String, Path, pattern = "^evidence:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`evidence:<uuid>`"), ExcerptParams),
     responses((status = 200, description = "A bounded excerpt of its text.", body = Object))
 )]
 async fn excerpt(
@@ -648,7 +648,7 @@ async fn provenance(
     post,
     path = "/api/v1/investigations/{investigation}/evidence",
     tag = "edit",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = NewNote,
     responses((status = 201, description = "The note, stored as evidence.", body = Object))
 )]

@@ -53,7 +53,7 @@ pub(crate) struct NewInvestigation {
     post,
     path = "/api/v1/workspaces/{workspace}/investigations",
     tag = "cases",
-    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    params(("workspace" = String, Path, pattern = "^workspace:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`workspace:<uuid>`")),
     request_body = NewInvestigation,
     responses((status = 201, description = "The investigation.", body = Object))
 )]
@@ -91,7 +91,7 @@ struct InvestigationChange {
     post,
     path = "/api/v1/investigations/{investigation}/update",
     tag = "cases",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = InvestigationChange,
     responses((status = 204, description = "Changed."))
 )]
@@ -121,7 +121,7 @@ struct Archive {
     post,
     path = "/api/v1/investigations/{investigation}/archive",
     tag = "cases",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = Archive,
     responses((status = 204, description = "Archived or restored."))
 )]
@@ -147,7 +147,7 @@ struct Name {
     post,
     path = "/api/v1/workspaces/{workspace}/rename",
     tag = "cases",
-    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    params(("workspace" = String, Path, pattern = "^workspace:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`workspace:<uuid>`")),
     request_body = Name,
     responses((status = 204, description = "Renamed."))
 )]
@@ -168,7 +168,7 @@ async fn rename_workspace(
     post,
     path = "/api/v1/workspaces/{workspace}/archive",
     tag = "cases",
-    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    params(("workspace" = String, Path, pattern = "^workspace:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`workspace:<uuid>`")),
     request_body = Archive,
     responses((status = 204, description = "Archived or restored."))
 )]
@@ -198,7 +198,7 @@ async fn archive_workspace(
     post,
     path = "/api/v1/workspaces/{workspace}/open",
     tag = "cases",
-    params(("workspace" = labfy_core::ObjectRef, Path, description = "`workspace:<uuid>`")),
+    params(("workspace" = String, Path, pattern = "^workspace:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`workspace:<uuid>`")),
     responses((status = 202, description = "The supervisor serves it next (SPEC C1).", body = Object))
 )]
 async fn open_workspace(

@@ -53,7 +53,7 @@ fn stamp() -> String {
     post,
     path = "/api/v1/investigations/{investigation}/export",
     tag = "export",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     responses((status = 202, description = "The export job (SPEC C5).", body = Object))
 )]
 async fn start(

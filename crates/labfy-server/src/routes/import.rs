@@ -70,7 +70,7 @@ struct StartImport {
     post,
     path = "/api/v1/investigations/{investigation}/imports",
     tag = "import",
-    params(("investigation" = labfy_core::ObjectRef, Path, description = "`investigation:<uuid>` of the session's workspace")),
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace")),
     request_body = StartImport,
     responses((status = 201, description = "The import job (SPEC C2).", body = Object))
 )]
@@ -113,7 +113,7 @@ fn names(part_name: Option<&str>) -> Result<(String, String), String> {
     post,
     path = "/api/v1/imports/{job}/files",
     tag = "import",
-    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    params(("job" = String, Path, pattern = "^job:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`job:<uuid>`")),
     request_body(content = Object, content_type = "multipart/form-data", description = "One or more files, each a part with its file name."),
     responses((status = 200, description = "What became of each file.", body = Object))
 )]
@@ -262,7 +262,7 @@ async fn record(
     post,
     path = "/api/v1/imports/{job}/finish",
     tag = "import",
-    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`")),
+    params(("job" = String, Path, pattern = "^job:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`job:<uuid>`")),
     responses((status = 200, description = "The import's figures.", body = Object))
 )]
 async fn finish(
@@ -291,7 +291,7 @@ struct ReportQuery {
     get,
     path = "/api/v1/jobs/{job}/report",
     tag = "import",
-    params(("job" = labfy_core::ObjectRef, Path, description = "`job:<uuid>`"), ReportQuery),
+    params(("job" = String, Path, pattern = "^job:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`job:<uuid>`"), ReportQuery),
     responses((status = 200, description = "The import's report lines.", body = [Object]))
 )]
 async fn report(
@@ -311,7 +311,7 @@ async fn report(
     get,
     path = "/api/v1/evidence/{evidence}/original",
     tag = "import",
-    params(("evidence" = labfy_core::ObjectRef, Path, description = "`evidence:<uuid>`")),
+    params(("evidence" = String, Path, pattern = "^evidence:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`evidence:<uuid>`")),
     responses((status = 200, description = "The original bytes, as a download.", content_type = "application/octet-stream"))
 )]
 async fn original(State(st): State<AppState>, Extension(s): Session, Path(ev): Path<String>) -> ApiResult<Response> {
