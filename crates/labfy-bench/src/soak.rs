@@ -26,9 +26,17 @@
 //! `ok`. Growth after warm-up is reported, not judged: a process killed
 //! and restarted starts small again.
 //!
-//! Not covered: campaigns over the private Tor network (a REAL workspace
-//! whose grants a human confirms) and a governed llama-server — the soak's
-//! campaigns are SPECIMEN ones, which reach neither egress nor a model.
+//! With `--tor-network DIR` (a private Tor network from
+//! `tests/tor-network start DIR`), the appliance serves a REAL workspace
+//! instead, egress on that network: each research cycle's grant names two
+//! pages of a web server on 127.0.0.1, a human approves it on the terminal
+//! (`labfy grant approve --yes`), and the campaign fetches them through
+//! egress, arti and the network's exit relays; its evidence is an
+//! acknowledged write. One more fault joins the rotation: every relay of
+//! the network stopped (`SIGSTOP`) for half a period, then resumed — the
+//! fetches in flight fail or wait, and the next campaigns must complete.
+//!
+//! Not covered: a governed llama-server (the turns are the demo agent's).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -65,7 +73,18 @@ pub struct SoakArgs {
     /// It must not hold a running `labfy up`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// A private Tor network (`tests/tor-network start DIR`): research
+    /// campaigns of a REAL workspace run over it, and its relays are
+    /// stopped and resumed as a fault.
+    #[arg(long)]
+    tor_network: Option<PathBuf>,
 }
+
+/// How long a Tor campaign may take before its cycle gives up waiting
+/// (egress bounds one fetch at 120 s).
+const CAMPAIGN_WAIT: Duration = Duration::from_secs(240);
+/// How long egress may take to bootstrap on the private network.
+const BOOTSTRAP_WAIT: Duration = Duration::from_secs(180);
 
 /// Longest one request may take before it counts as unavailable.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
@@ -89,9 +108,16 @@ pub fn soak(args: SoakArgs) -> Result<(), Failure> {
         data.display(),
         machine()
     );
-    let up = start_up(&labfy, &data, &run, &terminal)?;
+    let up = start_up(&labfy, &data, &run, &terminal, args.tor_network.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let soak = Soak { labfy, data: data.clone(), run: run.clone(), up: Mutex::new(up.child), port: up.port };
+    let soak = Soak {
+        labfy,
+        data: data.clone(),
+        run: run.clone(),
+        up: Mutex::new(up.child),
+        port: up.port,
+        tor: args.tor_network.clone(),
+    };
     let outcome = rt.block_on(soak.run(&args));
     let stopped = soak.stop();
     let integrity = integrity(&data);
@@ -128,17 +154,27 @@ struct Up {
 
 /// Starts `labfy up` (terminal lines to `terminal`) and waits for its login
 /// link, which says every child is healthy.
-fn start_up(labfy: &Path, data: &Path, run: &Path, terminal: &Path) -> Result<Up, Failure> {
+///
+/// With `tor` (a private network's directory), a REAL workspace is created
+/// first and served, egress on that network.
+fn start_up(labfy: &Path, data: &Path, run: &Path, terminal: &Path, tor: Option<&Path>) -> Result<Up, Failure> {
     use std::io::{BufRead, BufReader};
     let log = std::fs::File::create(terminal)?;
-    let mut child = Command::new(labfy)
-        .args(["up", "--port", "0", "--data-dir"])
-        .arg(data)
-        .arg("--runtime-dir")
-        .arg(run)
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()?;
+    let mut up = Command::new(labfy);
+    up.args(["up", "--port", "0", "--data-dir"]).arg(data).arg("--runtime-dir").arg(run);
+    if let Some(net) = tor {
+        std::fs::create_dir_all(data)?;
+        let created =
+            Command::new(labfy).args(["workspace", "create", "--name", "Soak Tor", "--data-dir"]).arg(data).output()?;
+        if !created.status.success() {
+            return Err(fail(format!("labfy workspace create: {}", String::from_utf8_lossy(&created.stderr).trim())));
+        }
+        let ws = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+        up.args(["--workspace", &ws, "--arti-config"])
+            .arg(net.join("arti.toml"))
+            .env("LABFY_LOG", "info,tor_netdir=error,tor_guardmgr=warn");
+    }
+    let mut child = up.stdout(Stdio::piped()).stderr(log).spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let port = loop {
@@ -199,6 +235,8 @@ struct Soak {
     run: PathBuf,
     up: Mutex<Child>,
     port: u16,
+    /// The private Tor network, in `--tor-network` mode.
+    tor: Option<PathBuf>,
 }
 
 /// One browser session of the soak: the server paces changes per session
@@ -219,6 +257,9 @@ struct Load {
     session: Session,
     investigation: String,
     terms: Vec<String>,
+    /// In `--tor-network` mode: the runtime directory's `labfy` binary (for
+    /// `labfy grant approve`) and the web server the campaigns fetch.
+    tor: Option<TorLoad>,
     stop: AtomicBool,
     reads: Counts,
     writes: Counts,
@@ -227,6 +268,14 @@ struct Load {
     acked: Mutex<Vec<(String, Option<String>)>>,
     /// The last body of a wrong answer, for the report.
     last_wrong: Mutex<Option<String>>,
+}
+
+/// What a research cycle over Tor needs.
+struct TorLoad {
+    labfy: PathBuf,
+    web: Web,
+    /// The network's directory (its relays' pids).
+    net: PathBuf,
 }
 
 /// One sample row.
@@ -258,12 +307,34 @@ impl Soak {
             .filter_map(|e| e["label"].as_str().or(e["name"].as_str()).map(str::to_owned))
             .take(16)
             .collect();
+        let tor = match &self.tor {
+            Some(net) => {
+                let t = Instant::now();
+                loop {
+                    let (_, v) = get_json(self.port, &cookie, "/api/v1/egress").await?;
+                    if v["ready"] == true {
+                        println!("# egress bootstrapped on the private network in {:.0} s", t.elapsed().as_secs_f64());
+                        break;
+                    }
+                    if t.elapsed() > BOOTSTRAP_WAIT {
+                        return Err(fail(format!(
+                            "egress did not bootstrap within {} s: {v}",
+                            BOOTSTRAP_WAIT.as_secs()
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Some(TorLoad { labfy: self.labfy.clone(), web: Web::start().await?, net: net.clone() })
+            }
+            None => None,
+        };
         let load = Arc::new(Load {
             port: self.port,
             run: self.run.clone(),
             session: Session { port: self.port, run: self.run.clone(), keys: RwLock::new((cookie, csrf)) },
             investigation,
             terms: if terms.is_empty() { vec!["Soci".into()] } else { terms },
+            tor,
             stop: AtomicBool::new(false),
             reads: Counts::default(),
             writes: Counts::default(),
@@ -312,8 +383,13 @@ impl Soak {
             f.abort();
             let _ = f.await;
         }
+        // A Tor cycle waits for its campaign to end before it leaves.
+        let join = if self.tor.is_some() { CAMPAIGN_WAIT + REQUEST_DEADLINE } else { REQUEST_DEADLINE * 2 };
         for t in tasks {
-            let _ = tokio::time::timeout(REQUEST_DEADLINE * 2, t).await;
+            let _ = tokio::time::timeout(join, t).await;
+        }
+        if let Some(t) = &load.tor {
+            println!("web server behind the exits: {} requests answered", t.web.hits.load(Ordering::Relaxed));
         }
         let _ = std::fs::remove_file(fill_path(&self.data));
 
@@ -506,8 +582,14 @@ async fn cycles(load: Arc<Load>) {
         load.cycles.count(None);
         return;
     };
+    let mut n = 0u32;
     while !load.stop.load(Ordering::Relaxed) {
-        let status = match cycle(&load, &session).await {
+        n += 1;
+        let done = match &load.tor {
+            Some(tor) => tor_cycle(&load, &session, tor, n).await,
+            None => cycle(&load, &session).await,
+        };
+        let status = match done {
             Ok(()) => Some(200),
             Err(s) => s,
         };
@@ -544,6 +626,136 @@ async fn cycle(load: &Load, session: &Session) -> Result<(), Option<u16>> {
     Ok(())
 }
 
+/// A demo turn to its pause, the grant of two pages of the web server, a
+/// human's approval on the terminal, the campaign over Tor to its end.
+/// A campaign that fails (Tor stopped by a fault) counts as unavailable;
+/// a completed one's evidence is acknowledged.
+async fn tor_cycle(load: &Load, session: &Session, tor: &TorLoad, n: u32) -> Result<(), Option<u16>> {
+    let check = |r: Result<(u16, Value), Failure>, want: u16, what: &str| match r {
+        Ok((s, v)) if s == want => Ok(v),
+        Ok((s, v)) => {
+            note_wrong(load, s, what, &v);
+            Err(Some(s))
+        }
+        Err(_) => Err(None),
+    };
+    if n == 1 {
+        // Something for the demo agent to select in the empty REAL case.
+        let note = json!({"title": "Société Kestrel", "content": "La société Kestrel publie sur kestrel.example."});
+        let path = format!("/api/v1/investigations/{}/evidence", load.investigation);
+        check(session.post(&path, &note).await, 201, "note")?;
+    }
+    let body = json!({"question": "Que publie la société Kestrel ?", "investigation_id": load.investigation,
+                      "mode": "demo"});
+    let turn = check(session.post("/api/v1/agent-tools/turns", &body).await, 201, "turn")?;
+    let (Some(turn_id), Some(request)) = (turn["turn_id"].as_str(), turn["research_request"].as_str()) else {
+        note_wrong(load, 201, "turn", &turn);
+        return Err(Some(201));
+    };
+    let urls = [tor.web.url(&format!("/page/{n}/a")), tor.web.url(&format!("/page/{n}/b"))];
+    let grant = json!({"scope": {"hosts": ["127.0.0.1"]}, "budget": {"max_requests": 4, "max_bytes": 1_048_576},
+                       "expires_in_minutes": 30, "urls": urls});
+    let g = check(session.post(&format!("/api/v1/research/requests/{request}/grant"), &grant).await, 201, "grant")?;
+    let Some(grant_id) = g["grant"].as_str().map(str::to_owned) else {
+        note_wrong(load, 201, "grant", &g);
+        return Err(Some(201));
+    };
+    // The human, on the operator's terminal (SPEC T2).
+    let (labfy, run) = (tor.labfy.clone(), load.run.clone());
+    let approved = tokio::task::spawn_blocking(move || {
+        Command::new(labfy)
+            .args(["grant", "approve", &grant_id, "--yes", "--runtime-dir"])
+            .arg(run)
+            .stdin(Stdio::null())
+            .output()
+    })
+    .await;
+    match approved {
+        Ok(Ok(o)) if o.status.success() => {}
+        Ok(Ok(o)) => {
+            let why = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+            note_wrong(load, 500, "labfy grant approve", &json!(why));
+            return Err(None);
+        }
+        _ => return Err(None),
+    }
+    let t = Instant::now();
+    let campaign = loop {
+        match session.get(&format!("/api/v1/research/requests/{request}")).await {
+            Ok((200, v)) => {
+                let c = v["request"]["campaign"].clone();
+                if matches!(c["status"].as_str(), Some("COMPLETED" | "FAILED" | "STOPPED")) {
+                    break c;
+                }
+            }
+            Ok((s, v)) => note_wrong(load, s, "campaign", &v),
+            Err(_) => {}
+        }
+        if t.elapsed() > CAMPAIGN_WAIT {
+            note_wrong(load, 504, "campaign", &json!(format!("not ended within {} s", CAMPAIGN_WAIT.as_secs())));
+            return Err(Some(504));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    if campaign["status"] != "COMPLETED" {
+        // Tor stopped by a fault, or a restart: unavailable, said so.
+        return Err(None);
+    }
+    let pages: Vec<String> =
+        campaign["evidence"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
+    load.acked.lock().unwrap_or_else(PoisonError::into_inner).extend(pages.into_iter().map(|r| (r, None)));
+    // The turn goes on to its summary over what the campaign brought.
+    check(session.post(&format!("/api/v1/agent-tools/turns/{turn_id}/resume"), &json!({})).await, 200, "resume")?;
+    Ok(())
+}
+
+/// A web server on 127.0.0.1 for the campaigns: every path is a small page.
+struct Web {
+    port: u16,
+    hits: Arc<AtomicU64>,
+}
+
+impl Web {
+    async fn start() -> Result<Self, Failure> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let hits = Arc::new(AtomicU64::new(0));
+        let counted = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let n = match tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await {
+                        Ok(Ok(n)) => n,
+                        _ => return,
+                    };
+                    let head = String::from_utf8_lossy(&buf[..n]);
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    let body = format!(
+                        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Kestrel {path}</title></head>\
+                         <body><p>Communiqué de la société Kestrel, page {path} : kestrel.example.</p></body></html>"
+                    );
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\
+                         connection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        Ok(Self { port, hits })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
 fn note_wrong(load: &Load, status: u16, what: &str, v: &Value) {
     if !matches!(status, 200..=299 | 429 | 502..=504) {
         let line = format!("{what}: {status} {v}");
@@ -577,7 +789,8 @@ async fn faults(
         }
         let t = started.elapsed().as_secs();
         let hold = every / 2;
-        match n % 5 {
+        let kinds = if load.tor.is_some() { 6 } else { 5 };
+        match n % kinds {
             k @ 0..=2 => {
                 let role = ROLES[k];
                 let (labfy, run) = (labfy.to_owned(), run.to_owned());
@@ -604,6 +817,17 @@ async fn faults(
                 }
                 tokio::time::sleep(hold).await;
                 let _ = std::fs::remove_file(fill_path(data));
+            }
+            5 => {
+                let net = load.tor.as_ref().map(|t| t.net.clone()).unwrap_or_default();
+                let relays = relay_pids(&net);
+                println!("{t:>6}  fault: the Tor network's {} relays stopped for {} s", relays.len(), hold.as_secs());
+                signal_all(&relays, libc::SIGSTOP);
+                // Resumed when the hold ends — or when the soak ends first
+                // and drops this task.
+                let resume = Resume(relays);
+                tokio::time::sleep(hold).await;
+                drop(resume);
             }
             _ => {
                 let mib = pressure_mib.unwrap_or_else(|| (available_mib() / 4).min(4096));
@@ -639,6 +863,37 @@ fn fill(path: &Path, bytes: u64) -> std::io::Result<()> {
     #[allow(unsafe_code)]
     let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// The pids of a private Tor network's nodes (`DIR/pids`, one per line),
+/// each checked to be a `tor` process still.
+fn relay_pids(net: &Path) -> Vec<libc::pid_t> {
+    std::fs::read_to_string(net.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "tor"))
+        .collect()
+}
+
+/// Sends `SIGCONT` to stopped relays when dropped.
+struct Resume(Vec<libc::pid_t>);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal_all(&self.0, libc::SIGCONT);
+    }
+}
+
+fn signal_all(pids: &[libc::pid_t], signal: libc::c_int) {
+    for &pid in pids {
+        // SAFETY: kill(2) with a pid of a `tor` process of the network this
+        // soak was given.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
 }
 
 fn kill9(pid: u32) {

@@ -1,6 +1,6 @@
 //! The HTTP API as an OpenAPI 3.1 document (issue 19, SPEC S): generated
 //! from the routes' own annotations and request types (`utoipa`), one
-//! document per routes module merged here, and served at
+//! document per routes module merged here (`crate::routes::openapi`), served at
 //! `/api/v1/openapi.json` behind the same guards as every other route (a
 //! session; the document names no secret).
 //!
@@ -19,7 +19,6 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, Securi
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use crate::routes;
 use crate::security::CSRF_HEADER;
 
 /// The one refusal format of the API (STYLE 6).
@@ -57,19 +56,11 @@ pub struct RefusalDetail {
 )]
 struct Frame;
 
-/// The whole document.
-pub fn document() -> utoipa::openapi::OpenApi {
+/// The whole document, from each routes module's part
+/// (`crate::routes::openapi` names them).
+pub fn document(parts: impl IntoIterator<Item = utoipa::openapi::OpenApi>) -> utoipa::openapi::OpenApi {
     let mut doc = Frame::openapi();
-    for part in [
-        routes::api::Doc::openapi(),
-        routes::agent::Doc::openapi(),
-        routes::runtime::Doc::openapi(),
-        routes::resources::Doc::openapi(),
-        routes::egress::Doc::openapi(),
-        routes::import::Doc::openapi(),
-        routes::cases::Doc::openapi(),
-        routes::export::Doc::openapi(),
-    ] {
+    for part in parts {
         doc.merge(part);
     }
     // The frame's modifier ran before the merge: run it on the whole.
@@ -130,8 +121,6 @@ fn refused_and_secured(op: &mut Operation, security: &SecurityRequirement) {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-
-    use super::*;
 
     /// `(METHOD, path)` of every `/api/v1` route the routers register, read
     /// from their source: a route added without its annotation, or an
@@ -199,7 +188,7 @@ mod tests {
 
     #[test]
     fn every_route_is_documented_and_nothing_else() {
-        let doc = document();
+        let doc = crate::routes::openapi();
         let (routes, documented) = (registered(), documented(&doc));
         assert!(routes.len() > 50, "the route reader found only {routes:?}");
         let missing: Vec<_> = routes.difference(&documented).collect();
@@ -210,7 +199,7 @@ mod tests {
 
     #[test]
     fn every_operation_refuses_in_the_one_format_and_is_secured() {
-        let doc = serde_json::to_value(document()).unwrap();
+        let doc = serde_json::to_value(crate::routes::openapi()).unwrap();
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["components"]["schemas"]["Refusal"]["required"], serde_json::json!(["error"]));
         for (path, item) in doc["paths"].as_object().unwrap() {

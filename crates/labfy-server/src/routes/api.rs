@@ -69,7 +69,7 @@ async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Valu
     }))
 }
 
-/// The API as an OpenAPI 3.1 document (`crate::openapi`), behind the same
+/// The API as an OpenAPI 3.1 document (`crate::routes::openapi`), behind the same
 /// guards as every route.
 #[utoipa::path(
     get,
@@ -78,7 +78,7 @@ async fn session(State(st): State<AppState>, Extension(s): Session) -> Json<Valu
     responses((status = 200, description = "This document.", body = Object))
 )]
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::document())
+    Json(crate::routes::openapi())
 }
 
 /// The appliance's processes, as the supervisor reports them, and this

@@ -9,3 +9,18 @@ pub mod import;
 pub mod resources;
 pub mod runtime;
 pub mod ui;
+
+/// The API's OpenAPI document (`crate::openapi`): every module's part.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    use utoipa::OpenApi as _;
+    crate::openapi::document([
+        api::Doc::openapi(),
+        agent::Doc::openapi(),
+        runtime::Doc::openapi(),
+        resources::Doc::openapi(),
+        egress::Doc::openapi(),
+        import::Doc::openapi(),
+        cases::Doc::openapi(),
+        export::Doc::openapi(),
+    ])
+}
