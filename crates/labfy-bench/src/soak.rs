@@ -789,9 +789,9 @@ async fn faults(
         }
         let t = started.elapsed().as_secs();
         let hold = every / 2;
-        let kinds = if load.tor.is_some() { 6 } else { 5 };
-        match n % kinds {
-            k @ 0..=2 => {
+        let rotation = if load.tor.is_some() { &FAULTS_WITH_TOR[..] } else { &FAULTS[..] };
+        match rotation[n % rotation.len()] {
+            Fault::Kill(k) => {
                 let role = ROLES[k];
                 let (labfy, run) = (labfy.to_owned(), run.to_owned());
                 let pid = tokio::task::spawn_blocking(move || pids(&labfy, &run)).await.unwrap_or_default();
@@ -803,7 +803,7 @@ async fn faults(
                     None => println!("{t:>6}  fault: no {role} to kill (restarting?)"),
                 }
             }
-            3 => {
+            Fault::Scratch => {
                 let (labfy, run) = (labfy.to_owned(), run.to_owned());
                 let state = tokio::task::spawn_blocking(move || resources(&labfy, &run)).await.ok().flatten();
                 let bytes = state.map_or(0, |s| s.admissible.scratch);
@@ -818,7 +818,7 @@ async fn faults(
                 tokio::time::sleep(hold).await;
                 let _ = std::fs::remove_file(fill_path(data));
             }
-            5 => {
+            Fault::Tor => {
                 let net = load.tor.as_ref().map(|t| t.net.clone()).unwrap_or_default();
                 let relays = relay_pids(&net);
                 println!("{t:>6}  fault: the Tor network's {} relays stopped for {} s", relays.len(), hold.as_secs());
@@ -829,7 +829,7 @@ async fn faults(
                 tokio::time::sleep(hold).await;
                 drop(resume);
             }
-            _ => {
+            Fault::Memory => {
                 let mib = pressure_mib.unwrap_or_else(|| (available_mib() / 4).min(4096));
                 println!("{t:>6}  fault: {mib} MiB of RAM held for {} s", hold.as_secs());
                 let _ = tokio::task::spawn_blocking(move || {
@@ -846,6 +846,26 @@ async fn faults(
         n += 1;
     }
 }
+
+/// One fault of the rotation.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// `kill -9` of `ROLES[i]`.
+    Kill(usize),
+    /// The scratch directory filled to what the governor would admit.
+    Scratch,
+    /// A block of RAM held.
+    Memory,
+    /// The private Tor network's relays stopped, then resumed.
+    Tor,
+}
+
+/// The rotation, one fault a period.
+const FAULTS: [Fault; 5] = [Fault::Kill(0), Fault::Kill(1), Fault::Kill(2), Fault::Scratch, Fault::Memory];
+/// The rotation with `--tor-network`: Tor stopped right after egress is
+/// killed, so that a short run sees both.
+const FAULTS_WITH_TOR: [Fault; 6] =
+    [Fault::Kill(0), Fault::Kill(1), Fault::Kill(2), Fault::Tor, Fault::Scratch, Fault::Memory];
 
 fn fill_path(data: &Path) -> PathBuf {
     data.join("scratch").join("soak-fill")
