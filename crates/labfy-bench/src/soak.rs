@@ -36,7 +36,12 @@
 //! the network stopped (`SIGSTOP`) for half a period, then resumed — the
 //! fetches in flight fail or wait, and the next campaigns must complete.
 //!
-//! Not covered: a governed llama-server (the turns are the demo agent's).
+//! With `--model GGUF --model-sha256 HEX` (and `LABFY_LLAMA_SERVER`, e.g.
+//! from `tests/llama-fixture`), the agent runtime drives a real local model
+//! that the governor runs (`labfy model start`): one more task starts
+//! model turns narrowed to reading the overview and preparing research, and
+//! one more fault kills the llama-server (the governor restarts it). The
+//! model is stopped before the end's checks, so its reservation goes too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,11 +83,25 @@ pub struct SoakArgs {
     /// stopped and resumed as a fault.
     #[arg(long)]
     tor_network: Option<PathBuf>,
+    /// A GGUF model the governor runs as the agent's local model
+    /// (`labfy model start`; `LABFY_LLAMA_SERVER` names llama-server).
+    #[arg(long, requires = "model_sha256")]
+    model: Option<PathBuf>,
+    /// The model file's SHA-256 (lower-case hex).
+    #[arg(long)]
+    model_sha256: Option<String>,
 }
+
+/// How long one model turn may take before it counts as unavailable.
+const TURN_WAIT: Duration = Duration::from_secs(300);
+/// The model's context, in tokens.
+const MODEL_CTX: &str = "2048";
 
 /// How long a Tor campaign may take before its cycle gives up waiting
 /// (egress bounds one fetch at 120 s).
 const CAMPAIGN_WAIT: Duration = Duration::from_secs(240);
+/// How long the human tries to approve a grant egress has no record of yet.
+const APPROVAL_PATIENCE: Duration = Duration::from_secs(30);
 /// How long egress may take to bootstrap on the private network.
 const BOOTSTRAP_WAIT: Duration = Duration::from_secs(180);
 
@@ -108,7 +127,7 @@ pub fn soak(args: SoakArgs) -> Result<(), Failure> {
         data.display(),
         machine()
     );
-    let up = start_up(&labfy, &data, &run, &terminal, args.tor_network.as_deref())?;
+    let up = start_up(&labfy, &data, &run, &terminal, args.tor_network.as_deref(), args.model.is_some())?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let soak = Soak {
         labfy,
@@ -117,6 +136,7 @@ pub fn soak(args: SoakArgs) -> Result<(), Failure> {
         up: Mutex::new(up.child),
         port: up.port,
         tor: args.tor_network.clone(),
+        model: args.model.is_some(),
     };
     let outcome = rt.block_on(soak.run(&args));
     let stopped = soak.stop();
@@ -157,7 +177,15 @@ struct Up {
 ///
 /// With `tor` (a private network's directory), a REAL workspace is created
 /// first and served, egress on that network.
-fn start_up(labfy: &Path, data: &Path, run: &Path, terminal: &Path, tor: Option<&Path>) -> Result<Up, Failure> {
+/// With `model`, the agent runtime drives the governed local model.
+fn start_up(
+    labfy: &Path,
+    data: &Path,
+    run: &Path,
+    terminal: &Path,
+    tor: Option<&Path>,
+    model: bool,
+) -> Result<Up, Failure> {
     use std::io::{BufRead, BufReader};
     let log = std::fs::File::create(terminal)?;
     let mut up = Command::new(labfy);
@@ -173,6 +201,12 @@ fn start_up(labfy: &Path, data: &Path, run: &Path, terminal: &Path, tor: Option<
         up.args(["--workspace", &ws, "--arti-config"])
             .arg(net.join("arti.toml"))
             .env("LABFY_LOG", "info,tor_netdir=error,tor_guardmgr=warn");
+    }
+    if model {
+        up.env("LABFY_AGENT_MODE", "local-model")
+            .env("LABFY_AGENT_MODEL_ENDPOINT", "governed")
+            .env("LABFY_AGENT_MODEL_ID", "soak-model")
+            .env("LABFY_AGENT_MODEL_TIMEOUT_SECONDS", "180");
     }
     let mut child = up.stdout(Stdio::piped()).stderr(log).spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| fail("no stdout"))?;
@@ -237,6 +271,8 @@ struct Soak {
     port: u16,
     /// The private Tor network, in `--tor-network` mode.
     tor: Option<PathBuf>,
+    /// Whether the governed local model runs (`--model`).
+    model: bool,
 }
 
 /// One browser session of the soak: the server paces changes per session
@@ -257,13 +293,20 @@ struct Load {
     session: Session,
     investigation: String,
     terms: Vec<String>,
-    /// In `--tor-network` mode: the runtime directory's `labfy` binary (for
-    /// `labfy grant approve`) and the web server the campaigns fetch.
+    /// In `--tor-network` mode: the web server the campaigns fetch and the
+    /// network.
     tor: Option<TorLoad>,
+    /// The `labfy` binary (for `labfy grant approve`, `labfy model start`).
+    labfy: PathBuf,
+    /// The governed local model's file and SHA-256 (`--model`).
+    model_file: Option<(PathBuf, String)>,
     stop: AtomicBool,
     reads: Counts,
     writes: Counts,
     cycles: Counts,
+    /// Model turns: ended in one of M7's states / MODEL_UNAVAILABLE or not
+    /// ended in time.
+    turns: Counts,
     /// Evidence acknowledged (201 or named by a completed turn): (ref, title).
     acked: Mutex<Vec<(String, Option<String>)>>,
     /// The last body of a wrong answer, for the report.
@@ -272,7 +315,6 @@ struct Load {
 
 /// What a research cycle over Tor needs.
 struct TorLoad {
-    labfy: PathBuf,
     web: Web,
     /// The network's directory (its relays' pids).
     net: PathBuf,
@@ -292,6 +334,10 @@ struct Sample {
 
 impl Soak {
     async fn run(&self, args: &SoakArgs) -> Result<Vec<String>, Failure> {
+        if let (Some(gguf), Some(sha)) = (args.model.clone(), args.model_sha256.clone()) {
+            let (labfy, run) = (self.labfy.clone(), self.run.clone());
+            tokio::task::spawn_blocking(move || model_start(&labfy, &run, &gguf, &sha)).await.map_err(fail)??;
+        }
         let (cookie, csrf) = login(self.port, &self.run).await?;
         let (_, session) = get_json(self.port, &cookie, "/api/v1/session").await?;
         let ws = session["workspace_id"].as_str().unwrap_or_default().to_owned();
@@ -324,7 +370,7 @@ impl Soak {
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                Some(TorLoad { labfy: self.labfy.clone(), web: Web::start().await?, net: net.clone() })
+                Some(TorLoad { web: Web::start().await?, net: net.clone() })
             }
             None => None,
         };
@@ -335,10 +381,13 @@ impl Soak {
             investigation,
             terms: if terms.is_empty() { vec!["Soci".into()] } else { terms },
             tor,
+            labfy: self.labfy.clone(),
+            model_file: args.model.clone().zip(args.model_sha256.clone()),
             stop: AtomicBool::new(false),
             reads: Counts::default(),
             writes: Counts::default(),
             cycles: Counts::default(),
+            turns: Counts::default(),
             acked: Mutex::new(Vec::new()),
             last_wrong: Mutex::new(None),
         });
@@ -349,6 +398,9 @@ impl Soak {
         }
         tasks.push(tokio::spawn(writer(load.clone())));
         tasks.push(tokio::spawn(cycles(load.clone())));
+        if self.model {
+            tasks.push(tokio::spawn(model_turns(load.clone())));
+        }
         let faults = (args.fault_every > 0).then(|| {
             let (load, labfy, data, run) = (load.clone(), self.labfy.clone(), self.data.clone(), self.run.clone());
             let (every, pressure) = (Duration::from_secs(args.fault_every), args.pressure_mib);
@@ -356,7 +408,7 @@ impl Soak {
         });
 
         println!(
-            "{:>6}  {:>22} {:>22} {:>22} {:>9} {:>5} {:>5} {:>5}  {:>24} {:>20} {:>16}",
+            "{:>6}  {:>22} {:>22} {:>22} {:>9} {:>5} {:>5} {:>5}  {:>24} {:>20} {:>16} {:>15}",
             "t (s)",
             "server rss/fds/pid",
             "governor rss/fds/pid",
@@ -367,7 +419,8 @@ impl Soak {
             "slots",
             "reads ok/429/unav/bad",
             "writes ok/429/unav/bad",
-            "cycles ok/429/unav/bad"
+            "cycles ok/429/unav/bad",
+            "turns ok/unav/bad"
         );
         let mut samples = Vec::new();
         let deadline = started + Duration::from_secs(args.seconds);
@@ -384,7 +437,13 @@ impl Soak {
             let _ = f.await;
         }
         // A Tor cycle waits for its campaign to end before it leaves.
-        let join = if self.tor.is_some() { CAMPAIGN_WAIT + REQUEST_DEADLINE } else { REQUEST_DEADLINE * 2 };
+        let join = if self.tor.is_some() {
+            CAMPAIGN_WAIT + REQUEST_DEADLINE
+        } else if self.model {
+            TURN_WAIT + REQUEST_DEADLINE
+        } else {
+            REQUEST_DEADLINE * 2
+        };
         for t in tasks {
             let _ = tokio::time::timeout(join, t).await;
         }
@@ -392,6 +451,19 @@ impl Soak {
             println!("web server behind the exits: {} requests answered", t.web.hits.load(Ordering::Relaxed));
         }
         let _ = std::fs::remove_file(fill_path(&self.data));
+        if self.model {
+            let [ok, _, unavailable, wrong] = load.turns.get();
+            println!("model turns: {ok} ended, {unavailable} unavailable, {wrong} wrong");
+            let (labfy, run) = (self.labfy.clone(), self.run.clone());
+            let stopped = tokio::task::spawn_blocking(move || {
+                Command::new(labfy).args(["model", "stop", "--runtime-dir"]).arg(run).output()
+            })
+            .await;
+            match stopped {
+                Ok(Ok(o)) if o.status.success() => println!("the local model stopped"),
+                _ => println!("the local model did not stop on request"),
+            }
+        }
 
         // The end: everything released, everything acknowledged present.
         let mut failures = Vec::new();
@@ -474,7 +546,7 @@ fn print_row(s: &Sample, load: &Load) {
         format!("{a}/{p}/{b}/{d}")
     };
     println!(
-        "{:>6}  {:>22} {:>22} {:>22} {:>9.1} {:>5} {:>5} {:>5}  {:>24} {:>20} {:>16}",
+        "{:>6}  {:>22} {:>22} {:>22} {:>9.1} {:>5} {:>5} {:>5}  {:>24} {:>20} {:>16} {:>15}",
         s.at.as_secs(),
         p(0),
         p(1),
@@ -490,6 +562,10 @@ fn print_row(s: &Sample, load: &Load) {
         c(&load.reads),
         c(&load.writes),
         c(&load.cycles),
+        {
+            let [ok, _, unavailable, wrong] = load.turns.get();
+            format!("{ok}/{unavailable}/{wrong}")
+        },
     );
 }
 
@@ -594,8 +670,11 @@ async fn cycles(load: Arc<Load>) {
             Err(s) => s,
         };
         load.cycles.count(status);
-        // Three changes a cycle, under the session's pace.
-        tokio::time::sleep(pause_after(status, Duration::from_millis(1500))).await;
+        // Three changes a cycle, under the session's pace; after a failed
+        // one, a pause, as an analyst would take.
+        let pause =
+            if status == Some(200) { pause_after(status, Duration::from_millis(1500)) } else { Duration::from_secs(3) };
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -660,24 +739,31 @@ async fn tor_cycle(load: &Load, session: &Session, tor: &TorLoad, n: u32) -> Res
         note_wrong(load, 201, "grant", &g);
         return Err(Some(201));
     };
-    // The human, on the operator's terminal (SPEC T2).
-    let (labfy, run) = (tor.labfy.clone(), load.run.clone());
-    let approved = tokio::task::spawn_blocking(move || {
-        Command::new(labfy)
-            .args(["grant", "approve", &grant_id, "--yes", "--runtime-dir"])
-            .arg(run)
-            .stdin(Stdio::null())
-            .output()
-    })
-    .await;
-    match approved {
-        Ok(Ok(o)) if o.status.success() => {}
-        Ok(Ok(o)) => {
-            let why = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+    // The human, on the operator's terminal (SPEC T2) — again a little
+    // later while egress has no record of it yet (egress restarting: the
+    // campaign runner proposes it again).
+    let t = Instant::now();
+    loop {
+        let (labfy, run, grant_id) = (load.labfy.clone(), load.run.clone(), grant_id.clone());
+        let approved = tokio::task::spawn_blocking(move || {
+            Command::new(labfy)
+                .args(["grant", "approve", &grant_id, "--yes", "--runtime-dir"])
+                .arg(run)
+                .stdin(Stdio::null())
+                .output()
+        })
+        .await;
+        let why = match approved {
+            Ok(Ok(o)) if o.status.success() => break,
+            Ok(Ok(o)) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if t.elapsed() > APPROVAL_PATIENCE {
             note_wrong(load, 500, "labfy grant approve", &json!(why));
             return Err(None);
         }
-        _ => return Err(None),
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let t = Instant::now();
     let campaign = loop {
@@ -756,6 +842,106 @@ impl Web {
     }
 }
 
+/// Model turns, one after another: narrowed to reading the overview and
+/// preparing research (the small model picks tools by imitation), each
+/// waited for to its end state (SPEC M7).
+async fn model_turns(load: Arc<Load>) {
+    let Ok(session) = Session::open(load.port, &load.run).await else {
+        load.turns.count(None);
+        return;
+    };
+    let mut n = 0u64;
+    while !load.stop.load(Ordering::Relaxed) {
+        n += 1;
+        let status = model_turn(&load, &session, n).await;
+        load.turns.count(status);
+        if status.is_none() {
+            // The model is unavailable: after llama-server is killed the
+            // governor restarts it; after the governor is killed, the model
+            // is gone until someone starts it again — as the analyst does.
+            let (labfy, run) = (load.labfy.clone(), load.run.clone());
+            let state = tokio::task::spawn_blocking({
+                let (labfy, run) = (labfy.clone(), run.clone());
+                move || resources(&labfy, &run)
+            })
+            .await
+            .ok()
+            .flatten();
+            if state.is_some_and(|s| s.model.is_none()) {
+                if let Some((gguf, sha)) = load.model_file.clone() {
+                    let started = tokio::task::spawn_blocking(move || model_start(&labfy, &run, &gguf, &sha)).await;
+                    println!("        model: the governor lost it; started again: {}", matches!(started, Ok(Ok(()))));
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        } else {
+            tokio::time::sleep(pause_after(status, Duration::from_millis(500))).await;
+        }
+    }
+}
+
+async fn model_turn(load: &Load, session: &Session, n: u64) -> Option<u16> {
+    let body = json!({"question": "Prépare une recherche web sur les sociétés les plus citées de cette enquête.",
+                      "investigation_id": load.investigation, "idempotency_key": format!("soak-{n}"),
+                      "tools": ["investigation.get_overview", "research.prepare"]});
+    let turn = match session.post("/api/v1/agent-runtime/turns", &body).await {
+        Ok((202, v)) => v,
+        Ok((s, v)) => {
+            note_wrong(load, s, "model turn", &v);
+            return Some(s);
+        }
+        Err(_) => return None,
+    };
+    let id = turn["turn_id"].as_str()?.to_owned();
+    let t = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match session.get(&format!("/api/v1/agent-runtime/turns/{id}")).await {
+            Ok((200, v)) => match v["status"].as_str() {
+                Some("QUEUED" | "RUNNING") => {}
+                // The model restarting (a fault) or gone: said, not wrong.
+                Some("MODEL_UNAVAILABLE") => return None,
+                Some("AUTHORIZATION_REQUIRED" | "COMPLETED" | "BUDGET_EXHAUSTED" | "FAILED" | "CANCELLED") => {
+                    return Some(200);
+                }
+                _ => {
+                    note_wrong(load, 200, "model turn", &v);
+                    return Some(500);
+                }
+            },
+            Ok((s, v)) => note_wrong(load, s, "model turn", &v),
+            Err(_) => {}
+        }
+        if t.elapsed() > TURN_WAIT {
+            return None;
+        }
+    }
+}
+
+/// `labfy model start`, asked again while the governor does not know the
+/// workspace server yet.
+fn model_start(labfy: &Path, run: &Path, gguf: &Path, sha256: &str) -> Result<(), Failure> {
+    let t = Instant::now();
+    loop {
+        let o = Command::new(labfy)
+            .args(["model", "start", "--runtime-dir"])
+            .arg(run)
+            .arg("--gguf")
+            .arg(gguf)
+            .args(["--sha256", sha256, "--ctx", MODEL_CTX])
+            .output()?;
+        if o.status.success() {
+            println!("# the governor runs the local model ({} s to start)", t.elapsed().as_secs());
+            return Ok(());
+        }
+        let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        if t.elapsed() > Duration::from_secs(120) || !out.contains("is running") {
+            return Err(fail(format!("labfy model start: {}", out.trim())));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn note_wrong(load: &Load, status: u16, what: &str, v: &Value) {
     if !matches!(status, 200..=299 | 429 | 502..=504) {
         let line = format!("{what}: {status} {v}");
@@ -789,7 +975,10 @@ async fn faults(
         }
         let t = started.elapsed().as_secs();
         let hold = every / 2;
-        let rotation = if load.tor.is_some() { &FAULTS_WITH_TOR[..] } else { &FAULTS[..] };
+        let mut rotation = if load.tor.is_some() { FAULTS_WITH_TOR.to_vec() } else { FAULTS.to_vec() };
+        if load.model_file.is_some() {
+            rotation.insert(3, Fault::Model);
+        }
         match rotation[n % rotation.len()] {
             Fault::Kill(k) => {
                 let role = ROLES[k];
@@ -817,6 +1006,17 @@ async fn faults(
                 }
                 tokio::time::sleep(hold).await;
                 let _ = std::fs::remove_file(fill_path(data));
+            }
+            Fault::Model => {
+                let (labfy, run) = (labfy.to_owned(), run.to_owned());
+                let state = tokio::task::spawn_blocking(move || resources(&labfy, &run)).await.ok().flatten();
+                match state.and_then(|s| s.model).and_then(|m| m.pid) {
+                    Some(pid) => {
+                        println!("{t:>6}  fault: kill -9 llama-server (pid {pid}; the governor restarts it)");
+                        kill9(pid);
+                    }
+                    None => println!("{t:>6}  fault: no llama-server to kill (restarting?)"),
+                }
             }
             Fault::Tor => {
                 let net = load.tor.as_ref().map(|t| t.net.clone()).unwrap_or_default();
@@ -858,6 +1058,8 @@ enum Fault {
     Memory,
     /// The private Tor network's relays stopped, then resumed.
     Tor,
+    /// `kill -9` of the governed llama-server.
+    Model,
 }
 
 /// The rotation, one fault a period.
