@@ -12,7 +12,8 @@
 //! the `default` response, `{"error": {"code", "message"}}`. Success bodies
 //! are described as JSON objects or arrays (their fields are the store's read
 //! models, documented in the crates that own them).
-//! `tests/http.rs` keeps the document and the routers in step.
+//! The tests below keep the document and the routers in step;
+//! `tests/http.rs` sends every documented operation to its handler.
 
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
@@ -41,8 +42,8 @@ pub struct RefusalDetail {
     message: String,
 }
 
-/// The document's frame: title, the refusal schema, the modifiers that give
-/// every operation its refusal response and its security.
+/// The document's frame: its title and description, the refusal schema and
+/// the reference schemas the parts name.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -51,8 +52,7 @@ pub struct RefusalDetail {
                        one-time login link sets (`labfy open`); every request that changes something also needs \
                        `Origin` equal to the server's own origin and the session's `X-CSRF-Token`."
     ),
-    components(schemas(RefusalBody, RefusalDetail, labfy_core::ObjectRef, labfy_core::GrantRef)),
-    modifiers(&Refusals)
+    components(schemas(RefusalBody, RefusalDetail, labfy_core::ObjectRef, labfy_core::GrantRef))
 )]
 struct Frame;
 
@@ -63,7 +63,7 @@ pub fn document(parts: impl IntoIterator<Item = utoipa::openapi::OpenApi>) -> ut
     for part in parts {
         doc.merge(part);
     }
-    // The frame's modifier ran before the merge: run it on the whole.
+    // Once every part is in: each operation gets the refusal and security.
     Refusals.modify(&mut doc);
     doc
 }

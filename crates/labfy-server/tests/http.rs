@@ -842,3 +842,19 @@ async fn the_openapi_document_is_guarded_and_every_operation_reaches_its_handler
     }
     assert!(reached > 50, "only {reached} operations");
 }
+
+/// Found by schemathesis (issue 19): both event feeds refuse a cursor no
+/// browser holds exactly (past 2^53 - 1), in the one refusal format; the
+/// largest one it holds is a cursor like any other.
+#[tokio::test]
+async fn event_cursors_past_what_a_browser_holds_are_refused() {
+    let f = fixture();
+    let (cookie, _) = login(&f).await;
+    for feed in ["/api/v1/agent-tools/events", "/api/v1/agent-runtime/events"] {
+        let a = api(&f, &cookie, &format!("{feed}?cursor=9007199254740992")).await;
+        assert_eq!((a.status, a.error_code().as_str()), (StatusCode::BAD_REQUEST, "INVALID_INPUT"), "{feed}");
+        assert!(a.text().contains("at most 9007199254740991"), "{feed}: {}", a.text());
+        let a = api(&f, &cookie, &format!("{feed}?cursor=9007199254740991")).await;
+        assert_eq!(a.status, StatusCode::OK, "{feed}: {}", a.text());
+    }
+}
