@@ -679,14 +679,7 @@ async fn cycles(load: Arc<Load>) {
 }
 
 async fn cycle(load: &Load, session: &Session) -> Result<(), Option<u16>> {
-    let check = |r: Result<(u16, Value), Failure>, want: u16, what: &str| match r {
-        Ok((s, _)) if s == want => Ok(r.map(|(_, v)| v).unwrap_or_default()),
-        Ok((s, v)) => {
-            note_wrong(load, s, what, &v);
-            Err(Some(s))
-        }
-        Err(_) => Err(None),
-    };
+    let check = |r, want, what: &str| expect(load, r, want, what);
     let body = json!({"question": "Quels liens entre les sociétés et les domaines ?",
                       "investigation_id": load.investigation, "mode": "demo"});
     let turn = check(session.post("/api/v1/agent-tools/turns", &body).await, 201, "turn")?;
@@ -710,14 +703,7 @@ async fn cycle(load: &Load, session: &Session) -> Result<(), Option<u16>> {
 /// A campaign that fails (Tor stopped by a fault) counts as unavailable;
 /// a completed one's evidence is acknowledged.
 async fn tor_cycle(load: &Load, session: &Session, tor: &TorLoad, n: u32) -> Result<(), Option<u16>> {
-    let check = |r: Result<(u16, Value), Failure>, want: u16, what: &str| match r {
-        Ok((s, v)) if s == want => Ok(v),
-        Ok((s, v)) => {
-            note_wrong(load, s, what, &v);
-            Err(Some(s))
-        }
-        Err(_) => Err(None),
-    };
+    let check = |r, want, what: &str| expect(load, r, want, what);
     if n == 1 {
         // Something for the demo agent to select in the empty REAL case.
         let note = json!({"title": "Société Kestrel", "content": "La société Kestrel publie sur kestrel.example."});
@@ -939,6 +925,19 @@ fn model_start(labfy: &Path, run: &Path, gguf: &Path, sha256: &str) -> Result<()
             return Err(fail(format!("labfy model start: {}", out.trim())));
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The body of an answer with status `want`; any other is noted as wrong
+/// and is the cycle's outcome (`None`: no answer at all).
+fn expect(load: &Load, r: Result<(u16, Value), Failure>, want: u16, what: &str) -> Result<Value, Option<u16>> {
+    match r {
+        Ok((s, v)) if s == want => Ok(v),
+        Ok((s, v)) => {
+            note_wrong(load, s, what, &v);
+            Err(Some(s))
+        }
+        Err(_) => Err(None),
     }
 }
 

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery, path_ref, path_typed};
-use crate::routes::runtime::MAX_EVENT_CURSOR;
+use crate::routes::runtime::EventsQuery;
 use crate::state::AppState;
 
 /// Who decides, as recorded with grants and in the audit log: the analyst at
@@ -156,18 +156,6 @@ async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult
     Ok(Json(&*result).into_response())
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-struct EventsQuery {
-    /// The last sequence number seen (0: from the start).
-    #[serde(default)]
-    #[param(maximum = 9_007_199_254_740_991_i64)]
-    cursor: u64,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
 #[utoipa::path(
     get,
     path = "/api/v1/agent-tools/events",
@@ -176,13 +164,9 @@ struct EventsQuery {
     responses((status = 200, description = "A page of the activity events.", body = Object))
 )]
 async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<EventPage>> {
-    // The same bound as the runtime's events: a browser holds no larger
-    // integer exactly.
-    if q.cursor > MAX_EVENT_CURSOR {
-        return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
-    }
-    let limit = q.limit.unwrap_or(labfy_gateway::protocol::MAX_EVENTS_PER_POLL);
-    Ok(Json(st.gateway().events(st.scope(), q.cursor, limit)))
+    let cursor = q.cursor()?;
+    let limit = q.limit_or(labfy_gateway::protocol::MAX_EVENTS_PER_POLL);
+    Ok(Json(st.gateway().events(st.scope(), cursor, limit)))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

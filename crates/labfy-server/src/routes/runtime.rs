@@ -149,13 +149,29 @@ pub const MAX_EVENT_CURSOR: u64 = (1 << 53) - 1;
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct EventsQuery {
+pub(crate) struct EventsQuery {
     /// The last sequence number seen (0: from the start).
     #[serde(default)]
     #[param(maximum = 9_007_199_254_740_991_i64)]
     cursor: u64,
     #[serde(default)]
     limit: Option<usize>,
+}
+
+impl EventsQuery {
+    /// The cursor, refused past what a browser holds exactly
+    /// ([`MAX_EVENT_CURSOR`]); the one rule of both event feeds.
+    pub(crate) fn cursor(&self) -> ApiResult<u64> {
+        if self.cursor > MAX_EVENT_CURSOR {
+            return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
+        }
+        Ok(self.cursor)
+    }
+
+    /// The page size asked, or `default`.
+    pub(crate) fn limit_or(&self, default: usize) -> usize {
+        self.limit.unwrap_or(default)
+    }
 }
 
 #[utoipa::path(
@@ -166,11 +182,8 @@ struct EventsQuery {
     responses((status = 200, description = "A page of the runtime's events.", body = Object))
 )]
 async fn events(State(st): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> ApiResult<Json<EventPage>> {
-    if q.cursor > MAX_EVENT_CURSOR {
-        return Err(ApiError::bad_request(format!("cursor must be at most {MAX_EVENT_CURSOR}")));
-    }
-    let limit = q.limit.unwrap_or(MAX_EVENTS_PER_POLL);
-    Ok(Json(st.agent_runtime().events(st.scope(), q.cursor, limit)))
+    let cursor = q.cursor()?;
+    Ok(Json(st.agent_runtime().events(st.scope(), cursor, q.limit_or(MAX_EVENTS_PER_POLL))))
 }
 
 /// This module's routes in the OpenAPI document (`crate::openapi`).
