@@ -21,6 +21,7 @@ mod notes;
 mod primitives;
 mod reads;
 mod research;
+mod search;
 pub mod specimen;
 
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::error::{Result, StoreError};
 use crate::model::*;
+use crate::search::{self, Candidate, QueryTerm};
 
 /// Longest full-text query accepted, in characters.
 pub const MAX_SEARCH_QUERY_CHARS: usize = 256;
@@ -63,14 +64,10 @@ pub(crate) fn check_limit(name: &str, value: u32, max: u32) -> Result<u32> {
     Ok(value)
 }
 
-/// Turns user text into a safe FTS5 query: words only, each quoted, all
-/// required; the last word also matches as a prefix (search as you type).
-pub fn fts_query(text: &str) -> Result<String> {
-    fts_query_with(text, true)
-}
-
-/// [`fts_query`], with the last word as a prefix or not.
-fn fts_query_with(text: &str, prefix: bool) -> Result<String> {
+/// The words of a search (runs of letters and digits; everything else,
+/// FTS5's operators included, separates them), bounded in length and count.
+/// Each becomes a quoted term, all required ([`QueryTerm`]).
+fn query_words(text: &str) -> Result<Vec<&str>> {
     let chars = text.chars().count();
     if chars > MAX_SEARCH_QUERY_CHARS {
         return Err(StoreError::Invalid(format!(
@@ -84,17 +81,7 @@ fn fts_query_with(text: &str, prefix: bool) -> Result<String> {
     if words.len() > MAX_SEARCH_TERMS {
         return Err(StoreError::Invalid(format!("search query has {} words, at most {MAX_SEARCH_TERMS}", words.len())));
     }
-    let last = words.len() - 1;
-    Ok(words
-        .iter()
-        .enumerate()
-        .map(
-            |(i, w)| {
-                if prefix && i == last && w.chars().count() >= 3 { format!("\"{w}\"*") } else { format!("\"{w}\"") }
-            },
-        )
-        .collect::<Vec<_>>()
-        .join(" "))
+    Ok(words)
 }
 
 impl<'c> Reads<'c> {
@@ -311,33 +298,74 @@ impl<'c> Reads<'c> {
         window: u32,
     ) -> Result<SearchResult> {
         let limit = check_limit("limit", limit, MAX_SEARCH_LIMIT)?;
-        let fts = fts_query(query)?;
+        let words = query_words(query)?;
         self.require_kind(inv, RefKind::Investigation)?;
         self.require_in_workspace(ws, inv)?;
-        // One pass over this investigation's matches, newest first, each
-        // scored (bm25), stopping past the window: a query matching half the
-        // corpus costs what a query matching `window` items costs. (Ranking
-        // every match with `ORDER BY rank` cost 0.5–0.9 s for a common word
-        // at 1,000,000 items; a separate probe for the window's floor cost a
-        // second pass over the doclists, prefix merge included.)
-        let mut scored: Vec<(i64, f64)> = self
-            .conn
-            .prepare_cached(
-                "SELECT evidence_fts.rowid, evidence_fts.rank
+        // The newest evidence row: the document-frequency cache's generation.
+        let generation: i64 =
+            self.conn.prepare_cached("SELECT coalesce(max(seq), 0) FROM evidence")?.query_row([], |r| r.get(0))?;
+        // Typing: the last word (3 characters or more) is a prefix while it
+        // is not yet a whole word of the index (« Garo » → Garonne); a word
+        // the index holds is searched whole (« SAS » does not bring
+        // « Sasha »), which also spares FTS5 merging every term it begins.
+        let last = words.len() - 1;
+        let mut terms: Vec<QueryTerm> = words.iter().map(|w| QueryTerm::new(w, false)).collect();
+        if words[last].chars().count() >= 3 && search::document_frequency(self.conn, &terms[last], generation)? == 0 {
+            terms[last].prefix = true;
+        }
+        let fts = terms.iter().map(QueryTerm::expression).collect::<Vec<_>>().join(" ");
+        // This investigation's matches, each with the text it is scored on,
+        // oldest first: all of them when they fit in the window (FTS5 walks
+        // its doclists forwards faster than backwards); past the window, a
+        // second pass takes the newest, stopping past the window, so a query
+        // matching half the corpus costs what one matching `window` costs.
+        let pass = |newest_first: bool| -> Result<Vec<Candidate>> {
+            let sql = if newest_first {
+                "SELECT evidence_fts.rowid, e.title, substr(e.content, 1, ?4)
                  FROM evidence_fts JOIN evidence e ON e.seq = evidence_fts.rowid
                  WHERE evidence_fts MATCH ?1 AND e.investigation_id = ?2
-                 ORDER BY evidence_fts.rowid DESC LIMIT ?3",
-            )?
-            .query_map(params![fts, inv.id().to_string(), i64::from(window) + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<std::result::Result<_, _>>()?;
-        let ranked_among = (scored.len() > window as usize).then_some(window);
-        scored.truncate(window as usize);
-        // Best first (bm25 is lower for better matches); the newest among equals.
-        scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+                 ORDER BY evidence_fts.rowid DESC LIMIT ?3"
+            } else {
+                "SELECT evidence_fts.rowid, e.title, substr(e.content, 1, ?4)
+                 FROM evidence_fts JOIN evidence e ON e.seq = evidence_fts.rowid
+                 WHERE evidence_fts MATCH ?1 AND e.investigation_id = ?2
+                 ORDER BY evidence_fts.rowid ASC LIMIT ?3"
+            };
+            Ok(self
+                .conn
+                .prepare_cached(sql)?
+                .query_map(params![fts, inv.id().to_string(), i64::from(window) + 1, search::SCORED_CHARS], |r| {
+                    Ok(Candidate { rowid: r.get(0)?, title: r.get(1)?, content: r.get(2)? })
+                })?
+                .collect::<std::result::Result<_, _>>()?)
+        };
+        let mut candidates = pass(false)?;
+        if candidates.len() > window as usize {
+            candidates = pass(true)?;
+        }
+        let ranked_among = (candidates.len() > window as usize).then_some(window);
+        candidates.truncate(window as usize);
+        let documents = self.evidence_total()?;
+        let weights = terms
+            .iter()
+            .map(|t| Ok(search::idf(documents, search::document_frequency(self.conn, t, generation)?)))
+            .collect::<Result<Vec<f64>>>()?;
+        let mut scored = search::scores(&terms, &weights, &candidates);
+        // Best first; the newest among equals.
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         let truncated = ranked_among.is_some() || scored.len() > limit as usize;
         scored.truncate(limit as usize);
-        let hits = self.hits_of(query, &fts, &scored)?;
+        let hits = self.hits_of(&terms, &scored)?;
         Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among })
+    }
+
+    /// Evidence items of all investigations (the counts the commands keep).
+    fn evidence_total(&self) -> Result<u64> {
+        let n: i64 = self
+            .conn
+            .prepare_cached("SELECT coalesce(sum(evidence_count), 0) FROM investigations")?
+            .query_row([], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// The hits for scored rowids, best first: their evidence and a snippet.
@@ -345,7 +373,7 @@ impl<'c> Reads<'c> {
     /// only through the last word's prefix (typing) get theirs from one more
     /// pass over the prefix query's matches between the lowest and highest
     /// such rowid.
-    fn hits_of(&self, query: &str, fts: &str, scored: &[(i64, f64)]) -> Result<Vec<SearchHit>> {
+    fn hits_of(&self, terms: &[QueryTerm], scored: &[(i64, f64)]) -> Result<Vec<SearchHit>> {
         const HIT: &str = "SELECT e.id, e.title, e.source, e.mime, e.collected_at,
                                   snippet(evidence_fts, 1, char(57344), char(57345), '…', 24)
                            FROM evidence_fts JOIN evidence e ON e.seq = evidence_fts.rowid
@@ -354,7 +382,9 @@ impl<'c> Reads<'c> {
         let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Row> {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
         };
-        let exact = fts_query_with(query, false)?;
+        let exact =
+            terms.iter().map(|t| QueryTerm { prefix: false, ..t.clone() }.expression()).collect::<Vec<_>>().join(" ");
+        let fts = terms.iter().map(QueryTerm::expression).collect::<Vec<_>>().join(" ");
         let mut rows: Vec<Option<Row>> = Vec::with_capacity(scored.len());
         let mut stmt = self.conn.prepare_cached(HIT)?;
         for (rowid, _) in scored {

@@ -345,6 +345,38 @@ fn broad_searches_rank_the_most_recent_matches_and_say_so() {
     assert!(exact.hits[0].snippet.contains("\u{e000}Lyon\u{e001}"), "{}", exact.hits[0].snippet);
 }
 
+/// SPEC C2: the last word is a prefix only while it is not a whole word of
+/// the index (typing), and the best match comes first (BM25, search.rs).
+#[test]
+fn a_whole_word_is_searched_whole_and_the_best_match_comes_first() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Typage", "analyst").unwrap();
+    let ws = ws.id();
+    let mut add = |title: &str, content: &str| {
+        let note = NewNote { title: title.into(), content: content.into(), source: None };
+        store.add_note(ws, &inv, &note, "analyst").unwrap()
+    };
+    let company = add("Quillon SAS", "Quillon SAS, siège à Lyon. Quillon SAS dépose ses comptes.");
+    let sasha = add("Courrier", "Sasha écrit à Quillon.");
+    let long = add(
+        "Revue de presse",
+        &format!("{} Quillon SAS est citée une fois dans cette longue revue.", "Actualités diverses. ".repeat(60)),
+    );
+    let r = store.reads();
+    let whole = r.search(ws, &inv, "Quillon SAS", 10).unwrap();
+    assert_eq!(
+        whole.hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+        [company, long],
+        "« SAS » does not bring « Sasha »"
+    );
+    let typed = r.search(ws, &inv, "Quillon Sash", 10).unwrap();
+    assert_eq!(typed.hits.iter().map(|h| h.id).collect::<Vec<_>>(), [sasha], "« Sash » is being typed");
+    assert!(typed.hits[0].snippet.contains("\u{e000}Sasha\u{e001}"), "{}", typed.hits[0].snippet);
+    let accents = r.search(ws, &inv, "SIEGE quillon", 10).unwrap();
+    assert_eq!(accents.hits.iter().map(|h| h.id).collect::<Vec<_>>(), [company], "folded like the index");
+}
+
 #[test]
 fn graph_reads_neighbours_correlations_and_excerpts() {
     let dir = TempDir::new().unwrap();
