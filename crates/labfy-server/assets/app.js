@@ -61,7 +61,9 @@ function applyChrome() {
 
 function renderWorkspace() {
   const ws = state.workspace;
-  $('workspace-name').textContent = ws ? String(ws.name ?? '') : '';
+  const wsName = $('workspace-name');
+  wsName.textContent = ws ? String(ws.name ?? '') : '';
+  wsName.title = wsName.textContent;
   const badge = $('workspace-class');
   if (ws && ws.class) {
     const cls = String(ws.class);

@@ -33,6 +33,12 @@ const MAX_DRAWN = 1500;
 const LABEL_CHARS = 28;
 // A selected node's links are named up to this many.
 const LABELLED_LINKS_MAX = 12;
+// Co-mentions are dotted in a drawing of up to FORCE_LAYOUT_MAX nodes, and
+// in a bigger one from this zoom up; below it their dots (1–3 px at a fifth
+// of their size) would not show, and a dotted line is the canvas's dearest
+// stroke: solid there, in their own lighter grey (the 500-node drawing's
+// first frame, docs/PERFORMANCE.md).
+const DOTTED_ZOOM = 0.5;
 
 // Hues of app.css's `.kind-*` chips, so the legend and the lists agree.
 const KIND_COLOURS = {
@@ -134,7 +140,8 @@ const STYLE = [
       opacity: 0.75,
     },
   },
-  { selector: 'edge[kind = "co_mention"]', style: { 'line-style': 'dotted', 'line-color': '#8a93a3' } },
+  { selector: 'edge[kind = "co_mention"]', style: { 'line-color': '#b9bfc9' } },
+  { selector: 'edge.near[kind = "co_mention"]', style: { 'line-style': 'dotted', 'line-color': '#8a93a3' } },
   { selector: 'edge.aggregate', style: { 'line-style': 'dashed', width: 1 } },
   { selector: 'edge.focus', style: { 'line-color': '#c05a00', opacity: 1, 'z-index': 15 } },
   {
@@ -169,6 +176,7 @@ export function egoGraph(ui, centerRef) {
     busy: false,
     order: [], // keyboard walk order (refs)
     capped: false,
+    near: false, // co-mentions dotted (DOTTED_ZOOM)
   };
 
   const canvas = h('div', {
@@ -238,6 +246,7 @@ export function egoGraph(ui, centerRef) {
         width: edgeWidth(edge.weight),
         label: edgeLabel(edge),
       },
+      classes: state.near ? 'near' : '',
     };
   }
 
@@ -277,6 +286,7 @@ export function egoGraph(ui, centerRef) {
     const cy = state.cy;
     const fresh = [];
     const add = [];
+    const adding = new Set();
     const all = [graph.center, ...(graph.nodes ?? [])];
     for (const node of all) {
       const id = String(node.id);
@@ -287,13 +297,14 @@ export function egoGraph(ui, centerRef) {
           continue;
         }
         add.push(nodeElement(node));
+        adding.add(id);
         fresh.push(id);
       }
     }
     for (const edge of graph.edges ?? []) {
       const e = edgeElement(edge);
       const ends = [e.data.source, e.data.target];
-      const known = ends.every((x) => !cy.getElementById(x).empty() || add.some((a) => a.data.id === x));
+      const known = ends.every((x) => adding.has(x) || !cy.getElementById(x).empty());
       if (known && cy.getElementById(e.data.id).empty()) add.push(e);
     }
     // The owner's aggregates are replaced by the newest counts.
@@ -301,6 +312,16 @@ export function egoGraph(ui, centerRef) {
     add.push(...aggregateElements(owner, graph.left_out ?? []));
     cy.add(add);
     return fresh;
+  }
+
+  // Dotted co-mentions only where their dots show (DOTTED_ZOOM): one batch
+  // when that changes, nothing on other zoom steps.
+  function followZoom() {
+    const near = state.cy.nodes().length <= FORCE_LAYOUT_MAX || state.cy.zoom() >= DOTTED_ZOOM;
+    if (near === state.near) return;
+    state.near = near;
+    const cy = state.cy;
+    cy.batch(() => cy.edges().toggleClass('near', near));
   }
 
   // ----- filters
@@ -558,6 +579,7 @@ export function egoGraph(ui, centerRef) {
       state.expanded.add(id);
       state.cy.getElementById(id).addClass('expanded');
       placeAround(id, fresh);
+      followZoom();
       renderFilters();
       applyFilters();
       select(id);
@@ -595,6 +617,7 @@ export function egoGraph(ui, centerRef) {
     state.nodes.clear();
     state.expanded.clear();
     state.capped = false;
+    state.near = false;
     state.cy = cytoscape({
       container: canvas,
       style: STYLE,
@@ -612,6 +635,8 @@ export function egoGraph(ui, centerRef) {
     state.cy.getElementById(center).addClass('center expanded');
     const laid = performance.now();
     firstLayout();
+    followZoom();
+    state.cy.on('zoom', followZoom);
     el.dataset.layoutMs = String(Math.round(performance.now() - laid));
     renderFilters();
     applyFilters();
