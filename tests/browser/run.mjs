@@ -1815,6 +1815,22 @@ async function scenarioLocalSandbox({ page, base, fake }) {
   assert(!lines.some((x) => /\bCompleted\b/.test(x)), `an English status in French: ${JSON.stringify(lines.slice(0, 10))}`);
   await waitAgentIdle(page);
   await shotsAt(page, 'agent-sandbox', tid('sandbox-run'));
+  // The analyst keeps the file as a piece (X1): once; the piece names the
+  // run in its source and provenance.
+  await card.locator(tid('sandbox-keep')).click();
+  const kept = card.locator(`${tid('sandbox-kept')} a`);
+  await kept.waitFor({ timeout: STEP_TIMEOUT_MS });
+  const keptText = (await card.locator(tid('sandbox-keep-out')).textContent()).trim();
+  assert(keptText.startsWith('Gardé comme pièce :'), `after « Garder comme pièce »: ${JSON.stringify(keptText)}`);
+  const keptRef = await kept.getAttribute('data-ref');
+  assert(/^evidence:/.test(keptRef ?? ''), `the kept piece: ${keptRef}`);
+  const prov = await page.evaluate(async (ref) => (await fetch(`/api/v1/provenance/${ref}`)).json(), keptRef);
+  assert(prov.records?.[0]?.activity === 'sandbox_run' && prov.records[0].producer === 'sandbox.exec:python3',
+    `the kept piece's provenance: ${JSON.stringify(prov.records?.[0])}`);
+  await kept.click();
+  await page.waitForSelector(tid('evidence-title'), { timeout: STEP_TIMEOUT_MS });
+  const keptTitle = (await page.textContent(tid('evidence-title'))).trim();
+  assert(keptTitle === 'compte.txt · sandbox.exec python3', `the kept piece's title: ${JSON.stringify(keptTitle)}`);
   await assertNothingActive(page, 'local model: sandbox run');
   assertNoNewEvents(before);
 }
@@ -2512,7 +2528,7 @@ const SCENARIOS = [
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true, agent: true }],
   ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true, agent: true }],
-  ['agent, local model: sandbox.exec runs python3 in the governor\'s sandbox; the card shows its end, streams and file as text (X1; screenshots)',
+  ['agent, local model: sandbox.exec runs python3 in the governor\'s sandbox; the card shows its end, streams and file as text; the analyst keeps the file as a piece (X1; screenshots)',
     scenarioLocalSandbox, { local: true, agent: true }],
   ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true, agent: true }],
   ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true, agent: true }],

@@ -1297,8 +1297,10 @@ function artifactText(a) {
 }
 
 // A sandbox run (SPEC X1): how it ended, what it used, its inputs, its
-// streams and the files it left — all untrusted, all shown as text.
-function renderSandboxRun(data) {
+// streams and the files it left — all untrusted, all shown as text. A file
+// whose text the report carries can be kept as a piece of the open
+// investigation: the analyst's decision, never the model's.
+function renderSandboxRun(data, resultId) {
   const run = data?.run ?? {};
   const end = run.end ?? {};
   const endText = end.kind === 'exited' ? t('sbx_end_exited', { code: String(end.code) })
@@ -1327,10 +1329,33 @@ function renderSandboxRun(data) {
       h('ul', { class: 'sandbox-list small', testid: 'sandbox-files' }, files.map((f) => h('li', { testid: 'sandbox-file' },
         h('details', null,
           h('summary', null, h('code', { text: String(f.name ?? '') }), ` · ${fmtBytes(Number(f.size) || 0)} · `, fingerprintEl(f.sha256)),
-          h('pre', { class: 'agent-artifact-text', text: typeof f.text === 'string' ? f.text : t('sbx_no_text') }))))));
+          h('pre', { class: 'agent-artifact-text', text: typeof f.text === 'string' ? f.text : t('sbx_no_text') })),
+        typeof f.text === 'string' && resultId && host.state.investigationId ? keepFileControl(resultId, f) : null))));
   }
   if (Number(run.files_unlisted) > 0) box.append(h('p', { class: 'small muted', text: t('sbx_files_more', { n: fmtNumber(Number(run.files_unlisted)) }) }));
   return box;
+}
+
+// « Garder comme pièce »: the file becomes evidence, its provenance naming
+// the run (POST …/keep-file; once — a second click finds the same piece).
+function keepFileControl(resultId, file) {
+  const out = h('span', { class: 'small sandbox-keep-out', testid: 'sandbox-keep-out', 'aria-live': 'polite' });
+  const button = h('button', { type: 'button', class: 'secondary', testid: 'sandbox-keep', text: t('sbx_keep') });
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    clear(out);
+    try {
+      const kept = await api(`/api/v1/agent-tools/results/${seg(resultId)}/keep-file`, {
+        method: 'POST',
+        body: { name: String(file.name ?? ''), investigation_id: String(host.state.investigationId) },
+      });
+      out.append(t(kept.created ? 'sbx_kept' : 'sbx_kept_before'), ' ', refList([kept.evidence_id], 'sandbox-kept'));
+    } catch (err) {
+      button.disabled = false;
+      out.append(h('span', { class: 'error-text', testid: 'sandbox-keep-error', text: errorText(err) }));
+    }
+  });
+  return h('div', { class: 'sandbox-keep' }, button, ' ', out);
 }
 
 function renderResult(entry) {
@@ -1358,7 +1383,7 @@ function renderResult(entry) {
         h('span', { class: 'pill', text: String(a?.kind ?? '?') }), ' ',
         h('span', { class: `pill ${untrusted ? 'trust-untrusted' : 'trust-labfy'}`, text: t(untrusted ? 'agent_result_untrusted' : 'agent_result_trusted') })),
       a?.kind === 'sandbox_output'
-        ? renderSandboxRun(a.data)
+        ? renderSandboxRun(a.data, r.result_id)
         : h('pre', { class: 'agent-artifact-text', testid: 'agent-artifact-text', text: artifactText(a) })));
   }
   return box;

@@ -21,6 +21,7 @@ const ORIGIN: &str = "http://127.0.0.1:7345";
 struct Fixture {
     dir: TempDir,
     app: Router,
+    state: AppState,
     investigation: String,
     other_evidence: String,
     cookie: String,
@@ -42,7 +43,7 @@ async fn fixture() -> Fixture {
     let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, workspace.id(), limit).unwrap();
     let app = app(state.clone());
     let (cookie, csrf) = common::open_session(&app, &state).await;
-    Fixture { dir, app, investigation: investigation.to_string(), other_evidence, cookie, csrf }
+    Fixture { dir, app, state, investigation: investigation.to_string(), other_evidence, cookie, csrf }
 }
 
 impl Fixture {
@@ -305,4 +306,126 @@ async fn agent_mutations_need_origin_and_csrf_like_every_mutation() {
     }
     let req = Request::get("/api/v1/agent-tools/events").header(header::HOST, HOST).body(Body::empty()).unwrap();
     assert_eq!(send(&f.app, req).await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// A sandbox that "ran" and left two files: a text one and one whose bytes
+/// the report does not carry.
+struct FileSandbox;
+
+impl labfy_gateway::Sandbox for FileSandbox {
+    fn run(&self, ask: &labfy_gateway::SandboxAsk) -> Result<labfy_gateway::SandboxOutcome, String> {
+        use labfy_gateway::sandbox::{SandboxEnded, SandboxFileOut, SandboxRan, SandboxStreamText};
+        let text = format!("entrée,caractères\n{},{}\n", ask.inputs[0].name, ask.inputs[0].text.chars().count());
+        let stream = SandboxStreamText { text: String::new(), bytes: 0, truncated: false };
+        Ok(labfy_gateway::SandboxOutcome::Ran(Box::new(SandboxRan {
+            program: "python3".into(),
+            end: SandboxEnded::Exited { code: 0 },
+            stdout: stream.clone(),
+            stderr: stream,
+            files: vec![
+                SandboxFileOut {
+                    name: "compte.csv".into(),
+                    size: text.len() as u64,
+                    sha256: labfy_store::sha256_hex(text.as_bytes()),
+                    text: Some(text),
+                },
+                SandboxFileOut { name: "image.png".into(), size: 4, sha256: "0".repeat(64), text: None },
+            ],
+            files_unlisted: 0,
+            duration_ms: 12,
+            peak_memory_bytes: 1 << 20,
+            cpu_ms: 3,
+            reservation: "sandbox-test-1".into(),
+            confinement: vec!["no network".into()],
+            missing: vec![],
+        })))
+    }
+}
+
+/// SPEC X1: a run's file becomes evidence only by the analyst's POST (CSRF
+/// and all), checked against the run's report, with provenance naming the
+/// run and its input; once.
+#[tokio::test]
+async fn the_analyst_keeps_a_sandbox_runs_file_as_evidence() {
+    let f = fixture().await;
+    assert!(f.state.gateway().set_sandbox(std::sync::Arc::new(FileSandbox)));
+    let (_, overview) = f.get(&format!("/api/v1/investigations/{}/overview", f.investigation)).await;
+    let input = overview["recent_evidence"][0]["id"].as_str().unwrap().to_owned();
+    let (_, turn) = f.post("/api/v1/agent-tools/turns", json!({"question": "compter", "mode": "manual"})).await;
+    let turn_id = Uuid::parse_str(turn["turn_id"].as_str().unwrap()).unwrap();
+    let ready = labfy_gateway::Environment {
+        sandbox: labfy_gateway::Readiness { ready: true, detail: "python3".into() },
+        ..labfy_gateway::Environment::offline("test")
+    };
+    let req = |tool: &str, input: Value, key: &str| labfy_gateway::protocol::CallRequest {
+        turn_id,
+        call_id: Uuid::new_v4(),
+        tool_id: tool.into(),
+        input,
+        context: Default::default(),
+        object_refs: vec![],
+        idempotency_key: key.into(),
+    };
+    let run = f
+        .state
+        .gateway()
+        .call(
+            f.state.scope(),
+            &ready,
+            req("sandbox.exec", json!({"program": "python3", "code": "print(1)", "evidence_ids": [input]}), "run"),
+        )
+        .unwrap();
+    assert_eq!(run.status, labfy_gateway::protocol::ResultStatus::Completed, "{:?}", run.diagnostic);
+    let keep = format!("/api/v1/agent-tools/results/{}/keep-file", run.result_id);
+    let body = |name: &str| json!({"name": name, "investigation_id": f.investigation});
+
+    let (s, kept) = f.post(&keep, body("compte.csv")).await;
+    assert_eq!(s, StatusCode::CREATED, "{kept}");
+    assert_eq!(kept["created"], true);
+    let ev = kept["evidence_id"].as_str().unwrap().to_owned();
+    let (s, again) = f.post(&keep, body("compte.csv")).await;
+    assert_eq!((s, &again["evidence_id"], &again["created"]), (StatusCode::OK, &json!(ev), &json!(false)), "once");
+    let (_, trace) = f.get(&format!("/api/v1/provenance/{ev}")).await;
+    let rec = &trace["records"][0];
+    assert_eq!(
+        (&rec["producer"], &rec["activity"]),
+        (&json!("sandbox.exec:python3"), &json!("sandbox_run")),
+        "{trace}"
+    );
+    assert_eq!(rec["inputs"][0]["id"], json!(input));
+    let (_, summary) = f.get(&format!("/api/v1/evidence/{ev}")).await;
+    assert!(summary["source"].as_str().unwrap().contains("run sandbox-test-1"), "{summary}");
+
+    // Refusals, each with its reason; nothing kept.
+    let (s, e) = f.post(&keep, body("absent.csv")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    let (s, e) = f.post(&keep, body("image.png")).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("does not carry the text"), "{e}");
+    let (s, _) = f.post(&keep, json!({"name": "compte.csv", "investigation_id": f.investigation, "as": "x"})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "unknown fields");
+    let overview_run = f
+        .state
+        .gateway()
+        .call(
+            f.state.scope(),
+            &ready,
+            req("investigation.get_overview", json!({"investigation_id": f.investigation}), "o"),
+        )
+        .unwrap();
+    let (s, e) =
+        f.post(&format!("/api/v1/agent-tools/results/{}/keep-file", overview_run.result_id), body("compte.csv")).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    let (s, _) = f.post(&format!("/api/v1/agent-tools/results/{}/keep-file", Uuid::new_v4()), body("compte.csv")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Without the CSRF token: refused by the guard.
+    let req = Request::post(&keep)
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &f.cookie)
+        .header(header::ORIGIN, ORIGIN)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body("compte.csv").to_string()))
+        .unwrap();
+    let (s, _) = send(&f.app, req).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
 }

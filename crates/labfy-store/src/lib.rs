@@ -65,7 +65,10 @@ pub use journal::{
 pub use lists::{EntityRow, EvidenceRow, ListPage, ListQuery, MAX_LIST_LIMIT, MAX_LIST_PREFIX_CHARS, RelationRow};
 pub use migrations::{APPLICATION_ID, LATEST as SCHEMA_VERSION};
 pub use model::*;
-pub use notes::{MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, NewNote};
+pub use notes::{
+    KeptFile, MAX_NOTE_CONTENT_BYTES, MAX_NOTE_SOURCE_CHARS, MAX_NOTE_TITLE_CHARS, MAX_RUN_FILE_NAME_CHARS, NewNote,
+    RunFile,
+};
 pub use primitives::sha256_hex;
 pub use reads::*;
 pub use research::{
@@ -122,6 +125,12 @@ impl Store {
     /// Stores an analyst's note as a new evidence item.
     pub fn add_note(&mut self, ws: Uuid, inv: &ObjectRef, note: &NewNote, actor: &str) -> Result<ObjectRef> {
         notes::add_note(&mut self.conn, ws, inv, note, actor)
+    }
+
+    /// Keeps a file a `sandbox.exec` run left as a new evidence item (SPEC
+    /// X1), with provenance naming the run, or finds it kept already.
+    pub fn keep_run_file(&mut self, ws: Uuid, inv: &ObjectRef, file: &RunFile, actor: &str) -> Result<KeptFile> {
+        notes::keep_run_file(&mut self.conn, ws, inv, file, actor)
     }
 
     /// Starts an extraction job over an investigation (SPEC C4), or finds the

@@ -377,6 +377,61 @@ fn a_whole_word_is_searched_whole_and_the_best_match_comes_first() {
     assert_eq!(accents.hits.iter().map(|h| h.id).collect::<Vec<_>>(), [company], "folded like the index");
 }
 
+/// SPEC X1: a file a sandbox run left becomes evidence only when the analyst
+/// keeps it — with its bytes checked against the run's report, provenance
+/// naming the run and its inputs, once.
+#[test]
+fn a_run_file_is_kept_once_with_provenance_naming_the_run() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Exécutions", "analyst").unwrap();
+    let ws = ws.id();
+    let note = NewNote { title: "Liste".into(), content: "alpha\nbeta\nalpha".into(), source: None };
+    let input = store.add_note(ws, &inv, &note, "analyst").unwrap();
+    let text = "mot,compte\nalpha,2\nbeta,1\n".to_owned();
+    let file = RunFile {
+        name: "comptes.csv".into(),
+        sha256: crate::primitives::sha256_hex(text.as_bytes()),
+        text,
+        program: "python3".into(),
+        reservation: "sandbox-7".into(),
+        result_id: Uuid::new_v4(),
+        inputs: vec![input],
+    };
+    let kept = store.keep_run_file(ws, &inv, &file, "analyst").unwrap();
+    assert!(kept.created);
+    assert_eq!(store.keep_run_file(ws, &inv, &file, "analyst").unwrap(), KeptFile { created: false, ..kept }, "once");
+    let r = store.reads();
+    let trace = r.provenance_trace(ws, &kept.evidence, 2).unwrap();
+    let first = &trace.records[0];
+    assert_eq!((first.producer.as_str(), first.activity.as_str()), ("sandbox.exec:python3", "sandbox_run"));
+    assert_eq!(first.inputs.iter().map(|i| i.id).collect::<Vec<_>>(), [input]);
+    let summary = r.evidence_summary(ws, &kept.evidence).unwrap();
+    assert!(
+        summary.source.contains("run sandbox-7") && summary.source.contains("/work/comptes.csv"),
+        "{}",
+        summary.source
+    );
+    assert_eq!(r.search(ws, &inv, "comptes", 5).unwrap().hits[0].id, kept.evidence, "searchable at once");
+
+    // Bytes that are not the reported file, an empty file, an input of
+    // another investigation: refused, nothing stored.
+    let before = r.overview(ws, &inv).unwrap().counts.evidence;
+    let forged = RunFile { text: "autre chose".into(), ..file.clone() };
+    assert!(
+        matches!(store.keep_run_file(ws, &inv, &forged, "analyst"), Err(StoreError::Invalid(m)) if m.contains("SHA-256"))
+    );
+    let empty = RunFile { text: String::new(), sha256: crate::primitives::sha256_hex(b""), ..file.clone() };
+    assert!(matches!(store.keep_run_file(ws, &inv, &empty, "analyst"), Err(StoreError::Invalid(_))));
+    let other = store.create_investigation(ws, "Autre", "", "analyst").unwrap();
+    let elsewhere = store.add_note(ws, &other, &note, "analyst").unwrap();
+    let crossed = RunFile { inputs: vec![elsewhere], result_id: Uuid::new_v4(), ..file.clone() };
+    assert!(
+        matches!(store.keep_run_file(ws, &inv, &crossed, "analyst"), Err(StoreError::Invalid(m)) if m.contains("another investigation"))
+    );
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, before);
+}
+
 #[test]
 fn graph_reads_neighbours_correlations_and_excerpts() {
     let dir = TempDir::new().unwrap();

@@ -35,6 +35,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/agent-tools/turns/{turn_id}/resume", post(resume))
         .route("/api/v1/agent-tools/calls", post(call))
         .route("/api/v1/agent-tools/results/{result_id}", get(result))
+        .route("/api/v1/agent-tools/results/{result_id}/keep-file", post(keep_file))
         .route("/api/v1/agent-tools/events", get(events))
         .route("/api/v1/research/requests", get(research_requests))
         .route("/api/v1/research/requests/{request}", get(research_request))
@@ -154,6 +155,83 @@ async fn result(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult
     let id = uuid_param("result_id", &id)?;
     let result = st.gateway().result(st.scope(), id)?;
     Ok(Json(&*result).into_response())
+}
+
+/// A file of a `sandbox.exec` run the analyst keeps as evidence (SPEC X1).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct KeepFile {
+    /// The file's path under the run's `/work`, as the result lists it.
+    name: String,
+    /// The investigation the new evidence goes in: the run's inputs' own.
+    #[schema(value_type = String, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
+    investigation_id: String,
+}
+
+/// Keeps a file a `sandbox.exec` run left as evidence: the analyst's
+/// decision (the model has no such tool). The file is the one the run's
+/// recorded result lists, its text checked against the SHA-256 the
+/// governor reported; its provenance names the run and its inputs. 201 the
+/// first time, 200 with the same item after.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent-tools/results/{result_id}/keep-file",
+    tag = "agent",
+    params(("result_id" = Uuid, Path, description = "a `sandbox.exec` result's id")),
+    request_body = KeepFile,
+    responses(
+        (status = 201, description = "Kept: the new evidence item.", body = Object),
+        (status = 200, description = "Kept before: the same evidence item.", body = Object)
+    )
+)]
+async fn keep_file(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<KeepFile>,
+) -> ApiResult<Response> {
+    let id = uuid_param("result_id", &id)?;
+    let inv = path_ref(&body.investigation_id, Some(RefKind::Investigation))?;
+    let result = st.gateway().result(st.scope(), id)?;
+    let file = run_file(&result, &body.name)?;
+    let ws = st.workspace();
+    let kept = st.db().write(move |store| store.keep_run_file(ws, &inv, &file, ANALYST)).await?;
+    if kept.created {
+        tracing::info!(evidence = %kept.evidence, result = %id, "a sandbox run's file kept as evidence");
+    }
+    let status = if kept.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(json!({"evidence_id": kept.evidence, "created": kept.created}))).into_response())
+}
+
+/// The file `name` of a completed `sandbox.exec` result, with what its
+/// provenance needs; refused when the result is another tool's, did not
+/// run, or did not carry the file's text.
+fn run_file(result: &labfy_gateway::protocol::ToolResult, name: &str) -> ApiResult<labfy_store::RunFile> {
+    let conflict = |m: String| ApiError::of_kind(labfy_core::ErrorKind::Conflict, m);
+    if result.tool_id != "sandbox.exec" {
+        return Err(conflict(format!("result {} is {}'s, not a sandbox run's", result.result_id, result.tool_id)));
+    }
+    let Some(run) = result.artifacts.iter().find(|a| a.kind == "sandbox_output").map(|a| &a.data["run"]) else {
+        return Err(conflict(format!("result {} has no run: nothing was written", result.result_id)));
+    };
+    let files = run["files"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let Some(file) = files.iter().find(|f| f["name"].as_str() == Some(name)) else {
+        return Err(ApiError::not_found(format!("the run of result {} left no file named {name:?}", result.result_id)));
+    };
+    let Some(text) = file["text"].as_str() else {
+        return Err(conflict(format!(
+            "the run's report does not carry the text of {name:?} (not UTF-8 text, or past the report's bound): it cannot be kept"
+        )));
+    };
+    let field = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    Ok(labfy_store::RunFile {
+        name: name.to_owned(),
+        text: text.to_owned(),
+        sha256: field(&file["sha256"]),
+        program: field(&run["program"]),
+        reservation: field(&run["reservation"]),
+        result_id: result.result_id,
+        inputs: result.object_refs.iter().filter(|r| r.kind() == RefKind::Evidence).copied().collect(),
+    })
 }
 
 #[utoipa::path(
@@ -417,6 +495,7 @@ async fn revoke(
     resume,
     call,
     result,
+    keep_file,
     events,
     research_requests,
     research_request,
