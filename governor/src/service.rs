@@ -2,7 +2,7 @@
 //! reaction, and the IPC handler shared by `governor.sock` (the workspace
 //! server) and `governor.operator.sock` (the operator's `labfy` commands).
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
     Amounts, CampaignAsk, ConfinementStatus, Decision, DecisionOutcome, GovernorRequest, GovernorResponse,
-    GovernorState, ReservationKind, SandboxRun, SandboxStatus,
+    GovernorState, ModelSpec, ReservationKind, SandboxRun, SandboxStatus,
 };
 use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
@@ -78,6 +78,35 @@ fn confinement_status(spec: &crate::cgroup::TreeSpec) -> ConfinementStatus {
     status
 }
 
+/// The operator's last model start, kept where a governor restarted within
+/// the same `labfy up` finds it: the runtime directory's operator folder
+/// (masked from the workspace server, so it cannot plant a model to start).
+/// Removed when the operator stops the model or pressure does; a new
+/// `labfy up` has a new runtime directory, and no model.
+pub fn wanted_model_file(runtime_dir: &std::path::Path) -> std::path::PathBuf {
+    daemon::operator_dir(runtime_dir).join("governor.model.json")
+}
+
+fn read_wanted_model(runtime_dir: &std::path::Path) -> Option<ModelSpec> {
+    let path = wanted_model_file(runtime_dir);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot read the model to start again");
+            return None;
+        }
+    };
+    match serde_json::from_slice(&bytes) {
+        Ok(spec) => Some(spec),
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "the model to start again does not read; ignored");
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
 fn failure(code: FailureCode, message: impl Into<String>) -> GovernorResponse {
     GovernorResponse::Failed(Failure::new(code, message))
 }
@@ -99,6 +128,47 @@ impl Governor {
             sandboxes: Mutex::default(),
             confinement,
         })
+    }
+
+    /// Keeps `spec` for a governor restarted in this session
+    /// ([`wanted_model_file`]): written aside, then renamed, mode 0600.
+    fn remember_model(&self, spec: &ModelSpec) {
+        let path = wanted_model_file(&self.config.runtime_dir);
+        let aside = path.with_extension("json.new");
+        let written = serde_json::to_vec(spec).map_err(std::io::Error::other).and_then(|bytes| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&aside)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&aside, &path)
+        });
+        if let Err(e) = written {
+            tracing::warn!(file = %path.display(), error = %e, "cannot keep the model for a restart");
+        }
+    }
+
+    fn forget_model(&self) {
+        let path = wanted_model_file(&self.config.runtime_dir);
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(file = %path.display(), error = %e, "cannot forget the model kept for a restart");
+            }
+        }
+    }
+
+    /// A governor restarted while the operator's model ran (its
+    /// llama-server died with the last one): the same start, admitted and
+    /// checked like the first (the file's SHA-256 again). A refusal is
+    /// logged and forgotten, so a bad start is not retried at every restart.
+    async fn start_wanted_model(self: Arc<Self>, spec: ModelSpec) {
+        tracing::info!(model = %spec.gguf, "starting the model again: it ran when the last governor stopped");
+        match self.model.start(spec, MODEL_START_WAIT).await {
+            Ok(status) => tracing::info!(state = %status.state, "the model was started again"),
+            Err(e) => {
+                tracing::warn!(error = %e, "the model could not be started again; start it with `labfy model start`");
+                self.forget_model();
+            }
+        }
     }
 
     /// One sampling round: probes, ledger, pressure reaction (SPEC Q4).
@@ -128,6 +198,8 @@ impl Governor {
         });
         if self.model.holds(&victim.id) {
             self.model.stop(&reason).await;
+            // Not started again by a later governor of this session either.
+            self.forget_model();
         } else if let Some(run) = self.sandbox_run_of(&victim.id) {
             // A sandbox run: killed now; its end releases the reservation.
             run.stop(reason);
@@ -279,8 +351,11 @@ impl Governor {
             }
             GovernorRequest::State {} => GovernorResponse::State(Box::new(self.state())),
             GovernorRequest::History {} => GovernorResponse::History(Box::new(self.ledger.history())),
-            GovernorRequest::ModelStart(spec) => match self.model.start(spec, MODEL_START_WAIT).await {
-                Ok(status) => GovernorResponse::Model(Box::new(status)),
+            GovernorRequest::ModelStart(spec) => match self.model.start(spec.clone(), MODEL_START_WAIT).await {
+                Ok(status) => {
+                    self.remember_model(&spec);
+                    GovernorResponse::Model(Box::new(status))
+                }
                 Err(StartError::Refused(r)) => GovernorResponse::Refused(r),
                 Err(e @ StartError::Invalid(_)) => failure(FailureCode::InvalidInput, e.to_string()),
                 Err(e @ StartError::Busy(_)) => failure(FailureCode::Conflict, e.to_string()),
@@ -288,6 +363,7 @@ impl Governor {
             },
             GovernorRequest::ModelStop {} => {
                 if self.model.stop("asked by the operator").await {
+                    self.forget_model();
                     GovernorResponse::ModelStopped {}
                 } else {
                     failure(FailureCode::NotFound, "no model is running")
@@ -357,6 +433,9 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
     let gov = Governor::new(config);
     *gov_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gov.clone());
     gov.sample_once().await;
+    if let Some(spec) = read_wanted_model(&dir) {
+        tokio::spawn(gov.clone().start_wanted_model(spec));
+    }
 
     let handler = {
         let gov = gov.clone();

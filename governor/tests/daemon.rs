@@ -33,6 +33,7 @@ struct Daemon {
     child: Child,
     dir: tempfile::TempDir,
     secret: Secret,
+    args: Vec<String>,
 }
 
 impl Drop for Daemon {
@@ -48,25 +49,44 @@ impl Daemon {
         let run = dir.path().join("run");
         secret::create_private_dir(&run).unwrap();
         let secret = secret::create_secret(&run).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_labfy-governor"))
+        let args: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+        let child = Self::spawn(dir.path(), &args);
+        let d = Self { child, dir, secret, args };
+        d.wait_bound().await;
+        d
+    }
+
+    fn spawn(dir: &std::path::Path, args: &[String]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_labfy-governor"))
             .arg("--runtime-dir")
-            .arg(&run)
+            .arg(dir.join("run"))
             .arg("--scratch-dir")
-            .arg(dir.path().join("scratch"))
+            .arg(dir.join("scratch"))
             .args(["--no-rocm-smi", "--no-nvml"])
-            .args(extra)
+            .args(args)
             .env_clear()
             .env("LABFY_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()
-            .unwrap();
-        let d = Self { child, dir, secret };
+            .unwrap()
+    }
+
+    async fn wait_bound(&self) {
         let deadline = Instant::now() + Duration::from_secs(15);
-        while !operator_socket(&d.run(), Boundary::Governor).exists() {
+        while !operator_socket(&self.run(), Boundary::Governor).exists() {
             assert!(Instant::now() < deadline, "the governor did not bind its sockets");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        d
+    }
+
+    /// The governor killed outright (as the supervisor finds it dead) and a
+    /// new one started on the same runtime directory, as the supervisor does.
+    async fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(operator_socket(&self.run(), Boundary::Governor));
+        self.child = Self::spawn(self.dir.path(), &self.args);
+        self.wait_bound().await;
     }
 
     fn run(&self) -> PathBuf {
@@ -440,19 +460,36 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
     assert_eq!(failed(d.ask(GovernorRequest::ModelStop {}).await).0, FailureCode::NotFound);
 
     // The governor killed outright: its llama-server dies with it (the
-    // parent-death signal survives the change to the unprivileged uid).
+    // parent-death signal survives the change to the unprivileged uid)...
+    let mut d = d;
     let m = match d.ask(GovernorRequest::ModelStart(spec.clone())).await {
         GovernorResponse::Model(m) => *m,
         other => panic!("{other:?}"),
     };
     assert_eq!(m.state, ModelState::Ready, "{m:?}");
     let orphan = m.pid.unwrap();
-    drop(d);
+    let wanted = labfy_governor::service::wanted_model_file(&d.run());
+    assert!(wanted.exists(), "the start is kept for a restart");
+    d.kill_and_restart().await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(orphan) {
         assert!(Instant::now() < deadline, "llama-server {orphan} outlived the governor");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // ...and the governor the supervisor starts in its place starts the
+    // operator's model again (the soak's finding), admitted anew.
+    let back = wait_model(&d, "started again after a governor restart", |m| m.state == ModelState::Ready).await;
+    assert_ne!(back.pid, Some(orphan));
+    assert_eq!(back.spec, spec);
+    assert!(curl(&["--unix-socket", &endpoint, "http://localhost/health"]).contains("ok"));
+    assert_eq!(d.state().await.reservations.len(), 1);
+    // Stopped by the operator: forgotten; the next governor starts none.
+    assert_eq!(d.ask(GovernorRequest::ModelStop {}).await, GovernorResponse::ModelStopped {});
+    assert!(!wanted.exists());
+    d.kill_and_restart().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let s = d.state().await;
+    assert!(s.model.is_none() && s.reservations.is_empty(), "a stopped model came back: {:?}", s.model);
 }
 
 #[tokio::test]

@@ -843,8 +843,10 @@ async fn model_turns(load: Arc<Load>) {
         load.turns.count(status);
         if status.is_none() {
             // The model is unavailable: after llama-server is killed the
-            // governor restarts it; after the governor is killed, the model
-            // is gone until someone starts it again — as the analyst does.
+            // governor restarts it; after the governor is killed, the new
+            // governor starts it again (operator/governor.model.json). If
+            // it has none all the same (that start refused), the analyst
+            // starts it, and the line below says it happened.
             let (labfy, run) = (load.labfy.clone(), load.run.clone());
             let state = tokio::task::spawn_blocking({
                 let (labfy, run) = (labfy.clone(), run.clone());
