@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod canonical;
+pub mod capability;
 pub mod catalog;
 mod error;
 pub mod fetch;
