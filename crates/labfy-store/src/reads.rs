@@ -355,7 +355,7 @@ impl<'c> Reads<'c> {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         let truncated = ranked_among.is_some() || scored.len() > limit as usize;
         scored.truncate(limit as usize);
-        let hits = self.hits_of(&terms, &scored)?;
+        let hits = self.hits_of(&terms, &scored, &candidates)?;
         Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among })
     }
 
@@ -368,54 +368,32 @@ impl<'c> Reads<'c> {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// The hits for scored rowids, best first: their evidence and a snippet.
-    /// Each is one indexed seek with the query's exact words; those matched
-    /// only through the last word's prefix (typing) get theirs from one more
-    /// pass over the prefix query's matches between the lowest and highest
-    /// such rowid.
-    fn hits_of(&self, terms: &[QueryTerm], scored: &[(i64, f64)]) -> Result<Vec<SearchHit>> {
-        const HIT: &str = "SELECT e.id, e.title, e.source, e.mime, e.collected_at,
-                                  snippet(evidence_fts, 1, char(57344), char(57345), '…', 24)
-                           FROM evidence_fts JOIN evidence e ON e.seq = evidence_fts.rowid
-                           WHERE evidence_fts MATCH ?1 AND evidence_fts.rowid = ?2";
-        type Row = (String, String, String, String, String, String);
-        let read = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Row> {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        };
-        let exact =
-            terms.iter().map(|t| QueryTerm { prefix: false, ..t.clone() }.expression()).collect::<Vec<_>>().join(" ");
+    /// The hits for scored rowids, best first: their evidence and a snippet
+    /// made from the text they were scored on ([`search::snippet`]); FTS5's
+    /// own `snippet()`, one indexed seek, only for a piece whose match lies
+    /// past that text (a long piece, or a match in its title alone).
+    fn hits_of(&self, terms: &[QueryTerm], scored: &[(i64, f64)], texts: &[Candidate]) -> Result<Vec<SearchHit>> {
+        let by_rowid: std::collections::HashMap<i64, &Candidate> = texts.iter().map(|c| (c.rowid, c)).collect();
         let fts = terms.iter().map(QueryTerm::expression).collect::<Vec<_>>().join(" ");
-        let mut rows: Vec<Option<Row>> = Vec::with_capacity(scored.len());
-        let mut stmt = self.conn.prepare_cached(HIT)?;
+        let mut row =
+            self.conn.prepare_cached("SELECT id, title, source, mime, collected_at FROM evidence WHERE seq = ?1")?;
+        let mut hits = Vec::with_capacity(scored.len());
         for (rowid, _) in scored {
-            rows.push(stmt.query_row(params![exact, rowid], read).optional()?);
-        }
-        let missing: Vec<i64> = scored.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|((id, _), _)| *id).collect();
-        if let (Some(lo), Some(hi)) = (missing.iter().min(), missing.iter().max()) {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT evidence_fts.rowid, e.id, e.title, e.source, e.mime, e.collected_at,
-                        snippet(evidence_fts, 1, char(57344), char(57345), '…', 24)
-                 FROM evidence_fts JOIN evidence e ON e.seq = evidence_fts.rowid
-                 WHERE evidence_fts MATCH ?1 AND evidence_fts.rowid BETWEEN ?2 AND ?3
-                   AND evidence_fts.rowid IN (SELECT value FROM json_each(?4))",
-            )?;
-            let wanted = serde_json::to_string(&missing).map_err(|e| StoreError::Internal(e.to_string()))?;
-            let found = stmt.query_map(params![fts, lo, hi, wanted], |r| {
-                Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)))
-            })?;
-            let mut by_rowid = std::collections::HashMap::new();
-            for f in found {
-                let (rowid, row) = f?;
-                by_rowid.insert(rowid, row);
-            }
-            for ((rowid, _), row) in scored.iter().zip(rows.iter_mut()) {
-                if row.is_none() {
-                    *row = by_rowid.remove(rowid);
-                }
-            }
-        }
-        let mut hits = Vec::with_capacity(rows.len());
-        for (id, title, source, mime, collected_at, snippet) in rows.into_iter().flatten() {
+            let (id, title, source, mime, collected_at): (String, String, String, String, String) =
+                row.query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+            let made = by_rowid.get(rowid).and_then(|c| search::snippet(terms, &c.content));
+            let snippet = match made {
+                Some(s) => s,
+                None => self
+                    .conn
+                    .prepare_cached(
+                        "SELECT snippet(evidence_fts, 1, char(57344), char(57345), '…', 24) FROM evidence_fts
+                         WHERE evidence_fts MATCH ?1 AND evidence_fts.rowid = ?2",
+                    )?
+                    .query_row(params![fts, rowid], |r| r.get(0))
+                    .optional()?
+                    .unwrap_or_default(),
+            };
             hits.push(SearchHit { id: parse_ref(RefKind::Evidence, &id)?, title, source, mime, collected_at, snippet });
         }
         Ok(hits)

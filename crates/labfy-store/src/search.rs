@@ -135,6 +135,96 @@ pub(crate) fn scores(terms: &[QueryTerm], idf: &[f64], docs: &[Candidate]) -> Ve
         .collect()
 }
 
+/// Tokens a snippet holds (FTS5's `snippet(…, 24)` for the search hits).
+pub const SNIPPET_TOKENS: usize = 24;
+
+/// A snippet of `text` around the query's words: the window of
+/// [`SNIPPET_TOKENS`] tokens holding the most distinct words (then the most
+/// matches; the first such), each match between [`crate::SNIPPET_OPEN`]
+/// and [`crate::SNIPPET_CLOSE`], `…` where the text goes on. `None` when no
+/// word of the query is in `text`. The stored text holds no marker (they
+/// are replaced at storage), so only matches are marked.
+pub(crate) fn snippet(terms: &[QueryTerm], text: &str) -> Option<String> {
+    // Tokens as byte ranges, with the term each matches.
+    let mut tokens: Vec<(usize, usize, Option<usize>)> = Vec::new();
+    let mut start = None;
+    let mut buf = String::new();
+    let mut close = |from: usize, to: usize, tokens: &mut Vec<(usize, usize, Option<usize>)>| {
+        let raw = &text[from..to];
+        buf.clear();
+        if raw.is_ascii() {
+            buf.extend(raw.chars().map(|c| c.to_ascii_lowercase()));
+        } else {
+            buf.push_str(&fold(raw));
+        }
+        tokens.push((from, to, terms.iter().position(|t| t.matches(&buf))));
+    };
+    for (i, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(from)) => {
+                close(from, i, &mut tokens);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        close(from, text.len(), &mut tokens);
+    }
+    let matched: Vec<usize> = tokens.iter().enumerate().filter(|(_, t)| t.2.is_some()).map(|(i, _)| i).collect();
+    if matched.is_empty() {
+        return None;
+    }
+    // Windows starting a few tokens before each match, scored.
+    let lead = 4;
+    let mut best: Option<(usize, usize, usize)> = None; // (distinct, matches, start)
+    for &m in &matched {
+        // A few tokens before the match; earlier when the text ends before
+        // the window would (a short text is shown whole).
+        let from = m.saturating_sub(lead).min(tokens.len().saturating_sub(SNIPPET_TOKENS));
+        let to = (from + SNIPPET_TOKENS).min(tokens.len());
+        let mut seen = vec![false; terms.len()];
+        let mut count = 0;
+        for t in &tokens[from..to] {
+            if let Some(k) = t.2 {
+                seen[k] = true;
+                count += 1;
+            }
+        }
+        let distinct = seen.iter().filter(|s| **s).count();
+        if best.is_none_or(|(d, c, _)| (distinct, count) > (d, c)) {
+            best = Some((distinct, count, from));
+        }
+    }
+    let (_, _, from) = best?;
+    let to = (from + SNIPPET_TOKENS).min(tokens.len());
+    let mut out = String::new();
+    if from > 0 {
+        out.push('…');
+    }
+    // From the text's start when the window is there (leading punctuation
+    // kept), to its end likewise.
+    let mut at = if from == 0 { 0 } else { tokens[from].0 };
+    for &(begin, end, term) in &tokens[from..to] {
+        out.push_str(&text[at..begin]);
+        if term.is_some() {
+            out.push(crate::SNIPPET_OPEN);
+            out.push_str(&text[begin..end]);
+            out.push(crate::SNIPPET_CLOSE);
+        } else {
+            out.push_str(&text[begin..end]);
+        }
+        at = end;
+    }
+    if to < tokens.len() {
+        out.push('…');
+    } else {
+        out.push_str(&text[at..]);
+    }
+    Some(out)
+}
+
 /// FTS5's inverse document frequency: ln((N − n + ½) / (n + ½)), and a
 /// floor for words in more than half of the documents.
 pub(crate) fn idf(documents: u64, holding: u64) -> f64 {
@@ -228,6 +318,24 @@ mod tests {
         let s = scores(&typed, &[1.0], &docs);
         assert!(s.iter().all(|(_, v)| *v > 0.0), "a prefix counts its completions: {s:?}");
         assert_eq!(idf(10, 10), 1e-6, "a word everywhere weighs (almost) nothing");
+    }
+
+    #[test]
+    fn snippets_mark_the_matches_in_the_best_window() {
+        let terms = [QueryTerm::new("Quillon", false), QueryTerm::new("vire", true)];
+        let text = format!(
+            "{} Le virement de Quillon SAS, reçu à Lyon. {}",
+            "Début sans rapport. ".repeat(10),
+            "Fin. ".repeat(30)
+        );
+        let s = snippet(&terms, &text).unwrap();
+        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
+        assert!(s.contains("\u{e000}virement\u{e001} de \u{e000}Quillon\u{e001} SAS, reçu"), "{s}");
+        assert_eq!(s.matches(crate::SNIPPET_OPEN).count(), 2);
+        let short = snippet(&[QueryTerm::new("lyon", false)], "Réunion à Lyon").unwrap();
+        assert_eq!(short, "Réunion à \u{e000}Lyon\u{e001}", "the whole text, nothing cut");
+        assert_eq!(snippet(&terms, "rien à voir"), None);
+        assert_eq!(snippet(&[QueryTerm::new("reunion", false)], "RÉUNION.").unwrap(), "\u{e000}RÉUNION\u{e001}.");
     }
 
     #[test]

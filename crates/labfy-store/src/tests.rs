@@ -375,6 +375,15 @@ fn a_whole_word_is_searched_whole_and_the_best_match_comes_first() {
     assert!(typed.hits[0].snippet.contains("\u{e000}Sasha\u{e001}"), "{}", typed.hits[0].snippet);
     let accents = r.search(ws, &inv, "SIEGE quillon", 10).unwrap();
     assert_eq!(accents.hits.iter().map(|h| h.id).collect::<Vec<_>>(), [company], "folded like the index");
+    // A match past the text a piece is scored on still gets its snippet
+    // (FTS5's, for that piece).
+    let far = format!("{}Ostrander conclut.", "rien ".repeat(crate::search::SCORED_CHARS as usize / 4));
+    let note = NewNote { title: "Long".into(), content: far, source: None };
+    let long_piece = store.add_note(ws, &inv, &note, "analyst").unwrap();
+    let r = store.reads();
+    let hit = &r.search(ws, &inv, "Ostrander", 5).unwrap().hits[0];
+    assert_eq!(hit.id, long_piece);
+    assert!(hit.snippet.contains("\u{e000}Ostrander\u{e001}"), "{}", hit.snippet);
 }
 
 /// SPEC X1: a file a sandbox run left becomes evidence only when the analyst
