@@ -102,7 +102,7 @@ pub(crate) struct Inserted {
 /// offsets into the text hold; an original file keeps its bytes in the blob
 /// store.
 pub(crate) fn without_snippet_markers(text: &str) -> std::borrow::Cow<'_, str> {
-    use crate::reads::{SNIPPET_CLOSE, SNIPPET_OPEN};
+    use crate::search::{SNIPPET_CLOSE, SNIPPET_OPEN};
     if text.contains([SNIPPET_OPEN, SNIPPET_CLOSE]) {
         std::borrow::Cow::Owned(text.replace([SNIPPET_OPEN, SNIPPET_CLOSE], "\u{FFFD}"))
     } else {

@@ -37,10 +37,7 @@ pub const MAX_SUMMARY_ENTITIES: u32 = 64;
 /// Evidence samples listed per correlation.
 pub const CORRELATION_SAMPLES: u32 = 5;
 
-/// Private-use character opening a match in a search snippet.
-pub const SNIPPET_OPEN: char = '\u{E000}';
-/// Private-use character closing a match in a search snippet.
-pub const SNIPPET_CLOSE: char = '\u{E001}';
+pub use crate::search::{SNIPPET_CLOSE, SNIPPET_OPEN};
 
 /// Read models over one connection (read-write or read-only).
 pub struct Reads<'c> {

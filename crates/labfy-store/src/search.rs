@@ -26,6 +26,11 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::error::Result;
 
+/// Private-use character opening a match in a search snippet.
+pub const SNIPPET_OPEN: char = '\u{E000}';
+/// Private-use character closing a match in a search snippet.
+pub const SNIPPET_CLOSE: char = '\u{E001}';
+
 /// Characters of a piece's content read to score it.
 pub const SCORED_CHARS: u32 = 20_000;
 
@@ -140,8 +145,8 @@ pub const SNIPPET_TOKENS: usize = 24;
 
 /// A snippet of `text` around the query's words: the window of
 /// [`SNIPPET_TOKENS`] tokens holding the most distinct words (then the most
-/// matches; the first such), each match between [`crate::SNIPPET_OPEN`]
-/// and [`crate::SNIPPET_CLOSE`], `…` where the text goes on. `None` when no
+/// matches; the first such), each match between [`SNIPPET_OPEN`]
+/// and [`SNIPPET_CLOSE`], `…` where the text goes on. `None` when no
 /// word of the query is in `text`. The stored text holds no marker (they
 /// are replaced at storage), so only matches are marked.
 pub(crate) fn snippet(terms: &[QueryTerm], text: &str) -> Option<String> {
@@ -209,9 +214,9 @@ pub(crate) fn snippet(terms: &[QueryTerm], text: &str) -> Option<String> {
     for &(begin, end, term) in &tokens[from..to] {
         out.push_str(&text[at..begin]);
         if term.is_some() {
-            out.push(crate::SNIPPET_OPEN);
+            out.push(SNIPPET_OPEN);
             out.push_str(&text[begin..end]);
-            out.push(crate::SNIPPET_CLOSE);
+            out.push(SNIPPET_CLOSE);
         } else {
             out.push_str(&text[begin..end]);
         }
@@ -331,7 +336,7 @@ mod tests {
         let s = snippet(&terms, &text).unwrap();
         assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
         assert!(s.contains("\u{e000}virement\u{e001} de \u{e000}Quillon\u{e001} SAS, reçu"), "{s}");
-        assert_eq!(s.matches(crate::SNIPPET_OPEN).count(), 2);
+        assert_eq!(s.matches(SNIPPET_OPEN).count(), 2);
         let short = snippet(&[QueryTerm::new("lyon", false)], "Réunion à Lyon").unwrap();
         assert_eq!(short, "Réunion à \u{e000}Lyon\u{e001}", "the whole text, nothing cut");
         assert_eq!(snippet(&terms, "rien à voir"), None);
