@@ -313,11 +313,8 @@ impl Registry {
     /// Capabilities whose id or description holds the most of `query`'s
     /// words (case and accents aside), best first; at most `limit`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<&Capability> {
-        let words: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| w.chars().count() >= 2)
-            .map(crate::capability::fold)
-            .collect();
+        let words: Vec<String> =
+            query.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 2).map(fold).collect();
         let mut scored: Vec<(usize, &Capability)> = self
             .caps
             .iter()
@@ -332,20 +329,14 @@ impl Registry {
     }
 }
 
-/// Lower case, the common Latin accents removed (« Dédoublonner » finds
-/// « dedoublonner »).
+/// Lower case, accents removed (« Dédoublonner » finds « dedoublonner »):
+/// canonical decomposition, combining marks dropped.
 fn fold(s: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
     s.chars()
         .flat_map(char::to_lowercase)
-        .map(|c| match c {
-            'à' | 'â' | 'ä' => 'a',
-            'é' | 'è' | 'ê' | 'ë' => 'e',
-            'î' | 'ï' => 'i',
-            'ô' | 'ö' => 'o',
-            'ù' | 'û' | 'ü' => 'u',
-            'ç' => 'c',
-            other => other,
-        })
+        .nfd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
         .collect()
 }
 
