@@ -179,10 +179,13 @@ pub(crate) fn keep_run_file(
             )));
         }
     }
+    // Kept before: the same source (run, result and file) and the same
+    // stored bytes (as stored: a marker in the file is stored as U+FFFD).
+    let stored = crate::primitives::sha256_hex(crate::primitives::without_snippet_markers(&file.text).as_bytes());
     let kept: Option<String> = tx
         .query_row(
             "SELECT id FROM evidence WHERE investigation_id = ?1 AND sha256 = ?2 AND source = ?3",
-            rusqlite::params![inv.id().to_string(), file.sha256, source],
+            rusqlite::params![inv.id().to_string(), stored, source],
             |r| r.get(0),
         )
         .optional()?;

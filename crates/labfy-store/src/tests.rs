@@ -410,6 +410,17 @@ fn a_run_file_is_kept_once_with_provenance_naming_the_run() {
     let kept = store.keep_run_file(ws, &inv, &file, "analyst").unwrap();
     assert!(kept.created);
     assert_eq!(store.keep_run_file(ws, &inv, &file, "analyst").unwrap(), KeptFile { created: false, ..kept }, "once");
+    // Once even when the file holds the snippet markers (stored as U+FFFD).
+    let marked = format!("{SNIPPET_OPEN}faux{SNIPPET_CLOSE}\n");
+    let marked = RunFile {
+        name: "marques.txt".into(),
+        sha256: crate::primitives::sha256_hex(marked.as_bytes()),
+        text: marked,
+        inputs: vec![],
+        ..file.clone()
+    };
+    let first = store.keep_run_file(ws, &inv, &marked, "analyst").unwrap();
+    assert_eq!(store.keep_run_file(ws, &inv, &marked, "analyst").unwrap(), KeptFile { created: false, ..first });
     let r = store.reads();
     let trace = r.provenance_trace(ws, &kept.evidence, 2).unwrap();
     let first = &trace.records[0];
