@@ -34,7 +34,7 @@ const LABEL_CHARS = 28;
 // A selected node's links are named up to this many.
 const LABELLED_LINKS_MAX = 12;
 // Co-mentions are dotted in a drawing of up to FORCE_LAYOUT_MAX nodes, and
-// in a bigger one from this zoom up; below it their dots (1–3 px at a fifth
+// in a bigger one from this zoom up; below it their dots (1–3 px at a seventh
 // of their size) would not show, and a dotted line is the canvas's dearest
 // stroke: solid there, in their own lighter grey (the 500-node drawing's
 // first frame, docs/PERFORMANCE.md).
