@@ -343,9 +343,18 @@ impl<'c> Reads<'c> {
         let ranked_among = (candidates.len() > window as usize).then_some(window);
         candidates.truncate(window as usize);
         let documents = self.evidence_total()?;
+        // A word being typed is weighed by the matches found rather than
+        // counted: counting it would merge every term it begins once more.
         let weights = terms
             .iter()
-            .map(|t| Ok(search::idf(documents, search::document_frequency(self.conn, t, generation)?)))
+            .map(|t| {
+                let holding = if t.prefix {
+                    candidates.len() as u64
+                } else {
+                    search::document_frequency(self.conn, t, generation)?
+                };
+                Ok(search::idf(documents, holding))
+            })
             .collect::<Result<Vec<f64>>>()?;
         let mut scored = search::scores(&terms, &weights, &candidates);
         // Best first; the newest among equals.
