@@ -100,22 +100,6 @@ pub fn store(args: StoreBenchArgs) -> Result<(), Failure> {
     report("neighbours (limit 50)", s);
     // The ego graph the UI draws (SPEC U1): its default size, then the
     // largest on the investigation's biggest hubs.
-    // Typing: the first word of each name (six letters or more) cut to its
-    // first four (« Garo » of Garonne): a prefix, unless the index holds
-    // those four letters as a word of their own.
-    let typed: Vec<String> = ids
-        .queries
-        .iter()
-        .filter_map(|q| q.split(|c: char| !c.is_alphanumeric()).find(|w| w.chars().count() >= 6))
-        .map(|w| w.chars().take(4).collect())
-        .collect();
-    let mut s = Vec::new();
-    for q in &typed {
-        let (res, d) = time(|| r.search(w, &inv, q, 20));
-        res?;
-        s.push(d);
-    }
-    report("search, a word being typed (4 letters)", s);
     let mut s = Vec::new();
     for n in ids.entities.iter().chain(&ids.evidence) {
         let (res, d) = time(|| r.ego_graph(w, n, &EgoQuery { limit: 150, ..EgoQuery::default() }));

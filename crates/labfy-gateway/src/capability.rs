@@ -311,15 +311,19 @@ impl Registry {
     }
 
     /// Capabilities whose id or description holds the most of `query`'s
-    /// words (case and accents aside), best first; at most `limit`.
+    /// words (case and accents aside, folded as the search index folds
+    /// them), best first; at most `limit`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<&Capability> {
-        let words: Vec<String> =
-            query.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 2).map(fold).collect();
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 2)
+            .map(labfy_store::fold_word)
+            .collect();
         let mut scored: Vec<(usize, &Capability)> = self
             .caps
             .iter()
             .map(|c| {
-                let hay = fold(&format!("{} {}", c.manifest.id, c.manifest.description));
+                let hay = labfy_store::fold_word(&format!("{} {}", c.manifest.id, c.manifest.description));
                 (words.iter().filter(|w| hay.contains(w.as_str())).count(), c)
             })
             .filter(|(n, _)| *n > 0 || words.is_empty())
@@ -327,17 +331,6 @@ impl Registry {
         scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.manifest.id.cmp(&b.1.manifest.id)));
         scored.into_iter().take(limit).map(|(_, c)| c).collect()
     }
-}
-
-/// Lower case, accents removed (« Dédoublonner » finds « dedoublonner »):
-/// canonical decomposition, combining marks dropped.
-fn fold(s: &str) -> String {
-    use unicode_normalization::UnicodeNormalization;
-    s.chars()
-        .flat_map(char::to_lowercase)
-        .nfd()
-        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
-        .collect()
 }
 
 #[cfg(test)]

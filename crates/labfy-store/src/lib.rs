@@ -77,6 +77,7 @@ pub use research::{
     MAX_RESEARCH_QUESTION_CHARS, MAX_RESEARCH_SELECTION, MAX_SCOPE_HOSTS, MIN_RESEARCH_SELECTION, NewResearchRequest,
     ResearchRequest, SELECTABLE_KINDS, SYNTHETIC_PAGES,
 };
+pub use search::fold as fold_word;
 
 /// Current time as RFC 3339 UTC with millisecond precision.
 pub(crate) fn now_rfc3339() -> String {

@@ -66,7 +66,7 @@ impl QueryTerm {
 
 /// A word as the index holds it: lower case, diacritics removed (the FTS5
 /// tokenizer `unicode61 remove_diacritics 2`: « Réunion » → « reunion »).
-pub(crate) fn fold(word: &str) -> String {
+pub fn fold(word: &str) -> String {
     if word.is_ascii() {
         return word.to_ascii_lowercase();
     }
@@ -77,17 +77,22 @@ pub(crate) fn fold(word: &str) -> String {
         .collect()
 }
 
+/// [`fold`] into `buf` (cleared first), sparing an allocation for ASCII.
+fn fold_into(raw: &str, buf: &mut String) {
+    buf.clear();
+    if raw.is_ascii() {
+        buf.extend(raw.chars().map(|c| c.to_ascii_lowercase()));
+    } else {
+        buf.push_str(&fold(raw));
+    }
+}
+
 /// Splits `text` into the index's tokens (runs of letters and digits),
 /// folded, calling `each` with every one; returns how many there were.
 fn for_each_token(text: &str, buf: &mut String, mut each: impl FnMut(&str)) -> usize {
     let mut n = 0;
     for raw in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        buf.clear();
-        if raw.is_ascii() {
-            buf.extend(raw.chars().map(|c| c.to_ascii_lowercase()));
-        } else {
-            buf.push_str(&fold(raw));
-        }
+        fold_into(raw, buf);
         each(buf);
         n += 1;
     }
@@ -155,13 +160,7 @@ pub(crate) fn snippet(terms: &[QueryTerm], text: &str) -> Option<String> {
     let mut start = None;
     let mut buf = String::new();
     let mut close = |from: usize, to: usize, tokens: &mut Vec<(usize, usize, Option<usize>)>| {
-        let raw = &text[from..to];
-        buf.clear();
-        if raw.is_ascii() {
-            buf.extend(raw.chars().map(|c| c.to_ascii_lowercase()));
-        } else {
-            buf.push_str(&fold(raw));
-        }
+        fold_into(&text[from..to], &mut buf);
         tokens.push((from, to, terms.iter().position(|t| t.matches(&buf))));
     };
     for (i, c) in text.char_indices() {
