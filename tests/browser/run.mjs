@@ -2327,13 +2327,27 @@ async function scenarioGraph({ page, base }) {
   await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
 
   // The largest size, timed from the choice to the drawing on screen.
+  // LABFY_GRAPH_PROFILE=file.json keeps a CPU profile of this drawing
+  // (Chrome DevTools' format) to see where its time goes.
+  const profilePath = process.env.LABFY_GRAPH_PROFILE;
+  const cdp = profilePath ? await page.context().newCDPSession(page) : null;
+  if (cdp) {
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: 100 });
+    await cdp.send('Profiler.start');
+  }
   const t0 = Date.now();
   await page.selectOption(tid('graph-size'), '500');
   await page.waitForSelector(`${panel}[data-state="loading"]`, { timeout: STEP_TIMEOUT_MS }).catch(() => {});
   await page.waitForSelector(ready, { timeout: STEP_TIMEOUT_MS });
   const big = await attr('nodes');
   await page.waitForFunction(() => document.querySelector('[data-testid="graph-panel"]').dataset.paintMs, null, { timeout: STEP_TIMEOUT_MS });
-  console.log(`# graph: ${big} nodes, ${await attr('edges')} links drawn in ${Date.now() - t0} ms from the choice (in the page: ${await attr('paint-ms')} ms to the first frame drawn; data ${await attr('fetch-ms')} ms, layout ${await attr('layout-ms')} ms)`);
+  // The figure for SPEC U1's target is the page's own: from the choice's
+  // change event to the frame after the drawing (two animation frames);
+  // the harness's figure adds its round trips to the browser and polling.
+  console.log(`# graph: ${big} nodes, ${await attr('edges')} links, first frame ${await attr('paint-ms')} ms after the choice in the page `
+    + `(data ${await attr('fetch-ms')} ms, elements ${await attr('build-ms')} ms, layout ${await attr('layout-ms')} ms, `
+    + `panel ${await attr('panel-ms')} ms, the rest drawing); ${Date.now() - t0} ms seen by the harness`);
   assert(big >= nodes0, `500 drew fewer nodes (${big}) than 150 (${nodes0})`);
   assertNoNewEvents(before);
 }
