@@ -34,11 +34,15 @@ pub enum RefKind {
     Campaign,
     /// A research request prepared by an agent, waiting for a human decision.
     ResearchRequest,
+    /// A tool request prepared by an agent (install, integrate, change or
+    /// promote a capability: the pauses A, B, C1, C2 of SPEC X2), waiting
+    /// for a human decision.
+    ToolRequest,
 }
 
 impl RefKind {
     /// Every namespace, in a stable order.
-    pub const ALL: [RefKind; 10] = [
+    pub const ALL: [RefKind; 11] = [
         Self::Workspace,
         Self::Investigation,
         Self::Evidence,
@@ -49,6 +53,7 @@ impl RefKind {
         Self::Grant,
         Self::Campaign,
         Self::ResearchRequest,
+        Self::ToolRequest,
     ];
 
     /// The namespace as written in a reference.
@@ -64,6 +69,7 @@ impl RefKind {
             Self::Grant => "grant",
             Self::Campaign => "campaign",
             Self::ResearchRequest => "research_request",
+            Self::ToolRequest => "tool_request",
         }
     }
 
@@ -99,7 +105,7 @@ pub enum RefError {
     Malformed,
     /// The namespace is not one Labfy knows.
     #[error(
-        "unknown namespace `{0}`: expected one of workspace, investigation, evidence, entity, relation, provenance, job, grant, campaign, research_request"
+        "unknown namespace `{0}`: expected one of workspace, investigation, evidence, entity, relation, provenance, job, grant, campaign, research_request, tool_request"
     )]
     UnknownNamespace(String),
     /// The part after the colon is not a canonical lower-case hyphenated UUID.

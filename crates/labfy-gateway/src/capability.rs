@@ -18,9 +18,9 @@
 //!
 //! The manifest's fingerprint (SHA-256 of its canonical JSON) is what a
 //! human approves: a manifest that changes after approval no longer matches
-//! (like a changed tool contract). Here the manifests are read and checked,
-//! and found by `search`; installing, integrating and executing them (the
-//! pauses A, B, C1, C2) build on this.
+//! (like a changed tool contract). Here the manifests are read, checked and
+//! found by `search`; `provision.rs` proposes, integrates, executes and
+//! changes them behind the human pauses A, B, C1, C2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +41,10 @@ pub const MAX_OUTPUT_BYTES: u32 = 1024 * 1024;
 pub const MAX_TESTS: usize = 16;
 /// Most manifests a registry reads from a folder.
 pub const MAX_INSTALLED: usize = 256;
+/// Largest input of one run, bytes of compact JSON: it is the script's first
+/// argument, and the governor takes arguments of at most 256 bytes
+/// (`labfy_ipc` `MAX_SANDBOX_ARG_BYTES`).
+pub const MAX_INPUT_BYTES: usize = 256;
 
 /// The manifests shipped with Labfy (`crates/labfy-gateway/capabilities/`).
 pub const SHIPPED: &[(&str, &str)] = &[
@@ -118,8 +122,12 @@ pub struct Manifest {
 pub enum Origin {
     /// Shipped with Labfy.
     Shipped,
-    /// Installed after a human approved it.
+    /// Placed by the operator in the installed folder.
     Installed,
+    /// A change promoted into the workspace's registry by a human (C2).
+    Promoted,
+    /// A change on trial (C1), read from its tool request.
+    Trial,
 }
 
 /// A checked manifest.
@@ -150,9 +158,59 @@ pub fn check(source_name: &str, text: &str, allow_list: &[&str], origin: Origin)
         return Err(refuse(format!("{} bytes, at most {MAX_MANIFEST_BYTES}", text.len())));
     }
     let manifest: Manifest = serde_json::from_str(text).map_err(|e| refuse(format!("does not read: {e}")))?;
-    check_manifest(&manifest, allow_list).map_err(refuse)?;
-    let value = serde_json::to_value(&manifest).map_err(|e| refuse(e.to_string()))?;
+    checked(manifest, allow_list, origin).map_err(refuse)
+}
+
+/// Checks a manifest given as JSON (a proposed change, a stored one).
+pub fn check_value(
+    source_name: &str,
+    value: &Value,
+    allow_list: &[&str],
+    origin: Origin,
+) -> Result<Capability, ManifestError> {
+    let refuse = |reason: String| ManifestError { source_name: source_name.to_owned(), reason };
+    let bytes = value.to_string().len();
+    if bytes > MAX_MANIFEST_BYTES {
+        return Err(refuse(format!("{bytes} bytes, at most {MAX_MANIFEST_BYTES}")));
+    }
+    let manifest: Manifest =
+        serde_json::from_value(value.clone()).map_err(|e| refuse(format!("does not read: {e}")))?;
+    checked(manifest, allow_list, origin).map_err(refuse)
+}
+
+fn checked(manifest: Manifest, allow_list: &[&str], origin: Origin) -> Result<Capability, String> {
+    check_manifest(&manifest, allow_list)?;
+    let value = serde_json::to_value(&manifest).map_err(|e| e.to_string())?;
     Ok(Capability { fingerprint: fingerprint(&value), manifest, origin })
+}
+
+impl Capability {
+    /// The manifest as JSON (what a tool request stores).
+    pub fn manifest_json(&self) -> Value {
+        serde_json::to_value(&self.manifest).unwrap_or(Value::Null)
+    }
+
+    /// The input schema, compiled.
+    pub fn validate_input(&self, input: &Value) -> Result<(), String> {
+        let validator = jsonschema::draft202012::new(&self.manifest.input_schema)
+            .map_err(|e| format!("input_schema does not compile: {e}"))?;
+        let errors: Vec<String> = validator
+            .iter_errors(input)
+            .take(4)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                format!("input{at}: {}", labfy_core::bounded::truncate_chars(&e.to_string(), 160))
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(errors.join("; "));
+        }
+        let bytes = input.to_string().len();
+        if bytes > MAX_INPUT_BYTES {
+            return Err(format!("input of {bytes} bytes: a run takes at most {MAX_INPUT_BYTES} bytes of input"));
+        }
+        Ok(())
+    }
 }
 
 fn check_manifest(m: &Manifest, allow_list: &[&str]) -> Result<(), String> {
@@ -206,6 +264,9 @@ fn check_manifest(m: &Manifest, allow_list: &[&str]) -> Result<(), String> {
         }
         if let Some(bad) = t.files.keys().find(|f| !safe_file_name(f)) {
             return Err(format!("test {:?}: file name {bad:?} is not a plain name", t.name));
+        }
+        if t.input.to_string().len() > MAX_INPUT_BYTES {
+            return Err(format!("test {:?}: its input is longer than {MAX_INPUT_BYTES} bytes of JSON", t.name));
         }
     }
     Ok(())
@@ -280,6 +341,22 @@ impl Registry {
             }
         }
         r
+    }
+
+    /// Adds what humans promoted into this workspace's registry (C2): a
+    /// promoted manifest replaces the one of the same id (its new version).
+    pub fn with_promoted<'m>(mut self, promoted: impl IntoIterator<Item = &'m Value>, allow_list: &[&str]) -> Self {
+        for value in promoted {
+            let name = value.get("id").and_then(Value::as_str).unwrap_or("-").to_owned();
+            match check_value(&format!("promoted {name}"), value, allow_list, Origin::Promoted) {
+                Ok(c) => {
+                    self.caps.retain(|old| old.manifest.id != c.manifest.id);
+                    self.caps.push(c);
+                }
+                Err(e) => self.refused.push(e),
+            }
+        }
+        self
     }
 
     fn add(&mut self, checked: Result<Capability, ManifestError>) {

@@ -53,7 +53,17 @@ pub const MAX_SANDBOX_ARGS: u64 = 16;
 /// Longest such argument, in characters.
 pub const MAX_SANDBOX_ARG_CHARS: u64 = 256;
 
-/// The sixteen tools of the base catalog (G2), in published order.
+/// Longest reason an agent gives for a tool request, in characters.
+pub const MAX_TOOL_REASON_CHARS: u64 = 1_000;
+/// Most capabilities `tool.provision.search` returns.
+pub const MAX_PROVISION_SEARCH_LIMIT: u64 = 20;
+/// Longest `tool.provision.search` query, in characters.
+pub const MAX_PROVISION_QUERY_CHARS: u64 = 200;
+/// The pattern of a capability id (the manifest's rule, `capability.rs`).
+pub const CAPABILITY_ID_PATTERN: &str = "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)+$";
+
+/// The sixteen tools of the base catalog (G2) and the five of the optional
+/// one (X2, off unless the operator turns it on), in published order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[allow(missing_docs)]
 pub enum ToolId {
@@ -73,10 +83,24 @@ pub enum ToolId {
     WebFetch,
     ResearchGetState,
     ResearchPrepare,
+    ToolProvisionSearch,
+    ToolProvisionPropose,
+    ToolIntegrationPropose,
+    CapabilityExecute,
+    CodeChangePropose,
 }
 
 impl ToolId {
-    /// Every tool, in published order.
+    /// The optional catalog's tools (X2), in published order after the base.
+    pub const OPTIONAL: [ToolId; 5] = [
+        Self::ToolProvisionSearch,
+        Self::ToolProvisionPropose,
+        Self::ToolIntegrationPropose,
+        Self::CapabilityExecute,
+        Self::CodeChangePropose,
+    ];
+
+    /// Every tool of the base catalog, in published order.
     pub const ALL: [ToolId; 16] = [
         Self::InvestigationGetOverview,
         Self::InvestigationSearch,
@@ -115,12 +139,23 @@ impl ToolId {
             Self::WebFetch => "web.fetch",
             Self::ResearchGetState => "research.get_state",
             Self::ResearchPrepare => "research.prepare",
+            Self::ToolProvisionSearch => "tool.provision.search",
+            Self::ToolProvisionPropose => "tool.provision.propose",
+            Self::ToolIntegrationPropose => "tool.integration.propose",
+            Self::CapabilityExecute => "capability.execute",
+            Self::CodeChangePropose => "code.change.propose",
         }
     }
 
-    /// Looks a tool up by its exact `tool_id`.
+    /// Looks a tool up by its exact `tool_id`, base or optional (whether this
+    /// catalog holds it is [`Catalog::get`]'s answer).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
+        Self::ALL.into_iter().chain(Self::OPTIONAL).find(|t| t.as_str() == name)
+    }
+
+    /// True for a tool of the optional catalog (X2).
+    pub fn is_optional(self) -> bool {
+        Self::OPTIONAL.contains(&self)
     }
 }
 
@@ -237,6 +272,10 @@ pub struct Environment {
     pub egress: Readiness,
     /// A configured code sandbox.
     pub sandbox: Readiness,
+    /// The names of its programs (the operator's allow-list, as the governor
+    /// offers it): what a capability manifest may run (X2).
+    #[serde(default)]
+    pub sandbox_programs: Vec<String>,
     /// A runner for the agent's own fetches (SPEC F2): the server's campaign
     /// runner, lent to the gateway as a [`crate::fetch::Fetcher`].
     pub web_fetch: Readiness,
@@ -248,6 +287,7 @@ impl Environment {
         Self {
             egress: Readiness::not_ready(why),
             sandbox: Readiness::not_ready("no sandbox is configured"),
+            sandbox_programs: Vec::new(),
             web_fetch: Readiness::not_ready("no fetch runner in this process"),
         }
     }
@@ -331,8 +371,19 @@ impl Tool {
             }
         }
         match self.id {
-            ToolId::SandboxExec if !env.sandbox.ready => {
+            ToolId::SandboxExec | ToolId::CapabilityExecute | ToolId::CodeChangePropose if !env.sandbox.ready => {
                 Availability::unavailable(format!("no sandbox: {}", env.sandbox.detail))
+            }
+            ToolId::CapabilityExecute => Availability::available(Some(format!(
+                "an integrated capability, confined with no network ({})",
+                env.sandbox.detail
+            ))),
+            ToolId::CodeChangePropose => Availability::available(Some(
+                "the change's tests run in the sandbox; a human approves its trial (C1) and its promotion (C2)"
+                    .to_owned(),
+            )),
+            ToolId::ToolProvisionPropose | ToolId::ToolIntegrationPropose => {
+                Availability::available(Some("proposes only: a human approves or refuses".to_owned()))
             }
             // Availability is real (X1): the governor's allow-list, asked
             // by the server; no governor or no program, no sandbox.
@@ -418,7 +469,7 @@ fn rf(name: &'static str, kinds: &[RefKind]) -> RefField {
 }
 
 #[allow(clippy::too_many_lines)]
-fn specs() -> Vec<Spec> {
+fn specs(optional: bool) -> Vec<Spec> {
     use ActionClass as A;
     use Authorization as Z;
     use CostClass as C;
@@ -427,7 +478,7 @@ fn specs() -> Vec<Spec> {
     use Sensitivity as S;
     let inv = || ref_prop("The investigation, `investigation:<uuid>`.", &[RefKind::Investigation]);
     let read = &["workspace.read"][..];
-    vec![
+    let mut base = vec![
         Spec {
             id: ToolId::InvestigationGetOverview,
             description: "Overview of one investigation: counts, entity kinds, most mentioned entities, latest evidence and jobs.",
@@ -619,7 +670,9 @@ fn specs() -> Vec<Spec> {
             permissions: &[],
             input: object(
                 json!({
-                    "tool_id": {"type": "string", "enum": ToolId::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>()},
+                    "tool_id": {"type": "string", "enum": ToolId::ALL.iter()
+                        .chain(if optional { &ToolId::OPTIONAL[..] } else { &[] })
+                        .map(|t| t.as_str()).collect::<Vec<_>>()},
                 }),
                 &["tool_id"],
             ),
@@ -758,6 +811,166 @@ fn specs() -> Vec<Spec> {
                            "candidates": "proposed URLs with their origin, left-out values with their reason (UNTRUSTED_DATA)"}),
             refs: vec![RefField { name: "selection_ids", list: true, kinds: SELECTABLE_KINDS.to_vec() }],
         },
+    ];
+    if optional {
+        base.extend(optional_specs());
+    }
+    base
+}
+
+/// The optional catalog (X2): capabilities found, proposed, integrated,
+/// executed and changed — every durable step a human's decision (the pauses
+/// A, B, C1, C2); the model never gets a tool that decides.
+#[allow(clippy::too_many_lines)]
+fn optional_specs() -> Vec<Spec> {
+    use ActionClass as A;
+    use Authorization as Z;
+    use CostClass as C;
+    use NetworkContact as N;
+    use RiskLevel as R;
+    use Sensitivity as S;
+    let inv = || ref_prop("The investigation, `investigation:<uuid>`.", &[RefKind::Investigation]);
+    let capability = || {
+        json!({"type": "string", "minLength": 3, "maxLength": 64, "pattern": CAPABILITY_ID_PATTERN,
+               "description": "A capability's id (tool.provision.search finds them)."})
+    };
+    let reason = || {
+        json!({"type": "string", "minLength": 1, "maxLength": MAX_TOOL_REASON_CHARS,
+               "description": "Why, for the human who decides."})
+    };
+    let paused = |artifact: &str| {
+        json!({"artifact": artifact, "status": "AUTHORIZATION_REQUIRED",
+               "object_refs": "the tool request a human approves or refuses"})
+    };
+    vec![
+        Spec {
+            id: ToolId::ToolProvisionSearch,
+            description: "Finds capabilities (small programs the sandbox runs, described by a manifest) in the local \
+                          registry — shipped, installed by the operator, or promoted after a human's approval — with \
+                          where each stands here: installed in the workspace, integrated in this investigation, \
+                          requests waiting for a human. Nothing is installed.",
+            action: A::Read,
+            risk: R::Low,
+            sensitivity: S::Public,
+            cost: C::Cheap,
+            network: N::None,
+            authorization: Z::None,
+            permissions: &["workspace.read"],
+            input: object(
+                json!({
+                    "investigation_id": inv(),
+                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_PROVISION_QUERY_CHARS},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PROVISION_SEARCH_LIMIT, "default": 5},
+                }),
+                &["investigation_id", "query"],
+            ),
+            output: json!({"artifact": "capabilities", "trust": "UNTRUSTED_DATA",
+                           "fields": "manifest, fingerprint, origin, installed, integrated, pending requests"}),
+            refs: vec![rf("investigation_id", &[RefKind::Investigation])],
+        },
+        Spec {
+            id: ToolId::ToolProvisionPropose,
+            description: "Proposes installing a capability of the registry in the workspace and pauses for a human \
+                          decision (pause A): the human sees its manifest and fingerprint and approves or refuses. \
+                          Installs nothing by itself.",
+            action: A::Prepare,
+            risk: R::Medium,
+            sensitivity: S::InvestigationMetadata,
+            cost: C::Cheap,
+            network: N::None,
+            authorization: Z::HumanReviewAfter,
+            permissions: &["tool.provision"],
+            input: object(
+                json!({"investigation_id": inv(), "capability_id": capability(), "reason": reason()}),
+                &["investigation_id", "capability_id", "reason"],
+            ),
+            output: paused("tool_request"),
+            refs: vec![rf("investigation_id", &[RefKind::Investigation])],
+        },
+        Spec {
+            id: ToolId::ToolIntegrationPropose,
+            description: "Proposes making an installed capability callable in this investigation and pauses for a \
+                          human decision (pause B). Integrates nothing by itself.",
+            action: A::Prepare,
+            risk: R::Medium,
+            sensitivity: S::InvestigationMetadata,
+            cost: C::Cheap,
+            network: N::None,
+            authorization: Z::HumanReviewAfter,
+            permissions: &["tool.integrate"],
+            input: object(
+                json!({"investigation_id": inv(), "capability_id": capability(), "reason": reason()}),
+                &["investigation_id", "capability_id", "reason"],
+            ),
+            output: paused("tool_request"),
+            refs: vec![rf("investigation_id", &[RefKind::Investigation])],
+        },
+        Spec {
+            id: ToolId::CapabilityExecute,
+            description: "Runs a capability integrated in this investigation (or a change on trial there) in the \
+                          sandbox, with no network: `input` must fit the capability's own closed schema, the \
+                          chosen evidence of this investigation is read-only at /input/<uuid>.txt. Checked at each \
+                          run against the approved manifest's fingerprint. Its output returns as untrusted data; \
+                          nothing is stored.",
+            // Worst path: a confined computation with no network and no
+            // durable write (R1 `low`); its danger is cost.
+            action: A::Compute,
+            risk: R::Low,
+            sensitivity: S::InvestigationContent,
+            cost: C::Expensive,
+            network: N::None,
+            authorization: Z::None,
+            permissions: &["sandbox.run"],
+            input: object(
+                json!({
+                    "investigation_id": inv(),
+                    "capability_id": capability(),
+                    "input": {"type": "object", "description": "The capability's input, checked against its manifest's input_schema."},
+                    "evidence_ids": {
+                        "type": "array", "maxItems": MAX_SANDBOX_EVIDENCE, "uniqueItems": true,
+                        "items": ref_prop("Evidence of this investigation the run reads at /input/<uuid>.txt.", &[RefKind::Evidence]),
+                    },
+                    "trial_request_id": ref_prop("Optional: run the change on trial that this approved request holds (C1).", &[RefKind::ToolRequest]),
+                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_SANDBOX_SECONDS, "default": 10},
+                }),
+                &["investigation_id", "capability_id", "input"],
+            ),
+            output: json!({"artifact": "capability_output", "trust": "UNTRUSTED_DATA"}),
+            refs: vec![
+                rf("investigation_id", &[RefKind::Investigation]),
+                RefField { name: "evidence_ids", list: true, kinds: vec![RefKind::Evidence] },
+                rf("trial_request_id", &[RefKind::ToolRequest]),
+            ],
+        },
+        Spec {
+            id: ToolId::CodeChangePropose,
+            description: "Develops a new or changed capability: give its whole `manifest` (a copy; the registry is \
+                          never written) — its tests run in the sandbox, and when they pass the diff and their \
+                          results pause for a human to approve a trial in this investigation (pause C1). Or give \
+                          `promote_request_id`, an approved trial, to propose promoting it into the registry \
+                          (pause C2). Nothing is installed or promoted without the human decisions.",
+            action: A::Prepare,
+            risk: R::Medium,
+            sensitivity: S::InvestigationMetadata,
+            cost: C::Expensive,
+            network: N::None,
+            authorization: Z::HumanReviewAfter,
+            permissions: &["tool.change"],
+            input: object(
+                json!({
+                    "investigation_id": inv(),
+                    "reason": reason(),
+                    "manifest": {"type": "object", "description": "The whole proposed capability manifest (id, version, description, input_schema, output, risk_level, network, program, script, tests)."},
+                    "promote_request_id": ref_prop("An approved trial (C1) to promote.", &[RefKind::ToolRequest]),
+                }),
+                &["investigation_id", "reason"],
+            ),
+            output: paused("tool_request"),
+            refs: vec![
+                rf("investigation_id", &[RefKind::Investigation]),
+                rf("promote_request_id", &[RefKind::ToolRequest]),
+            ],
+        },
     ]
 }
 
@@ -775,10 +988,16 @@ pub struct CatalogError {
 }
 
 impl Catalog {
-    /// Builds and compiles the catalog.
+    /// Builds and compiles the base catalog.
     pub fn build() -> Result<Self, CatalogError> {
-        let mut tools = Vec::with_capacity(16);
-        for s in specs() {
+        Self::build_with(false)
+    }
+
+    /// Builds and compiles the catalog, with the optional tools (X2) when
+    /// `optional` (the operator's `[agent] optional_catalog`).
+    pub fn build_with(optional: bool) -> Result<Self, CatalogError> {
+        let mut tools = Vec::with_capacity(ToolId::ALL.len() + ToolId::OPTIONAL.len());
+        for s in specs(optional) {
             let validator = jsonschema::draft202012::new(&s.input)
                 .map_err(|e| CatalogError { tool: s.id.as_str(), detail: e.to_string() })?;
             let contract = json!({
@@ -817,11 +1036,24 @@ impl Catalog {
         &self.tools
     }
 
-    /// One tool.
+    /// One tool of the base catalog (always built).
     pub fn tool(&self, id: ToolId) -> &Tool {
-        // ALL and specs() list the same sixteen tools in the same order
-        // (checked by a test), so the index is the enum's position.
+        // ALL and specs() list the same sixteen base tools in the same
+        // order first (checked by a test), so the index is the enum's
+        // position; an optional tool is asked for with `get`.
+        debug_assert!(!id.is_optional(), "{} is optional: use Catalog::get", id.as_str());
         &self.tools[ToolId::ALL.iter().position(|t| *t == id).unwrap_or(0)]
+    }
+
+    /// One tool, when this catalog holds it (an optional tool only when the
+    /// operator turned the optional catalog on).
+    pub fn get(&self, id: ToolId) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.id == id)
+    }
+
+    /// True when the optional catalog (X2) is on.
+    pub fn has_optional(&self) -> bool {
+        self.tools.len() > ToolId::ALL.len()
     }
 
     /// Fingerprint of the whole catalog.

@@ -241,6 +241,8 @@ pub struct AgentGateway {
     fetcher: std::sync::OnceLock<Arc<dyn Fetcher>>,
     /// The governor's sandbox runs, once the server lends them (X1).
     sandbox: std::sync::OnceLock<Arc<dyn Sandbox>>,
+    /// The operator's folder of installed capability manifests (X2).
+    capability_dir: Option<std::path::PathBuf>,
     memory: Mutex<Memory>,
 }
 
@@ -257,9 +259,23 @@ impl AgentGateway {
             catalog: Catalog::build()?,
             fetcher: std::sync::OnceLock::new(),
             sandbox: std::sync::OnceLock::new(),
+            capability_dir: None,
             memory: Mutex::new(Memory::default()),
             backend,
         })
+    }
+
+    /// Turns the optional catalog on (SPEC X2; the operator's `[agent]
+    /// optional_catalog = true`): the five tools of capabilities join the
+    /// catalog (its fingerprint changes with them), and `installed` is the
+    /// operator's folder of manifests beside the shipped ones.
+    pub fn with_optional_catalog(
+        mut self,
+        installed: Option<std::path::PathBuf>,
+    ) -> Result<Self, crate::catalog::CatalogError> {
+        self.catalog = Catalog::build_with(true)?;
+        self.capability_dir = installed;
+        Ok(self)
     }
 
     /// Journals every turn, result and event of this gateway in `store` (the
@@ -414,8 +430,14 @@ impl AgentGateway {
     }
 
     /// What the tools' services reach, for one call.
-    fn tools(&self) -> Tools<'_> {
-        Tools { backend: self.backend(), catalog: &self.catalog, fetcher: self.fetcher(), sandbox: self.sandbox() }
+    pub(crate) fn tools(&self) -> Tools<'_> {
+        Tools {
+            backend: self.backend(),
+            catalog: &self.catalog,
+            fetcher: self.fetcher(),
+            sandbox: self.sandbox(),
+            capability_dir: self.capability_dir.as_deref(),
+        }
     }
 
     /// The journal this gateway writes (SPEC F4): the agent runtime records
@@ -630,7 +652,7 @@ impl AgentGateway {
             calls
         };
 
-        let tool = ToolId::from_name(&req.tool_id).map(|id| self.catalog.tool(id));
+        let tool = ToolId::from_name(&req.tool_id).and_then(|id| self.catalog.get(id));
         let outcome = match self.check(scope, env, tool, &req, calls_so_far) {
             Err(refusal) => Err(refusal),
             Ok(tool) => {
@@ -865,7 +887,7 @@ impl AgentGateway {
             rec.state = CallState::Done(result.result_id);
         }
         let paused = result.status == ResultStatus::AuthorizationRequired
-            && result.object_refs.first().is_some_and(|r| r.kind() == RefKind::ResearchRequest);
+            && result.object_refs.first().is_some_and(crate::provision::waits_on_human);
         if let Some(turn) = mem.turn_mut(ws, result.turn_id) {
             if turn.result_ids.len() < MAX_CALLS_PER_TURN as usize + 1 {
                 turn.result_ids.push(result.result_id);
@@ -889,6 +911,17 @@ impl AgentGateway {
             }),
         );
         if paused {
+            let request = result.object_refs.first().copied();
+            let message = if request.is_some_and(|r| r.kind() == RefKind::ToolRequest) {
+                "Une décision humaine est requise : examinez la demande d'outil et approuvez-la ou refusez-la."
+            } else {
+                "Une décision humaine est requise : examinez et accordez ou refusez la recherche préparée."
+            };
+            let key = if request.is_some_and(|r| r.kind() == RefKind::ToolRequest) {
+                "tool_request"
+            } else {
+                "research_request"
+            };
             mem.push_event(
                 ws,
                 EventType::AuthorizationRequired,
@@ -896,10 +929,10 @@ impl AgentGateway {
                 Some(result.call_id),
                 result.object_refs.clone(),
                 json!({
-                    "research_request": result.object_refs.first(),
+                    key: request,
                     "risk_level": result.risk_level,
                     "contract_fingerprint": result.contract_fingerprint,
-                    "message": "Une décision humaine est requise : examinez et accordez ou refusez la recherche préparée.",
+                    "message": message,
                 }),
             );
         }

@@ -281,7 +281,9 @@ pub struct Turn {
     pub calls: u32,
     /// Their results, in order.
     pub result_ids: Vec<Uuid>,
-    /// The research request it paused on.
+    /// The request it paused on: a `research_request:` (G11) or, with the
+    /// optional catalog, a `tool_request:` (X2's pauses A, B, C1, C2). The
+    /// field keeps its first name for the clients that read it.
     pub research_request: Option<ObjectRef>,
     /// The final summary.
     pub summary: Option<String>,

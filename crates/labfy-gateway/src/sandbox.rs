@@ -18,8 +18,8 @@ use uuid::Uuid;
 pub struct SandboxInputFile {
     /// `<uuid>.txt`.
     pub name: String,
-    /// The evidence it holds.
-    pub evidence: ObjectRef,
+    /// The evidence it holds (none for a capability test's own file).
+    pub evidence: Option<ObjectRef>,
     /// Its text, UTF-8.
     pub text: String,
 }

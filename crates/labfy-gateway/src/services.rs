@@ -30,7 +30,7 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    fn completed(kind: &'static str, trust: &'static str, data: impl Serialize) -> Result<Self, StoreError> {
+    pub(crate) fn completed(kind: &'static str, trust: &'static str, data: impl Serialize) -> Result<Self, StoreError> {
         Ok(Self {
             status: ResultStatus::Completed,
             object_refs: vec![],
@@ -56,20 +56,20 @@ impl Outcome {
         }
     }
 
-    fn with_status(status: ResultStatus, diagnostic: String) -> Self {
+    pub(crate) fn with_status(status: ResultStatus, diagnostic: String) -> Self {
         Self { status, ..Self::failed(diagnostic) }
     }
 
-    fn unavailable(diagnostic: String) -> Self {
+    pub(crate) fn unavailable(diagnostic: String) -> Self {
         Self::with_status(ResultStatus::Unavailable, diagnostic)
     }
 
-    fn refs(mut self, refs: impl IntoIterator<Item = ObjectRef>) -> Self {
+    pub(crate) fn refs(mut self, refs: impl IntoIterator<Item = ObjectRef>) -> Self {
         self.object_refs.extend(refs);
         self
     }
 
-    fn observe(mut self, line: String) -> Self {
+    pub(crate) fn observe(mut self, line: String) -> Self {
         self.observations.push(line);
         self
     }
@@ -96,11 +96,13 @@ pub(crate) struct Tools<'a> {
     pub(crate) catalog: &'a Catalog,
     pub(crate) fetcher: Option<&'a dyn Fetcher>,
     pub(crate) sandbox: Option<&'a dyn Sandbox>,
+    /// The operator's installed capability manifests (X2).
+    pub(crate) capability_dir: Option<&'a std::path::Path>,
 }
 
 /// A validated input that names an object; `T` says which kind may be named
 /// (`ObjectRef`: any, `GrantRef`: a grant only).
-fn reference<T: FromStr<Err = RefError>>(input: &Value, name: &str) -> Result<T, StoreError> {
+pub(crate) fn reference<T: FromStr<Err = RefError>>(input: &Value, name: &str) -> Result<T, StoreError> {
     input
         .get(name)
         .and_then(Value::as_str)
@@ -109,14 +111,14 @@ fn reference<T: FromStr<Err = RefError>>(input: &Value, name: &str) -> Result<T,
         .map_err(|e| StoreError::Internal(format!("validated `{name}` does not parse: {e}")))
 }
 
-fn optional_reference(input: &Value, name: &str) -> Result<Option<ObjectRef>, StoreError> {
+pub(crate) fn optional_reference(input: &Value, name: &str) -> Result<Option<ObjectRef>, StoreError> {
     match input.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(_) => reference(input, name).map(Some),
     }
 }
 
-fn references(input: &Value, name: &str) -> Result<Vec<ObjectRef>, StoreError> {
+pub(crate) fn references(input: &Value, name: &str) -> Result<Vec<ObjectRef>, StoreError> {
     input
         .get(name)
         .and_then(Value::as_array)
@@ -136,7 +138,7 @@ fn references(input: &Value, name: &str) -> Result<Vec<ObjectRef>, StoreError> {
 /// An integer field, or its default when absent. JSON Schema counts `40.0`
 /// as an integer, so the schema accepts it: the service must use it too,
 /// not fall back to the default.
-fn number(input: &Value, name: &str, default: u64) -> u64 {
+pub(crate) fn number(input: &Value, name: &str, default: u64) -> u64 {
     input
         .get(name)
         .and_then(|v| {
@@ -148,7 +150,7 @@ fn number(input: &Value, name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn text<'v>(input: &'v Value, name: &str) -> &'v str {
+pub(crate) fn text<'v>(input: &'v Value, name: &str) -> &'v str {
     input.get(name).and_then(Value::as_str).unwrap_or_default()
 }
 
@@ -271,12 +273,18 @@ pub(crate) fn run(
             )
         }
         ToolId::ToolDocsRead => {
-            let id = ToolId::from_name(text(input, "tool_id"))
+            let t = ToolId::from_name(text(input, "tool_id"))
+                .and_then(|id| gw.catalog.get(id))
                 .ok_or_else(|| StoreError::Internal("validated tool_id is not in the catalog".into()))?;
-            let t = gw.catalog.tool(id);
             Outcome::completed("tool_contract", trust::LABFY, gw.catalog.published(t, scope.class, env))
         }
         ToolId::SandboxExec => sandbox_exec(gw, ws, req),
+        ToolId::ToolProvisionSearch => crate::provision::search(gw, ws, env, req),
+        ToolId::ToolProvisionPropose | ToolId::ToolIntegrationPropose => {
+            crate::provision::propose(gw, ws, env, tool, req, origin)
+        }
+        ToolId::CapabilityExecute => crate::provision::execute(gw, ws, env, req),
+        ToolId::CodeChangePropose => crate::provision::change(gw, ws, env, tool, req, origin),
         ToolId::WebFetch => web_fetch(gw, ws, req, origin),
         ToolId::AgentPropose => {
             let refs = references(input, "object_ids")?;
@@ -353,6 +361,58 @@ pub(crate) const WEB_FETCH_EXCERPT_CHARS: u32 = 4_000;
 /// character, so this is checked again in bytes by the governor).
 const SANDBOX_INPUT_CHARS: u32 = 600 * 1024;
 
+/// The whole text of each evidence item, as a run's read-only input files
+/// (`/input/<uuid>.txt`); a refusal when they hold more than a run reads.
+pub(crate) fn evidence_inputs(
+    gw: &Tools<'_>,
+    ws: Uuid,
+    evidence: &[ObjectRef],
+) -> Result<Result<Vec<SandboxInputFile>, Outcome>, StoreError> {
+    let b = gw.backend;
+    let mut inputs = Vec::with_capacity(evidence.len());
+    let mut left = SANDBOX_INPUT_CHARS;
+    for ev in evidence {
+        // The whole text, page by page (an excerpt is bounded).
+        let mut text = String::new();
+        loop {
+            let offset = text.chars().count() as u64;
+            let page = backend::read(b, |r| r.excerpt(ws, ev, offset, MAX_EXCERPT_CHARS))?;
+            if page.total_chars > i64::from(left) {
+                return Ok(Err(Outcome::with_status(
+                    ResultStatus::Denied,
+                    format!(
+                        "the chosen evidence holds more text than a sandbox run reads ({SANDBOX_INPUT_CHARS} \
+                         characters in all; {ev} alone holds {}): choose fewer or smaller items",
+                        page.total_chars
+                    ),
+                )));
+            }
+            text.push_str(&page.text);
+            if !page.truncated || page.length == 0 {
+                break;
+            }
+        }
+        left = left.saturating_sub(u32::try_from(text.chars().count()).unwrap_or(u32::MAX));
+        inputs.push(SandboxInputFile { name: format!("{}.txt", ev.id()), evidence: Some(*ev), text });
+    }
+    Ok(Ok(inputs))
+}
+
+/// One line on how a run ended.
+pub(crate) fn run_line(ran: &crate::sandbox::SandboxRan) -> String {
+    format!(
+        "{} ran confined with no network in {} ms under {}: {}",
+        ran.program,
+        ran.duration_ms,
+        ran.reservation,
+        match &ran.end {
+            crate::sandbox::SandboxEnded::Exited { code } => format!("exit code {code}"),
+            crate::sandbox::SandboxEnded::Signalled { signal } => format!("ended by signal {signal}"),
+            crate::sandbox::SandboxEnded::Stopped { reason } => format!("stopped: {reason}"),
+        }
+    )
+}
+
 /// `sandbox.exec` (SPEC X1): the evidence's text read here, the run asked
 /// of the governor through the lent [`crate::Sandbox`].
 fn sandbox_exec(gw: &Tools<'_>, ws: Uuid, req: &CallRequest) -> Result<Outcome, StoreError> {
@@ -361,33 +421,10 @@ fn sandbox_exec(gw: &Tools<'_>, ws: Uuid, req: &CallRequest) -> Result<Outcome, 
     };
     let input = &req.input;
     let evidence = if input.get("evidence_ids").is_some() { references(input, "evidence_ids")? } else { Vec::new() };
-    let b = gw.backend;
-    let mut inputs = Vec::with_capacity(evidence.len());
-    let mut left = SANDBOX_INPUT_CHARS;
-    for ev in &evidence {
-        // The whole text, page by page (an excerpt is bounded).
-        let mut text = String::new();
-        loop {
-            let offset = text.chars().count() as u64;
-            let page = backend::read(b, |r| r.excerpt(ws, ev, offset, MAX_EXCERPT_CHARS))?;
-            if page.total_chars > i64::from(left) {
-                return Ok(Outcome::with_status(
-                    ResultStatus::Denied,
-                    format!(
-                        "the chosen evidence holds more text than a sandbox run reads ({SANDBOX_INPUT_CHARS} \
-                         characters in all; {ev} alone holds {}): choose fewer or smaller items",
-                        page.total_chars
-                    ),
-                ));
-            }
-            text.push_str(&page.text);
-            if !page.truncated || page.length == 0 {
-                break;
-            }
-        }
-        left = left.saturating_sub(u32::try_from(text.chars().count()).unwrap_or(u32::MAX));
-        inputs.push(SandboxInputFile { name: format!("{}.txt", ev.id()), evidence: *ev, text });
-    }
+    let inputs = match evidence_inputs(gw, ws, &evidence)? {
+        Ok(inputs) => inputs,
+        Err(refusal) => return Ok(refusal),
+    };
     let code = input.get("code").and_then(Value::as_str).map(str::to_owned);
     let args = input
         .get("args")
@@ -406,17 +443,7 @@ fn sandbox_exec(gw: &Tools<'_>, ws: Uuid, req: &CallRequest) -> Result<Outcome, 
     };
     Ok(match sandbox.run(&ask).map_err(StoreError::Internal)? {
         SandboxOutcome::Ran(ran) => {
-            let line = format!(
-                "{} ran confined with no network in {} ms under {}: {}",
-                ran.program,
-                ran.duration_ms,
-                ran.reservation,
-                match &ran.end {
-                    crate::sandbox::SandboxEnded::Exited { code } => format!("exit code {code}"),
-                    crate::sandbox::SandboxEnded::Signalled { signal } => format!("ended by signal {signal}"),
-                    crate::sandbox::SandboxEnded::Stopped { reason } => format!("stopped: {reason}"),
-                }
-            );
+            let line = run_line(&ran);
             let names: Vec<Value> = ask
                 .inputs
                 .iter()

@@ -1817,3 +1817,5 @@ fn turns_results_and_events_survive_a_restart() {
     assert_eq!((again.paused, again.interrupted.len()), (0, 0), "{again:?}");
     assert_eq!(gw3.turn(fx.spec, paused.turn_id).unwrap().status, TurnStatus::Completed);
 }
+
+mod provision;

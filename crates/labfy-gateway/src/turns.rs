@@ -68,30 +68,35 @@ fn queries(terms: &[String]) -> Vec<String> {
     out
 }
 
-fn artifact(result: &ToolResult) -> Option<&Value> {
+pub(crate) fn artifact(result: &ToolResult) -> Option<&Value> {
     result.artifacts.first().map(|a| &a.data)
 }
 
-fn refs_of(v: Option<&Value>, pointer: &str, field: &str) -> Vec<ObjectRef> {
+pub(crate) fn refs_of(v: Option<&Value>, pointer: &str, field: &str) -> Vec<ObjectRef> {
     v.and_then(|v| v.pointer(pointer))
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|x| x.get(field).and_then(Value::as_str)?.parse().ok()).collect())
         .unwrap_or_default()
 }
 
-struct Driver<'g> {
-    gw: &'g AgentGateway,
-    scope: Scope,
-    env: &'g Environment,
-    turn: Uuid,
-    investigation: ObjectRef,
-    step: u32,
-    lang: Lang,
+pub(crate) struct Driver<'g> {
+    pub(crate) gw: &'g AgentGateway,
+    pub(crate) scope: Scope,
+    pub(crate) env: &'g Environment,
+    pub(crate) turn: Uuid,
+    pub(crate) investigation: ObjectRef,
+    pub(crate) step: u32,
+    pub(crate) lang: Lang,
 }
 
 impl Driver<'_> {
     /// A call, its purpose given in both languages (the turn's is kept).
-    fn call(&mut self, tool: &str, input: Value, purpose: (&str, &str)) -> Result<Arc<ToolResult>, GatewayError> {
+    pub(crate) fn call(
+        &mut self,
+        tool: &str,
+        input: Value,
+        purpose: (&str, &str),
+    ) -> Result<Arc<ToolResult>, GatewayError> {
         let purpose = if self.lang == Lang::Fr { purpose.0 } else { purpose.1 };
         self.step += 1;
         self.gw.call_as(
@@ -113,7 +118,7 @@ impl Driver<'_> {
         )
     }
 
-    fn plan(&self, steps: &[String], done: usize) {
+    pub(crate) fn plan(&self, steps: &[String], done: usize) {
         self.gw.emit(
             self.scope,
             EventType::PlanUpdated,
@@ -144,6 +149,12 @@ impl AgentGateway {
             step: 0,
             lang: turn.lang,
         };
+        if self.catalog().has_optional() && crate::demo_capability::asks_for_a_capability(&turn.question) {
+            if let Err(reason) = self.demo_capability_steps(&mut d, &turn) {
+                self.fail_turn(scope, turn.turn_id, &reason);
+            }
+            return self.turn(scope, turn.turn_id);
+        }
         let terms = keywords(&turn.question);
         let fr = turn.lang == Lang::Fr;
         let searched = if terms.is_empty() {
@@ -298,6 +309,9 @@ impl AgentGateway {
         let request = turn
             .research_request
             .ok_or_else(|| GatewayError::Conflict("the turn waits on no research request".into()))?;
+        if request.kind() == labfy_core::RefKind::ToolRequest {
+            return self.resume_tool(scope, env, &turn, request);
+        }
         let stored = backend::read(self.backend(), |r| r.research_request(scope.workspace, &request))?;
         match stored.status.as_str() {
             "GRANTED" if stored.grant_active => {}
@@ -394,7 +408,13 @@ impl AgentGateway {
         self.finish(scope, turn_id, summary, refs)
     }
 
-    fn finish(&self, scope: Scope, turn_id: Uuid, summary: String, refs: Vec<ObjectRef>) -> Result<Turn, GatewayError> {
+    pub(crate) fn finish(
+        &self,
+        scope: Scope,
+        turn_id: Uuid,
+        summary: String,
+        refs: Vec<ObjectRef>,
+    ) -> Result<Turn, GatewayError> {
         let summary = truncate_chars(&summary, 2_000);
         self.update_turn(scope, turn_id, |t| {
             t.status = TurnStatus::Completed;

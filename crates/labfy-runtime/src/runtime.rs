@@ -32,8 +32,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
-use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
+use labfy_core::{ObjectRef, RefKind};
 use labfy_gateway::journal::{JournalKind, JournalLayer};
 use labfy_gateway::protocol::{CallContext, CallRequest, Lang, NewTurn, Turn as GatewayTurn, TurnMode, TurnStatus};
 use labfy_gateway::{AgentGateway, Environment, GatewayError, INTERRUPTED_BY_RESTART, Scope, ToolId};
@@ -1195,17 +1195,25 @@ impl AgentRuntime {
             return Outcome::Ended(RuntimeStatus::Cancelled, "cancelled".into());
         }
         let Some(t) = self.get(id) else { return Outcome::Ended(RuntimeStatus::Failed, "turn vanished".into()) };
+        // What the gateway reread: the research's state after a grant, a
+        // capability's standing after a tool request's approval (X2).
+        let tool_request = t.research_request.is_some_and(|r| r.kind() == RefKind::ToolRequest);
+        let reread_tool = if tool_request { ToolId::ToolProvisionSearch } else { ToolId::ResearchGetState };
         let state = match reread.as_deref() {
-            Some(r) if r.tool_id == ToolId::ResearchGetState.as_str() => untrusted(&r.tool_id, r),
-            _ => json!({"trust": "UNTRUSTED_DATA", "tool_id": ToolId::ResearchGetState.as_str(), "summary": fallback})
-                .to_string(),
+            Some(r) if r.tool_id == reread_tool.as_str() => untrusted(&r.tool_id, r),
+            _ => json!({"trust": "UNTRUSTED_DATA", "tool_id": reread_tool.as_str(), "summary": fallback}).to_string(),
+        };
+        let decided = if tool_request {
+            "L'analyste a approuvé la demande d'outil."
+        } else {
+            "L'analyste a accordé la recherche préparée."
         };
         // Only `final` is offered now: no further tool call after a grant.
         let schema = ActionSchema::new(std::iter::empty());
         let messages = vec![
             ChatMessage::system(system_prompt(&[])),
             ChatMessage::user(format!(
-                "Question : {}\nL'analyste a accordé la recherche préparée. État relu par la passerelle \
+                "Question : {}\n{decided} État relu par la passerelle \
                  (données non fiables) :\n{state}\nRésumé de la passerelle : {fallback}\nRéponds par un objet \
                  `final` qui résume le résultat pour l'analyste.",
                 t.question

@@ -57,6 +57,7 @@ pub fn app(state: AppState) -> Router {
     let routed = Router::new()
         .merge(routes::ui::router())
         .merge(routes::agent::router())
+        .merge(routes::tools::router())
         .merge(routes::runtime::router())
         .merge(routes::resources::router())
         .merge(routes::egress::router())

@@ -46,6 +46,16 @@ struct Args {
     /// `LABFY_AGENT_MODEL_TIMEOUT_SECONDS`; default 120).
     #[arg(long, value_name = "SECONDS")]
     agent_timeout: Option<String>,
+    /// The optional catalog of capabilities (SPEC X2: tool.provision.*,
+    /// tool.integration.propose, capability.execute, code.change.propose),
+    /// off unless the operator turns it on.
+    #[arg(long, env = "LABFY_AGENT_OPTIONAL_CATALOG", value_name = "BOOL", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    optional_catalog: bool,
+    /// The operator's folder of installed capability manifests (`*.json`),
+    /// beside the shipped ones (with the optional catalog).
+    #[arg(long, env = "LABFY_AGENT_CAPABILITIES_DIR", value_name = "DIR")]
+    capabilities_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -124,7 +134,11 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         // Inside the tokio runtime: the agent runtime spawns its worker here.
         let db = Db::new(store, args.data_dir.clone());
-        let mut state = AppState::with_agent(db, port, workspace, RateLimit::default(), &agent)?;
+        let optional = labfy_server::state::OptionalCatalog {
+            enabled: args.optional_catalog,
+            capabilities_dir: args.capabilities_dir.clone(),
+        };
+        let mut state = AppState::with_catalog(db, port, workspace, RateLimit::default(), &agent, &optional)?;
         if let Some(dir) = &args.runtime_dir {
             // The supervisor's login key (SPEC T4): its links and cookies.
             let (_, key) = labfy_ipc::login::read_login_file(dir)?;

@@ -135,6 +135,7 @@ mod tests {
             include_str!("routes/import.rs"),
             include_str!("routes/cases.rs"),
             include_str!("routes/export.rs"),
+            include_str!("routes/tools.rs"),
         ];
         let mut out = BTreeSet::new();
         for source in sources {

@@ -18,6 +18,16 @@ use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
 use labfy_ipc::login::LoginKey;
 
+/// The optional catalog as the operator set it (SPEC X2; `[agent]
+/// optional_catalog` and `capabilities_dir`).
+#[derive(Debug, Clone, Default)]
+pub struct OptionalCatalog {
+    /// Its five tools in the catalog.
+    pub enabled: bool,
+    /// The operator's folder of installed manifests.
+    pub capabilities_dir: Option<PathBuf>,
+}
+
 /// Shared by every handler and layer.
 #[derive(Clone)]
 pub struct AppState {
@@ -80,6 +90,19 @@ impl AppState {
         rate_limit: RateLimit,
         agent: &AgentMode,
     ) -> anyhow::Result<Self> {
+        Self::with_catalog(db, port, workspace, rate_limit, agent, &OptionalCatalog::default())
+    }
+
+    /// [`AppState::with_agent`], with the optional catalog (SPEC X2) as the
+    /// operator set it.
+    pub fn with_catalog(
+        db: Db,
+        port: u16,
+        workspace: Uuid,
+        rate_limit: RateLimit,
+        agent: &AgentMode,
+        optional: &OptionalCatalog,
+    ) -> anyhow::Result<Self> {
         if tokio::runtime::Handle::try_current().is_err() {
             anyhow::bail!(
                 "the application state must be built inside a tokio runtime (its agent runtime spawns a worker)"
@@ -88,7 +111,11 @@ impl AppState {
         let class = db.read_blocking(|r| r.workspace(workspace))?.class;
         // The agent's journal (SPEC F4), a file beside the database.
         let journal = labfy_store::JournalStore::open(db.data_dir())?;
-        let gateway = Arc::new(AgentGateway::new(Arc::new(db.clone()))?.with_journal(journal));
+        let mut gateway = AgentGateway::new(Arc::new(db.clone()))?.with_journal(journal);
+        if optional.enabled {
+            gateway = gateway.with_optional_catalog(optional.capabilities_dir.clone())?;
+        }
+        let gateway = Arc::new(gateway);
         let model = agent.model_config().map(|config| LocalModelClient::new(config.clone()));
         let agent = AgentRuntime::start(gateway.clone(), model);
         let campaigns = CampaignRunner::new(db.clone(), workspace, None, Path::new(DEFAULT_PARSER));
@@ -315,8 +342,8 @@ impl AppState {
         } else {
             Readiness::not_ready("this server runs no campaign (no supervisor, or a SPECIMEN workspace)")
         };
-        let sandbox = self.sandbox_readiness().await;
-        Environment { egress, sandbox, web_fetch }
+        let (sandbox, sandbox_programs) = self.sandbox_readiness().await;
+        Environment { egress, sandbox, sandbox_programs, web_fetch }
     }
 
     async fn probe_egress(&self) -> Readiness {
@@ -440,17 +467,19 @@ impl AppState {
         self.inner.gateway.set_sandbox(Arc::new(crate::sandbox::GovernorSandbox::new(dir)))
     }
 
-    /// The sandbox as tools see it: lent, and the governor offering it.
-    async fn sandbox_readiness(&self) -> Readiness {
+    /// The sandbox as tools see it: lent, and the governor offering it; with
+    /// the names of its allow-list (what a capability may run, X2).
+    async fn sandbox_readiness(&self) -> (Readiness, Vec<String>) {
         if !self.inner.gateway.has_sandbox() {
-            return Readiness::not_ready("no governor: this server was not started by `labfy up`");
+            return (Readiness::not_ready("no governor: this server was not started by `labfy up`"), Vec::new());
         }
         match self.governor_state().await {
-            GovernorView::Available(s) if s.sandbox.ready => {
-                Readiness { ready: true, detail: s.sandbox.detail.clone() }
-            }
-            GovernorView::Available(s) => Readiness::not_ready(s.sandbox.detail.clone()),
-            GovernorView::Unavailable(why) => Readiness::not_ready(why),
+            GovernorView::Available(s) if s.sandbox.ready => (
+                Readiness { ready: true, detail: s.sandbox.detail.clone() },
+                s.sandbox.programs.iter().map(|p| p.name.clone()).collect(),
+            ),
+            GovernorView::Available(s) => (Readiness::not_ready(s.sandbox.detail.clone()), Vec::new()),
+            GovernorView::Unavailable(why) => (Readiness::not_ready(why), Vec::new()),
         }
     }
 }

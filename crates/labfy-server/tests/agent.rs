@@ -429,3 +429,80 @@ async fn the_analyst_keeps_a_sandbox_runs_file_as_evidence() {
     let (s, _) = send(&f.app, req).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
 }
+
+/// The human decisions on tool requests (SPEC X2): listed, read with what
+/// holds now, approved or refused once behind the guard; an installation
+/// cannot be approved while the sandbox's allow-list is unknown (no
+/// governor); no agent call reaches these routes.
+#[tokio::test]
+async fn tool_requests_are_decided_by_the_analyst_behind_the_guard() {
+    let f = fixture().await;
+    let ws = f.state.workspace();
+    let inv: labfy_core::ObjectRef = f.investigation.parse().unwrap();
+    let propose = |kind: labfy_store::ToolRequestKind, key: &str| labfy_store::NewToolRequest {
+        investigation: inv,
+        kind,
+        capability_id: "text.count_words".into(),
+        capability_version: "1.1.0".into(),
+        manifest: json!({"id": "text.count_words", "version": "1.1.0"}),
+        manifest_fingerprint: "1".repeat(64),
+        reason: "compter les mots".into(),
+        detail: json!({"diff": "-a\n+b\n", "tests": []}),
+        turn_id: Uuid::new_v4(),
+        call_id: Uuid::new_v4(),
+        idempotency_key: key.into(),
+        requested_by: "agent:demo".into(),
+        contract_fingerprint: "2".repeat(64),
+    };
+    let mut writer = Store::open(f.dir.path()).unwrap();
+    let (change, _) = writer.propose_tool_request(ws, &propose(labfy_store::ToolRequestKind::Change, "c")).unwrap();
+    let (install, _) = writer.propose_tool_request(ws, &propose(labfy_store::ToolRequestKind::Install, "i")).unwrap();
+
+    let (s, pending) = f.get("/api/v1/tool-requests").await;
+    assert_eq!(s, StatusCode::OK, "{pending}");
+    assert_eq!(pending["requests"].as_array().unwrap().len(), 2);
+    assert_eq!(pending["optional_catalog"], false);
+    let (s, one) = f.get(&format!("/api/v1/tool-requests/{change}")).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!((&one["request"]["pause"], &one["request"]["status"]), (&json!("C1"), &json!("PENDING")));
+    assert_eq!(one["request"]["detail"]["diff"], "-a\n+b\n");
+    let (s, _) = f.get(&format!("/api/v1/tool-requests/{}", f.investigation)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "another namespace");
+    let (s, _) = f.get(&format!("/api/v1/tool-requests/tool_request:{}", Uuid::new_v4())).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // The optional catalog is off in this server: the proposing contract is
+    // not in force, so an approval voids (R5) — and says why.
+    let (s, d) = f.post(&format!("/api/v1/tool-requests/{change}/approve"), json!({"note": "essai"})).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["request"]["status"], "VOID");
+    assert!(d["request"]["decision_note"].as_str().unwrap().contains("contract changed"), "{d}");
+    let (s, _) = f.post(&format!("/api/v1/tool-requests/{change}/refuse"), json!({"reason": "non"})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "decided once");
+    // An installation while the governor's allow-list is unknown: 503, undecided.
+    let (s, e) = f.post(&format!("/api/v1/tool-requests/{install}/approve"), json!({})).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("allow-list"), "{e}");
+    // Bad bodies; no CSRF.
+    let (s, _) = f.post(&format!("/api/v1/tool-requests/{install}/refuse"), json!({})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "a refusal needs its reason field");
+    let (s, _) = f.post(&format!("/api/v1/tool-requests/{install}/approve"), json!({"approved": true})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "unknown fields");
+    let (s, _) = f.post(&format!("/api/v1/tool-requests/{install}/refuse"), json!({"reason": " "})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "an empty reason");
+    let bare = Request::post(format!("/api/v1/tool-requests/{install}/refuse"))
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &f.cookie)
+        .header(header::ORIGIN, ORIGIN)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({"reason": "non"}).to_string()))
+        .unwrap();
+    let (s, _) = send(&f.app, bare).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, d) = f.post(&format!("/api/v1/tool-requests/{install}/refuse"), json!({"reason": "pas utile"})).await;
+    assert_eq!((s, &d["request"]["status"]), (StatusCode::OK, &json!("REFUSED")), "{d}");
+    let (_, pending) = f.get("/api/v1/tool-requests").await;
+    assert!(pending["requests"].as_array().unwrap().is_empty());
+    let (_, listed) = f.get(&format!("/api/v1/tool-requests?investigation={}", f.investigation)).await;
+    assert_eq!(listed["requests"].as_array().unwrap().len(), 2);
+}

@@ -23,6 +23,7 @@ mod reads;
 mod research;
 mod search;
 pub mod specimen;
+mod tool_requests;
 
 use std::path::{Path, PathBuf};
 
@@ -78,6 +79,10 @@ pub use research::{
     ResearchRequest, SELECTABLE_KINDS, SYNTHETIC_PAGES,
 };
 pub use search::fold as fold_word;
+pub use tool_requests::{
+    CapabilityStanding, MAX_TOOL_DECISION_NOTE_CHARS, MAX_TOOL_REASON_CHARS, MAX_TOOL_REQUEST_JSON_BYTES,
+    MAX_TOOL_REQUEST_LIST, NewToolRequest, PromotedManifest, ToolDecision, ToolRequest, ToolRequestKind,
+};
 
 /// Current time as RFC 3339 UTC with millisecond precision.
 pub(crate) fn now_rfc3339() -> String {
@@ -297,6 +302,19 @@ impl Store {
         research::grant(&mut self.conn, ws, request, d)
     }
 
+    /// Stores a tool request an agent prepared (SPEC X2: pauses A, B, C1,
+    /// C2), or finds the one an identical earlier call prepared; `true` when
+    /// created now.
+    pub fn propose_tool_request(&mut self, ws: Uuid, req: &NewToolRequest) -> Result<(ObjectRef, bool)> {
+        tool_requests::propose(&mut self.conn, ws, req)
+    }
+
+    /// A human's decision on a pending tool request, once; VOID (with why)
+    /// when the proposing contract or the manifest changed since.
+    pub fn decide_tool_request(&mut self, ws: Uuid, request: &ObjectRef, d: &ToolDecision) -> Result<ToolRequest> {
+        tool_requests::decide(&mut self.conn, ws, request, d)
+    }
+
     /// Refuses a pending research request.
     pub fn refuse_research(&mut self, ws: Uuid, request: &ObjectRef, reason: &str, by: &str) -> Result<()> {
         research::refuse(&mut self.conn, ws, request, reason, by)
@@ -436,3 +454,5 @@ mod lists_tests;
 mod research_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tool_requests_tests;

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -478,4 +478,57 @@ CREATE INDEX entities_kind_mentions ON entities(investigation_id, kind, mention_
 -- key's direction, which a mixed-direction index cannot give.
 CREATE INDEX entities_mention_order ON entities(investigation_id, mention_count);
 CREATE INDEX relations_typed ON relations(investigation_id, kind) WHERE kind <> 'mentions';
+"#;
+
+/// Version 9: tool requests (SPEC X2, the seed's pauses A, B, C1, C2): an
+/// agent proposes to install a capability in the workspace (`install`), to
+/// make an installed one callable in an investigation (`integrate`), to try
+/// a new or changed one there (`change`, after its tests ran in the sandbox),
+/// or to promote a tried change into the registry (`promote`). Each holds the
+/// exact manifest and its fingerprint a human approves or refuses, once; what
+/// is installed, integrated or on trial is read from the approved rows.
+const V9: &str = r#"
+CREATE TABLE tool_requests (
+    id                   TEXT PRIMARY KEY,
+    workspace_id         TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    investigation_id     TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind                 TEXT NOT NULL CHECK (kind IN ('install', 'integrate', 'change', 'promote')),
+    capability_id        TEXT NOT NULL CHECK (length(capability_id) BETWEEN 1 AND 64),
+    capability_version   TEXT NOT NULL CHECK (length(capability_version) BETWEEN 5 AND 20),
+    manifest             TEXT NOT NULL CHECK (json_valid(manifest)),
+    manifest_fingerprint TEXT NOT NULL CHECK (length(manifest_fingerprint) = 64),
+    -- Why the agent asks (its own words: untrusted).
+    reason               TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 1000),
+    -- For a change: the diff against what it changes and its tests' results;
+    -- for a promotion: the change it promotes.
+    detail               TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail)),
+    turn_id              TEXT NOT NULL,
+    call_id              TEXT NOT NULL,
+    idempotency_key      TEXT NOT NULL,
+    requested_by         TEXT NOT NULL,
+    -- The proposing tool's contract in force (SPEC R5): a decision under
+    -- another one is void.
+    contract_fingerprint TEXT NOT NULL CHECK (length(contract_fingerprint) = 64),
+    status               TEXT NOT NULL CHECK (status IN ('PENDING', 'APPROVED', 'REFUSED', 'VOID')),
+    decided_at           TEXT,
+    decided_by           TEXT,
+    decision_note        TEXT,
+    created_at           TEXT NOT NULL,
+    UNIQUE (workspace_id, idempotency_key),
+    CHECK ((status = 'PENDING') = (decided_at IS NULL))
+);
+CREATE INDEX tool_requests_investigation ON tool_requests(investigation_id, created_at);
+CREATE INDEX tool_requests_capability ON tool_requests(workspace_id, capability_id, status);
+CREATE TRIGGER tool_requests_decided_once BEFORE UPDATE ON tool_requests
+WHEN old.status <> 'PENDING' OR new.id IS NOT old.id OR new.workspace_id IS NOT old.workspace_id
+  OR new.investigation_id IS NOT old.investigation_id OR new.kind IS NOT old.kind
+  OR new.capability_id IS NOT old.capability_id OR new.capability_version IS NOT old.capability_version
+  OR new.manifest IS NOT old.manifest OR new.manifest_fingerprint IS NOT old.manifest_fingerprint
+  OR new.reason IS NOT old.reason OR new.detail IS NOT old.detail
+  OR new.turn_id IS NOT old.turn_id OR new.call_id IS NOT old.call_id
+  OR new.idempotency_key IS NOT old.idempotency_key OR new.requested_by IS NOT old.requested_by
+  OR new.contract_fingerprint IS NOT old.contract_fingerprint OR new.created_at IS NOT old.created_at
+BEGIN
+    SELECT RAISE(ABORT, 'a tool request is decided once; its content never changes');
+END;
 "#;

@@ -106,6 +106,7 @@ impl<'c> Reads<'c> {
             RefKind::Grant => "SELECT workspace_id FROM grants WHERE id = ?1",
             RefKind::Campaign => "SELECT workspace_id FROM campaigns WHERE id = ?1",
             RefKind::ResearchRequest => "SELECT workspace_id FROM research_requests WHERE id = ?1",
+            RefKind::ToolRequest => "SELECT workspace_id FROM tool_requests WHERE id = ?1",
         };
         let ws: Option<String> = self.conn.prepare_cached(sql)?.query_row([id], |row| row.get(0)).optional()?;
         ws.map(|w| Uuid::try_parse(&w).map_err(|_| StoreError::Internal(format!("bad workspace id `{w}`")))).transpose()
@@ -562,6 +563,7 @@ impl<'c> Reads<'c> {
             RefKind::Grant => "SELECT 'grant by ' || decided_by, NULL FROM grants WHERE id = ?1",
             RefKind::Campaign => "SELECT 'campaign', status FROM campaigns WHERE id = ?1",
             RefKind::ResearchRequest => "SELECT question, status FROM research_requests WHERE id = ?1",
+            RefKind::ToolRequest => "SELECT kind || ' ' || capability_id, status FROM tool_requests WHERE id = ?1",
         };
         Ok(self.conn.prepare_cached(sql)?.query_row([id], |row| Ok((row.get(0)?, row.get(1)?))).optional()?)
     }

@@ -93,6 +93,10 @@ pub struct Agent {
     pub model_id: Option<String>,
     /// `LABFY_AGENT_MODEL_TIMEOUT_SECONDS`.
     pub model_timeout_seconds: Option<u64>,
+    /// `LABFY_AGENT_OPTIONAL_CATALOG`: the capabilities' tools (SPEC X2).
+    pub optional_catalog: Option<bool>,
+    /// `LABFY_AGENT_CAPABILITIES_DIR`: the operator's installed manifests.
+    pub capabilities_dir: Option<PathBuf>,
 }
 
 /// `[governor]`: each key is `LABFY_GOVERNOR_<KEY>` (`labfy-governor --help`).
@@ -186,6 +190,8 @@ impl ConfigFile {
         put("LABFY_AGENT_MODEL_ENDPOINT", self.agent.model_endpoint.clone());
         put("LABFY_AGENT_MODEL_ID", self.agent.model_id.clone());
         put("LABFY_AGENT_MODEL_TIMEOUT_SECONDS", self.agent.model_timeout_seconds.map(|v| v.to_string()));
+        put("LABFY_AGENT_OPTIONAL_CATALOG", self.agent.optional_catalog.map(|v| v.to_string()));
+        put("LABFY_AGENT_CAPABILITIES_DIR", path(&self.agent.capabilities_dir));
         let g = &self.governor;
         put("LABFY_GOVERNOR_SAMPLE_MS", g.sample_ms.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_HEADROOM_RAM_MIB", g.headroom_ram_mib.map(|v| v.to_string()));
@@ -274,6 +280,8 @@ mod tests {
             model_endpoint = "governed"
             model_id = "gemma"
             model_timeout_seconds = 90
+            optional_catalog = true
+            capabilities_dir = "/etc/labfy/capabilities"
             [governor]
             headroom_ram_mib = 2048
             psi_pressure = 12.5
@@ -289,6 +297,8 @@ mod tests {
         assert_eq!(get("LABFY_LLAMA_SERVER"), Some("/usr/lib/labfy/llama-server"));
         assert_eq!(get("LABFY_AGENT_MODE"), Some("local-model"));
         assert_eq!(get("LABFY_AGENT_MODEL_TIMEOUT_SECONDS"), Some("90"));
+        assert_eq!(get("LABFY_AGENT_OPTIONAL_CATALOG"), Some("true"));
+        assert_eq!(get("LABFY_AGENT_CAPABILITIES_DIR"), Some("/etc/labfy/capabilities"));
         assert_eq!(get("LABFY_GOVERNOR_HEADROOM_RAM_MIB"), Some("2048"));
         assert_eq!(get("LABFY_GOVERNOR_PSI_PRESSURE"), Some("12.5"));
         assert_eq!(

@@ -350,8 +350,8 @@ fn only_fields(map: &Map<String, Value>, allowed: &[&str], says: &'static str) -
 
 /// The catalog tool named `tool_id`, exactly.
 fn lookup_tool<'c>(catalog: &'c Catalog, tool_id: &str) -> Result<&'c Tool, ProtocolError> {
-    if let Some(id) = ToolId::from_name(tool_id) {
-        return Ok(catalog.tool(id));
+    if let Some(tool) = ToolId::from_name(tool_id).and_then(|id| catalog.get(id)) {
+        return Ok(tool);
     }
     if looks_like_authority(tool_id) {
         return Err(ProtocolError::SelfAuthorization {

@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use labfy_core::ObjectRef;
 use labfy_core::bounded::truncate_chars;
-use labfy_core::{ObjectRef, RefKind};
 use labfy_gateway::protocol::{ResultStatus, ToolResult};
 use labfy_gateway::{Catalog, GatewayError, Tool};
 use serde_json::{Value, json};
@@ -233,7 +233,7 @@ impl<'c> ModelTurn<'c> {
         let (shown, failure) = match result {
             Ok(r) => {
                 collect_refs(r, &mut self.known);
-                let input = self.catalog.tool(call.tool_id()).contract.get("input_schema");
+                let input = self.catalog.get(call.tool_id()).and_then(|t| t.contract.get("input_schema"));
                 if r.status == ResultStatus::Completed && input.and_then(protocol::single_ref_field).is_some() {
                     if let Some(first) = call.refs().first() {
                         self.answered.entry(call.tool_id()).or_default().insert(first.value.to_string());
@@ -303,11 +303,12 @@ pub(super) fn untrusted(tool: &str, r: &ToolResult) -> String {
     text
 }
 
-/// The research request a result pauses the turn on: `research.prepare`'s
-/// `AUTHORIZATION_REQUIRED` with the request as its first reference.
+/// The request a result pauses the turn on: `research.prepare`'s (or, with
+/// the optional catalog, a tool request's: X2) `AUTHORIZATION_REQUIRED` with
+/// the request as its first reference.
 fn paused_on(r: &ToolResult) -> Option<ObjectRef> {
     let first = r.object_refs.first().copied()?;
-    (r.status == ResultStatus::AuthorizationRequired && first.kind() == RefKind::ResearchRequest).then_some(first)
+    (r.status == ResultStatus::AuthorizationRequired && labfy_gateway::waits_on_human(&first)).then_some(first)
 }
 
 /// Why a result failed, or `None` when it did not. An
@@ -357,6 +358,7 @@ fn refs_in_text(text: &str, known: &HashSet<String>) -> Vec<ObjectRef> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+    use labfy_core::RefKind;
     use labfy_gateway::ToolId;
     use labfy_gateway::protocol::Stage;
     use uuid::Uuid;

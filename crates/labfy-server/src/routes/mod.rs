@@ -8,6 +8,7 @@ pub mod export;
 pub mod import;
 pub mod resources;
 pub mod runtime;
+pub mod tools;
 pub mod ui;
 
 /// The API's OpenAPI document (`crate::openapi`): every module's part.
@@ -22,5 +23,6 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         import::Doc::openapi(),
         cases::Doc::openapi(),
         export::Doc::openapi(),
+        tools::Doc::openapi(),
     ])
 }
