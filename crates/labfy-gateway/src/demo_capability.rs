@@ -21,11 +21,11 @@ use serde_json::{Value, json};
 
 use crate::backend;
 use crate::catalog::Environment;
+use crate::driver::{DEMO_ACTOR, Driver, LOCAL_MODEL_ACTOR, artifact, refs_of};
 use crate::error::GatewayError;
 use crate::gateway::AgentGateway;
 use crate::protocol::*;
 use crate::services::{CallOrigin, Scope};
-use crate::turns::{DEMO_ACTOR, Driver, LOCAL_MODEL_ACTOR, artifact, refs_of};
 
 /// Evidence items the demo agent gives a capability, at most.
 pub const DEMO_CAPABILITY_EVIDENCE: usize = 3;

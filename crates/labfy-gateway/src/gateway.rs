@@ -420,6 +420,19 @@ impl AgentGateway {
         self.sandbox.get().map(|s| s.as_ref())
     }
 
+    /// The fingerprint of the manifest the workspace's registry holds under
+    /// `capability` now (`None`: none, or refused), checked against the
+    /// sandbox's allow-list in `env`: what the analyst's approval of an
+    /// installation or integration is compared with (SPEC X2).
+    pub fn capability_fingerprint(
+        &self,
+        scope: Scope,
+        env: &Environment,
+        capability: &str,
+    ) -> Result<Option<String>, GatewayError> {
+        Ok(crate::provision::registry_fingerprint(&self.tools(), scope.workspace, env, capability)?)
+    }
+
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
@@ -850,7 +863,10 @@ impl AgentGateway {
         req: &CallRequest,
         origin: CallOrigin<'_>,
     ) -> Outcome {
-        match services::run(&self.tools(), scope, env, tool, req, origin) {
+        let tools = self.tools();
+        let served = crate::provision::run(&tools, scope.workspace, env, tool, req, origin)
+            .unwrap_or_else(|| services::run(&tools, scope, env, tool, req, origin));
+        match served {
             Ok(o) => o,
             Err(e) => {
                 let diagnostic = match e.kind() {
@@ -887,7 +903,7 @@ impl AgentGateway {
             rec.state = CallState::Done(result.result_id);
         }
         let paused = result.status == ResultStatus::AuthorizationRequired
-            && result.object_refs.first().is_some_and(crate::provision::waits_on_human);
+            && result.object_refs.first().is_some_and(waits_on_human);
         if let Some(turn) = mem.turn_mut(ws, result.turn_id) {
             if turn.result_ids.len() < MAX_CALLS_PER_TURN as usize + 1 {
                 turn.result_ids.push(result.result_id);

@@ -318,3 +318,9 @@ pub struct NewTurn {
     #[serde(default)]
     pub lang: Lang,
 }
+
+/// A turn paused on `r` waits for a human's decision on it: a research
+/// request (G11) or a tool request (X2's pauses A, B, C1, C2).
+pub fn waits_on_human(r: &labfy_core::ObjectRef) -> bool {
+    matches!(r.kind(), labfy_core::RefKind::ResearchRequest | labfy_core::RefKind::ToolRequest)
+}

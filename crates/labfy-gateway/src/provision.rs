@@ -18,7 +18,7 @@
 //! ones, checked against the sandbox's allow-list as the governor offers it
 //! now.
 
-use labfy_core::{ObjectRef, RefKind};
+use labfy_core::ObjectRef;
 use labfy_store::{NewToolRequest, StoreError, ToolRequest, ToolRequestKind};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -503,24 +503,32 @@ pub(crate) fn change(
     }
 }
 
-/// A turn paused on `r` waits for a human's decision on it.
-pub fn waits_on_human(r: &ObjectRef) -> bool {
-    matches!(r.kind(), RefKind::ResearchRequest | RefKind::ToolRequest)
+/// The fingerprint of the manifest the workspace's registry holds under
+/// `capability` now (`None`: none, or refused), checked against the
+/// sandbox's allow-list in `env`.
+pub(crate) fn registry_fingerprint(
+    gw: &Tools<'_>,
+    ws: Uuid,
+    env: &Environment,
+    capability: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(registry(gw, ws, env)?.get(capability).map(|c| c.fingerprint.clone()))
 }
 
-impl crate::gateway::AgentGateway {
-    /// The fingerprint of the manifest the workspace's registry holds under
-    /// `capability` now (`None`: none, or refused), checked against the
-    /// sandbox's allow-list in `env`: what the analyst's approval of an
-    /// installation or integration is compared with.
-    pub fn capability_fingerprint(
-        &self,
-        scope: crate::services::Scope,
-        env: &Environment,
-        capability: &str,
-    ) -> Result<Option<String>, crate::GatewayError> {
-        let tools = self.tools();
-        let registry = registry(&tools, scope.workspace, env)?;
-        Ok(registry.get(capability).map(|c| c.fingerprint.clone()))
-    }
+/// Runs the service of an optional tool (X2); `None` for a base tool.
+pub(crate) fn run(
+    gw: &Tools<'_>,
+    ws: Uuid,
+    env: &Environment,
+    tool: &Tool,
+    req: &CallRequest,
+    origin: CallOrigin<'_>,
+) -> Option<Result<Outcome, StoreError>> {
+    Some(match tool.id {
+        ToolId::ToolProvisionSearch => search(gw, ws, env, req),
+        ToolId::ToolProvisionPropose | ToolId::ToolIntegrationPropose => propose(gw, ws, env, tool, req, origin),
+        ToolId::CapabilityExecute => execute(gw, ws, env, req),
+        ToolId::CodeChangePropose => change(gw, ws, env, tool, req, origin),
+        _ => return None,
+    })
 }

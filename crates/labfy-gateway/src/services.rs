@@ -279,12 +279,14 @@ pub(crate) fn run(
             Outcome::completed("tool_contract", trust::LABFY, gw.catalog.published(t, scope.class, env))
         }
         ToolId::SandboxExec => sandbox_exec(gw, ws, req),
-        ToolId::ToolProvisionSearch => crate::provision::search(gw, ws, env, req),
-        ToolId::ToolProvisionPropose | ToolId::ToolIntegrationPropose => {
-            crate::provision::propose(gw, ws, env, tool, req, origin)
+        // The optional catalog's tools are served by `provision` (X2).
+        ToolId::ToolProvisionSearch
+        | ToolId::ToolProvisionPropose
+        | ToolId::ToolIntegrationPropose
+        | ToolId::CapabilityExecute
+        | ToolId::CodeChangePropose => {
+            Err(StoreError::Internal(format!("{} is served by the optional catalog", tool.id.as_str())))
         }
-        ToolId::CapabilityExecute => crate::provision::execute(gw, ws, env, req),
-        ToolId::CodeChangePropose => crate::provision::change(gw, ws, env, tool, req, origin),
         ToolId::WebFetch => web_fetch(gw, ws, req, origin),
         ToolId::AgentPropose => {
             let refs = references(input, "object_ids")?;
