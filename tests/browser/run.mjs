@@ -1441,7 +1441,9 @@ async function setupReal() {
   tempDirs.push(dataDir);
   const created = await runLabfy(['workspace', 'create', '--name', 'Dossier Durand', '--data-dir', dataDir], 30_000);
   assert(created.code === 0 && /^workspace:[0-9a-f-]{36}$/.test(created.out), `workspace create: ${created.out}`);
-  const server = await startLabfy('real', 'server-real.log', {}, { dataDir, args: ['--workspace', created.out] });
+  // The optional catalog on (SPEC X2): the capability scenario's pauses.
+  const server = await startLabfy('real', 'server-real.log', { LABFY_AGENT_OPTIONAL_CATALOG: 'true' },
+    { dataDir, args: ['--workspace', created.out] });
   const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
   context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
@@ -1772,6 +1774,77 @@ async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
   await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shot);
   await assertNothingActive(page, 'local model: hostile final answer');
+  assertNoNewEvents(before);
+}
+
+// SPEC X2 as the analyst lives it: asked to count words, the demo agent
+// finds a capability and proposes its installation (pause A); the panel
+// shows exactly what would be approved — its program with no network, its
+// script, its closed input schema, its tests — in French; approved and
+// resumed, it proposes its integration here (pause B); approved and
+// resumed, the capability runs in the governor's sandbox and the summary
+// says so. A second question's proposal is refused with its reason.
+async function scenarioCapabilityPauses({ page, base }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  await page.waitForSelector(`${tid('agent-mode')}[data-mode="demo"]`, { timeout: STEP_TIMEOUT_MS });
+  const tools = await page.$$eval(tid('agent-tool'), (els) => els.map((e) => e.dataset.tool));
+  for (const tool of ['tool.provision.search', 'tool.provision.propose', 'tool.integration.propose', 'capability.execute', 'code.change.propose']) {
+    assert(tools.includes(tool), `the optional catalog lacks ${tool}: ${JSON.stringify(tools)}`);
+  }
+  const review = tid('agent-tool-review');
+  const waitPause = async (pause, status = 'PENDING') => {
+    await page.waitForSelector(`${review}[data-pause="${pause}"][data-request-status="${status}"]`, { timeout: AGENT_TURN_TIMEOUT_MS });
+  };
+  await page.fill(tid('agent-question'), 'Compte les mots les plus fréquents des pièces', { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('agent-exclusions'), '', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-run'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('A');
+  assert(await page.isHidden(tid('agent-review')), 'the research review shows for a tool request');
+  const title = (await textOf(page, tid('agent-tool-review-title'))).trim();
+  assert(title === 'Pause A — installer une capacité', `pause A's title: ${JSON.stringify(title)}`);
+  assert((await textOf(page, tid('tool-review-capability'))).trim() === 'text.count_words', 'the capability named');
+  const panel = await textOf(page, review);
+  for (const words of ['Programme', 'python3', 'sans réseau', 'Script exécuté', 'Tests déclarés', 'Approuver', 'Refuser', 'faible']) {
+    assert(panel.includes(words), `pause A's panel lacks « ${words} »: ${panel.slice(0, 600)}`);
+  }
+  for (const english of ['Approve', 'Refuse', 'Program', 'Declared tests', 'no network']) {
+    assert(!new RegExp(`\\b${english}\\b`).test(panel), `English « ${english} » in the French panel`);
+  }
+  assert(await page.$eval(tid('tool-review-script'), (d) => d.open), 'the script is not shown open at pause A');
+  await shotsAt(page, 'agent-tool-pause-a', review);
+  await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('A', 'APPROVED');
+  await page.click(tid('agent-tool-resume'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('B');
+  const titleB = (await textOf(page, tid('agent-tool-review-title'))).trim();
+  assert(titleB === 'Pause B — l’intégrer à cette enquête', `pause B's title: ${JSON.stringify(titleB)}`);
+  await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('B', 'APPROVED');
+  await page.click(tid('agent-tool-resume'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('agent-panel')}[data-turn-status="COMPLETED"]`, { timeout: AGENT_TURN_TIMEOUT_MS });
+  const summary = (await textOf(page, tid('agent-summary'))).trim();
+  assert(summary.includes('text.count_words') && summary.includes('sans réseau'), `the summary: ${summary}`);
+  const cards = await cardsOf(page);
+  const run = cards.find((c) => c.tool === 'capability.execute');
+  assert(run && run.status === 'COMPLETED', `capability.execute card: ${JSON.stringify(cards.map((c) => [c.tool, c.status]))}`);
+  assert(await page.isHidden(review), 'the tool review stays after the turn completed');
+  await shotsAt(page, 'agent-tool-done', tid('agent-summary-box'));
+
+  // Another proposal, refused: a reason is required, then the turn ends saying nothing ran.
+  await page.fill(tid('agent-question'), 'Trouve les lignes en doublon dans les pièces', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-run'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('A');
+  await page.click(tid('agent-tool-refuse'), { timeout: STEP_TIMEOUT_MS });
+  const needed = (await textOf(page, tid('agent-tool-review-status'))).trim();
+  assert(needed.includes('motif'), `a refusal without a reason: ${JSON.stringify(needed)}`);
+  await page.fill(tid('agent-tool-note'), 'pas utile pour cette enquête', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-tool-refuse'), { timeout: STEP_TIMEOUT_MS });
+  await waitPause('A', 'REFUSED');
+  await page.click(tid('agent-tool-resume'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('agent-panel')}[data-turn-status="COMPLETED"]`, { timeout: AGENT_TURN_TIMEOUT_MS });
+  const ended = (await textOf(page, tid('agent-summary'))).trim();
+  assert(ended.includes('refusée par l’analyste') || ended.includes("refusée par l'analyste"), `the refused turn's summary: ${ended}`);
   assertNoNewEvents(before);
 }
 
@@ -2538,6 +2611,8 @@ const SCENARIOS = [
     scenarioSwitchWorkspace, { real: true }],
   ['REAL case: the injection corpus (32 hostile notes and files) searched and opened: all text, nothing active, no forged highlight (issue 19; screenshots)',
     scenarioInjectionCorpus, { real: true }],
+  ['optional catalog: the demo agent asks to install a capability (pause A) then to integrate it (pause B), each shown and approved in French, then runs it in the sandbox; another proposal refused with its reason (X2; screenshots)',
+    scenarioCapabilityPauses, { real: true, agent: true }],
   // On the second `labfy up`, in local-model mode with the fake provider.
   ['agent, local model: mode line « Agent local · fake-model »; a tool call, its UNTRUSTED_DATA result, a hostile final shown as text (screenshot)',
     scenarioLocalToolAndHostileFinal, { local: true, agent: true }],

@@ -146,19 +146,31 @@ impl AgentGateway {
             Some(v) => v.to_string(),
             None => data.pointer("/output/text").and_then(Value::as_str).unwrap_or_default().to_owned(),
         };
-        let ended = ran.observations.first().cloned().unwrap_or_default();
+        let ms = data.pointer("/run/duration_ms").and_then(Value::as_u64).unwrap_or(0);
+        let ended = match (data.pointer("/run/end/kind").and_then(Value::as_str), fr) {
+            (Some("exited"), true) => format!(
+                "code de sortie {}, {ms} ms",
+                data.pointer("/run/end/code").and_then(Value::as_i64).unwrap_or(-1)
+            ),
+            (Some("exited"), false) => {
+                format!("exit code {}, {ms} ms", data.pointer("/run/end/code").and_then(Value::as_i64).unwrap_or(-1))
+            }
+            (_, true) => format!("arrêtée au bout de {ms} ms"),
+            (_, false) => format!("stopped after {ms} ms"),
+        };
         let quoted = truncate_chars(&output, OUTPUT_QUOTED_CHARS);
+        let n = evidence.len();
         let summary = if fr {
             format!(
-                "La capacité {id} a tourné dans le bac à sable, sans réseau, sur {} pièce(s) ({ended}). Sortie \
+                "La capacité {id} a tourné dans le bac à sable, sans réseau, sur {n} pièce{} ({ended}). Sortie \
                  (données non fiables, rien n'est enregistré) : {quoted}",
-                evidence.len()
+                if n > 1 { "s" } else { "" }
             )
         } else {
             format!(
-                "The capability {id} ran in the sandbox, with no network, on {} evidence item(s) ({ended}). Output \
+                "The capability {id} ran in the sandbox, with no network, on {n} evidence item{} ({ended}). Output \
                  (untrusted data, nothing stored): {quoted}",
-                evidence.len()
+                if n == 1 { "" } else { "s" }
             )
         };
         self.finish(d.scope, d.turn, summary, evidence).map(|_| ()).map_err(|e| e.to_string())

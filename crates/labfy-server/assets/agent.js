@@ -17,6 +17,7 @@ import { ApiError, api, errorText } from './api.js';
 import { $, clear, countOf, cssToken, displayKind, dl, h, hrefFor, refKind, refLink, seg, shown, svgEl, timeEl } from './dom.js';
 import { LOCALES, enumLabel, fmtBytes, fmtNumber, hasLabel, lang, t, tn } from './i18n.js';
 import { resTable } from './resources.js';
+import { isToolRequest, loadToolReview, renderToolReview } from './toolreview.js';
 const AGENT_POLL_MS = 1000;
 const AGENT_STATUS_RETRY_MS = 5000; // a local model not ready yet is asked again this often
 const RT_EVENTS_PAGE = 128; // the runtime's MAX_EVENTS_PER_POLL
@@ -47,6 +48,7 @@ const agent = {
   fetchRt: false, // the current runtime turn must be read again
   resumed: false, // a resume was queued: when it settles, the review and overview are read again
   resumeRefused: null, // the detail of a `turn.resume_refused` event
+  resumeNote: null, // where a resume's outcome is said (the tool request's panel), else the research review
   cancel: '', // '' | 'pending' | 'done' | 'error': the Cancel request of the current turn
   startKey: null, // { key, sig }: the idempotency key of a submission still waiting for its answer
   cursor: 0, // gateway event log cursor
@@ -400,9 +402,10 @@ async function agentPoll() {
   }
   if (changed) renderAgent();
   const cur = agent.rt;
-  if (cur && cur.research_request && cur.status === 'AUTHORIZATION_REQUIRED'
-    && (!agent.review || agent.review.id !== String(cur.research_request))) {
-    loadReview();
+  if (cur && cur.research_request && cur.status === 'AUTHORIZATION_REQUIRED') {
+    // A tool request (SPEC X2) has its own panel.
+    if (isToolRequest(cur.research_request)) loadToolReview(String(cur.research_request), renderToolPanel);
+    else if (!agent.review || agent.review.id !== String(cur.research_request)) loadReview();
   }
   agentSchedule();
 }
@@ -412,13 +415,16 @@ function agentSettled(rt) {
   if (agent.resumed) {
     agent.resumed = false;
     const status = String(rt.status ?? '');
+    const note = agent.resumeNote ?? reviewNote;
+    agent.resumeNote = null;
     if (status === 'AUTHORIZATION_REQUIRED' && agent.resumeRefused !== null) {
       const message = agent.resumeRefused;
-      reviewNote('error', () => t('agent_resume_refused', { message }));
+      note('error', () => t('agent_resume_refused', { message }));
     } else {
-      reviewNote('ok', () => t('agent_resumed', { status: enumLabel('turn', status) }));
+      note('ok', () => t('agent_resumed', { status: enumLabel('turn', status) }));
     }
-    loadReview(true);
+    if (isToolRequest(rt.research_request)) loadToolReview(String(rt.research_request), renderToolPanel, true);
+    else loadReview(true);
     // New evidence (a synthetic campaign's pages) shows in the overview.
     const { name } = host.parseHash();
     if (name === '' || name === 'overview') host.route();
@@ -600,7 +606,7 @@ function candidatesEl(c, pending) {
 async function loadReview(force = false) {
   const rt = agent.rt;
   const id = rt && rt.research_request ? String(rt.research_request) : null;
-  if (!id) return;
+  if (!id || isToolRequest(id)) return;
   const fresh = !agent.review || agent.review.id !== id;
   if (!fresh && agent.review.loading) return;
   if (!fresh && !force) return;
@@ -770,11 +776,12 @@ async function agentRefuse(ev) {
 // Resumes the paused runtime turn (M8) once the request is decided: the
 // runtime queues it, the gateway checks the grant and rereads the research
 // state; polling follows it to its summary.
-async function agentResume() {
+async function agentResume(note = reviewNote) {
   const rt = agent.rt;
   if (!rt) return;
   setReviewBusy(true);
-  reviewNote('info', () => t('agent_resuming'));
+  agent.resumeNote = note === reviewNote ? null : note;
+  note('info', () => t('agent_resuming'));
   const gen = agent.gen;
   agent.rev += 1;
   try {
@@ -785,11 +792,11 @@ async function agentResume() {
     agent.resumed = true;
     agent.resumeRefused = null;
     const status = String(updated.status ?? '');
-    reviewNote('info', () => t('agent_resume_queued', { status: enumLabel('turn', status) }));
+    note('info', () => t('agent_resume_queued', { status: enumLabel('turn', status) }));
     renderAgent();
     agentKick();
   } catch (err) {
-    reviewNote('error', () => errorText(err));
+    note('error', () => errorText(err));
   } finally {
     setReviewBusy(false);
   }
@@ -877,6 +884,7 @@ export function renderAgent() {
   renderAgentError();
   renderSummary();
   renderReview();
+  renderToolPanel();
   renderPlan();
   renderCards();
   renderActivity();
@@ -1002,6 +1010,17 @@ function renderSummary() {
     box.dataset.status = '';
     box.hidden = true;
   }
+}
+
+// The tool request's panel (SPEC X2): its module draws it; a resume goes
+// through this module's runtime resume, its notes to that panel.
+const toolActions = {
+  wired: false,
+  render: () => renderToolPanel(),
+  resume: (note) => agentResume(note),
+};
+function renderToolPanel() {
+  renderToolReview(agent.rt, toolActions);
 }
 
 function renderReview() {
@@ -1534,7 +1553,7 @@ export function bindAgent(page) {
   $('agent-cancel').addEventListener('click', agentCancel);
   $('agent-grant-form').addEventListener('submit', agentGrant);
   $('agent-refuse-form').addEventListener('submit', agentRefuse);
-  $('agent-resume').addEventListener('click', agentResume);
+  $('agent-resume').addEventListener('click', () => agentResume());
   $('agent-revoke').addEventListener('click', agentRevoke);
 }
 
