@@ -212,3 +212,110 @@ fn sandbox_exec_runs_in_the_governors_sandbox() {
             .then_some(())
     });
 }
+
+/// SPEC X2 end to end on a real `labfy up`: the operator turns the optional
+/// catalog on and names a folder of manifests (the supervisor binds it
+/// read-only into the server's root); the agent finds the operator's
+/// capability, proposes its installation and integration, the analyst
+/// approves each through the guarded routes (against the governor's
+/// allow-list), and `capability.execute` runs it in the governor's sandbox
+/// on the investigation's evidence.
+#[test]
+fn the_optional_catalog_runs_an_approved_capability_in_the_governors_sandbox() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        assert!(std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(), "LABFY_REQUIRE_SANDBOX set, but no python3");
+        eprintln!("skipped: no /usr/bin/python3");
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let manifests = TempDir::new().unwrap();
+    let manifest = json!({
+        "id": "text.count_chars", "version": "1.0.0",
+        "description": "Compte les caractères des pièces données — counts characters.",
+        "input_schema": {"type": "object", "properties": {"label": {"type": "string", "maxLength": 20}},
+                         "required": ["label"], "additionalProperties": false},
+        "output": {"kind": "json", "max_bytes": 4096}, "risk_level": "low", "network": "none",
+        "program": "python3",
+        "script": "import glob, json, sys\nargs = json.loads(sys.argv[1])\nbase = sys.argv[2] if len(sys.argv) > 2 else '/input'\nn = sum(len(open(p, encoding='utf-8').read()) for p in glob.glob(base + '/*.txt'))\nprint(json.dumps({'label': args['label'], 'chars': n}))\n",
+        "tests": [{"name": "deux fichiers", "input": {"label": "t"}, "files": {"a.txt": "abc", "b.txt": "de"},
+                   "expect_exit": 0, "stdout_contains": "\"chars\": 5"}]
+    });
+    std::fs::write(manifests.path().join("chars.json"), manifest.to_string()).unwrap();
+    let env = [
+        ("LABFY_AGENT_OPTIONAL_CATALOG", std::ffi::OsStr::new("true")),
+        ("LABFY_AGENT_CAPABILITIES_DIR", manifests.path().as_os_str()),
+    ];
+    let (_up, port) = start_up_env(BIN, dir.path(), &env);
+    let (cookie, csrf) = login(port, &runtime_dir(dir.path()));
+    let (s, catalog) = get(port, &cookie, "/api/v1/agent-tools/catalog");
+    assert_eq!(s, 200);
+    assert_eq!(catalog["tools"].as_array().unwrap().len(), 21, "the optional catalog is on");
+
+    let inv = first_investigation(port, &cookie);
+    let (_, listed) = get(port, &cookie, &format!("/api/v1/investigations/{inv}/lists/evidence?limit=1"));
+    let evidence = listed["items"][0]["id"].as_str().unwrap().to_owned();
+    let new_turn = || {
+        let (s, turn) =
+            post(port, &cookie, &csrf, "/api/v1/agent-tools/turns", &json!({"question": "Compter", "mode": "manual"}));
+        assert_eq!(s, 201, "{turn}");
+        turn["turn_id"].as_str().unwrap().to_owned()
+    };
+    let call = |turn: &str, key: &str, tool: &str, input: serde_json::Value| {
+        let body = json!({"turn_id": turn, "call_id": uuid::Uuid::new_v4(), "tool_id": tool, "input": input,
+                          "context": {"purpose": "compter"}, "object_refs": [], "idempotency_key": key});
+        let (s, r) = post(port, &cookie, &csrf, "/api/v1/agent-tools/calls", &body);
+        assert_eq!(s, 200, "{r}");
+        r
+    };
+    // The operator's manifest, read through the server's confinement.
+    let turn = new_turn();
+    let found = call(&turn, "f", "tool.provision.search", json!({"investigation_id": inv, "query": "caractères"}));
+    assert_eq!(found["status"], "COMPLETED", "{found:#}");
+    let cap = &found["artifacts"][0]["data"]["capabilities"][0];
+    assert_eq!(
+        (cap["capability_id"].as_str(), cap["origin"].as_str()),
+        (Some("text.count_chars"), Some("installed")),
+        "{found:#}"
+    );
+    let decide = |r: &serde_json::Value| {
+        let id = r["object_refs"][0].as_str().unwrap().to_owned();
+        assert!(id.starts_with("tool_request:"), "{r:#}");
+        let (s, d) = post(port, &cookie, &csrf, &format!("/api/v1/tool-requests/{id}/approve"), &json!({}));
+        assert_eq!((s, d["request"]["status"].as_str()), (200, Some("APPROVED")), "{d:#}");
+    };
+    let reason = "compter les caractères";
+    let a = call(
+        &turn,
+        "a",
+        "tool.provision.propose",
+        json!({"investigation_id": inv, "capability_id": "text.count_chars", "reason": reason}),
+    );
+    assert_eq!(a["status"], "AUTHORIZATION_REQUIRED", "{a:#}");
+    decide(&a);
+    let turn = new_turn();
+    let b = call(
+        &turn,
+        "b",
+        "tool.integration.propose",
+        json!({"investigation_id": inv, "capability_id": "text.count_chars", "reason": reason}),
+    );
+    assert_eq!(b["status"], "AUTHORIZATION_REQUIRED", "{b:#}");
+    decide(&b);
+    let turn = new_turn();
+    let r = call(
+        &turn,
+        "x",
+        "capability.execute",
+        json!({"investigation_id": inv, "capability_id": "text.count_chars", "input": {"label": "pièce"},
+                        "evidence_ids": [evidence], "timeout_seconds": 20}),
+    );
+    assert_eq!(r["status"], "COMPLETED", "{r:#}");
+    let data = &r["artifacts"][0]["data"];
+    assert_eq!(data["output"]["value"]["label"], "pièce", "{r:#}");
+    assert!(data["output"]["value"]["chars"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(data["run"]["end"], json!({"kind": "exited", "code": 0}), "{r:#}");
+    assert!(
+        data["run"]["confinement"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().contains("network")),
+        "{r:#}"
+    );
+}

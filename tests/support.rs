@@ -58,12 +58,18 @@ pub fn runtime_dir(data_dir: &Path) -> std::path::PathBuf {
 /// Starts `labfy up` on `data_dir` with a free port; returns the guard and the
 /// port once the URL line has been printed.
 pub fn start_up(bin: &str, data_dir: &Path) -> (Guard, u16) {
+    start_up_env(bin, data_dir, &[])
+}
+
+/// [`start_up`] with more variables in `labfy up`'s environment.
+pub fn start_up_env(bin: &str, data_dir: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (Guard, u16) {
     let mut child = Command::new(bin)
         .args(["up", "--port", "0", "--data-dir"])
         .arg(data_dir)
         .arg("--runtime-dir")
         .arg(runtime_dir(data_dir))
         .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -45,7 +45,8 @@ fn start(program: &Path, data: &Path, run: &Path, seccomp: bool) -> Result<Serve
     let l = listener::bind_loopback(listener::loopback(0))?;
     let addr = l.local_addr()?;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let spec = ServerJail { program, data_dir: data, runtime_dir: run, loopback_tcp: false, seccomp };
+    let spec =
+        ServerJail { program, data_dir: data, runtime_dir: run, loopback_tcp: false, seccomp, capabilities_dir: None };
     let mut jail = spec.build().map_err(fail)?;
     jail.arg("--runtime-dir").arg(run).arg("--data-dir").arg(data);
     jail.env("LISTEN_FDS", "1").env("LABFY_LOG", "error").listener(l.as_raw_fd());

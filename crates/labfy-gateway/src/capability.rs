@@ -325,7 +325,6 @@ impl Registry {
         if let Some(dir) = installed {
             let mut files: Vec<_> = match std::fs::read_dir(dir) {
                 Ok(entries) => entries.filter_map(Result::ok).map(|e| e.path()).collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => {
                     r.refused.push(ManifestError { source_name: dir.display().to_string(), reason: e.to_string() });
                     Vec::new()

@@ -1337,3 +1337,76 @@ async fn turns_survive_a_restart_and_a_running_one_ends_interrupted() {
     assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
     assert_eq!(done.summary.as_deref(), Some("Reprise après redémarrage."));
 }
+
+/// SPEC X2 through the runtime with a scripted model: its proposal to
+/// install a capability pauses the turn on a tool request (pause A) and
+/// asks it nothing more; no tool of the catalog approves; a resume before
+/// the human's decision does not complete; after the approval the gateway
+/// rereads the capability's standing and the model is offered `final` only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_request_pauses_the_model_and_resumes_after_the_humans_approval() {
+    let mut fx = Fx::new();
+    let store = Store::open(fx.dir.path()).unwrap();
+    fx.gw =
+        Arc::new(AgentGateway::new(Arc::new(DirectBackend::new(store))).unwrap().with_optional_catalog(None).unwrap());
+    fx.env = Environment {
+        sandbox: labfy_gateway::Readiness { ready: true, detail: "python3 — no network".into() },
+        sandbox_programs: vec!["python3".into()],
+        ..Environment::offline("test: egress not ready")
+    };
+    let provider = Provider::start().await;
+    let rt = fx.model(&provider);
+    let t = start(&rt, &fx, fx.spec, "cap", "Compte les mots des pièces");
+    let first = provider.nth(1, PATIENCE).await;
+    let inv = shown_investigation(&first);
+    // The model is offered the optional tools, and none that decides.
+    let tools = offered(&first);
+    assert!(tools.iter().any(|x| x == "tool.provision.propose"), "{tools:?}");
+    assert!(!tools.iter().any(|x| x.contains("approve") || x.contains("grant")), "{tools:?}");
+    provider.answer(tool_call(
+        "tool.provision.propose",
+        json!({"investigation_id": inv, "capability_id": "text.count_words", "reason": "compter les mots"}),
+    ));
+    let paused = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(paused.status, RuntimeStatus::AuthorizationRequired, "{paused:#?}");
+    let request = paused.research_request.expect("the request it paused on");
+    assert_eq!(request.kind(), RefKind::ToolRequest);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(provider.count(), 1, "the pause asked the model nothing more");
+    let stored = fx.reads().reads().tool_request(fx.spec.workspace, &request).unwrap();
+    assert_eq!((stored.pause, stored.status.as_str(), stored.requested_by.as_str()), ("A", "PENDING", MODEL_ACTOR));
+
+    // Before a decision: not resumed.
+    match rt.resume(fx.spec, fx.env.clone(), paused.turn_id) {
+        Err(RuntimeError::Forbidden(_)) => {}
+        Ok(t) => assert!(matches!(t.status, RuntimeStatus::Queued | RuntimeStatus::AuthorizationRequired)),
+        Err(e) => panic!("resume without a decision: {e:?}"),
+    }
+    let waiting = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(waiting.status, RuntimeStatus::AuthorizationRequired);
+    assert_eq!(provider.count(), 1);
+
+    // The analyst approves (the server's route), against what holds now.
+    let decision = labfy_store::ToolDecision {
+        approve: true,
+        note: None,
+        decided_by: "analyst".into(),
+        current_contract_fingerprint: fx.gw.catalog().get(ToolId::ToolProvisionPropose).unwrap().fingerprint.clone(),
+        current_manifest_fingerprint: fx.gw.capability_fingerprint(fx.spec, &fx.env, "text.count_words").unwrap(),
+    };
+    let decided =
+        Store::open(fx.dir.path()).unwrap().decide_tool_request(fx.spec.workspace, &request, &decision).unwrap();
+    assert_eq!(decided.status, "APPROVED");
+    rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    let second = provider.nth(2, PATIENCE).await;
+    let branches = second["response_format"]["json_schema"]["schema"]["anyOf"].as_array().unwrap();
+    assert_eq!(branches.len(), 1, "only `final` is offered after a decision");
+    let (_, text) = last_message(&second);
+    assert!(text.contains("demande d'outil") && text.contains("tool.provision.search"), "{text}");
+    assert!(text.contains("UNTRUSTED_DATA") && text.contains("\"installed\":\"yes\""), "{text}");
+    provider.answer(final_answer("La capacité text.count_words est installée ; son intégration reste à décider."));
+    let done = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
+    assert!(done.summary.as_deref().unwrap_or_default().contains("installée"));
+    assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 2, "the resume reread tool.provision.search");
+}

@@ -14,6 +14,8 @@
 //! - the runtime directory **read-only** (the other daemons' sockets, the
 //!   IPC secret: it can connect and read, never replace — T3); its own
 //!   control channel is an inherited socket pair, not a file;
+//! - the operator's capability manifests (`[agent] capabilities_dir`, SPEC
+//!   X2), read-only, when named and present;
 //! - no network but its own loopback; Unix sockets only — the governed
 //!   model is one, in the runtime directory (TCP on that loopback only when
 //!   the operator names a model endpoint by port);
@@ -44,6 +46,8 @@ pub struct ServerJail<'a> {
     /// Its seccomp allow-list. Always on under `labfy up`; off only to
     /// measure what the filter costs (`labfy-bench confinement`).
     pub seccomp: bool,
+    /// The operator's folder of capability manifests, read-only (X2).
+    pub capabilities_dir: Option<&'a Path>,
 }
 
 impl ServerJail<'_> {
@@ -64,6 +68,11 @@ impl ServerJail<'_> {
         // The operator sockets accept any pid holding the secret (which the
         // server reads): no path to them.
         root.mask(&labfy_ipc::daemon::operator_dir(self.runtime_dir))?;
+        // The operator's manifests, when the folder exists (a missing one
+        // is said by the registry, not a failed start).
+        if let Some(dir) = self.capabilities_dir.filter(|d| d.is_dir()) {
+            root.read_only(dir)?;
+        }
         let mut jail = Jail::new(self.program, root);
         jail.hostname("labfy-server")?
             .may_write(self.data_dir)

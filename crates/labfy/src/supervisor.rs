@@ -379,7 +379,15 @@ fn spawn_server(
         Ok(pair) => pair,
         Err(e) => return Ok(Err(e)),
     };
-    let spec = ServerJail { program: &slot.program, data_dir, runtime_dir, loopback_tcp, seccomp: true };
+    let capabilities = std::env::var_os("LABFY_AGENT_CAPABILITIES_DIR").map(std::path::PathBuf::from);
+    let spec = ServerJail {
+        program: &slot.program,
+        data_dir,
+        runtime_dir,
+        loopback_tcp,
+        seccomp: true,
+        capabilities_dir: capabilities.as_deref().filter(|p| p.is_absolute()),
+    };
     let spawned = spec.build().and_then(|mut jail| {
         jail.arg("--runtime-dir").arg(runtime_dir);
         for a in &slot.args {
