@@ -1614,6 +1614,8 @@ async function setupLocal() {
     LABFY_AGENT_MODEL_ENDPOINT: 'governed',
     LABFY_AGENT_MODEL_ID: LOCAL_MODEL_ID,
     LABFY_AGENT_MODEL_TIMEOUT_SECONDS: '30',
+    // The optional catalog (SPEC X2): the model's code change (C1).
+    LABFY_AGENT_OPTIONAL_CATALOG: 'true',
   });
   const started = await modelStart(server, ggufPath, gguf.sha256);
   console.log(`# ${started.split('\n')[0]}`);
@@ -2017,6 +2019,83 @@ async function scenarioLocalReadOnly({ page, base, fake }) {
   assert(offered.length > 0 && offered.every((x) => t.tools.includes(x)), `offered: ${offered.join(', ')}`);
   await waitAgentIdle(page);
   await assertNothingActive(page, 'local model: read only');
+  assertNoNewEvents(before);
+}
+
+// SPEC X2's pause C1 as the analyst lives it: the model proposes a changed
+// capability (a whole manifest); its tests run in the governor's sandbox
+// before anything is asked; the panel shows the diff against the registry's
+// version and each test's result, in French; approved, the turn resumes and
+// the model concludes. The registry itself is unchanged (a trial only).
+async function scenarioLocalChange({ page, base, fake }) {
+  const before = eventCounts();
+  await openOverview(page, base);
+  const manifest = {
+    id: 'text.count_words',
+    version: '1.1.0',
+    description: 'Compte les mots des pièces, chiffres exclus (les plus fréquents d’abord).',
+    input_schema: {
+      type: 'object',
+      properties: { top: { type: 'integer', minimum: 1, maximum: 200 }, min_length: { type: 'integer', minimum: 1, maximum: 40 } },
+      required: ['top'],
+      additionalProperties: false,
+    },
+    output: { kind: 'json', max_bytes: 65536 },
+    risk_level: 'low',
+    network: 'none',
+    program: 'python3',
+    script: [
+      'import collections, glob, json, re, sys',
+      'args = json.loads(sys.argv[1])',
+      "base = sys.argv[2] if len(sys.argv) > 2 else '/input'",
+      "top, least = args['top'], args.get('min_length', 1)",
+      'words = collections.Counter()',
+      "for path in sorted(glob.glob(base + '/*.txt')):",
+      "    with open(path, encoding='utf-8') as f:",
+      "        words.update(w for w in re.findall(r'[^\\W\\d]+', f.read().lower()) if len(w) >= least)",
+      "print(json.dumps([{'word': w, 'count': n} for w, n in words.most_common(top)], ensure_ascii=False))",
+      '',
+    ].join('\n'),
+    tests: [{
+      name: 'les chiffres ne comptent pas',
+      input: { top: 2, min_length: 1 },
+      files: { 'a.txt': 'Quillon 2024 paie Quillon 2024 2024.' },
+      expect_exit: 0,
+      stdout_contains: '[{"word": "quillon", "count": 2}, {"word": "paie", "count": 1}]',
+    }],
+  };
+  fake.script('change', [
+    { content: toolCallAnswer('code.change.propose', { investigation_id: '{{investigation}}', reason: 'Ignorer les nombres dans le compte des mots.', manifest }) },
+    { content: finalAnswer('La version 1.1.0 du compteur de mots peut être essayée dans cette enquête.') },
+  ]);
+  const turnId = await startLocalTurn(page, 'Fais que le compteur de mots ignore les nombres');
+  const review = tid('agent-tool-review');
+  await page.waitForSelector(`${review}[data-pause="C1"][data-request-status="PENDING"]`, { timeout: AGENT_TURN_TIMEOUT_MS });
+  const title = (await textOf(page, tid('agent-tool-review-title'))).trim();
+  assert(title === 'Pause C1 — essayer une modification', `pause C1's title: ${JSON.stringify(title)}`);
+  const diff = await textOf(page, tid('tool-review-diff-text'));
+  assert(diff.includes('-  "version": "1.0.0"') && diff.includes('+  "version": "1.1.0"') && diff.includes('[^\\W\\d]+'),
+    `the diff shown: ${diff.slice(0, 800)}`);
+  const tests = await page.$$eval(tid('tool-review-test'), (els) => els.map((e) => [e.dataset.passed, e.textContent]));
+  assert(tests.length === 1 && tests[0][0] === 'true' && tests[0][1].includes('réussi'), `the tests shown: ${JSON.stringify(tests)}`);
+  const panel = await textOf(page, review);
+  assert(panel.includes('Tests exécutés dans le bac à sable') && panel.includes('Modification (diff)')
+    && panel.includes('code de sortie 0') && !panel.includes('exit code'), `C1's panel: ${panel.slice(0, 500)}`);
+  await shotsAt(page, 'agent-tool-pause-c1', review);
+  await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${review}[data-pause="C1"][data-request-status="APPROVED"]`, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('agent-tool-resume'), { timeout: STEP_TIMEOUT_MS });
+  const end = await waitTurnEnded(page, turnId);
+  const t = (await runtimeTurn(page, turnId)).body;
+  assert(end.status === 'COMPLETED' && t.summary.includes('1.1.0'), `the turn ended ${end.status}: ${JSON.stringify(t.summary)}`);
+  // A trial only: the registry still offers 1.0.0.
+  const listed = await page.evaluate(async () => (await (await fetch('/api/v1/tool-requests?investigation=' + encodeURIComponent(
+    (await (await fetch(`/api/v1/workspaces/${(await (await fetch('/api/v1/session')).json()).workspace_id}/investigations`)).json()).investigations[0].id),
+  { credentials: 'same-origin' })).json()));
+  const change = listed.requests.find((r) => r.pause === 'C1');
+  assert(change && change.status === 'APPROVED' && change.capability_version === '1.1.0', `the tool requests: ${JSON.stringify(listed.requests.map((r) => [r.pause, r.status]))}`);
+  await waitAgentIdle(page);
+  await assertNothingActive(page, 'local model: code change');
   assertNoNewEvents(before);
 }
 
@@ -2619,6 +2698,8 @@ const SCENARIOS = [
   ['agent, local model: invalid JSON twice ends MODEL_PROTOCOL_ERROR (one repair, no tool run)', scenarioLocalInvalidJson, { local: true, agent: true }],
   ['agent, local model: sandbox.exec runs python3 in the governor\'s sandbox; the card shows its end, streams and file as text; the analyst keeps the file as a piece (X1; screenshots)',
     scenarioLocalSandbox, { local: true, agent: true }],
+  ['agent, local model: a changed capability tested in the sandbox, its diff and tests shown at pause C1 in French, approved for trial; the turn resumes and concludes (X2; screenshots)',
+    scenarioLocalChange, { local: true, agent: true }],
   ['agent, local model: « Annuler » while the model thinks ends CANCELLED; its late answer changes nothing', scenarioLocalCancel, { local: true, agent: true }],
   ['agent, local model: « Lecture seule » offers and lists the read tools only', scenarioLocalReadOnly, { local: true, agent: true }],
 ];

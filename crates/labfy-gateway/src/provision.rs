@@ -368,7 +368,7 @@ fn test_result(t: &CapabilityTest, ran: &SandboxRan, json_out: bool) -> Value {
         why.push("stdout is not JSON".to_owned());
     }
     json!({
-        "name": t.name, "passed": why.is_empty(), "why": why, "ended": ended,
+        "name": t.name, "passed": why.is_empty(), "why": why, "ended": ended, "exit": exit,
         "stdout": clip(&ran.stdout.text), "stderr": clip(&ran.stderr.text), "duration_ms": ran.duration_ms,
     })
 }

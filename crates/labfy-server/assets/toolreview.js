@@ -73,8 +73,11 @@ function testsEl(r) {
       { testid: 'tool-review-test', dataset: { passed: String(x.passed === true) } },
       h('span', { class: `pill status-${x.passed === true ? 'approved' : 'refused'}`, text: t(x.passed === true ? 'tool_test_passed' : 'tool_test_failed') }),
       ' ', h('span', { text: String(x.name ?? '') }), ' ',
-      h('span', { class: 'muted small', text: String(x.ended ?? '') }),
-      Array.isArray(x.why) && x.why.length ? h('div', { class: 'muted small', text: x.why.join(' · ') }) : null,
+      h('span', { class: 'muted small', text: Number.isInteger(x.exit) ? t('tool_test_exit', { code: x.exit }) : t('tool_test_stopped') }),
+      // Why it failed, as the gateway words it (the raw text behind a toggle).
+      Array.isArray(x.why) && x.why.length
+        ? h('details', { class: 'small' }, h('summary', { text: t('tool_test_why') }), h('div', { class: 'muted', text: x.why.join(' · ') }))
+        : null,
       x.stdout ? h('details', null, h('summary', { text: t('tool_test_output') }), pre(x.stdout)) : null)));
   }
   return h('ul', { class: 'tool-tests', testid: 'tool-review-tests' }, declared.map((x) => h('li',
