@@ -215,26 +215,10 @@ impl AgentGateway {
                 )));
             }
         }
-        let mut claimed = false;
-        self.update_turn(scope, turn.turn_id, |t| {
-            if t.status == TurnStatus::AuthorizationRequired {
-                t.status = TurnStatus::Running;
-                claimed = true;
-            }
-        });
-        if !claimed {
-            return Err(GatewayError::Conflict(format!("turn {} is already resuming", turn.turn_id)));
-        }
+        self.claim_resume(scope, turn.turn_id)?;
         if turn.mode == TurnMode::Demo {
-            let mut d = Driver {
-                gw: self,
-                scope,
-                env,
-                turn: turn.turn_id,
-                investigation: turn.investigation_id,
-                step: turn.calls,
-                lang: turn.lang,
-            };
+            // Its calls go on after the ones the turn made (their keys are unique).
+            let mut d = Driver::of(self, scope, env, turn);
             if let Err(reason) = self.demo_capability_steps(&mut d, turn) {
                 self.fail_turn(scope, turn.turn_id, &reason);
             }

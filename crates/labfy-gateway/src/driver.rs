@@ -43,7 +43,20 @@ pub(crate) struct Driver<'g> {
     pub(crate) lang: Lang,
 }
 
-impl Driver<'_> {
+impl<'g> Driver<'g> {
+    /// The driver of `turn`, its next call numbered after those it made.
+    pub(crate) fn of(gw: &'g AgentGateway, scope: Scope, env: &'g Environment, turn: &Turn) -> Self {
+        Self {
+            gw,
+            scope,
+            env,
+            turn: turn.turn_id,
+            investigation: turn.investigation_id,
+            step: turn.calls,
+            lang: turn.lang,
+        }
+    }
+
     /// A call, its purpose given in both languages (the turn's is kept).
     pub(crate) fn call(
         &mut self,

@@ -73,15 +73,7 @@ impl AgentGateway {
         let mut new = req.clone();
         new.mode = Some(TurnMode::Demo);
         let turn = self.open_turn(scope, &new)?;
-        let mut d = Driver {
-            gw: self,
-            scope,
-            env,
-            turn: turn.turn_id,
-            investigation: turn.investigation_id,
-            step: 0,
-            lang: turn.lang,
-        };
+        let mut d = Driver::of(self, scope, env, &turn);
         if self.catalog().has_optional() && crate::demo_capability::asks_for_a_capability(&turn.question) {
             if let Err(reason) = self.demo_capability_steps(&mut d, &turn) {
                 self.fail_turn(scope, turn.turn_id, &reason);
@@ -274,17 +266,7 @@ impl AgentGateway {
                 )));
             }
         }
-        // Claim the turn: of two concurrent resumes, one runs.
-        let mut claimed = false;
-        self.update_turn(scope, turn_id, |t| {
-            if t.status == TurnStatus::AuthorizationRequired {
-                t.status = TurnStatus::Running;
-                claimed = true;
-            }
-        });
-        if !claimed {
-            return Err(GatewayError::Conflict(format!("turn {turn_id} is already resuming")));
-        }
+        self.claim_resume(scope, turn_id)?;
         let r = self.call_as(
             scope,
             env,
@@ -339,6 +321,19 @@ impl AgentGateway {
         refs: Vec<ObjectRef>,
     ) -> Result<Turn, GatewayError> {
         self.finish(scope, turn_id, summary, refs)
+    }
+
+    /// Claims a turn paused for a human to resume it: of two concurrent
+    /// resumes, one runs; the other is a conflict.
+    pub(crate) fn claim_resume(&self, scope: Scope, turn_id: Uuid) -> Result<(), GatewayError> {
+        let mut claimed = false;
+        self.update_turn(scope, turn_id, |t| {
+            if t.status == TurnStatus::AuthorizationRequired {
+                t.status = TurnStatus::Running;
+                claimed = true;
+            }
+        });
+        if claimed { Ok(()) } else { Err(GatewayError::Conflict(format!("turn {turn_id} is already resuming"))) }
     }
 
     pub(crate) fn finish(

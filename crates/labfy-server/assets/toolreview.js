@@ -109,7 +109,9 @@ function details(r, now) {
   const pending = r.status === 'PENDING';
   // What changed since the proposal: an approval would be void (R5).
   if (pending && now) {
-    if ((pause === 'A' || pause === 'B') && now.registry_fingerprint !== r.manifest_fingerprint) {
+    if ((pause === 'A' || pause === 'B') && now.allow_list_known === false) {
+      out.push(h('p', { class: 'error-box', testid: 'tool-review-unchecked', text: t('tool_review_unchecked') }));
+    } else if ((pause === 'A' || pause === 'B') && now.registry_fingerprint !== r.manifest_fingerprint) {
       out.push(h('p', { class: 'error-box', testid: 'tool-review-stale', text: now.registry_fingerprint ? t('tool_review_manifest_changed') : t('tool_review_manifest_gone') }));
     } else if (now.contract_fingerprint && now.contract_fingerprint !== r.contract_fingerprint) {
       out.push(h('p', { class: 'error-box', testid: 'tool-review-stale', text: t('tool_review_contract_changed') }));

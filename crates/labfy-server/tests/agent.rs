@@ -466,6 +466,7 @@ async fn tool_requests_are_decided_by_the_analyst_behind_the_guard() {
     assert_eq!(s, StatusCode::OK, "{one}");
     assert_eq!((&one["request"]["pause"], &one["request"]["status"]), (&json!("C1"), &json!("PENDING")));
     assert_eq!(one["request"]["detail"]["diff"], "-a\n+b\n");
+    assert_eq!(one["now"]["allow_list_known"], false, "no governor here: {one}");
     let (s, _) = f.get(&format!("/api/v1/tool-requests/{}", f.investigation)).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "another namespace");
     let (s, _) = f.get(&format!("/api/v1/tool-requests/tool_request:{}", Uuid::new_v4())).await;

@@ -91,6 +91,9 @@ async fn one(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
     let ws = st.workspace();
     let stored = st.db().read(move |reads| reads.tool_request(ws, &r)).await?;
     let env = st.environment().await;
+    // Without the governor's allow-list the registry cannot be read as it
+    // would be checked: said, rather than a manifest reported gone.
+    let allow_list_known = !env.sandbox_programs.is_empty();
     let (gw, scope, cap) = (st.gateway().clone(), st.scope(), stored.capability_id.clone());
     let registry_now = tokio::task::spawn_blocking(move || gw.capability_fingerprint(scope, &env, &cap))
         .await
@@ -98,7 +101,8 @@ async fn one(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Js
     let contract = contract_now(&st, stored.kind);
     Ok(Json(json!({
         "request": stored,
-        "now": {"contract_fingerprint": contract, "registry_fingerprint": registry_now},
+        "now": {"contract_fingerprint": contract, "registry_fingerprint": registry_now,
+                "allow_list_known": allow_list_known},
     })))
 }
 
