@@ -1409,4 +1409,30 @@ async fn a_tool_request_pauses_the_model_and_resumes_after_the_humans_approval()
     assert_eq!(done.status, RuntimeStatus::Completed, "{done:#?}");
     assert!(done.summary.as_deref().unwrap_or_default().contains("installée"));
     assert_eq!(fx.gateway_turn(fx.spec, &done).calls, 2, "the resume reread tool.provision.search");
+
+    // Pause B the same way, in a new turn; a refusal ends it with the
+    // gateway's words, the model asked nothing more.
+    let t = start(&rt, &fx, fx.spec, "cap-b", "Intègre le compteur de mots à l'enquête");
+    let third = provider.nth(3, PATIENCE).await;
+    let inv = shown_investigation(&third);
+    provider.answer(tool_call(
+        "tool.integration.propose",
+        json!({"investigation_id": inv, "capability_id": "text.count_words", "reason": "l'utiliser ici"}),
+    ));
+    let paused = settled(&rt, fx.spec, t.turn_id).await;
+    assert_eq!(paused.status, RuntimeStatus::AuthorizationRequired, "{paused:#?}");
+    let b = paused.research_request.unwrap();
+    assert_eq!(fx.reads().reads().tool_request(fx.spec.workspace, &b).unwrap().pause, "B");
+    let refusal = labfy_store::ToolDecision {
+        approve: false,
+        note: Some("pas dans cette enquête".into()),
+        current_contract_fingerprint: fx.gw.catalog().get(ToolId::ToolIntegrationPropose).unwrap().fingerprint.clone(),
+        ..decision
+    };
+    Store::open(fx.dir.path()).unwrap().decide_tool_request(fx.spec.workspace, &b, &refusal).unwrap();
+    rt.resume(fx.spec, fx.env.clone(), paused.turn_id).unwrap();
+    let ended = settled(&rt, fx.spec, paused.turn_id).await;
+    assert_eq!(ended.status, RuntimeStatus::Completed, "{ended:#?}");
+    assert!(ended.summary.as_deref().unwrap_or_default().contains("refusée par l'analyste"), "{ended:#?}");
+    assert_eq!(provider.count(), 3, "a refused request asks the model nothing more");
 }
