@@ -1831,6 +1831,14 @@ async function scenarioCapabilityPauses({ page, base }) {
   const run = cards.find((c) => c.tool === 'capability.execute');
   assert(run && run.status === 'COMPLETED', `capability.execute card: ${JSON.stringify(cards.map((c) => [c.tool, c.status]))}`);
   assert(await page.isHidden(review), 'the tool review stays after the turn completed');
+  // The tools' observations in French (SPEC U4), their own words in the title.
+  const observed = await page.$$eval(`${tid('agent-card-observations')} li`, (els) => els.map((e) => [e.textContent, e.dataset.raw]));
+  const said = observed.map(([text]) => text).join(' | ');
+  assert(said.includes('capacités trouvées') && said.includes('demande d’outil préparée (pause A) : installer text.count_words')
+    && said.includes('code de sortie 0'), `observations: ${said}`);
+  for (const english of ['capabilities found', 'tool request prepared', 'ran confined', 'a human decides']) {
+    assert(!said.includes(english), `English « ${english} » in the cards: ${said}`);
+  }
   await shotsAt(page, 'agent-tool-done', tid('agent-summary-box'));
 
   // Another proposal, refused: a reason is required, then the turn ends saying nothing ran.

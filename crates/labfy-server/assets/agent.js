@@ -17,6 +17,7 @@ import { ApiError, api, errorText } from './api.js';
 import { $, clear, countOf, cssToken, displayKind, dl, h, hrefFor, refKind, refLink, seg, shown, svgEl, timeEl } from './dom.js';
 import { LOCALES, enumLabel, fmtBytes, fmtNumber, hasLabel, lang, t, tn } from './i18n.js';
 import { resTable } from './resources.js';
+import { observationText } from './observations.js';
 import { isToolRequest, loadToolReview, renderToolReview } from './toolreview.js';
 const AGENT_POLL_MS = 1000;
 const AGENT_STATUS_RETRY_MS = 5000; // a local model not ready yet is asked again this often
@@ -1293,7 +1294,11 @@ function renderCards() {
         statusPill('rs', card.status, 'agent-card-status'),
         toggle),
       card.observations.length
-        ? h('ul', { class: 'agent-observations', testid: 'agent-card-observations' }, card.observations.map((o) => h('li', { text: o })))
+        ? h('ul', { class: 'agent-observations', testid: 'agent-card-observations' }, card.observations.map((o) => {
+          // In the analyst's language (SPEC U4); the tool's own words in the title.
+          const said = observationText(o);
+          return h('li', { text: said.text, title: said.known ? o : undefined, dataset: { raw: o } });
+        }))
         : null,
       card.diagnostic
         ? h('p', { class: 'small agent-diagnostic', testid: 'agent-card-diagnostic' },

@@ -23,7 +23,7 @@ const APP_CSS: &str = include_str!("../../assets/app.css");
 /// helpers, the API client, the page's frame and router (`page.js`), one
 /// module per view, the resources and agent panels, the egress badge and
 /// the graph.
-const MODULES: [(&str, &str); 17] = [
+const MODULES: [(&str, &str); 18] = [
     ("/static/app.js", include_str!("../../assets/app.js")),
     ("/static/i18n.js", include_str!("../../assets/i18n.js")),
     ("/static/dom.js", include_str!("../../assets/dom.js")),
@@ -31,6 +31,7 @@ const MODULES: [(&str, &str); 17] = [
     ("/static/resources.js", include_str!("../../assets/resources.js")),
     ("/static/agent.js", include_str!("../../assets/agent.js")),
     ("/static/toolreview.js", include_str!("../../assets/toolreview.js")),
+    ("/static/observations.js", include_str!("../../assets/observations.js")),
     ("/static/egress.js", include_str!("../../assets/egress.js")),
     ("/static/page.js", include_str!("../../assets/page.js")),
     ("/static/lists.js", include_str!("../../assets/lists.js")),
