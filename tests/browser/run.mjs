@@ -1836,6 +1836,8 @@ async function scenarioCapabilityPauses({ page, base }) {
   const said = observed.map(([text]) => text).join(' | ');
   assert(said.includes('capacités trouvées') && said.includes('demande d’outil préparée (pause A) : installer text.count_words')
     && said.includes('code de sortie 0'), `observations: ${said}`);
+  const diagnostics = (await page.$$eval(tid('agent-card-diagnostic'), (els) => els.map((e) => e.textContent))).join(' | ');
+  assert(diagnostics.includes('attend une décision humaine (approuver ou refuser) dans l’interface (pause B)'), `diagnostics: ${diagnostics}`);
   for (const english of ['capabilities found', 'tool request prepared', 'ran confined', 'a human decides']) {
     assert(!said.includes(english), `English « ${english} » in the cards: ${said}`);
   }

@@ -1302,7 +1302,7 @@ function renderCards() {
         : null,
       card.diagnostic
         ? h('p', { class: 'small agent-diagnostic', testid: 'agent-card-diagnostic' },
-          h('span', { class: 'muted', text: `${t('agent_card_diagnostic')} : ` }), card.diagnostic)
+          h('span', { class: 'muted', text: `${t('agent_card_diagnostic')} : ` }), observationText(card.diagnostic).text)
         : null,
       open ? renderResult(entry) : null));
   }

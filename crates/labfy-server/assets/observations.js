@@ -42,6 +42,9 @@ const PATTERNS = [
   [`${CAP} ${VER} is already installed in this workspace`, 'obs_installed_already', 'ss'],
   [`${CAP} is already callable in this investigation \\(capability\\.execute\\)`, 'obs_integrated_already', 's'],
   [`${N} of ${N} tests failed: nothing proposed`, 'obs_tests_failed', 'nn'],
+  // The diagnostics of a pause (every paused turn shows one).
+  [`${ID} waits for a human decision \\(grant or refuse\\) in the UI`, 'obs_waits_research', 's'],
+  [`${ID} waits for a human decision \\(approve or refuse\\) in the UI \\(pause ([A-C][12]?)\\)`, 'obs_waits_tool', 'ss'],
   // A sandbox run (sandbox.exec), or a capability's (its id and version first).
   [`([a-z0-9._-]+) ran confined with no network in ${N} ms under ([^:]+): exit code (-?[0-9]+)`, 'obs_run_exit', 'snss'],
   [`([a-z0-9._-]+) ran confined with no network in ${N} ms under ([^:]+): ended by signal ${N}`, 'obs_run_signal', 'snsn'],
