@@ -2095,9 +2095,11 @@ async function scenarioLocalChange({ page, base, fake }) {
   await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${review}[data-pause="C1"][data-request-status="APPROVED"]`, { timeout: STEP_TIMEOUT_MS });
   await page.click(tid('agent-tool-resume'), { timeout: STEP_TIMEOUT_MS });
-  const end = await waitTurnEnded(page, turnId);
+  // Not waitTurnEnded: right after the click the panel may still read the
+  // pause, which is not a busy status.
+  await page.waitForSelector(`${tid('agent-panel')}[data-turn-status="COMPLETED"]`, { timeout: AGENT_TURN_TIMEOUT_MS });
   const t = (await runtimeTurn(page, turnId)).body;
-  assert(end.status === 'COMPLETED' && t.summary.includes('1.1.0'), `the turn ended ${end.status}: ${JSON.stringify(t.summary)}`);
+  assert(t.status === 'COMPLETED' && t.summary.includes('1.1.0'), `the turn ended ${t.status}: ${JSON.stringify(t.summary)}`);
   // A trial only: the registry still offers 1.0.0.
   const listed = await page.evaluate(async () => (await (await fetch('/api/v1/tool-requests?investigation=' + encodeURIComponent(
     (await (await fetch(`/api/v1/workspaces/${(await (await fetch('/api/v1/session')).json()).workspace_id}/investigations`)).json()).investigations[0].id),
