@@ -1814,6 +1814,9 @@ async function scenarioCapabilityPauses({ page, base }) {
     assert(!new RegExp(`\\b${english}\\b`).test(panel), `English « ${english} » in the French panel`);
   }
   assert(await page.$eval(tid('tool-review-script'), (d) => d.open), 'the script is not shown open at pause A');
+  // Accessibility (SPEC U7) of the decision panel, as of every view.
+  const axeA = await axeViolations(page, 'tool request, pause A');
+  assert(axeA.length === 0, `axe at pause A: ${JSON.stringify(axeA)}`);
   await shotsAt(page, 'agent-tool-pause-a', review);
   await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
   await waitPause('A', 'APPROVED');
@@ -2091,6 +2094,8 @@ async function scenarioLocalChange({ page, base, fake }) {
   const panel = await textOf(page, review);
   assert(panel.includes('Tests exécutés dans le bac à sable') && panel.includes('Modification (diff)')
     && panel.includes('code de sortie 0') && !panel.includes('exit code'), `C1's panel: ${panel.slice(0, 500)}`);
+  const axeC1 = await axeViolations(page, 'tool request, pause C1');
+  assert(axeC1.length === 0, `axe at pause C1: ${JSON.stringify(axeC1)}`);
   await shotsAt(page, 'agent-tool-pause-c1', review);
   await page.click(tid('agent-tool-approve'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${review}[data-pause="C1"][data-request-status="APPROVED"]`, { timeout: STEP_TIMEOUT_MS });

@@ -61,8 +61,10 @@ function fingerprint(fp, testid) {
   return h('code', { class: 'hash', testid, title: full, dataset: { full }, text: full.slice(0, FINGERPRINT_PREFIX) });
 }
 
-function pre(text, testid) {
-  return h('pre', { class: 'tool-code', testid, text: String(text ?? '') });
+// A block scrolled in place: focusable, so the keyboard scrolls it too
+// (SPEC U7), and named for a screen reader.
+function pre(text, testid, label) {
+  return h('pre', { class: 'tool-code', testid, tabindex: '0', 'aria-label': label, text: String(text ?? '') });
 }
 
 function testsEl(r) {
@@ -78,7 +80,7 @@ function testsEl(r) {
       Array.isArray(x.why) && x.why.length
         ? h('details', { class: 'small' }, h('summary', { text: t('tool_test_why') }), h('div', { class: 'muted', text: x.why.join(' · ') }))
         : null,
-      x.stdout ? h('details', null, h('summary', { text: t('tool_test_output') }), pre(x.stdout)) : null)));
+      x.stdout ? h('details', null, h('summary', { text: t('tool_test_output') }), pre(x.stdout, undefined, t('tool_test_output'))) : null)));
   }
   return h('ul', { class: 'tool-tests', testid: 'tool-review-tests' }, declared.map((x) => h('li',
     { testid: 'tool-review-test' }, h('span', { text: String(x.name ?? '') }),
@@ -121,12 +123,12 @@ function details(r, now) {
   const diff = r.detail && typeof r.detail.diff === 'string' ? r.detail.diff : '';
   if (diff) {
     out.push(h('details', { class: 'tool-diff', testid: 'tool-review-diff', open: pending },
-      h('summary', { text: t('tool_review_diff') }), pre(diff, 'tool-review-diff-text')));
+      h('summary', { text: t('tool_review_diff') }), pre(diff, 'tool-review-diff-text', t('tool_review_diff'))));
   }
   out.push(h('details', { class: 'tool-script', testid: 'tool-review-script', open: pending && !diff },
-    h('summary', { text: t('tool_review_script') }), pre(m.script, 'tool-review-script-text')));
+    h('summary', { text: t('tool_review_script') }), pre(m.script, 'tool-review-script-text', t('tool_review_script'))));
   out.push(h('details', { class: 'tool-schema', testid: 'tool-review-schema' },
-    h('summary', { text: t('tool_review_schema') }), pre(JSON.stringify(m.input_schema ?? {}, null, 2))));
+    h('summary', { text: t('tool_review_schema') }), pre(JSON.stringify(m.input_schema ?? {}, null, 2), undefined, t('tool_review_schema'))));
   out.push(h('div', { class: 'tool-tests-box' }, h('h4', { text: t(r.detail && Array.isArray(r.detail.tests) ? 'tool_review_tests_run' : 'tool_review_tests') }), testsEl(r)));
   out.push(h('details', { class: 'agent-tech', testid: 'tool-review-tech' },
     h('summary', { text: t('agent_review_tech') }),
