@@ -387,11 +387,10 @@ fn readable(m: &Value) -> String {
 fn diff(base: Option<&Capability>, new: &Capability) -> String {
     let before = base.map(|b| readable(&b.manifest_json())).unwrap_or_default();
     let after = readable(&new.manifest_json());
-    let from = base.map_or_else(
-        || "(new capability)".to_owned(),
-        |b| format!("registry {} {}", b.manifest.id, b.manifest.version),
-    );
-    let to = format!("proposed {} {}", new.manifest.id, new.manifest.version);
+    // Headers as `diff` writes them, in no language: `a/` the registry's
+    // version (`/dev/null` for a new capability), `b/` the proposed one.
+    let from = base.map_or_else(|| "/dev/null".to_owned(), |b| format!("a/{} {}", b.manifest.id, b.manifest.version));
+    let to = format!("b/{} {}", new.manifest.id, new.manifest.version);
     let text =
         similar::TextDiff::from_lines(&before, &after).unified_diff().context_radius(3).header(&from, &to).to_string();
     if text.len() <= MAX_DIFF_BYTES {
