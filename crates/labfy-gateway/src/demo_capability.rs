@@ -173,7 +173,7 @@ impl AgentGateway {
                 if n == 1 { "" } else { "s" }
             )
         };
-        self.finish(d.scope, d.turn, summary, evidence).map(|_| ()).map_err(|e| e.to_string())
+        self.complete_turn(d.scope, d.turn, summary, evidence).map(|_| ()).map_err(|e| e.to_string())
     }
 
     /// Resumes a turn paused on a tool request: only once a human decided
@@ -207,7 +207,7 @@ impl AgentGateway {
                         if refused { "refused by the analyst" } else { "voided (the manifest or contract changed)" }
                     )
                 };
-                return self.finish(scope, turn.turn_id, summary, vec![request]);
+                return self.complete_turn(scope, turn.turn_id, summary, vec![request]);
             }
             _ => {
                 return Err(GatewayError::Forbidden(format!(
@@ -278,6 +278,6 @@ impl AgentGateway {
         } else {
             format!("The analyst approved the request {what}. State reread by the gateway: {standing}.")
         };
-        self.finish(scope, turn.turn_id, summary, vec![request])
+        self.complete_turn(scope, turn.turn_id, summary, vec![request])
     }
 }

@@ -336,13 +336,7 @@ impl AgentGateway {
         if claimed { Ok(()) } else { Err(GatewayError::Conflict(format!("turn {turn_id} is already resuming"))) }
     }
 
-    pub(crate) fn finish(
-        &self,
-        scope: Scope,
-        turn_id: Uuid,
-        summary: String,
-        refs: Vec<ObjectRef>,
-    ) -> Result<Turn, GatewayError> {
+    fn finish(&self, scope: Scope, turn_id: Uuid, summary: String, refs: Vec<ObjectRef>) -> Result<Turn, GatewayError> {
         let summary = truncate_chars(&summary, 2_000);
         self.update_turn(scope, turn_id, |t| {
             t.status = TurnStatus::Completed;

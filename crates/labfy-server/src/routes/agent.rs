@@ -408,10 +408,11 @@ async fn fetch_log(State(st): State<AppState>, Path(id): Path<String>) -> ApiRes
     }))
 }
 
+/// A refusal and its reason (closed), for a research or a tool request.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RefuseBody {
-    reason: String,
+pub(crate) struct RefuseBody {
+    pub(crate) reason: String,
 }
 
 #[utoipa::path(

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery, path_ref};
-use crate::routes::agent::ANALYST;
+use crate::routes::agent::{ANALYST, RefuseBody};
 use crate::state::AppState;
 
 /// The tool request routes.
@@ -132,12 +132,6 @@ async fn approve(
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> ApiResult<Json<Value>> {
     decide(st, &id, true, body.note).await
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct RefuseBody {
-    reason: String,
 }
 
 #[utoipa::path(
