@@ -661,6 +661,10 @@ fn login_required(refused: Option<&LoginError>) -> Response {
             "Trop de liens ouverts en peu de temps ; attendez quelques minutes.",
             "Too many links opened in a short time; wait a few minutes.",
         ),
+        Some(LoginError::Unrecorded) => (
+            "Ce lien n'a pas pu être enregistré comme utilisé ; demandez-en un nouveau.",
+            "This link could not be recorded as used; get a fresh one.",
+        ),
     };
     html(
         StatusCode::UNAUTHORIZED,

@@ -12,7 +12,7 @@
 //! file (its runtime directory is read-only, SPEC T3).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,6 +51,9 @@ pub enum LoginError {
     /// More logins within one link lifetime than the server remembers.
     #[error("too many logins in a short time; wait a few minutes, then run `labfy open`")]
     TooMany,
+    /// The spent code could not be recorded for good, so it is not accepted.
+    #[error("this login could not be recorded (the server's disk); try again with `labfy open`")]
+    Unrecorded,
 }
 
 /// The per-boot key of the login links and session cookies.
@@ -186,35 +189,146 @@ pub fn login_url(port: u16, code: &str) -> String {
 /// The login codes already exchanged, so that a link works once (SPEC T4):
 /// their nonces with their expiry, at most `capacity` unexpired ones. The
 /// one copy of the rule, for the server's UI and egress's confirmation page.
+///
+/// With a journal ([`SpentCodes::with_journal`]) a code is spent for good
+/// (SPEC V7): each redemption is appended and synced to the file before it
+/// is answered, and a process that starts again — the workspace server
+/// after a crash or a workspace switch, with the same boot's key — reads
+/// the file first, so a link used once never opens a second session.
 #[derive(Debug)]
 pub struct SpentCodes {
-    used: Mutex<HashMap<String, u64>>,
+    used: Mutex<Spent>,
     capacity: usize,
 }
 
+#[derive(Debug, Default)]
+struct Spent {
+    codes: HashMap<String, u64>,
+    journal: Option<Journal>,
+}
+
+/// The append-only file of spent codes: one `<nonce> <expiry>` line each.
+#[derive(Debug)]
+struct Journal {
+    path: PathBuf,
+    file: std::fs::File,
+    /// Lines in the file, spent or expired; past twice the capacity the
+    /// file is written anew with the unexpired ones.
+    lines: usize,
+}
+
+/// Why the journal of spent codes cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("the spent login codes' journal {path}: {source}")]
+pub struct JournalError {
+    /// The file.
+    pub path: PathBuf,
+    /// What the system said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl Journal {
+    /// Writes `codes` as the whole file (a temporary file renamed over it,
+    /// synced), then opens it for appending.
+    fn rewrite(path: &Path, codes: &HashMap<String, u64>) -> std::io::Result<Self> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let mut body = String::with_capacity(codes.len() * 56);
+        for (nonce, expires) in codes {
+            body.push_str(&format!("{nonce} {expires}\n"));
+        }
+        f.write_all(body.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        let file = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Self { path: path.to_owned(), file, lines: codes.len() })
+    }
+
+    fn append(&mut self, nonce: &str, expires: u64) -> std::io::Result<()> {
+        use std::io::Write;
+        self.file.write_all(format!("{nonce} {expires}\n").as_bytes())?;
+        self.file.sync_data()?;
+        self.lines += 1;
+        Ok(())
+    }
+}
+
+/// The unexpired `<nonce> <expiry>` lines of a journal; a line that is not
+/// one (a write cut by a crash) is skipped.
+fn read_journal(text: &str, now_unix: u64) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let (nonce, expires) = line.split_once(' ')?;
+            let expires: u64 = expires.parse().ok()?;
+            let ok = nonce.len() == 2 * NONCE_BYTES && nonce.bytes().all(|b| b.is_ascii_hexdigit());
+            (ok && expires >= now_unix).then(|| (nonce.to_owned(), expires))
+        })
+        .collect()
+}
+
 impl SpentCodes {
-    /// None spent yet; at most `capacity` remembered at once.
+    /// None spent yet; at most `capacity` remembered at once; in memory
+    /// only (a process whose key dies with it: egress's page).
     pub fn new(capacity: usize) -> Self {
-        Self { used: Mutex::new(HashMap::new()), capacity }
+        Self { used: Mutex::new(Spent::default()), capacity }
+    }
+
+    /// Like [`SpentCodes::new`], but every code spent is kept in the file
+    /// at `path` (created 0600 if missing) and those still unexpired there
+    /// are spent already.
+    pub fn with_journal(capacity: usize, path: &Path, now: SystemTime) -> Result<Self, JournalError> {
+        let err = |source| JournalError { path: path.to_owned(), source };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            // A file that is not text was not written by this code: start
+            // it anew rather than refuse every login.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => String::new(),
+            Err(e) => return Err(err(e)),
+        };
+        let codes = read_journal(&text, unix_now(now));
+        let journal = Journal::rewrite(path, &codes).map_err(err)?;
+        Ok(Self { used: Mutex::new(Spent { codes, journal: Some(journal) }), capacity })
     }
 
     /// Checks `code` with `key` (form, MAC, expiry) and spends it. `Used`
     /// when it was spent before; `TooMany` when `capacity` unexpired codes
-    /// are spent already (the expired ones are forgotten first).
+    /// are spent already (the expired ones are forgotten first);
+    /// `Unrecorded` when the journal cannot record it (the code is then
+    /// not accepted: it could work again after a restart).
     pub fn redeem(&self, key: &LoginKey, code: &str, now: SystemTime) -> Result<(), LoginError> {
         let (nonce, expires) = key.check_code(code, now)?;
         // A poisoned lock only means a request panicked mid-update of a
         // plain map, which is still usable.
-        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut spent = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now_unix = unix_now(now);
-        used.retain(|_, exp| *exp >= now_unix);
-        if used.contains_key(&nonce) {
+        spent.codes.retain(|_, exp| *exp >= now_unix);
+        if spent.codes.contains_key(&nonce) {
             return Err(LoginError::Used);
         }
-        if used.len() >= self.capacity {
+        if spent.codes.len() >= self.capacity {
             return Err(LoginError::TooMany);
         }
-        used.insert(nonce, expires);
+        let Spent { codes, journal } = &mut *spent;
+        if let Some(j) = journal {
+            if j.lines >= 2 * self.capacity {
+                match Journal::rewrite(&j.path, codes) {
+                    Ok(fresh) => *j = fresh,
+                    Err(e) => tracing::warn!(error = %e, "the spent login codes' journal could not be compacted"),
+                }
+            }
+            if let Err(e) = j.append(&nonce, expires) {
+                tracing::warn!(error = %e, "a login code could not be recorded as spent; refused");
+                return Err(LoginError::Unrecorded);
+            }
+        }
+        codes.insert(nonce, expires);
         Ok(())
     }
 }
@@ -242,6 +356,48 @@ mod tests {
         let later = now + LOGIN_CODE_TTL + Duration::from_secs(2);
         assert_eq!(spent.redeem(&key, &key.mint_code(later), later), Ok(()));
         assert_eq!(spent.redeem(&key, &c, later), Err(LoginError::Expired));
+    }
+
+    #[test]
+    fn a_journaled_code_stays_spent_across_a_restart_and_the_file_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("login-spent");
+        let key = LoginKey::generate();
+        let now = SystemTime::now();
+        let a = key.mint_code(now);
+        let b = key.mint_code(now);
+        {
+            let spent = SpentCodes::with_journal(4, &path, now).unwrap();
+            assert_eq!(spent.redeem(&key, &a, now), Ok(()));
+        }
+        // A process that starts again with the same key (a server restart,
+        // a workspace switch) still refuses it; an unused code still works.
+        let again = SpentCodes::with_journal(4, &path, now).unwrap();
+        assert_eq!(again.redeem(&key, &a, now), Err(LoginError::Used));
+        assert_eq!(again.redeem(&key, &b, now), Ok(()));
+        // In memory only, the same code would have worked again: the file is what holds it.
+        assert_eq!(SpentCodes::new(4).redeem(&key, &a, now), Ok(()));
+        // A line cut by a crash is skipped, the rest kept.
+        std::fs::write(&path, format!("{}\n{} 1\nzz", std::fs::read_to_string(&path).unwrap())).unwrap();
+        let third = SpentCodes::with_journal(4, &path, now).unwrap();
+        assert_eq!(third.redeem(&key, &b, now), Err(LoginError::Used));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2, "expired and broken lines dropped at start");
+        // Expired codes are forgotten; the file is written anew before it
+        // holds twice the capacity, so it stays bounded however long the
+        // process lives.
+        let path = dir.path().join("bounded");
+        let spent = SpentCodes::with_journal(2, &path, now).unwrap();
+        for round in 0..6u32 {
+            let at = now + (LOGIN_CODE_TTL + Duration::from_secs(2)) * round;
+            for _ in 0..2 {
+                assert_eq!(spent.redeem(&key, &key.mint_code(at), at), Ok(()), "round {round}");
+            }
+            assert_eq!(spent.redeem(&key, &key.mint_code(at), at), Err(LoginError::TooMany));
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            assert!(lines <= 4, "round {round}: {lines} lines");
+        }
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
