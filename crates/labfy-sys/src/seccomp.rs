@@ -139,7 +139,12 @@ fn plain_calls() -> Vec<libc::c_long> {
         libc::SYS_exit_group,
         libc::SYS_wait4,
         libc::SYS_waitid,
-        // Signals reach only the child's own PID namespace.
+        // Signals to any pid: a policy is installed only by `Jail`, whose
+        // child is PID 1 of a PID namespace of its own (and Landlock scopes
+        // signals to its domain, ABI 6), so they reach only its own
+        // descendants — the server kills its parser workers, a sandbox run
+        // its programs. (The parser worker's own filter, `worker`, allows a
+        // signal to itself alone.)
         libc::SYS_kill,
         libc::SYS_tgkill,
         libc::SYS_tkill,

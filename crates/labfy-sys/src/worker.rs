@@ -1,22 +1,27 @@
-//! A parser worker confines itself (SPEC C2, T1): a short-lived child that
-//! reads hostile bytes on one descriptor and writes its answer on another.
-//! Before it reads anything it lowers its limits and installs a seccomp
-//! allow-list of pure computation — read, write, memory, time, exit — so that
-//! a parser an input has taken over can open no file, create no socket, start
-//! no program and signal nothing. Under the workspace server it also keeps
-//! every protection of the server's own jail (it is the server's child);
-//! under `labfy import` this filter and these limits are its confinement.
+//! A parser worker confines itself (SPEC C2, T1, V3): a short-lived child
+//! that reads hostile bytes on one descriptor and writes its answer on
+//! another. Before it reads anything it lowers its limits and installs a
+//! seccomp allow-list of pure computation — read, write, memory, time, exit,
+//! and a signal to itself (`abort()`) — so that a parser an input has taken
+//! over can open no file, create no socket, start no program and signal no
+//! other process. Under the workspace server it also keeps every protection
+//! of the server's own jail (it is the server's child); a caller that is not
+//! confined itself (`labfy import` on the host) starts it in a [`jail`] of
+//! its own first: namespaces, a minimal root, no network, like every child.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
+use std::path::Path;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule, TargetArch,
 };
 
 use crate::error::SpawnError;
+use crate::seccomp::{Policy, Sockets};
+use crate::{Jail, Root};
 
 /// The limits a worker puts on itself.
 #[derive(Debug, Clone, Copy)]
@@ -27,8 +32,10 @@ pub struct WorkerLimits {
     pub cpu_seconds: u64,
 }
 
-/// The system calls a worker may make: no `open`, no `socket`, no
-/// `execve`, no `clone`, no `kill` of another process.
+/// The system calls a worker may make with any argument: no `open`, no
+/// `socket`, no `execve`, no `clone`, and no signalling call (`kill`,
+/// `tkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, `pidfd_send_signal`);
+/// `tgkill` only to itself, in [`compute_filter`].
 fn compute_calls() -> Vec<libc::c_long> {
     let mut calls = vec![
         libc::SYS_read,
@@ -58,21 +65,30 @@ fn compute_calls() -> Vec<libc::c_long> {
         libc::SYS_exit,
         libc::SYS_exit_group,
     ];
-    // abort() after a failed allocation raises SIGABRT on itself.
-    calls.push(libc::SYS_tgkill);
     #[cfg(target_arch = "x86_64")]
     calls.push(libc::SYS_poll);
     calls
 }
 
-fn compute_filter() -> Result<BpfProgram, SpawnError> {
+fn rule_eq(arg: u8, value: u64) -> Result<SeccompRule, SpawnError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| SpawnError::prepare(format!("seccomp rule: {e}")))
+}
+
+/// The worker's filter, for the process whose pid (as its own PID namespace
+/// numbers it) is `pid`: built by that process, after the fork.
+fn compute_filter(pid: libc::pid_t) -> Result<BpfProgram, SpawnError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = compute_calls().into_iter().map(|c| (c, vec![])).collect();
     // fcntl(fd, F_GETFD) only: the standard library checks a descriptor is
     // open when it closes it (debug builds).
-    let getfd = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::F_GETFD as u64)
-        .and_then(|c| SeccompRule::new(vec![c]))
-        .map_err(|e| SpawnError::prepare(format!("seccomp rule: {e}")))?;
-    rules.insert(libc::SYS_fcntl, vec![getfd]);
+    rules.insert(libc::SYS_fcntl, vec![rule_eq(1, libc::F_GETFD as u64)?]);
+    // tgkill(own pid, …) only: abort() after a failed allocation raises
+    // SIGABRT on its own thread. The kernel delivers tgkill only to a thread
+    // of the group named by its first argument, so no other process is
+    // reached (F4).
+    let own = u64::try_from(pid).map_err(|_| SpawnError::prepare(format!("pid {pid}")))?;
+    rules.insert(libc::SYS_tgkill, vec![rule_eq(0, own)?]);
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| SpawnError::prepare(format!("no seccomp filter for {}", std::env::consts::ARCH)))?;
     let filter = seccompiler::SeccompFilter::new(rules, SeccompAction::KillProcess, SeccompAction::Allow, arch)
@@ -91,12 +107,16 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> 
 
 /// Confines the calling process for good: limits (memory, CPU, no file
 /// written, no core dump, no new descriptor beyond a few), no new
-/// privileges, then the compute-only seccomp filter (a call outside it
-/// kills the process). Call it first thing, single-threaded, before reading
-/// any input.
+/// privileges, then the compute-only seccomp filter (a call outside it, or
+/// a signal to any process but itself, kills the process). Call it first
+/// thing, single-threaded, before reading any input.
 pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
-    let program: Vec<libc::sock_filter> =
-        compute_filter()?.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
+    // SAFETY: getpid takes no argument and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let program: Vec<libc::sock_filter> = compute_filter(pid)?
+        .into_iter()
+        .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+        .collect();
     let step = |what: &str, e: io::Error| SpawnError::prepare(format!("worker confinement, {what}: {e}"));
     set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
     set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
@@ -116,6 +136,44 @@ pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
     // adding a filter), not seccompiler's helper, which sets the flag again.
     crate::raw::install_seccomp(&program).map_err(|e| step("seccomp", e))?;
     Ok(())
+}
+
+/// The uid a worker runs as when its caller is root (`nobody`, as the
+/// governor's sandbox runs); under any other caller it keeps the caller's
+/// ids in a user namespace of its own.
+pub const WORKER_UID: u32 = 65_534;
+/// Open files of a jailed worker until it lowers the bound itself.
+const JAIL_MAX_FILES: u64 = 64;
+/// Size of a jailed worker's `/tmp` (it writes no file: `RLIMIT_FSIZE` 0).
+const JAIL_TMP_BYTES: u64 = 1 << 20;
+
+/// The jail of a worker whose caller is not confined itself (`labfy import`
+/// on the host, SPEC V3): the sequence every child gets ([`Jail`]) — PID,
+/// mount, IPC, UTS and cgroup namespaces and a network namespace with no
+/// interface up; a user namespace of its own under an unprivileged caller,
+/// [`WORKER_UID`] under root; a minimal root holding its program, the
+/// system's libraries, the null and random devices and a small `/tmp`;
+/// Landlock (signals scoped to itself where the kernel has ABI 6); no
+/// capability; the children's seccomp policy (Unix sockets only), under
+/// which the worker then stacks its compute-only filter ([`confine_self`]).
+/// The caller adds the descriptors ([`Jail::pass_fd`], [`Jail::streams`])
+/// and the worker's arguments. A caller that is confined already (the
+/// workspace server, whose seccomp policy forbids new namespaces) starts
+/// its worker as a plain child instead: the worker then shares that jail.
+pub fn jail(program: &Path) -> Result<Jail, SpawnError> {
+    let mut root = Root::new();
+    root.system()?.devices()?.tmp(JAIL_TMP_BYTES)?;
+    let mut jail = Jail::new(program, root);
+    jail.hostname("labfy-parser")?
+        .no_network()
+        .limit(libc::RLIMIT_CORE, 0)
+        .limit(libc::RLIMIT_NOFILE, JAIL_MAX_FILES)
+        .seccomp(Policy { sockets: Sockets::UnixOnly, driver_ioctl: false });
+    // SAFETY: geteuid takes no argument and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        jail.run_as(WORKER_UID, WORKER_UID, &[]);
+    }
+    Ok(jail)
 }
 
 /// Takes ownership of descriptor `fd`, passed by the parent for this
@@ -139,7 +197,8 @@ mod tests {
 
     #[test]
     fn the_filter_compiles_for_this_architecture() {
-        assert!(!compute_filter().expect("filter").is_empty());
+        // SAFETY: getpid takes no argument and cannot fail.
+        assert!(!compute_filter(unsafe { libc::getpid() }).expect("filter").is_empty());
     }
 
     /// The probe, run in a child (this test binary again): confined, it
@@ -163,5 +222,64 @@ mod tests {
             .expect("probe");
         assert!(String::from_utf8_lossy(&out.stdout).contains("sum 4999950000"), "it computed and wrote");
         assert_eq!(out.status.signal(), Some(libc::SIGSYS), "killed at open: {:?}", out.status);
+    }
+
+    /// F4, reproduction P6 (SPEC V3): confined, a worker signals no other
+    /// process. Each probe (this test binary again) confines itself, then
+    /// sends SIGKILL to a live `sleep` of the same uid through one of the
+    /// signalling calls: the filter kills the probe (SIGSYS) before the call
+    /// is made, and the `sleep` lives on. A last probe aborts: `tgkill` to
+    /// itself still raises SIGABRT, which a failed allocation needs.
+    #[test]
+    fn a_confined_worker_signals_no_other_process_but_still_aborts() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Command;
+        const NAME: &str = "worker::tests::a_confined_worker_signals_no_other_process_but_still_aborts";
+        if let Some(probe) = std::env::var_os("LABFY_WORKER_SIGNAL_PROBE") {
+            let probe = probe.to_string_lossy().into_owned();
+            let (call, target) = probe.split_once(':').expect("call:pid");
+            let pid: libc::pid_t = target.parse().unwrap_or(0);
+            confine_self(WorkerLimits { memory_bytes: 1 << 30, cpu_seconds: 5 }).expect("confine");
+            println!("confined");
+            let (sig, null) = (libc::SIGKILL, std::ptr::null::<libc::siginfo_t>());
+            // SAFETY: signalling calls with plain integers and a null siginfo
+            // (the filter stops each before the kernel reads anything).
+            let rc = unsafe {
+                match call {
+                    "abort" => std::process::abort(),
+                    "tgkill" => libc::syscall(libc::SYS_tgkill, pid, pid, sig),
+                    "kill" => libc::syscall(libc::SYS_kill, pid, sig),
+                    "tkill" => libc::syscall(libc::SYS_tkill, pid, sig),
+                    "rt_sigqueueinfo" => libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, null),
+                    "rt_tgsigqueueinfo" => libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, pid, sig, null),
+                    _ => libc::syscall(libc::SYS_pidfd_send_signal, 0, sig, null, 0),
+                }
+            };
+            println!("{call} returned {rc}");
+            std::process::exit(0);
+        }
+        let exe = std::env::current_exe().expect("exe");
+        let probe = |what: String| {
+            Command::new(&exe)
+                .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+                .env("LABFY_WORKER_SIGNAL_PROBE", what)
+                .output()
+                .expect("probe")
+        };
+        let mut victim = Command::new("sleep").arg("60").spawn().expect("sleep");
+        let pid = victim.id();
+        for call in ["tgkill", "kill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal"] {
+            let out = probe(format!("{call}:{pid}"));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains("confined"), "{call}: the probe did not confine itself: {stdout}");
+            assert!(!stdout.contains("returned"), "{call} was made: {stdout}");
+            assert_eq!(out.status.signal(), Some(libc::SIGSYS), "{call}: {:?}", out.status);
+            assert!(victim.try_wait().expect("try_wait").is_none(), "{call} killed another process");
+        }
+        let out = probe("abort:0".into());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("confined"));
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "abort() on itself: {:?}", out.status);
+        victim.kill().expect("kill");
+        assert_eq!(victim.wait().expect("wait").signal(), Some(libc::SIGKILL));
     }
 }
