@@ -196,6 +196,126 @@ fn an_unknown_investigation_or_a_wrong_workspace_is_refused_before_anything_is_r
     assert!(!o.status.success());
 }
 
+/// What one look at a running worker of `labfy import` showed, from here.
+struct Seen {
+    worker: u32,
+    /// (namespace, the worker's link, its parent's link).
+    namespaces: Vec<(&'static str, String, String)>,
+    /// `NSpid` of the worker and of its parent.
+    nspid: (String, String),
+    uid: String,
+    /// What its root holds, and its network's interfaces.
+    root: Vec<String>,
+    interfaces: Vec<String>,
+}
+
+/// The running parser workers whose parent is `parent`, each looked at once
+/// (`None` for one that exited meanwhile).
+fn look_at_workers(parent: u32) -> Vec<Seen> {
+    let status = |pid: u32, field: &str| {
+        let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        s.lines().find_map(|l| l.strip_prefix(field)).map(|v| v.trim().to_owned())
+    };
+    let mut seen = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let is_worker = cmdline.split(|b| *b == 0).nth(1) == Some(labfy_parse::worker::WORKER_ARG.as_bytes());
+        if !is_worker || status(pid, "PPid:").as_deref() != Some(&parent.to_string()) {
+            continue;
+        }
+        let look = || -> Option<Seen> {
+            let link =
+                |p: u32, ns: &str| fs::read_link(format!("/proc/{p}/ns/{ns}")).ok().map(|l| l.display().to_string());
+            let mut namespaces = Vec::new();
+            for ns in ["pid", "net", "mnt", "ipc", "uts", "user"] {
+                namespaces.push((ns, link(pid, ns)?, link(parent, ns)?));
+            }
+            let mut root: Vec<String> = fs::read_dir(format!("/proc/{pid}/root"))
+                .ok()?
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect();
+            root.sort();
+            let dev = fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+            let interfaces = dev.lines().skip(2).filter_map(|l| Some(l.split(':').next()?.trim().to_owned())).collect();
+            Some(Seen {
+                worker: pid,
+                namespaces,
+                nspid: (status(pid, "NSpid:")?, status(parent, "NSpid:")?),
+                uid: status(pid, "Uid:")?,
+                root,
+                interfaces,
+            })
+        };
+        seen.extend(look());
+    }
+    seen
+}
+
+/// F4, reproduction P6 (SPEC V3): the parser worker `labfy import` starts
+/// on the host is confined like every child — PID, network, mount, IPC and
+/// UTS namespaces of its own (a user namespace too, or `nobody` under
+/// root), PID 1 of its PID namespace, so no process of its parent's shows
+/// there; a network with no interface but a loopback that is down; a root
+/// without the host's tree. Looked at from here while it reads large HTML
+/// pages.
+#[test]
+fn the_worker_of_labfy_import_has_namespaces_and_a_root_of_its_own() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (_ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Delta", "test").unwrap();
+    let root = dir.path().join("dossier");
+    fs::create_dir_all(&root).unwrap();
+    for i in 0..PAGES {
+        let page = format!("<html><body><h1>Page {i}</h1>{}</body></html>", "<div><p>mot</p></div>".repeat(DIVS));
+        fs::write(root.join(format!("page-{i}.html")), page).unwrap();
+    }
+    let mut import = Command::new(BIN)
+        .args(["import", "--data-dir", data.to_str().unwrap(), "--investigation", &inv.to_string()])
+        .arg(&root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let parent = import.id();
+    let mut seen = Vec::new();
+    while import.try_wait().unwrap().is_none() {
+        seen.extend(look_at_workers(parent));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = import.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("{PAGES} imported")), "{err}");
+    assert!(!seen.is_empty(), "no worker seen while {PAGES} pages were read: {err}");
+    let root_uid = fs::read_to_string("/proc/self/status").unwrap().lines().any(|l| l.starts_with("Uid:\t0\t"));
+    for s in &seen {
+        for (ns, worker, parent) in &s.namespaces {
+            if *ns == "user" && root_uid {
+                // Under root the worker drops to nobody instead.
+                assert!(s.uid.starts_with("65534"), "worker {} runs as {}", s.worker, s.uid);
+                continue;
+            }
+            assert_ne!(worker, parent, "worker {} shares its parent's {ns} namespace", s.worker);
+        }
+        // One more level of PID namespace than its parent, where it is 1:
+        // it sees no process but its own.
+        let (worker, parent) = (&s.nspid.0, &s.nspid.1);
+        assert_eq!(worker.split_whitespace().count(), parent.split_whitespace().count() + 1, "{worker} / {parent}");
+        assert_eq!(worker.split_whitespace().last(), Some("1"), "{worker}");
+        assert_eq!(s.interfaces, ["lo"], "worker {} has a network", s.worker);
+        for absent in ["home", "root", "run", "var", "sys", "proc", "srv", "opt"] {
+            assert!(!s.root.iter().any(|e| e == absent), "/{absent} in the worker's root: {:?}", s.root);
+        }
+        assert!(s.root.iter().any(|e| e == "usr"), "{:?}", s.root);
+    }
+}
+
+/// Pages of [`the_worker_of_labfy_import_has_namespaces_and_a_root_of_its_own`],
+/// and `<div>`s in each: enough for a worker to run a while.
+const PAGES: usize = 2;
+const DIVS: usize = 100_000;
+
 /// The worker under the confined workspace server (`labfy up`): the server
 /// starts `/proc/self/exe` as the parser, which stacks its compute-only
 /// filter on the server's and still reads an HTML page in its declared
@@ -230,7 +350,7 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
         port,
         "POST",
         &format!("/api/v1/imports/{job}/files"),
-        &[("Cookie", &cookie), ("Origin", &origin), ("X-CSRF-Token", &csrf), ("Content-Type", &ct)],
+        &[("Authorization", &cookie), ("Origin", &origin), ("X-CSRF-Token", &csrf), ("Content-Type", &ct)],
         &body,
     )
     .unwrap();

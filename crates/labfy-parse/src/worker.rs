@@ -1,8 +1,10 @@
-//! The parser worker: a child process started by the workspace server or
-//! by `labfy import` with its own program and [`WORKER_ARG`]. It confines
-//! itself before reading (`labfy_sys::worker`: limits, no new privileges,
-//! a compute-only seccomp filter), reads one document on its input
-//! descriptor, and writes one [`Reply`] as JSON on its output descriptor.
+//! The parser worker: a child process started by the workspace server (in
+//! the server's jail) or by `labfy import` (in a jail of its own,
+//! `labfy_sys::worker::jail`, SPEC V3) with its own program and
+//! [`WORKER_ARG`]. It confines itself before reading (`labfy_sys::worker`:
+//! limits, no new privileges, a compute-only seccomp filter that lets it
+//! signal nothing but itself), reads one document on its input descriptor,
+//! and writes one [`Reply`] as JSON on its output descriptor.
 //! A panic, an allocation over the limit, a system call outside the filter:
 //! the process dies, and the parent reports the document unread.
 

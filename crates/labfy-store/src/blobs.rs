@@ -105,7 +105,9 @@ impl BlobStore {
     /// transport declared, from [`labfy_parse::charset_of`]) with a confined parser
     /// worker started from `program`, within `wall`: what it read, or — the
     /// blob unreadable, the worker dead, late or lying — the blob as binary
-    /// with the reason (`labfy_parse::run`).
+    /// with the reason (`labfy_parse::run`). The worker is a plain child of
+    /// the caller, which must be confined already (the workspace server);
+    /// an unconfined caller uses [`BlobStore::parse_jailed`].
     pub fn parse_confined(
         &self,
         program: &Path,
@@ -116,6 +118,23 @@ impl BlobStore {
     ) -> labfy_parse::Parsed {
         match self.open_blob(&blob.sha256) {
             Ok(f) => labfy_parse::run::parse_confined(program, f, blob.len, name, charset, wall),
+            Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
+        }
+    }
+
+    /// [`BlobStore::parse_confined`] for a caller that is not confined
+    /// itself (`labfy import` on the host, SPEC V3): the worker starts in a
+    /// jail of its own (`labfy_parse::run::parse_jailed`).
+    pub fn parse_jailed(
+        &self,
+        program: &Path,
+        blob: &Blob,
+        name: &str,
+        charset: Option<&str>,
+        wall: std::time::Duration,
+    ) -> labfy_parse::Parsed {
+        match self.open_blob(&blob.sha256) {
+            Ok(f) => labfy_parse::run::parse_jailed(program, f, blob.len, name, charset, wall),
             Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
         }
     }

@@ -1,9 +1,11 @@
 //! `labfy import`: files and folders into an investigation (SPEC C2), run
 //! against the data directory directly like `labfy extract`. Each file is
 //! copied into the blob store (hashed, flushed, renamed), read by a parser
-//! worker (this program, started again as a self-confining child: no file,
-//! no socket, no program, bounded memory and time), and recorded with its
-//! provenance in one transaction. Every file gets an outcome — imported,
+//! worker (this program, started again in a jail of its own — namespaces, a
+//! minimal root, no network, as every child, SPEC V3 — where it confines
+//! itself further: no file, no socket, no program, no signal but to itself,
+//! bounded memory and time), and recorded with its provenance in one
+//! transaction. Every file gets an outcome — imported,
 //! duplicate, refused with its reason — and the rest of the batch goes on.
 
 use std::collections::BTreeMap;
@@ -157,7 +159,8 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         bar
     });
     let wall = std::time::Duration::from_secs(labfy_parse::worker::WORKER_WALL_SECONDS);
-    let parse_one = |blob: &Blob, name: &str| blobs.parse_confined(&worker, blob, name, None, wall);
+    // This process runs on the host, unconfined: each worker gets a jail.
+    let parse_one = |blob: &Blob, name: &str| blobs.parse_jailed(&worker, blob, name, None, wall);
     let mut refusals = Vec::new();
     let mut failure = None;
     // Files are taken and read by a few threads at once (each read is a
