@@ -16,7 +16,8 @@
 //!   research_requests.jsonl  grants.jsonl  campaigns.jsonl  campaign_items.jsonl  jobs.jsonl
 //!   audit.jsonl              the workspace's audit log
 //!   graph.stix.json          the graph as a STIX 2.1 bundle
-//!   (any file the caller adds: `labfy export` adds egress's ledger of the grants)
+//!   egress/grants.jsonl  egress/fetch_log.jsonl   egress's own ledger rows of those grants and its
+//!                            fetch log (`labfy export` adds them; the UI's export cannot)
 //! ```
 //!
 //! Every row is exported whole, column by column, as stored (JSON columns as
@@ -26,6 +27,15 @@
 //! does not match; the manifest's own SHA-256 — the bundle's fingerprint —
 //! is what an analyst hands over out of band, so a bundle rewritten whole
 //! with fresh hashes still fails against it.
+//!
+//! Every row above is the workspace server's record, and a compromised
+//! server can rewrite its own database consistently (a page's body and its
+//! hash together). Egress's fetch log is the one record it cannot write
+//! (SPEC T2, V4): when the bundle carries it, [`verify`] requires each fetched
+//! piece to match a `FETCHED` entry of it, one to one, and names every piece
+//! that does not; without it the manifest's `fetched_evidence` says the
+//! fetched pieces are the server's word, and [`verify`] reports them as
+//! unverifiable against egress ([`FetchedCheck`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -46,6 +56,37 @@ pub const BUNDLE_FORMAT: &str = "labfy.bundle.v1";
 pub const MANIFEST: &str = "manifest.json";
 /// The `sha256sum -c` file's name.
 pub const SHA256SUMS: &str = "SHA256SUMS";
+/// Egress's fetch log in a bundle (`labfy export` adds it).
+pub const EGRESS_FETCH_LOG: &str = "egress/fetch_log.jsonl";
+/// The manifest's field saying whose word the fetched pieces are
+/// ([`FetchedEvidence`]).
+pub const FETCHED_EVIDENCE: &str = "fetched_evidence";
+
+/// SHA-256 of no bytes: what a fetch without a body is stored with.
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+/// How long before the end of a fetch — `started_at` + `elapsed_ms`, as the
+/// piece records egress's answer — egress's log may stamp it: both times are
+/// cut to the millisecond, and the end is measured on the monotonic clock.
+const LOGGED_BEFORE_END_MS: i64 = 2_000;
+/// How long after the end of a fetch egress's log may stamp it: egress writes
+/// the entry as the fetch ends, before it answers the server.
+const LOGGED_AFTER_END_MS: i64 = 60_000;
+
+/// Whose word a bundle's fetched pieces are: the manifest's
+/// `fetched_evidence`, written by [`BundleWriter::finish`] from what the
+/// bundle holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum FetchedEvidence {
+    /// The bundle carries egress's fetch log; [`verify`] checks every
+    /// fetched piece against it.
+    #[serde(rename = "checked_against_egress_fetch_log")]
+    EgressFetchLog,
+    /// No egress fetch log (the UI's export, whose server cannot read
+    /// egress's ledger; or egress never ran): the fetched pieces are the
+    /// workspace server's word, not checked against egress.
+    #[serde(rename = "server_word_not_checked_against_egress")]
+    ServerWord,
+}
 
 /// Why an export or a verification failed.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +147,15 @@ pub enum BundleError {
     /// The manifest is unreadable or of another format.
     #[error("manifest.json: {0}")]
     Manifest(String),
+    /// Fetched pieces that egress's own fetch log does not back (SPEC V4):
+    /// the workspace server altered them, or made them up.
+    #[error(
+        "{} fetched piece(s) not backed by egress's own fetch log (egress/fetch_log.jsonl): the workspace \
+         server's record of them is not what egress fetched: {}",
+        .0.len(),
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    NotInEgressLog(Vec<Unbacked>),
     /// The manifest is not the one the analyst was given.
     #[error("the bundle's fingerprint is {found}, expected {expected}: the manifest is not the one handed over")]
     Fingerprint {
@@ -161,6 +211,67 @@ pub struct Verified {
     pub rows: u64,
     /// The investigation.
     pub investigation: String,
+    /// The fetched pieces against egress's own fetch log: matched, or
+    /// unverifiable when the bundle holds none (never "verified" then).
+    pub fetched: FetchedCheck,
+}
+
+/// A fetched piece that egress's fetch log does not back, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unbacked {
+    /// The piece: `evidence:<uuid>`, as its provenance names it.
+    pub piece: String,
+    /// Its line in `fetch_provenance.jsonl` (1-based).
+    pub line: usize,
+    /// The URL it says was fetched.
+    pub url: String,
+    /// What differs from egress's log.
+    pub differs: String,
+}
+
+impl std::fmt::Display for Unbacked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, fetch_provenance.jsonl line {}): {}", self.piece, self.url, self.line, self.differs)
+    }
+}
+
+/// How a bundle's fetched pieces stand against egress's own fetch log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "against_egress", rename_all = "snake_case")]
+pub enum FetchedCheck {
+    /// The bundle carries egress's fetch log and every fetched piece matched
+    /// a `FETCHED` entry of it of its own (URL, final URL, HTTP status,
+    /// SHA-256, size, campaign and grant; logged as the fetch ended).
+    Matched {
+        /// Fetched pieces checked.
+        pieces: u64,
+        /// `FETCHED` entries of the log that no piece holds (a page the
+        /// store refused, or one the server left out).
+        unclaimed: u64,
+    },
+    /// The bundle holds no egress fetch log: these fetched pieces are the
+    /// workspace server's word, unverifiable against egress.
+    Unverifiable {
+        /// Fetched pieces not checked.
+        pieces: u64,
+    },
+}
+
+impl FetchedCheck {
+    /// The fetched pieces of the bundle.
+    pub fn pieces(&self) -> u64 {
+        match *self {
+            FetchedCheck::Matched { pieces, .. } | FetchedCheck::Unverifiable { pieces } => pieces,
+        }
+    }
+
+    /// The fetched pieces that could not be checked against egress.
+    pub fn unverifiable(&self) -> u64 {
+        match *self {
+            FetchedCheck::Matched { .. } => 0,
+            FetchedCheck::Unverifiable { pieces } => pieces,
+        }
+    }
 }
 
 /// A writer that hashes what goes through it.
@@ -276,6 +387,13 @@ impl BundleWriter {
         self.add_file(SHA256SUMS, sums.as_bytes())?;
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut manifest = header;
+        // Said from what the bundle holds, whoever calls.
+        let fetched = if self.files.iter().any(|f| f.path == EGRESS_FETCH_LOG) {
+            FetchedEvidence::EgressFetchLog
+        } else {
+            FetchedEvidence::ServerWord
+        };
+        manifest.insert(FETCHED_EVIDENCE.into(), json!(fetched));
         manifest.insert("format".into(), json!(BUNDLE_FORMAT));
         manifest.insert("rows".into(), json!(self.rows.iter().cloned().collect::<HashMap<_, _>>()));
         manifest.insert("files".into(), json!(self.files));
@@ -737,6 +855,15 @@ fn int(file: &str, line: usize, o: &Map<String, Value>, name: &str) -> Result<i6
 /// rows the bundle holds; the STIX graph's relationships at its objects; and,
 /// when `fingerprint` is given, the manifest being that one. Stops at the
 /// first thing that does not match and names it.
+///
+/// Then the fetched pieces against egress's own fetch log (SPEC V4): when the
+/// bundle carries it, each piece must match a `FETCHED` entry of its own —
+/// same grant, campaign, URL, final URL, HTTP status, SHA-256 and size, and
+/// stamped as the piece's fetch ended (from [`LOGGED_BEFORE_END_MS`] before
+/// `started_at` + `elapsed_ms` to [`LOGGED_AFTER_END_MS`] after) — or the
+/// error names every piece that does not and what differs. Without the log
+/// the pieces are [`FetchedCheck::Unverifiable`], and the manifest must say
+/// so.
 pub fn verify(dir: &Path, fingerprint: Option<&str>) -> Result<Verified> {
     let manifest_path = dir.join(MANIFEST);
     let text = fs::read(&manifest_path).map_err(io(&manifest_path))?;
@@ -781,9 +908,142 @@ pub fn verify(dir: &Path, fingerprint: Option<&str>) -> Result<Verified> {
         }
         bytes += n;
     }
-    let rows = check_references(dir, &listed, &manifest)?;
+    let refs = check_references(dir, &listed, &manifest)?;
+    let fetched = match refs.egress_log {
+        Some(log) => against_egress(&refs.fetches, &log)?,
+        None => FetchedCheck::Unverifiable { pieces: refs.fetches.len() as u64 },
+    };
     let investigation = manifest["investigation"].as_str().unwrap_or_default().to_owned();
-    Ok(Verified { fingerprint: found, files: files.len(), bytes, rows, investigation })
+    Ok(Verified { fingerprint: found, files: files.len(), bytes, rows: refs.rows, investigation, fetched })
+}
+
+/// A fetched piece as the server recorded it (`fetch_provenance.jsonl`).
+struct Fetch {
+    line: usize,
+    piece: String,
+    grant: String,
+    campaign: String,
+    url: String,
+    final_url: String,
+    http_status: i64,
+    sha256: String,
+    bytes: i64,
+    started_at: String,
+    elapsed_ms: i64,
+}
+
+type Time = chrono::DateTime<chrono::FixedOffset>;
+
+impl Fetch {
+    /// When the fetch ended, by its own record.
+    fn end(&self) -> Option<Time> {
+        chrono::DateTime::parse_from_rfc3339(&self.started_at)
+            .ok()
+            .and_then(|t| t.checked_add_signed(chrono::TimeDelta::milliseconds(self.elapsed_ms)))
+    }
+
+    /// The grant, campaign and URL egress's log names a fetch by.
+    fn key(&self) -> (&str, &str, &str) {
+        (&self.grant, &self.campaign, &self.url)
+    }
+}
+
+/// A `FETCHED` entry of egress's fetch log (`egress/fetch_log.jsonl`).
+struct Logged {
+    line: usize,
+    at: String,
+    at_time: Option<Time>,
+    grant: String,
+    campaign: String,
+    url: String,
+    final_url: String,
+    http_status: Option<i64>,
+    sha256: String,
+    bytes: i64,
+}
+
+impl Logged {
+    /// What differs between this entry and `p`, besides the time; empty when
+    /// nothing does.
+    fn differences(&self, p: &Fetch) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.final_url != p.final_url {
+            out.push(format!("final URL {} here, {} in egress's log", p.final_url, self.final_url));
+        }
+        if self.http_status != Some(p.http_status) {
+            let logged = self.http_status.map_or_else(|| "none".to_owned(), |s| s.to_string());
+            out.push(format!("HTTP status {} here, {logged} in egress's log", p.http_status));
+        }
+        if self.sha256 != p.sha256 {
+            out.push(format!("SHA-256 {} here, {} in egress's log", p.sha256, self.sha256));
+        }
+        if self.bytes != p.bytes {
+            out.push(format!("{} bytes here, {} in egress's log", p.bytes, self.bytes));
+        }
+        out
+    }
+
+    /// Milliseconds from the end of a fetch (`end`) to this entry's stamp.
+    fn after(&self, end: Option<Time>) -> Option<i64> {
+        Some((self.at_time? - end?).num_milliseconds())
+    }
+
+    /// Whether the entry was stamped as a fetch ending at `end` ended.
+    fn stamped_at_end(&self, end: Option<Time>) -> bool {
+        self.after(end).is_some_and(|ms| (-LOGGED_BEFORE_END_MS..=LOGGED_AFTER_END_MS).contains(&ms))
+    }
+}
+
+/// Matches each fetched piece with a `FETCHED` entry of egress's log of its
+/// own (the one stamped nearest its end when several fit); names every piece
+/// none backs.
+fn against_egress(fetches: &[Fetch], log: &[Logged]) -> Result<FetchedCheck> {
+    let mut by_url: HashMap<(&str, &str, &str), Vec<usize>> = HashMap::new();
+    for (i, e) in log.iter().enumerate() {
+        by_url.entry((&e.grant, &e.campaign, &e.url)).or_default().push(i);
+    }
+    let mut claimed = vec![false; log.len()];
+    let mut unbacked = Vec::new();
+    for p in fetches {
+        let end = p.end();
+        let same_url = by_url.get(&p.key()).map(Vec::as_slice).unwrap_or_default();
+        let distance = |i: usize| log[i].after(end).map_or(u64::MAX, i64::unsigned_abs);
+        let found = same_url
+            .iter()
+            .copied()
+            .filter(|&i| !claimed[i] && log[i].differences(p).is_empty() && log[i].stamped_at_end(end))
+            .min_by_key(|&i| distance(i));
+        if let Some(i) = found {
+            claimed[i] = true;
+            continue;
+        }
+        // None fits: say why against the nearest entry of the same URL.
+        let nearest = same_url.iter().copied().min_by_key(|&i| (claimed[i], log[i].differences(p).len(), distance(i)));
+        let differs = match nearest {
+            None => format!("egress's log holds no FETCHED entry of this URL under {} of {}", p.campaign, p.grant),
+            Some(i) => {
+                let e = &log[i];
+                let mut d = e.differences(p);
+                if !e.stamped_at_end(end) {
+                    d.push(format!(
+                        "started {} and took {} ms here, egress logged it at {}",
+                        p.started_at, p.elapsed_ms, e.at
+                    ));
+                }
+                if d.is_empty() {
+                    format!("egress's log entry of it (line {}) is claimed by another piece", e.line)
+                } else {
+                    format!("{} (egress's log, line {})", d.join(", "), e.line)
+                }
+            }
+        };
+        unbacked.push(Unbacked { piece: p.piece.clone(), line: p.line, url: p.url.clone(), differs });
+    }
+    if !unbacked.is_empty() {
+        return Err(BundleError::NotInEgressLog(unbacked));
+    }
+    let unclaimed = claimed.iter().filter(|c| !**c).count() as u64;
+    Ok(FetchedCheck::Matched { pieces: fetches.len() as u64, unclaimed })
 }
 
 /// `Ok` when the bundle holds `r`; else the reference error of `file:line`.
@@ -795,8 +1055,18 @@ fn held(set: &HashSet<String>, r: &str, file: &str, line: usize) -> Result<()> {
     }
 }
 
+/// What [`check_references`] read for the check against egress.
+struct Refs {
+    /// Rows whose references were checked.
+    rows: u64,
+    /// The fetched pieces.
+    fetches: Vec<Fetch>,
+    /// The `FETCHED` entries of egress's fetch log, when the bundle has it.
+    egress_log: Option<Vec<Logged>>,
+}
+
 /// The cross-references of a bundle whose files all hash as listed.
-fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Value) -> Result<u64> {
+fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Value) -> Result<Refs> {
     let bad = |file: &str, line: usize, detail: String| BundleError::Reference { file: file.into(), line, detail };
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut evidence: HashMap<String, i64> = HashMap::new();
@@ -929,7 +1199,8 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
         })?,
     );
     let f = "provenance.jsonl";
-    let mut provenance = HashSet::new();
+    // Each provenance record and the object it describes.
+    let mut provenance = HashMap::new();
     counts.insert(
         f.into(),
         each_line(dir, f, |line, o| {
@@ -937,7 +1208,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             if !objects.contains(obj) {
                 return Err(bad(f, line, format!("describes {obj}, which is not in the bundle")));
             }
-            provenance.insert(field(f, line, o, "id")?.to_owned());
+            provenance.insert(field(f, line, o, "id")?.to_owned(), obj.to_owned());
             Ok(())
         })?,
     );
@@ -946,7 +1217,7 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
         f.into(),
         each_line(dir, f, |line, o| {
             let p = field(f, line, o, "provenance_id")?;
-            if !provenance.contains(p) {
+            if !provenance.contains_key(p) {
                 return Err(bad(f, line, format!("provenance {p} is not in the bundle")));
             }
             let input = field(f, line, o, "input_ref")?;
@@ -961,17 +1232,31 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
         })?,
     );
     let f = "fetch_provenance.jsonl";
+    let mut fetches = Vec::new();
     counts.insert(
         f.into(),
         each_line(dir, f, |line, o| {
             let p = field(f, line, o, "provenance_id")?;
-            if !provenance.contains(p) {
+            let Some(piece) = provenance.get(p) else {
                 return Err(bad(f, line, format!("provenance {p} is not in the bundle")));
-            }
-            for (col, kind, set) in [("campaign_id", "campaign", &campaigns), ("grant_id", "grant", &grants)] {
-                let r = format!("{kind}:{}", field(f, line, o, col)?);
-                held(set, &r, f, line)?;
-            }
+            };
+            let campaign = format!("campaign:{}", field(f, line, o, "campaign_id")?);
+            held(&campaigns, &campaign, f, line)?;
+            let grant = format!("grant:{}", field(f, line, o, "grant_id")?);
+            held(&grants, &grant, f, line)?;
+            fetches.push(Fetch {
+                line,
+                piece: piece.clone(),
+                grant,
+                campaign,
+                url: field(f, line, o, "url")?.to_owned(),
+                final_url: field(f, line, o, "final_url")?.to_owned(),
+                http_status: int(f, line, o, "http_status")?,
+                sha256: field(f, line, o, "body_sha256")?.to_owned(),
+                bytes: int(f, line, o, "body_bytes")?,
+                started_at: field(f, line, o, "started_at")?.to_owned(),
+                elapsed_ms: int(f, line, o, "elapsed_ms")?,
+            });
             Ok(())
         })?,
     );
@@ -987,9 +1272,21 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             }
         }
     }
-    // Egress's own record of the grants, when the export found it.
-    let f = "egress/fetch_log.jsonl";
-    if listed.contains_key(f) {
+    // Egress's own record of the grants, when the export found it; the
+    // manifest says whether it did.
+    let f = EGRESS_FETCH_LOG;
+    let has_log = listed.contains_key(f);
+    if let Some(said) = manifest.get(FETCHED_EVIDENCE) {
+        let expected = if has_log { FetchedEvidence::EgressFetchLog } else { FetchedEvidence::ServerWord };
+        if serde_json::from_value::<FetchedEvidence>(said.clone()).ok() != Some(expected) {
+            return Err(BundleError::Manifest(format!(
+                "`{FETCHED_EVIDENCE}` is {said}, but the bundle {} {f}",
+                if has_log { "holds" } else { "has no" }
+            )));
+        }
+    }
+    let mut egress_log = None;
+    if has_log {
         let mut ledger = HashSet::new();
         each_line(dir, "egress/grants.jsonl", |line, o| {
             let g = field("egress/grants.jsonl", line, o, "id")?;
@@ -999,20 +1296,40 @@ fn check_references(dir: &Path, listed: &HashMap<String, String>, manifest: &Val
             ledger.insert(g.to_owned());
             Ok(())
         })?;
+        let mut log = Vec::new();
         counts.insert(
             f.into(),
             each_line(dir, f, |line, o| {
                 let g = field(f, line, o, "grant_id")?;
-                if ledger.contains(g) {
-                    Ok(())
-                } else {
-                    Err(bad(f, line, format!("{g} is not in egress/grants.jsonl")))
+                if !ledger.contains(g) {
+                    return Err(bad(f, line, format!("{g} is not in egress/grants.jsonl")));
                 }
+                if field(f, line, o, "status")? != "FETCHED" {
+                    return Ok(());
+                }
+                let text = |name: &str| o.get(name).and_then(Value::as_str).map(str::to_owned);
+                let url = field(f, line, o, "url")?.to_owned();
+                let at = field(f, line, o, "at")?.to_owned();
+                log.push(Logged {
+                    line,
+                    at_time: chrono::DateTime::parse_from_rfc3339(&at).ok(),
+                    at,
+                    grant: g.to_owned(),
+                    campaign: field(f, line, o, "campaign")?.to_owned(),
+                    final_url: text("final_url").unwrap_or_else(|| url.clone()),
+                    url,
+                    http_status: o.get("http_status").and_then(Value::as_i64),
+                    // A fetch with no body is logged without a hash.
+                    sha256: text("sha256").unwrap_or_else(|| EMPTY_SHA256.to_owned()),
+                    bytes: int(f, line, o, "bytes")?,
+                });
+                Ok(())
             })?,
         );
+        egress_log = Some(log);
     }
     check_stix(dir)?;
-    Ok(counts.values().sum())
+    Ok(Refs { rows: counts.values().sum(), fetches, egress_log })
 }
 
 /// Every relationship of `graph.stix.json` joins two of its objects.

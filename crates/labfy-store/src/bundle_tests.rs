@@ -1,6 +1,7 @@
 //! Export and verification of a bundle (SPEC C5): a fresh export verifies;
 //! each kind of tampering fails and names the file and, for bytes, the hash
-//! expected.
+//! expected; fetched pieces are checked against egress's own fetch log, and
+//! a page the server rewrote in its database is named (SPEC V4).
 
 use std::fs;
 use std::path::Path;
@@ -9,7 +10,11 @@ use labfy_core::ObjectRef;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
-use crate::bundle::{BundleError, BundleFile, BundleWriter, MANIFEST, SHA256SUMS, verify};
+use crate::bundle::{
+    BundleError, BundleFile, BundleWriter, FETCHED_EVIDENCE, FetchedCheck, MANIFEST, SHA256SUMS, add_egress_ledger,
+    verify,
+};
+use crate::research_tests::{decision, request};
 use crate::tests::specimen;
 use crate::*;
 
@@ -70,6 +75,7 @@ fn a_fresh_export_holds_everything_and_verifies() {
     let v = verify(&out, Some(&fingerprint)).unwrap();
     assert_eq!(v.fingerprint, fingerprint);
     assert_eq!(v.investigation, inv.to_string());
+    assert_eq!(v.fetched, FetchedCheck::Unverifiable { pieces: 0 }, "a SPECIMEN case fetched nothing");
     let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
     let count = |sql: &str| -> usize { conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap() as usize };
     assert_eq!(lines(&out.join("evidence.jsonl")), count("SELECT count(*) FROM evidence"));
@@ -238,4 +244,276 @@ fn egress_ledger_rows_of_the_bundles_grants_only() {
     w.add_jsonl("grants.jsonl", [serde_json::json!({"id": "0001"})]).unwrap();
     let err = crate::bundle::add_egress_ledger(&mut w, &junk).unwrap_err();
     assert!(err.to_string().contains("junk.sqlite3"), "{err}");
+}
+
+/// Egress's ledger as `egress/src/ledger.rs` creates it: `fetch_log` column
+/// for column; of `grants`, the columns the export orders by and the ids.
+const EGRESS_LEDGER: &str = "
+CREATE TABLE grants (id TEXT PRIMARY KEY, workspace TEXT NOT NULL, campaign TEXT NOT NULL UNIQUE,
+                     proposed_at TEXT NOT NULL) STRICT;
+CREATE TABLE fetch_log (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    at           TEXT NOT NULL,
+    grant_id     TEXT NOT NULL REFERENCES grants(id),
+    campaign     TEXT NOT NULL,
+    url          TEXT NOT NULL,
+    final_url    TEXT,
+    status       TEXT NOT NULL,
+    http_status  INTEGER,
+    bytes        INTEGER NOT NULL,
+    sha256       TEXT,
+    reason       TEXT
+) STRICT;";
+
+/// The pages of the REAL campaign below: the first two fetched and stored,
+/// the third fetched by egress but refused by the store (no piece).
+const PAGES: [(&str, &[u8]); 3] = [
+    ("https://news.example.org/acme", b"<html><title>ACME</title><p>ACME wired 2,000 EUR to a charity.</p></html>"),
+    ("https://news.example.org/minister", b"<html><title>Minister</title><p>The minister declared nothing.</p></html>"),
+    ("https://news.example.org/refused", b"not stored"),
+];
+
+/// A REAL investigation whose campaign stored two fetched pages as the
+/// server records them, and egress's ledger that logged those fetches (each
+/// 3 ms after it ended, as egress does), the third and a refusal.
+struct Fetched {
+    dir: TempDir,
+    inv: ObjectRef,
+    ledger: std::path::PathBuf,
+    pieces: Vec<ObjectRef>,
+}
+
+fn fetched_case() -> Fetched {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Garde", "analyst").unwrap();
+    let ws = ws.id();
+    let note = NewNote { title: "Piste".into(), content: "ACME et le ministre".into(), source: None };
+    let note = store.add_note(ws, &inv, &note, "analyst").unwrap();
+    let (r, _) = store.prepare_research(ws, &request(vec![note], "custody")).unwrap();
+    let urls = PAGES.iter().map(|(u, _)| (*u).to_owned()).collect();
+    let g = store.grant_research(ws, &r, &GrantDecision { urls, ..decision() }).unwrap();
+    store.campaign_admitted(ws, &g.campaign, "admitted").unwrap();
+    store.campaign_started(ws, &g.campaign).unwrap();
+
+    let ledger = dir.path().join("ledger.sqlite3");
+    let log = rusqlite::Connection::open(&ledger).unwrap();
+    log.execute_batch(EGRESS_LEDGER).unwrap();
+    let (grant, campaign) = (g.grant.to_string(), g.campaign.to_string());
+    log.execute(
+        "INSERT INTO grants VALUES (?1, ?2, ?3, '2026-03-01T09:59:00.000Z')",
+        rusqlite::params![grant, ws.to_string(), campaign],
+    )
+    .unwrap();
+    let blobs = crate::blobs::BlobStore::open(dir.path()).unwrap();
+    let mut pieces = Vec::new();
+    for (i, (url, body)) in PAGES.iter().enumerate() {
+        let blob = blobs.put(&mut &body[..], 1 << 20).unwrap();
+        log.execute(
+            "INSERT INTO fetch_log (at, grant_id, campaign, url, final_url, status, http_status, bytes, sha256)
+             VALUES (?1, ?2, ?3, ?4, ?4, 'FETCHED', 200, ?5, ?6)",
+            rusqlite::params![
+                format!("2026-03-01T10:0{i}:00.853Z"),
+                grant,
+                campaign,
+                url,
+                body.len() as i64,
+                blob.sha256
+            ],
+        )
+        .unwrap();
+        if i == 2 {
+            break;
+        }
+        let page = FetchedPage {
+            url: (*url).into(),
+            final_url: (*url).into(),
+            redirects: Vec::new(),
+            http_status: 200,
+            headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+            content_type: Some("text/html; charset=utf-8".into()),
+            body_sha256: blob.sha256.clone(),
+            body: Some(FetchedBody { parsed: labfy_parse::parse(body, "page.html"), blob }),
+            started_at: format!("2026-03-01T10:0{i}:00.000Z"),
+            elapsed_ms: 850,
+            isolation: "campaign-iso-1".into(),
+            asked_by: None,
+        };
+        pieces.push(store.record_fetch(ws, &g.campaign, i as u32, &page).unwrap());
+    }
+    log.execute(
+        "INSERT INTO fetch_log (at, grant_id, campaign, url, status, bytes, reason)
+         VALUES ('2026-03-01T10:05:00.000Z', ?1, ?2, 'https://elsewhere.example.com/', 'REFUSED', 0, 'not granted')",
+        rusqlite::params![grant, campaign],
+    )
+    .unwrap();
+    Fetched { dir, inv, ledger, pieces }
+}
+
+impl Fetched {
+    /// Exports the case into `name`, with egress's ledger as `labfy export`
+    /// adds it or without, as the UI exports; the bundle and its fingerprint.
+    fn export(&self, name: &str, with_ledger: bool) -> (std::path::PathBuf, String) {
+        let out = self.dir.path().join(name);
+        let ro = ReadOnlyStore::open(self.dir.path()).unwrap();
+        let mut w = BundleWriter::create(&out).unwrap();
+        let header = ro.export(&self.inv, &mut w).unwrap();
+        if with_ledger {
+            add_egress_ledger(&mut w, &self.ledger).unwrap();
+        }
+        (out.clone(), w.finish(header).unwrap().fingerprint)
+    }
+
+    /// What a compromised server does in its own database (red team G4):
+    /// drops the immutability triggers, then makes `piece` say it fetched
+    /// `body` — a new blob, the item's text and hashes, its fetch
+    /// provenance's SHA-256 and size, all consistent.
+    fn rewrite_page(&self, piece: &ObjectRef, body: &[u8]) {
+        let blob = crate::blobs::BlobStore::open(self.dir.path()).unwrap().put(&mut &body[..], 1 << 20).unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        let conn = self.db();
+        conn.execute(
+            "INSERT OR IGNORE INTO blobs (sha256, byte_len, created_at) VALUES (?1, ?2, '2026-03-01T10:00:00.000Z')",
+            rusqlite::params![blob.sha256, blob.len as i64],
+        )
+        .unwrap();
+        let id = piece.id().to_string();
+        conn.execute("DELETE FROM mentions WHERE evidence_id = ?1", [&id]).unwrap();
+        conn.execute(
+            "UPDATE evidence SET content = ?2, sha256 = ?3, blob_sha256 = ?3, byte_len = ?4, char_len = ?5 WHERE id = ?1",
+            rusqlite::params![id, text, blob.sha256, blob.len as i64, text.chars().count() as i64],
+        )
+        .unwrap();
+        let n = conn
+            .execute(
+                "UPDATE fetch_provenance SET body_sha256 = ?2, body_bytes = ?3
+                 WHERE provenance_id IN (SELECT id FROM provenance WHERE object_ref = ?1)",
+                rusqlite::params![piece.to_string(), blob.sha256, blob.len as i64],
+            )
+            .unwrap();
+        assert_eq!(n, 1, "{piece} has one fetch provenance");
+    }
+
+    /// The server's database with the immutability triggers dropped.
+    fn db(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(self.dir.path().join(DB_FILE)).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER IF EXISTS evidence_immutable; DROP TRIGGER IF EXISTS fetch_provenance_immutable;",
+        )
+        .unwrap();
+        conn
+    }
+}
+
+fn manifest_of(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap()
+}
+
+/// SPEC V4: the pages as egress fetched them pass, each matched with its
+/// own entry of egress's log; the fetch egress logged that no piece holds is
+/// counted, the refusal is not.
+#[test]
+fn fetched_pieces_that_match_egress_fetch_log_pass() {
+    let case = fetched_case();
+    let (out, fp) = case.export("bundle", true);
+    assert_eq!(manifest_of(&out)[FETCHED_EVIDENCE], "checked_against_egress_fetch_log");
+    assert_eq!(lines(&out.join("egress/fetch_log.jsonl")), 4);
+    let v = verify(&out, Some(&fp)).unwrap();
+    assert_eq!(v.fetched, FetchedCheck::Matched { pieces: 2, unclaimed: 1 });
+    assert_eq!(v.fetched.unverifiable(), 0);
+}
+
+/// Red team F5 (G4): the server rewrites a fetched page in its database —
+/// body, text, hashes and fetch provenance consistent — and moves another's
+/// time; `labfy export` then writes a bundle whose every hash holds, but
+/// egress's log names both pieces and what differs.
+#[test]
+fn a_page_the_server_rewrote_is_named_against_egress_fetch_log() {
+    let case = fetched_case();
+    let forged = b"ACME wired 2,000,000 EUR to the minister (FORGED BY THE SERVER)";
+    case.rewrite_page(&case.pieces[0], forged);
+    let moved = case
+        .db()
+        .execute(
+            "UPDATE fetch_provenance SET started_at = '2026-03-02T10:01:00.000Z'
+             WHERE provenance_id IN (SELECT id FROM provenance WHERE object_ref = ?1)",
+            [case.pieces[1].to_string()],
+        )
+        .unwrap();
+    assert_eq!(moved, 1);
+    let (out, fp) = case.export("bundle", true);
+    let err = verify(&out, Some(&fp)).unwrap_err();
+    let BundleError::NotInEgressLog(unbacked) = &err else { panic!("expected NotInEgressLog, got {err}") };
+    assert_eq!(unbacked.len(), 2, "{err}");
+    let (rewritten, retimed) = (&unbacked[0], &unbacked[1]);
+    assert_eq!(rewritten.piece, case.pieces[0].to_string());
+    assert_eq!(rewritten.url, PAGES[0].0);
+    let forged_sha = hex::encode(Sha256::digest(forged));
+    let fetched_sha = hex::encode(Sha256::digest(PAGES[0].1));
+    for said in [
+        format!("SHA-256 {forged_sha} here, {fetched_sha} in egress's log"),
+        format!("{} bytes here, {} in egress's log", forged.len(), PAGES[0].1.len()),
+    ] {
+        assert!(rewritten.differs.contains(&said), "{said} not in {}", rewritten.differs);
+    }
+    assert_eq!(retimed.piece, case.pieces[1].to_string());
+    assert!(retimed.differs.contains("egress logged it at 2026-03-01T10:01:00.853Z"), "{}", retimed.differs);
+    assert!(!retimed.differs.contains("SHA-256"), "{}", retimed.differs);
+    let text = err.to_string();
+    assert!(text.contains(&case.pieces[0].to_string()) && text.contains(&case.pieces[1].to_string()), "{text}");
+
+    // Rewritten to what egress did fetch, the piece passes again.
+    let case = fetched_case();
+    case.rewrite_page(&case.pieces[0], PAGES[0].1);
+    let (out, fp) = case.export("bundle", true);
+    assert_eq!(verify(&out, Some(&fp)).unwrap().fetched, FetchedCheck::Matched { pieces: 2, unclaimed: 1 });
+
+    // A piece egress never logged: named as such.
+    let case = fetched_case();
+    rusqlite::Connection::open(&case.ledger)
+        .unwrap()
+        .execute_batch("DELETE FROM fetch_log WHERE url LIKE '%/minister'")
+        .unwrap();
+    let (out, _) = case.export("bundle", true);
+    let err = verify(&out, None).unwrap_err();
+    let BundleError::NotInEgressLog(unbacked) = &err else { panic!("expected NotInEgressLog, got {err}") };
+    assert_eq!(unbacked.len(), 1, "{err}");
+    assert_eq!(unbacked[0].piece, case.pieces[1].to_string());
+    assert!(unbacked[0].differs.contains("egress's log holds no FETCHED entry of this URL"), "{err}");
+}
+
+/// The UI's export holds no egress log: its manifest says the fetched
+/// pieces are the server's word, and verify reports them unverifiable, not
+/// verified. A forger who strips the log from a `labfy export` bundle is
+/// caught by the manifest's own word.
+#[test]
+fn without_egress_fetch_log_fetched_pieces_are_unverifiable() {
+    let case = fetched_case();
+    let (out, fp) = case.export("ui-bundle", false);
+    assert!(!out.join("egress").exists());
+    assert_eq!(manifest_of(&out)[FETCHED_EVIDENCE], "server_word_not_checked_against_egress");
+    let v = verify(&out, Some(&fp)).unwrap();
+    assert_eq!(v.fetched, FetchedCheck::Unverifiable { pieces: 2 });
+    assert_eq!(v.fetched.unverifiable(), 2);
+    // So is a rewritten page: nothing here can say otherwise.
+    case.rewrite_page(&case.pieces[0], b"FORGED");
+    let (out, fp) = case.export("ui-bundle-2", false);
+    assert_eq!(verify(&out, Some(&fp)).unwrap().fetched, FetchedCheck::Unverifiable { pieces: 2 });
+
+    // egress's files taken out of a bundle that had them, every hash redone.
+    let (out, _) = case.export("stripped", true);
+    fs::remove_dir_all(out.join("egress")).unwrap();
+    let mut manifest = manifest_of(&out);
+    let rows = manifest["rows"].as_object_mut().unwrap();
+    rows.remove("egress/grants.jsonl");
+    rows.remove("egress/fetch_log.jsonl");
+    let files = manifest["files"].as_array_mut().unwrap();
+    files.retain(|f| !f["path"].as_str().unwrap().starts_with("egress/"));
+    fs::write(out.join(MANIFEST), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    forge_manifest(&out);
+    let err = verify(&out, None).unwrap_err();
+    assert!(
+        matches!(&err, BundleError::Manifest(m) if m.contains(FETCHED_EVIDENCE) && m.contains("has no egress/fetch_log.jsonl")),
+        "{err}"
+    );
 }
