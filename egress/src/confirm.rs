@@ -53,6 +53,7 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::ledger::Ledger;
+use crate::limits::PAGE_LIMITS;
 
 /// Name of the page's session cookie.
 pub const SESSION_COOKIE: &str = "labfy_egress";
@@ -70,8 +71,6 @@ pub const MAX_FORM_BYTES: usize = 4096;
 pub const DECIDED_VIA: &str = "confirmation page";
 /// Most decided grants listed on the index page, below the waiting ones.
 pub const MAX_DECIDED_SHOWN: usize = 20;
-/// How long open connections may finish once shutdown is asked.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Characters of a summary shown on the index page (the grant's page shows
 /// it whole).
 const SUMMARY_EXCERPT_CHARS: usize = 160;
@@ -124,20 +123,11 @@ impl ConfirmPage {
         });
         let app = router(inner.clone());
         tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-            // A connection that never finishes its request cannot hold
-            // egress's shutdown for longer than the grace.
-            let deadline = async {
-                shutdown.cancelled().await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            };
-            tokio::select! {
-                result = serve => {
-                    if let Err(e) = result {
-                        tracing::warn!(error = %e, "the confirmation page stopped");
-                    }
-                }
-                () = deadline => tracing::debug!("the confirmation page's open connections were cut at shutdown"),
+            // Bounded connections (SPEC T5, V2): a cap far below egress's
+            // descriptors, deadlines, a drain of at most 5 s at shutdown.
+            let serve = labfy_http::serve(listener, app, PAGE_LIMITS, shutdown.cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::warn!(error = %e, "the confirmation page stopped");
             }
         });
         tracing::info!(port, "confirmation page listening on 127.0.0.1");

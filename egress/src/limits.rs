@@ -1,4 +1,5 @@
-//! The bounds of a fetch (SPEC E5), named once.
+//! The bounds of a fetch (SPEC E5), and of the confirmation page's
+//! connections (SPEC T5, V2), named once.
 
 use std::time::Duration;
 
@@ -24,6 +25,27 @@ pub const MAX_RESPONSE_HEADERS: usize = 64;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Longest header value kept in provenance, in characters.
 pub const MAX_HEADER_VALUE_CHARS: usize = 512;
+
+/// Most connections the confirmation page holds at once: far below egress's
+/// descriptor limit, so that a flood of the page leaves room for egress's
+/// IPC sockets, its ledger and Tor (red team 3, F3). A human needs a few.
+pub const PAGE_MAX_CONNECTIONS: usize = 128;
+
+/// The confirmation page's connections (`labfy_http::serve`): at most
+/// [`PAGE_MAX_CONNECTIONS`], the oldest unproven one displaced by a new one;
+/// 2.5 s for a connection's first request, 10 s for any header (and a
+/// proven keep-alive connection's wait), 30 s without a byte read or
+/// written, 5 s to drain at shutdown, 100 ms before a connection may be
+/// displaced.
+pub const PAGE_LIMITS: labfy_http::Limits = labfy_http::Limits {
+    max_connections: PAGE_MAX_CONNECTIONS,
+    first_request_timeout: Duration::from_millis(2500),
+    header_read_timeout: Duration::from_secs(10),
+    idle_timeout: Duration::from_secs(30),
+    drain_timeout: Duration::from_secs(5),
+    max_header_buffer: 16 * 1024,
+    eviction_grace: Duration::from_millis(100),
+};
 
 /// The bounds one [`crate::Egress`] applies. [`Limits::default`] is the
 /// production set; tests shorten the timeouts.

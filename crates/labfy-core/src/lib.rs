@@ -5,6 +5,7 @@ mod error;
 pub mod json;
 mod object_ref;
 mod risk;
+pub mod throttle;
 
 pub use error::ErrorKind;
 pub use object_ref::{CampaignRef, GrantRef, ObjectRef, RefError, RefKind};

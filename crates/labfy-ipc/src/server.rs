@@ -60,11 +60,16 @@ where
 {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let policy = Arc::new(policy);
+    let mut accept_failures = labfy_core::throttle::Throttle::default();
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
+                // Out of descriptors (another process's flood, red team 3
+                // F3): one line, then a count at most every few seconds.
+                if let Some(unlogged) = accept_failures.occurred(std::time::Instant::now()) {
+                    tracing::warn!(boundary = ?policy.boundary, error = %e, unlogged, "accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

@@ -1,31 +1,33 @@
-//! The server's HTTP connections (SPEC T5): hyper's HTTP/1.1 connection,
-//! driven by our own accept loop so that every connection is bounded —
-//! a cap on connections held at once, a deadline on a request's header, an
-//! inactivity deadline on reads and writes (idle keep-alive connections
-//! close), and a drain on shutdown.
+//! The server's HTTP connections (SPEC T5, V2): hyper's HTTP/1.1 connection
+//! under the bounded accept loop of `labfy-http`, which egress's
+//! confirmation page shares — a cap on connections held at once that evicts
+//! rather than refuses, a short deadline on an unproven connection's first
+//! request, a header deadline (idle keep-alive connections close), an
+//! inactivity deadline on reads and writes, and a drain on shutdown.
 //!
-//! What a local client can do with many connections is therefore bounded by
-//! time as well as by count; the analyst's browser keeps the keep-alive
-//! connections it already holds, which the cap never takes back.
+//! A connection is *proven* once [`crate::security::guard`] admitted one of
+//! its requests with a valid session ([`prove_connection`]). At the cap the
+//! oldest unproven connection is closed to make room: what another local
+//! user does with many connections — hold them idle, or reconnect as fast as
+//! they close — cannot keep the analyst's fresh connections out, and the
+//! analyst's proven connections are never taken back (red team 3, F2).
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
-use tokio_io_timeout::TimeoutStream;
+pub use labfy_http::{ConnectionTrust, prove_connection};
 
 /// Most connections held at once; well below the server's 4,096
 /// descriptors, so the store, the IPC clients and the logs always have room.
 pub const MAX_CONNECTIONS: usize = 512;
+/// Longest a connection not yet proven may go without a request in progress
+/// (from its accept, or from the end of its last answer, to a complete
+/// header): a browser sends its request at once.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_millis(2500);
 /// Longest a client may take to send a request's whole header; hyper's timer
 /// runs too while a keep-alive connection waits for its next request, so
-/// an idle connection closes after this long.
+/// a proven idle connection closes after this long.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a connection may stay without a byte read (a stalled body) or
 /// written (a client that stopped reading).
@@ -35,6 +37,21 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest read buffer of a connection (the header, mostly): hyper answers
 /// 431 beyond it.
 pub const MAX_HEADER_BUFFER: usize = 64 * 1024;
+/// Youngest a connection may be and be displaced at the cap: each one has
+/// this long to send its request; at most 512 / 0.1 s = 5,120 connections a
+/// second are displaced, the others wait in the backlog.
+pub const EVICTION_GRACE: Duration = Duration::from_millis(100);
+
+/// The UI's bounds, from the constants above.
+pub const LIMITS: labfy_http::Limits = labfy_http::Limits {
+    max_connections: MAX_CONNECTIONS,
+    first_request_timeout: FIRST_REQUEST_TIMEOUT,
+    header_read_timeout: HEADER_READ_TIMEOUT,
+    idle_timeout: IDLE_TIMEOUT,
+    drain_timeout: DRAIN_TIMEOUT,
+    max_header_buffer: MAX_HEADER_BUFFER,
+    eviction_grace: EVICTION_GRACE,
+};
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve_connections(
@@ -42,52 +59,5 @@ pub async fn serve_connections(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        // At the cap a new connection is closed at once (not left in the
-        // backlog): the connections already held — the analyst's — go on.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("connection cap reached; closing a new connection");
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let mut io = TimeoutStream::new(stream);
-        io.set_read_timeout(Some(IDLE_TIMEOUT));
-        io.set_write_timeout(Some(IDLE_TIMEOUT));
-        let io = TokioIo::new(Box::pin(io));
-        let service = TowerToHyperService::new(app.clone());
-        let mut builder = http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .max_buf_size(MAX_HEADER_BUFFER)
-            .keep_alive(true);
-        let connection = graceful.watch(builder.serve_connection(io, service));
-        tokio::spawn(async move {
-            let _slot = slot;
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "HTTP connection ended");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
-        tracing::warn!("HTTP connections still open after the drain; closing them");
-    }
-    Ok(())
+    labfy_http::serve(listener, app, LIMITS, shutdown).await
 }

@@ -172,6 +172,7 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
             return Err(ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64));
         }
     }
+    crate::http::prove_connection(&request);
     request.extensions_mut().insert(CurrentSession { session });
     Ok(request)
 }

@@ -2,4 +2,5 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
 
+pub mod flood;
 pub mod model;
