@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::Args;
 use labfy::Failure;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
-use labfy_store::bundle::{self, BundleError, BundleWriter};
+use labfy_store::bundle::{self, BundleError, BundleWriter, FetchedCheck, Verified};
 use labfy_store::{EXTRACTION_BATCH, Store};
 use uuid::Uuid;
 
@@ -167,25 +167,78 @@ pub struct VerifyArgs {
     /// it): the manifest must be that one.
     #[arg(long)]
     fingerprint: Option<String>,
+    /// Fail when fetched pieces cannot be checked against egress's own
+    /// fetch log, because the bundle holds none (the UI's export).
+    #[arg(long)]
+    require_egress_log: bool,
 }
 
-/// Checks a bundle offline; the first mismatch is the error.
+/// Checks a bundle offline; the first mismatch is the error, and every
+/// fetched piece that egress's own fetch log does not back is named. Fetched
+/// pieces of a bundle without that log are said to be unverifiable against
+/// egress, never verified (an error with `--require-egress-log`).
 pub fn verify(args: VerifyArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let v = bundle::verify(&args.bundle, args.fingerprint.as_deref()).map_err(|e| {
         Failure::new(ErrorKind::Conflict, format!("{}: verification FAILED: {e}", args.bundle.display()))
     })?;
-    eprintln!(
-        "labfy: {} verified: {} files ({:.1} MB) hashed, {} rows cross-checked, in {:.1} s{}",
-        args.bundle.display(),
+    let shown = args.bundle.display().to_string();
+    let (summary, unverifiable) =
+        verify_report(&shown, &v, started.elapsed().as_secs_f64(), args.fingerprint.is_some());
+    eprintln!("labfy: {summary}");
+    if let Some(why) = unverifiable {
+        if args.require_egress_log {
+            return Err(Failure::new(
+                ErrorKind::Conflict,
+                format!("{shown}: verification FAILED (--require-egress-log): {why}"),
+            ));
+        }
+        eprintln!("labfy: warning: {why}");
+    }
+    println!("{}", v.fingerprint);
+    Ok(())
+}
+
+/// What `labfy verify` says of a bundle that passed: its summary line — no
+/// "verified" for the whole when fetched pieces could not be checked against
+/// egress — and, for those pieces, why they are unverifiable.
+fn verify_report(bundle: &str, v: &Verified, secs: f64, fingerprint: bool) -> (String, Option<String>) {
+    let fetched = match v.fetched {
+        FetchedCheck::Matched { pieces, unclaimed } => format!(
+            "{pieces} fetched piece{} matched against egress's own fetch log{}",
+            plural(pieces),
+            if unclaimed > 0 {
+                let es = if unclaimed == 1 { "" } else { "es" };
+                format!(" (egress logged {unclaimed} more fetch{es} that no piece holds)")
+            } else {
+                String::new()
+            }
+        ),
+        FetchedCheck::Unverifiable { pieces: 0 } => "no fetched piece".to_owned(),
+        FetchedCheck::Unverifiable { pieces } => format!("{pieces} fetched piece{} NOT verified", plural(pieces)),
+    };
+    let unverifiable = v.fetched.unverifiable();
+    let summary = format!(
+        "{bundle} {}: {} files ({:.1} MB) hashed, {} rows cross-checked, {fetched}, in {secs:.1} s{}",
+        if unverifiable > 0 { "integrity verified" } else { "verified" },
         v.files,
         v.bytes as f64 / 1e6,
         v.rows,
-        started.elapsed().as_secs_f64(),
-        if args.fingerprint.is_some() { ", fingerprint as handed over" } else { "" }
+        if fingerprint { ", fingerprint as handed over" } else { "" }
     );
-    println!("{}", v.fingerprint);
-    Ok(())
+    let why = (unverifiable > 0).then(|| {
+        format!(
+            "{unverifiable} fetched piece{} UNVERIFIABLE against egress: the bundle holds no fetch log of egress (the \
+             UI's export has none; `labfy export` adds it), so what {} say was fetched is the workspace server's word",
+            plural(unverifiable),
+            if unverifiable == 1 { "it" } else { "they" }
+        )
+    });
+    (summary, why)
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 fn bundle_failure(e: BundleError) -> Failure {
@@ -199,5 +252,46 @@ fn bundle_failure(e: BundleError) -> Failure {
             };
             Failure::new(kind, other.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verified(fetched: FetchedCheck) -> Verified {
+        Verified {
+            fingerprint: "f".repeat(64),
+            files: 12,
+            bytes: 3_400_000,
+            rows: 560,
+            investigation: "investigation:0190a000-0000-7000-8000-000000000001".into(),
+            fetched,
+        }
+    }
+
+    /// SPEC V4: pieces matched with egress's log are said so; pieces of a
+    /// bundle without it are UNVERIFIABLE and the bundle is not called
+    /// verified; a bundle that fetched nothing is verified.
+    #[test]
+    fn verify_says_whether_fetched_pieces_were_checked_against_egress() {
+        let (line, why) = verify_report("B", &verified(FetchedCheck::Matched { pieces: 3, unclaimed: 1 }), 0.2, true);
+        assert_eq!(
+            line,
+            "B verified: 12 files (3.4 MB) hashed, 560 rows cross-checked, 3 fetched pieces matched against \
+             egress's own fetch log (egress logged 1 more fetch that no piece holds), in 0.2 s, fingerprint as handed over"
+        );
+        assert_eq!(why, None);
+
+        let (line, why) = verify_report("B", &verified(FetchedCheck::Unverifiable { pieces: 2 }), 0.2, false);
+        assert!(line.starts_with("B integrity verified: ") && line.contains("2 fetched pieces NOT verified"), "{line}");
+        assert!(!line.starts_with("B verified"), "{line}");
+        let why = why.unwrap();
+        assert!(why.starts_with("2 fetched pieces UNVERIFIABLE against egress"), "{why}");
+        assert!(why.contains("the workspace server's word"), "{why}");
+
+        let (line, why) = verify_report("B", &verified(FetchedCheck::Unverifiable { pieces: 0 }), 0.2, false);
+        assert!(line.starts_with("B verified: ") && line.contains("no fetched piece"), "{line}");
+        assert_eq!(why, None);
     }
 }
