@@ -207,13 +207,15 @@ unsafe fn flood(fds: &mut [libc::pollfd], addr: &libc::sockaddr_in, counters: &C
     }
 }
 
-/// How many sockets process `pid` holds open on its local TCP `port`, the
-/// listening one left out: the connections it serves there. (Read from the
-/// process's own `/proc/<pid>/net/tcp{,6}` and `/proc/<pid>/fd`.)
+/// How many sockets process `pid` holds open on local TCP `port`, the
+/// listening one left out: the connections it serves there. The port is
+/// looked up in the caller's network namespace (`/proc/self/net/tcp{,6}`:
+/// where the test bound it, even if `pid` later entered a namespace of its
+/// own), the sockets in `/proc/<pid>/fd`.
 pub fn held_connections(pid: u32, port: u16) -> usize {
     let mut inodes = HashSet::new();
     for table in ["tcp", "tcp6"] {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else { continue };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/self/net/{table}")) else { continue };
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let (Some(local), Some(state), Some(inode)) = (fields.get(1), fields.get(3), fields.get(9)) else {
