@@ -53,7 +53,7 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     let again = http(port, "GET", &format!("/login?{}", link.split_once('?').unwrap().1), &[], "").unwrap();
     assert_eq!(again.status, 403, "a login link works once");
     assert!(again.body.contains("déjà servi"), "{}", again.body);
-    let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
+    let ws = http(port, "GET", "/api/v1/workspaces", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"][0]["class"], "SPECIMEN");
     assert_eq!(v["workspaces"][0]["status"], "READY");
@@ -71,7 +71,7 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     // A second start reuses the data: no second SPECIMEN.
     let (_guard, port) = start_up(BIN, &data);
     let (cookie, _) = login(port, &runtime_dir(&data));
-    let ws = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
+    let ws = http(port, "GET", "/api/v1/workspaces", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     assert_eq!(v["workspaces"].as_array().unwrap().len(), 1);
 }
@@ -256,10 +256,10 @@ fn sigkill_during_specimen_generation_leaves_a_sound_database() {
     // The interrupted workspace is never served; `up` writes its own SPECIMEN.
     let (_g, port) = start_up(BIN, &data);
     let (cookie, _) = login(port, &runtime_dir(&data));
-    let ws = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let ws = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&ws.body).unwrap();
     let served = v["workspace_id"].as_str().unwrap().to_owned();
-    let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
+    let all = http(port, "GET", "/api/v1/workspaces", &[("Authorization", &cookie)], "").unwrap();
     let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
     let served_status =
         all["workspaces"].as_array().unwrap().iter().find(|w| w["id"] == served).unwrap()["status"].clone();
@@ -288,7 +288,7 @@ fn sigkill_during_writes_keeps_every_acknowledged_note() {
                 let body =
                     serde_json::json!({"title": format!("note {t}-{i}"), "content": "x".repeat(900_000)}).to_string();
                 let h = [
-                    ("Cookie", cookie.as_str()),
+                    ("Authorization", cookie.as_str()),
                     ("Origin", origin.as_str()),
                     ("X-CSRF-Token", csrf.as_str()),
                     ("Content-Type", "application/json"),
@@ -347,13 +347,13 @@ fn real_workspaces_are_created_and_listed_and_up_prefers_specimen() {
     let stdout = guard.0.stdout.take().unwrap();
     let (port, _) = read_url(stdout);
     let (cookie, _) = login(port, &runtime_dir(dir.path()));
-    let all = http(port, "GET", "/api/v1/workspaces", &[("Cookie", &cookie)], "").unwrap();
+    let all = http(port, "GET", "/api/v1/workspaces", &[("Authorization", &cookie)], "").unwrap();
     let all: serde_json::Value = serde_json::from_str(&all.body).unwrap();
     let mut classes: Vec<String> =
         all["workspaces"].as_array().unwrap().iter().map(|w| w["class"].as_str().unwrap().to_owned()).collect();
     classes.sort();
     assert_eq!(classes, ["REAL", "SPECIMEN"]);
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_ne!(v["workspace_id"], real);
 }

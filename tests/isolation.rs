@@ -142,7 +142,7 @@ fn the_server_cannot_reach_the_network_nor_leave_its_namespaces() {
     // The browser side still answers, through the inherited socket, and the
     // server says it is isolated.
     let (cookie, _) = login(port, &run);
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
 }
@@ -181,7 +181,7 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
     let (port, first) = read_url(up.0.stdout.take().unwrap());
     assert!(first.contains("(REAL)"), "{first}");
     let (cookie, _) = login(port, &runtime_dir(dir.path()));
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["workspace_id"], real);
     assert_eq!(v["isolation"]["isolated"], true);
@@ -251,7 +251,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
     // The analyst — the link `labfy up` printed — gets in.
     let link = printed.lines().find_map(|l| l.strip_prefix("Open ")).unwrap();
     let (cookie, _) = login_with(port, link);
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     let v: serde_json::Value = serde_json::from_str(&s.body).unwrap();
     assert_eq!(v["isolation"]["isolated"], true, "{}", s.body);
 }

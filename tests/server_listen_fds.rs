@@ -76,7 +76,7 @@ fn serves_an_inherited_loopback_listener() {
     assert!(answer.header("set-cookie").is_none());
     // The Host check uses the inherited socket's own port.
     let (cookie, _) = login_with(port, &link);
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").unwrap();
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").unwrap();
     assert_eq!(s.status, 200);
 }
 
@@ -170,7 +170,7 @@ fn the_http_surface_keeps_serving_under_abuse() {
         Ok(String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned())
     };
     let ask = |s: &mut TcpStream| ask_with(s, "GET /favicon.ico", "");
-    let session = format!("Cookie: {cookie}\r\n");
+    let session = format!("Authorization: {cookie}\r\n");
     assert_eq!(ask_with(&mut held, "HEAD /api/v1/session", &session).unwrap(), "HTTP/1.1 200 OK");
     assert_eq!(ask(&mut idle).unwrap(), "HTTP/1.1 204 No Content");
     let idle_close = std::thread::spawn(move || closed_after(idle));
@@ -201,7 +201,7 @@ fn the_http_surface_keeps_serving_under_abuse() {
         s.write_all(
             format!(
                 "POST /api/v1/investigations/{inv}/evidence HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
-                 Cookie: {cookie}\r\nOrigin: http://127.0.0.1:{port}\r\nX-CSRF-Token: {csrf}\r\n\
+                 Authorization: {cookie}\r\nOrigin: http://127.0.0.1:{port}\r\nX-CSRF-Token: {csrf}\r\n\
                  Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
             )
             .as_bytes(),
@@ -211,7 +211,7 @@ fn the_http_surface_keeps_serving_under_abuse() {
     }
     std::thread::sleep(Duration::from_millis(500));
     for path in ["/", "/api/v1/session"] {
-        let a = http(port, "GET", path, &[("Cookie", &cookie)], "").unwrap();
+        let a = http(port, "GET", path, &[("Authorization", &cookie)], "").unwrap();
         assert_eq!(a.status, 200, "{path} starved by slow bodies: {}", a.body);
     }
     drop(slow);

@@ -102,7 +102,12 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
         port,
         "POST",
         &format!("/api/v1/investigations/{inv}/evidence"),
-        &[("Cookie", &cookie), ("Origin", &origin), ("X-CSRF-Token", &csrf), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", &cookie),
+            ("Origin", &origin),
+            ("X-CSRF-Token", &csrf),
+            ("Content-Type", "application/json"),
+        ],
         r#"{"title":"avant le kill","content":"doit survivre"}"#,
     )
     .unwrap();
@@ -127,9 +132,9 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     // before still holds (its cookie is MACed by the boot's login key, SPEC
     // T4) — and the note written before the kills is there.
     wait_for("the UI after the server restart", || {
-        http(port, "GET", "/", &[("Cookie", &cookie)], "").ok().filter(|a| a.status == 200)
+        http(port, "GET", "/", &[("Authorization", &cookie)], "").ok().filter(|a| a.status == 200)
     });
-    let ev = http(port, "GET", &format!("/api/v1/evidence/{note_id}"), &[("Cookie", &cookie)], "").unwrap();
+    let ev = http(port, "GET", &format!("/api/v1/evidence/{note_id}"), &[("Authorization", &cookie)], "").unwrap();
     assert_eq!(ev.status, 200, "{}", ev.body);
     assert_eq!(integrity(&data), "ok");
 
@@ -285,7 +290,9 @@ fn the_analyst_opens_another_workspace_and_the_server_restarts_on_it() {
     let run = runtime_dir(&data);
     let (_up, port) = start_up(BIN, &data);
     wait_for("all children healthy", || all_healthy(&run));
-    let (cookie, csrf) = login(port, &run);
+    let (_, key) = labfy_ipc::login::read_login_file(&run).unwrap();
+    let code = key.mint_code(std::time::SystemTime::now());
+    let (cookie, csrf) = login_with(port, &code);
     let (_, session) = get(port, &cookie, "/api/v1/session");
     let specimen = session["workspace_id"].as_str().unwrap().to_owned();
     let isolated = session["isolation"]["isolated"].as_bool().unwrap();
@@ -308,6 +315,12 @@ fn the_analyst_opens_another_workspace_and_the_server_restarts_on_it() {
     assert!(serving["isolation"]["isolated"].as_bool().unwrap(), "{serving}");
     let new_pid = server_pid(BIN, &run);
     assert_ne!(new_pid, old_pid, "the server was not restarted");
+    // SPEC V7: the link used before the switch stays spent for the new
+    // server (same boot's key): it opens no second session.
+    let replay = http(port, "GET", &format!("/login?code={code}"), &[], "").unwrap();
+    assert_eq!(replay.status, 403, "a used link after the switch: {}", replay.body);
+    assert!(replay.body.contains("déjà servi"), "{}", replay.body);
+    assert!(labfy_ipc::login::session_in_page(&replay.body).is_none());
     // The REAL workspace's first investigation, written through the new server.
     let inv = first_investigation(port, &cookie);
     let (s, v) = post(

@@ -140,53 +140,54 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     Ok(Answer { status, headers, body: body.to_owned() })
 }
 
-/// A JSON POST with the session's cookie, Origin and CSRF token: (status, body or `null`).
+/// A JSON POST with the session (`Authorization`), Origin and CSRF token: (status, body or `null`).
 pub fn post(port: u16, cookie: &str, csrf: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
     let origin = format!("http://127.0.0.1:{port}");
     let a = http(
         port,
         "POST",
         path,
-        &[("Cookie", cookie), ("Origin", &origin), ("X-CSRF-Token", csrf), ("Content-Type", "application/json")],
+        &[("Authorization", cookie), ("Origin", &origin), ("X-CSRF-Token", csrf), ("Content-Type", "application/json")],
         &body.to_string(),
     )
     .expect("POST");
     (a.status, serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null))
 }
 
-/// A GET with the session's cookie: (status, body or `null`).
+/// A GET with the session (`Authorization`): (status, body or `null`).
 pub fn get(port: u16, cookie: &str, path: &str) -> (u16, serde_json::Value) {
-    let a = http(port, "GET", path, &[("Cookie", cookie)], "").expect("GET");
+    let a = http(port, "GET", path, &[("Authorization", cookie)], "").expect("GET");
     (a.status, serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null))
 }
 
 /// Logs in to the `labfy up` whose runtime directory is `run` (SPEC T4): a
 /// fresh one-time code from its `login.json`, as `labfy open` mints it,
-/// exchanged at `/login`; returns (cookie, csrf token).
+/// exchanged at `/login`; returns (the `Authorization` value, csrf token).
 pub fn login(port: u16, run: &Path) -> (String, String) {
     let (_, key) = labfy_ipc::login::read_login_file(run).expect("login.json of the running labfy up");
     login_with(port, &key.mint_code(std::time::SystemTime::now()))
 }
 
 /// Exchanges a login `code` (or the `code=` of a printed link) for a
-/// session; returns (cookie, csrf token).
+/// session; returns (the `Authorization` value, csrf token).
 pub fn login_with(port: u16, code: &str) -> (String, String) {
     let code = code.rsplit("code=").next().unwrap_or(code);
     let a = http(port, "GET", &format!("/login?code={code}"), &[], "").expect("GET /login");
-    assert_eq!(a.status, 303, "login refused: {}", a.body);
-    assert_eq!(a.header("location"), Some("/"));
-    let cookie = a.header("set-cookie").expect("cookie").split(';').next().unwrap_or_default().to_owned();
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", &cookie)], "").expect("session");
+    assert_eq!(a.status, 200, "login refused: {}", a.body);
+    assert!(a.header("set-cookie").is_none(), "the login set a cookie");
+    let token = labfy_ipc::login::session_in_page(&a.body).expect("the login page hands over a session");
+    let cookie = format!("Bearer {token}");
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", &cookie)], "").expect("session");
     let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");
     (cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The first investigation of the session's workspace (`investigation:…`).
 pub fn first_investigation(port: u16, cookie: &str) -> String {
-    let s = http(port, "GET", "/api/v1/session", &[("Cookie", cookie)], "").expect("session");
+    let s = http(port, "GET", "/api/v1/session", &[("Authorization", cookie)], "").expect("session");
     let v: serde_json::Value = serde_json::from_str(&s.body).expect("session JSON");
     let ws = v["workspace_id"].as_str().unwrap_or_default().to_owned();
-    let invs = http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Cookie", cookie)], "")
+    let invs = http(port, "GET", &format!("/api/v1/workspaces/{ws}/investigations"), &[("Authorization", cookie)], "")
         .expect("investigations");
     let v: serde_json::Value = serde_json::from_str(&invs.body).expect("investigations JSON");
     v["investigations"][0]["id"].as_str().unwrap_or_default().to_owned()

@@ -114,7 +114,8 @@ pub(crate) fn fail(e: impl std::fmt::Display) -> Failure {
     Failure::from(std::io::Error::other(e.to_string()))
 }
 
-/// The session cookie a one-time login `code` is exchanged for (SPEC T4).
+/// The `Authorization` value of the session a one-time login `code` is
+/// exchanged for (SPEC T4, V1): the token the login page hands over.
 pub(crate) async fn fetch_cookie(addr: SocketAddr, code: &str) -> Result<String, Failure> {
     let mut sender = connect::<Empty<Bytes>>(addr).await?;
     let req = Request::get(format!("/login?code={code}"))
@@ -122,14 +123,11 @@ pub(crate) async fn fetch_cookie(addr: SocketAddr, code: &str) -> Result<String,
         .body(Empty::<Bytes>::new())
         .map_err(fail)?;
     let res = sender.send_request(req).await.map_err(fail)?;
-    let cookie = res
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(str::to_owned)
-        .ok_or_else(|| Failure::from(std::io::Error::other("no session cookie from GET /login")))?;
-    Ok(cookie)
+    let body = http_body_util::BodyExt::collect(res.into_body()).await.map_err(fail)?.to_bytes();
+    let page = String::from_utf8_lossy(&body);
+    let token = labfy_ipc::login::session_in_page(&page)
+        .ok_or_else(|| Failure::from(std::io::Error::other("no session from GET /login")))?;
+    Ok(format!("Bearer {token}"))
 }
 
 /// One keep-alive HTTP/1 connection to `addr`, sending bodies of type `B`.
@@ -166,7 +164,7 @@ pub(crate) async fn load(
             while !done.load(Ordering::Relaxed) {
                 let mut b = Request::get(path.as_str()).header(header::HOST, host.as_str());
                 if let Some(c) = &cookie {
-                    b = b.header(header::COOKIE, c.as_str());
+                    b = b.header(header::AUTHORIZATION, c.as_str());
                 }
                 let req = b.body(Empty::<Bytes>::new()).map_err(fail)?;
                 let res = sender.send_request(req).await.map_err(fail)?;

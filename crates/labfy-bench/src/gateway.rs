@@ -164,7 +164,7 @@ async fn send(
         .method(method)
         .uri(path)
         .header(header::HOST, addr.to_string())
-        .header(header::COOKIE, cookie)
+        .header(header::AUTHORIZATION, cookie)
         .header(header::ORIGIN, format!("http://{addr}"))
         .header("X-CSRF-Token", csrf)
         .header(header::CONTENT_TYPE, "application/json")

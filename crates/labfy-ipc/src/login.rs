@@ -186,6 +186,18 @@ pub fn login_url(port: u16, code: &str) -> String {
     format!("http://127.0.0.1:{port}/login?code={code}")
 }
 
+/// How the answer to a login link hands the new session to the page: a
+/// meta tag the page's script moves into its origin's storage (SPEC V1).
+pub const SESSION_META_PREFIX: &str = "<meta name=\"labfy-session\" content=\"";
+
+/// The session token in the page a login link answered, for programs that
+/// log in the way the browser does (the CLI's tests, the benchmarks).
+pub fn session_in_page(html: &str) -> Option<&str> {
+    let start = html.find(SESSION_META_PREFIX)? + SESSION_META_PREFIX.len();
+    let token = &html[start..start + html[start..].find('"')?];
+    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.')).then_some(token)
+}
+
 /// The login codes already exchanged, so that a link works once (SPEC T4):
 /// their nonces with their expiry, at most `capacity` unexpired ones. The
 /// one copy of the rule, for the server's UI and egress's confirmation page.
@@ -378,10 +390,15 @@ mod tests {
         // In memory only, the same code would have worked again: the file is what holds it.
         assert_eq!(SpentCodes::new(4).redeem(&key, &a, now), Ok(()));
         // A line cut by a crash is skipped, the rest kept.
-        std::fs::write(&path, format!("{}\n{} 1\nzz", std::fs::read_to_string(&path).unwrap())).unwrap();
+        std::fs::write(&path, format!("{}\n{} 1\nzz", std::fs::read_to_string(&path).unwrap(), "ab".repeat(16)))
+            .unwrap();
         let third = SpentCodes::with_journal(4, &path, now).unwrap();
         assert_eq!(third.redeem(&key, &b, now), Err(LoginError::Used));
-        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2, "expired and broken lines dropped at start");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap().lines().count(),
+            2,
+            "expired and broken lines dropped at start"
+        );
         // Expired codes are forgotten; the file is written anew before it
         // holds twice the capacity, so it stays bounded however long the
         // process lives.

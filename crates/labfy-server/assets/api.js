@@ -1,11 +1,21 @@
-// The API client: JSON over same-origin fetch, the CSRF token on every
-// write (SPEC S2), errors as `ApiError`s said in the analyst's words
-// (`errorText`), and the server's rate guard (SPEC T5) waited out.
+// The API client: JSON over same-origin fetch, the session on every
+// request and the CSRF token on every write (SPEC S2, V1), errors as
+// `ApiError`s said in the analyst's words (`errorText`), and the server's
+// rate guard (SPEC T5) waited out.
+//
+// The session is no cookie: cookies are not scoped by port, so every
+// program listening on another port of 127.0.0.1 that this browser visits
+// would receive it. It lives in this origin's storage — scheme, host and
+// port — and is sent by this script alone, as `Authorization: Bearer`.
 
 import { t } from './i18n.js';
 
 // Longest wait for one API answer.
 const REQUEST_TIMEOUT_MS = 20000;
+
+// Where this origin keeps the session (localStorage: every tab of this
+// origin shares it, no other origin can read it).
+const SESSION_KEY = 'labfy.session';
 
 // The session's CSRF token, once the page has it (`setCsrf`).
 let csrf = null;
@@ -15,7 +25,45 @@ export function setCsrf(token) {
 }
 
 export function csrfToken() {
-  return csrf || metaToken();
+  return csrf;
+}
+
+// Takes a session the server handed to this page (the answer to a login
+// link carries it in a meta tag) into this origin's storage; true when
+// there was one.
+export function adoptSession() {
+  const meta = document.querySelector('meta[name="labfy-session"]');
+  const value = meta ? meta.getAttribute('content') : '';
+  if (meta) meta.remove();
+  if (!value || value.includes('{{')) return false;
+  try {
+    localStorage.setItem(SESSION_KEY, value);
+  } catch {
+    return false;
+  }
+  return true;
+}
+
+export function sessionToken() {
+  try {
+    return localStorage.getItem(SESSION_KEY);
+  } catch {
+    return null;
+  }
+}
+
+export function forgetSession() {
+  try {
+    localStorage.removeItem(SESSION_KEY);
+  } catch {
+    // Storage refused: nothing was kept either.
+  }
+}
+
+// The headers every request of the page carries: its session.
+export function authHeaders() {
+  const token = sessionToken();
+  return token ? { Authorization: `Bearer ${token}` } : {};
 }
 
 export class ApiError extends Error {
@@ -37,12 +85,6 @@ export function errorText(err) {
   if (err && err.name === 'AbortError') return t('err_timeout');
   if (err && err.name === 'TypeError') return t('err_network', { message: err.message });
   return t('err_unexpected');
-}
-
-export function metaToken() {
-  const meta = document.querySelector('meta[name="csrf-token"]');
-  const value = meta ? meta.getAttribute('content') : '';
-  return value && !value.includes('{{') ? value : null;
 }
 
 // The server's rate guard on writes (SPEC T5) answers 429 with Retry-After;
@@ -69,7 +111,7 @@ export function api(path, options = {}) {
 }
 
 async function apiOnce(path, { method = 'GET', body } = {}) {
-  const headers = { Accept: 'application/json' };
+  const headers = { Accept: 'application/json', ...authHeaders() };
   if (method !== 'GET') {
     headers['Content-Type'] = 'application/json';
     const token = csrfToken();
@@ -83,7 +125,7 @@ async function apiOnce(path, { method = 'GET', body } = {}) {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: 'same-origin',
+      credentials: 'omit',
       cache: 'no-store',
       redirect: 'error',
       signal: controller.signal,
@@ -111,4 +153,45 @@ async function apiOnce(path, { method = 'GET', body } = {}) {
     throw new ApiError(res.status, 'bad_response', t('err_unexpected'));
   }
   return data;
+}
+
+// A file the server sends (an export's archive, an evidence's original):
+// fetched with the session, then handed to the browser as a download under
+// the name the server gave it. A plain link cannot carry the session.
+export async function download(path, fallbackName) {
+  const res = await fetch(path, { headers: authHeaders(), credentials: 'omit', cache: 'no-store', redirect: 'error' });
+  if (!res.ok) {
+    let e = {};
+    try {
+      e = (await res.json()).error ?? {};
+    } catch {
+      e = {};
+    }
+    throw new ApiError(res.status, String(e.code ?? 'http_error'), String(e.message ?? res.statusText ?? ''), res.headers.get('Retry-After'));
+  }
+  const blob = await res.blob();
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = fileNameOf(res.headers.get('Content-Disposition')) || fallbackName || '';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+// The file name of a `Content-Disposition` header (`filename*=UTF-8''…`
+// first, then `filename="…"`), or ''.
+export function fileNameOf(header) {
+  if (!header) return '';
+  const star = /filename\*\s*=\s*UTF-8''([^;]+)/i.exec(header);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim());
+    } catch {
+      // Not percent-encoding: fall back to the plain name.
+    }
+  }
+  const plain = /filename\s*=\s*"([^"]*)"/i.exec(header) || /filename\s*=\s*([^;]+)/i.exec(header);
+  return plain ? plain[1].trim() : '';
 }

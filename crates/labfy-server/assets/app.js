@@ -14,7 +14,7 @@
 //   #/provenance/<ref>      the provenance trail of an object
 
 import { agentBoot, agentBootFailed, bindAgent, renderAgent } from './agent.js';
-import { api, errorText, metaToken, setCsrf } from './api.js';
+import { adoptSession, api, ApiError, errorText, forgetSession, sessionToken, setCsrf } from './api.js';
 import { renderCases } from './cases.js';
 import { $, clear, cssToken, h, hrefFor, seg, shown, timeEl } from './dom.js';
 import { bindEgress, egressBoot, renderEgress } from './egress.js';
@@ -239,7 +239,20 @@ function renderSearchResults() {
 // ---------------------------------------------------------------------------
 // Start
 
+// The session (SPEC V1): a login link's answer hands it over once, and the
+// page keeps it in this origin's storage; the link's code leaves the
+// address bar. Without one, `/login` says how to get one.
+function takeSession() {
+  if (adoptSession() || location.pathname !== '/') {
+    history.replaceState(null, '', `/${location.hash}`);
+  }
+  if (sessionToken()) return true;
+  location.replace('/login');
+  return false;
+}
+
 async function boot() {
+  if (!takeSession()) return;
   registerViews({
     overview: renderOverview,
     evidence: renderEvidence,
@@ -255,8 +268,20 @@ async function boot() {
   bindEgress();
   applyChrome();
   try {
-    const session = await api('/api/v1/session');
-    setCsrf((typeof session.csrf_token === 'string' && session.csrf_token) || metaToken());
+    let session;
+    try {
+      session = await api('/api/v1/session');
+    } catch (err) {
+      // A session of another start of Labfy, or altered: forgotten, and
+      // the login page says how to get a new one.
+      if (err instanceof ApiError && err.status === 401) {
+        forgetSession();
+        location.replace('/login');
+        return;
+      }
+      throw err;
+    }
+    setCsrf(typeof session.csrf_token === 'string' ? session.csrf_token : null);
     state.workspaceId = session.workspace_id ?? null;
     state.isolation = session.isolation ?? null;
     const { workspaces = [] } = await api('/api/v1/workspaces');

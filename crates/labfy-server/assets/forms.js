@@ -4,7 +4,7 @@
 // bar, each file's outcome as a line of the report. The last report stays
 // on the overview until another import starts.
 
-import { api, ApiError, csrfToken, errorText, paced } from './api.js';
+import { api, ApiError, authHeaders, csrfToken, download, errorText, paced } from './api.js';
 import { $, clear, cssToken, dl, h, hrefFor, seg } from './dom.js';
 import { enumLabel, fmtBytes, fmtNumber, lang, t, tn } from './i18n.js';
 import { formSay, route, setStatusAfterRoute, showError } from './page.js';
@@ -18,6 +18,18 @@ const IMPORT_BATCH_BYTES = 64 * 1024 * 1024;
 const IMPORT_REQUEST_TIMEOUT_MS = 10 * 60 * 1000;
 let lastImport = null; // { inv, lines: [{path, outcome, evidence, reason}], summary, kind }
 
+// A link to a file the server sends (an export, an original): a click
+// fetches it with the session (a plain link cannot carry it, SPEC V1) and
+// hands it to the browser as a download.
+export function downloadLink(path, testid, text) {
+  const a = h('a', { href: path, download: '', testid, text });
+  a.addEventListener('click', (e) => {
+    e.preventDefault();
+    download(path).catch((err) => showError(err));
+  });
+  return a;
+}
+
 // One batch, with the bytes sent reported as they go.
 function uploadBatch(job, files, onProgress) {
   return new Promise((resolve, reject) => {
@@ -26,6 +38,7 @@ function uploadBatch(job, files, onProgress) {
     const xhr = new XMLHttpRequest();
     xhr.open('POST', `/api/v1/imports/${seg(job)}/files`);
     xhr.setRequestHeader('Accept', 'application/json');
+    for (const [name, value] of Object.entries(authHeaders())) xhr.setRequestHeader(name, value);
     const token = csrfToken();
     if (token) xhr.setRequestHeader('X-CSRF-Token', token);
     xhr.timeout = IMPORT_REQUEST_TIMEOUT_MS;
@@ -264,7 +277,7 @@ export function renderExportForm(ctx, inv) {
         [t('export_dir'), h('code', { class: 'camp-url', testid: 'export-dir', text: String(st.dir ?? '') }), 'export-dir-row'],
         [t('export_verify'), h('code', { class: 'camp-url', testid: 'export-verify', text: `labfy verify ${st.dir ?? ''} --fingerprint ${st.fingerprint ?? ''}` }), 'export-verify-row'],
       ], 'export-meta'),
-      h('p', null, h('a', { href: `/api/v1/exports/${encodeURIComponent(String(st.archive ?? ''))}`, download: '', testid: 'export-download', text: t('export_download') })));
+      h('p', null, downloadLink(`/api/v1/exports/${encodeURIComponent(String(st.archive ?? ''))}`, 'export-download', t('export_download'))));
     } catch (err) {
       if (!ctx.live()) return;
       say(t('export_failed', { reason: errorText(err) }), 'error');

@@ -4,7 +4,7 @@
 
 import { api, errorText } from './api.js';
 import { $, countOf, dl, emptyNote, h, objectLink, refLink, section, seg, timeEl } from './dom.js';
-import { importPhrase } from './forms.js';
+import { downloadLink, importPhrase } from './forms.js';
 import { enumLabel, fmtNumber, t } from './i18n.js';
 import { beginView, failView, finishView, setTitle, showError } from './page.js';
 
@@ -20,7 +20,7 @@ function renderFetch(f, ev) {
     : t('res_none'));
   return section('fetch_heading', 'evidence-fetch',
     ev && ev.original
-      ? h('p', null, h('a', { href: `/api/v1/evidence/${seg(ev.id)}/original`, download: '', testid: 'evidence-fetch-download', text: t('import_download') }))
+      ? h('p', null, downloadLink(`/api/v1/evidence/${seg(ev.id)}/original`, 'evidence-fetch-download', t('import_download')))
       : null,
     dl([
     [t('fetch_url'), h('code', { class: 'camp-url', text: String(f.url ?? '') }), 'evidence-fetch-url'],
@@ -46,7 +46,7 @@ function renderImports(ev) {
   if (!imports.length) return null;
   return section('import_heading', 'evidence-imports',
     ev.original
-      ? h('p', null, h('a', { href: `/api/v1/evidence/${seg(ev.id)}/original`, download: '', testid: 'evidence-download', text: t('import_download') }))
+      ? h('p', null, downloadLink(`/api/v1/evidence/${seg(ev.id)}/original`, 'evidence-download', t('import_download')))
       : null,
     ...imports.map((i) => dl([
       [t('import_name'), String(i.original_name ?? ''), 'evidence-import-name'],

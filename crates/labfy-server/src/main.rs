@@ -140,9 +140,9 @@ fn main() -> anyhow::Result<()> {
         };
         let mut state = AppState::with_catalog(db, port, workspace, RateLimit::default(), &agent, &optional)?;
         if let Some(dir) = &args.runtime_dir {
-            // The supervisor's login key (SPEC T4): its links and cookies.
+            // The supervisor's login key (SPEC T4): its links and sessions.
             let (_, key) = labfy_ipc::login::read_login_file(dir)?;
-            state = state.with_runtime_dir(dir.clone()).with_login_key(key, RateLimit::default());
+            state = state.with_runtime_dir(dir.clone()).with_login_key(key, RateLimit::default())?;
         }
         // The agent's turns of the last run (F4).
         state.restore_agent_journal();

@@ -16,7 +16,9 @@
 //! `tests/http.rs` sends every documented operation to its handler.
 
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
@@ -86,10 +88,15 @@ impl Modify for Refusals {
         );
         components.security_schemes.insert(
             "session".into(),
-            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
-                "labfy_session",
-                "Set by a one-time login link (`labfy open`); HttpOnly, SameSite=Strict.",
-            ))),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The session a one-time login link (`labfy open`) hands to the page, sent as \
+                         `Authorization: Bearer <session>`; never a cookie (cookies are not scoped by port).",
+                    ))
+                    .build(),
+            ),
         );
         components.security_schemes.insert(
             "csrf".into(),

@@ -4,9 +4,14 @@
 //! 1. exact `Host` — `127.0.0.1:<port>` or `localhost:<port>` — else 421
 //!    (defeats DNS rebinding);
 //! 2. every path but the UI's own few ([`PUBLIC_PATHS`]) needs a valid
-//!    `labfy_session` cookie — one this server's login key made, given only
-//!    for a one-time login link (SPEC T4) — else 401: deny by default, so an
-//!    odd spelling of an API path (`//api/…`) cannot slip past;
+//!    session sent as `Authorization: Bearer <session>` — one this server's
+//!    login key made, given only for a one-time login link (SPEC T4, V1) —
+//!    else 401: deny by default, so an odd spelling of an API path
+//!    (`//api/…`) cannot slip past. The session is never a cookie: cookies
+//!    are not scoped by port, so every program on another port of
+//!    127.0.0.1 that the analyst's browser visits would receive it. The
+//!    page keeps it in its origin's storage (scheme, host *and* port) and
+//!    sends it itself; a cookie, whatever its name, authorises nothing;
 //! 3. every non-GET needs `Origin` equal to the server's own origin
 //!    and `X-CSRF-Token` equal to the session's token, else 403;
 //! 4. then takes a token from the session's bucket, else 429 with `Retry-After`;
@@ -20,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
-use crate::session::{SESSION_COOKIE, Session};
+use crate::session::Session;
 use crate::state::AppState;
 
 /// The Content-Security-Policy of every response: only same-origin scripts,
@@ -32,10 +37,14 @@ connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-
 /// Header carrying the CSRF token on mutations.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// The only paths served without a session: the page (which, without one,
-/// says how to log in), the login link's target, and the static assets.
-/// Only GET/HEAD reach them without one.
-pub const PUBLIC_PATHS: [&str; 5] = ["/", "/login", "/static/app.js", "/static/app.css", "/favicon.ico"];
+/// The only paths served without a session, with the UI's static files
+/// ([`crate::routes::ui::is_asset`]): the page (which, without a session,
+/// goes to `/login`), the login link's target, and the favicon. Only
+/// GET/HEAD reach them without one. The page and its scripts are the same
+/// for every Labfy of this version and carry no secret; the browser loads
+/// the page's modules itself, without the session header, so they must be
+/// public.
+pub const PUBLIC_PATHS: [&str; 3] = ["/", "/login", "/favicon.ico"];
 
 /// The session attached to a request by [`guard`].
 #[derive(Clone)]
@@ -132,10 +141,11 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
             format!("a request body is at most {bound} bytes"),
         ));
     }
-    if is_read_only(request.method()) && PUBLIC_PATHS.contains(&request.uri().path()) {
+    let path = request.uri().path();
+    if is_read_only(request.method()) && (PUBLIC_PATHS.contains(&path) || crate::routes::ui::is_asset(path)) {
         return Ok(request);
     }
-    let Some((id, session)) = session_cookie(request.headers()).and_then(|c| state.sessions().get(c)) else {
+    let Some((id, session)) = session_token(request.headers()).and_then(|c| state.sessions().get(c)) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "NO_SESSION",
@@ -177,17 +187,19 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
     Ok(request)
 }
 
-/// The value of the `labfy_session` cookie, if present.
-pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
-        .map(|(_, value)| value)
+/// The session sent as `Authorization: Bearer <session>`, if exactly one
+/// `Authorization` header says so (SPEC V1). Cookies are never read.
+pub fn session_token(headers: &HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case(SESSION_SCHEME) && !token.is_empty()).then_some(token)
 }
+
+/// The `Authorization` scheme of the session.
+pub const SESSION_SCHEME: &str = "Bearer";
 
 fn is_read_only(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)

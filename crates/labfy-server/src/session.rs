@@ -1,12 +1,18 @@
-//! Local sessions (SPEC S2–S3, T4): a `labfy_session` cookie issued only in
+//! Local sessions (SPEC S2–S3, T4, V1, V7): a session token issued only in
 //! exchange for a one-time login link (`labfy up`, `labfy open`), a CSRF
 //! token bound to it, and a per-session rate limiter for mutations.
 //!
-//! The cookie's value and its CSRF token are MACs under the per-boot login
-//! key (`labfy_ipc::login`), so a session is recognised by the key alone: it
+//! The token is never a cookie: the page keeps it in its own origin's
+//! storage and sends it as `Authorization: Bearer …` (`security`), so a
+//! program on another port of 127.0.0.1 receives nothing it can use.
+//! The token and its CSRF token are MACs under the per-boot login key
+//! (`labfy_ipc::login`), so a session is recognised by the key alone: it
 //! survives a server restart, and an entry pushed out of the bounded table
 //! comes back on its next request — anonymous requests create nothing and
-//! evict nothing.
+//! evict nothing. A login code is spent for good: when supervised, the
+//! spent codes are journaled in the data directory
+//! ([`Sessions::with_spent_journal`]), so neither a restart nor a workspace
+//! switch (the same boot's key) lets a used link open a second session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,10 +21,10 @@ use std::time::{Duration, Instant, SystemTime};
 use labfy_ipc::login::{LoginError, LoginKey, SpentCodes};
 use uuid::Uuid;
 
-/// Name of the session cookie.
-pub const SESSION_COOKIE: &str = "labfy_session";
+/// File, in the data directory, where the spent login codes are journaled.
+pub const SPENT_CODES_FILE: &str = "login-spent";
 /// Most live sessions kept in memory (rate-limit state); the least recently
-/// used is forgotten beyond it, and re-admitted by its valid cookie.
+/// used is forgotten beyond it, and re-admitted by its valid token.
 pub const MAX_SESSIONS: usize = 32;
 /// Most login links remembered as used (each for its lifetime).
 pub const MAX_USED_CODES: usize = 1024;
@@ -66,9 +72,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Sessions {
-    /// An empty table for `workspace`, recognising cookies made with `key`.
+    /// An empty table for `workspace`, recognising tokens made with `key`;
+    /// the spent login codes in memory only.
     pub fn new(limit: RateLimit, key: LoginKey, workspace: Uuid) -> Self {
         Self { key, workspace, inner: Mutex::new(HashMap::new()), used: SpentCodes::new(MAX_USED_CODES), limit }
+    }
+
+    /// Like [`Sessions::new`], with the spent login codes journaled in
+    /// `data_dir`'s [`SPENT_CODES_FILE`] (SPEC V7).
+    pub fn with_spent_journal(
+        limit: RateLimit,
+        key: LoginKey,
+        workspace: Uuid,
+        data_dir: &std::path::Path,
+    ) -> Result<Self, labfy_ipc::login::JournalError> {
+        let used = SpentCodes::with_journal(MAX_USED_CODES, &data_dir.join(SPENT_CODES_FILE), SystemTime::now())?;
+        Ok(Self { key, workspace, inner: Mutex::new(HashMap::new()), used, limit })
     }
 
     /// The key (to mint login links for this server).
@@ -76,8 +95,8 @@ impl Sessions {
         &self.key
     }
 
-    /// Exchanges a login code for a new session: its cookie value and CSRF
-    /// token. A code works once, until its expiry.
+    /// Exchanges a login code for a new session: its token and CSRF token.
+    /// A code works once, until its expiry.
     pub fn login(&self, code: &str, now: SystemTime) -> Result<(String, String), LoginError> {
         self.used.redeem(&self.key, code, now)?;
         let (cookie, csrf) = self.key.mint_session();
@@ -110,10 +129,10 @@ impl Sessions {
         s
     }
 
-    /// The session of a cookie value this server's key made (its id and
-    /// data), marked used; `None` for anything else.
-    pub fn get(&self, cookie: &str) -> Option<(String, Session)> {
-        let id = self.key.check_session(cookie)?;
+    /// The session of a token this server's key made (its id and data),
+    /// marked used; `None` for anything else.
+    pub fn get(&self, token: &str) -> Option<(String, Session)> {
+        let id = self.key.check_session(token)?;
         Some((id.to_owned(), self.admit(id)))
     }
 
@@ -156,7 +175,7 @@ mod tests {
         assert_eq!(s.login(&code, now), Err(LoginError::Used));
         let (id, session) = s.get(&cookie).unwrap();
         assert_eq!(&*session.csrf_token, csrf.as_str());
-        // Push it out of the table with other sessions: it comes back by its cookie.
+        // Push it out of the table with other sessions: it comes back by its token.
         for _ in 0..MAX_SESSIONS + 1 {
             let c = s.key().mint_code(now);
             s.login(&c, now).unwrap();
@@ -164,7 +183,7 @@ mod tests {
         assert_eq!(lock(&s.inner).len(), MAX_SESSIONS);
         assert!(!lock(&s.inner).contains_key(&id));
         assert_eq!(&*s.get(&cookie).unwrap().1.csrf_token, csrf.as_str());
-        // Cookies not made by this key are nobody's.
+        // Tokens not made by this key are nobody's.
         assert!(s.get("0123456789abcdef0123456789abcdef.00").is_none());
         assert!(table(RateLimit::default()).get(&cookie).is_none());
     }

@@ -185,13 +185,16 @@ impl AppState {
     }
 
     /// Uses `key` — the supervisor's, from `login.json` — for login links
-    /// and session cookies, instead of this state's own random one. Call
+    /// and session tokens, instead of this state's own random one. Call
     /// before the state is cloned; later calls change nothing.
-    pub fn with_login_key(mut self, key: LoginKey, rate_limit: RateLimit) -> Self {
+    /// Its spent login codes are journaled in the data directory, so a
+    /// restart of this server with the same key (a crash, a workspace
+    /// switch) never lets a used link work again (SPEC V7).
+    pub fn with_login_key(mut self, key: LoginKey, rate_limit: RateLimit) -> anyhow::Result<Self> {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.sessions = Sessions::new(rate_limit, key, inner.workspace);
+            inner.sessions = Sessions::with_spent_journal(rate_limit, key, inner.workspace, inner.db.data_dir())?;
         }
-        self
+        Ok(self)
     }
 
     /// A fresh one-time login link's code for this server (SPEC T4).

@@ -54,7 +54,7 @@ impl Fixture {
     async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {
         let req = Request::post(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &self.cookie)
+            .header(header::AUTHORIZATION, &self.cookie)
             .header(header::ORIGIN, ORIGIN)
             .header("X-CSRF-Token", &self.csrf)
             .header(header::CONTENT_TYPE, "application/json")
@@ -296,7 +296,7 @@ async fn agent_mutations_need_origin_and_csrf_like_every_mutation() {
     for uri in ["/api/v1/agent-tools/turns", "/api/v1/agent-tools/calls", "/api/v1/grants/grant:x/revoke"] {
         let req = Request::post(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &f.cookie)
+            .header(header::AUTHORIZATION, &f.cookie)
             .header(header::ORIGIN, ORIGIN)
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from("{}"))
@@ -421,7 +421,7 @@ async fn the_analyst_keeps_a_sandbox_runs_file_as_evidence() {
     // Without the CSRF token: refused by the guard.
     let req = Request::post(&keep)
         .header(header::HOST, HOST)
-        .header(header::COOKIE, &f.cookie)
+        .header(header::AUTHORIZATION, &f.cookie)
         .header(header::ORIGIN, ORIGIN)
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body("compte.csv").to_string()))
@@ -493,7 +493,7 @@ async fn tool_requests_are_decided_by_the_analyst_behind_the_guard() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "an empty reason");
     let bare = Request::post(format!("/api/v1/tool-requests/{install}/refuse"))
         .header(header::HOST, HOST)
-        .header(header::COOKIE, &f.cookie)
+        .header(header::AUTHORIZATION, &f.cookie)
         .header(header::ORIGIN, ORIGIN)
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(json!({"reason": "non"}).to_string()))

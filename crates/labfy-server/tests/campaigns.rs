@@ -65,6 +65,8 @@ struct EgressLog {
     proposals: Vec<GrantProposal>,
     in_flight: usize,
     max_in_flight: usize,
+    /// `Status` requests answered.
+    statuses: usize,
 }
 
 #[derive(Clone)]
@@ -73,6 +75,8 @@ struct FakeEgress {
     stopped: CancellationToken,
     /// What a human decided on every grant (SPEC T2); approved by default.
     phase: Arc<Mutex<GrantPhase>>,
+    /// What `Status` answers (`Failed` when `None`).
+    status: Arc<Mutex<Option<EgressStatus>>>,
 }
 
 /// The fake's record of a proposal, in `phase`.
@@ -108,10 +112,11 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
         log: Arc::default(),
         stopped: CancellationToken::new(),
         phase: Arc::new(Mutex::new(GrantPhase::Approved)),
+        status: Arc::new(Mutex::new(status)),
     };
     let f = fake.clone();
     serve_fake(run, Boundary::Egress, move |req: EgressRequest, _peer| {
-        let (f, script, status) = (f.clone(), script.clone(), status.clone());
+        let (f, script) = (f.clone(), script.clone());
         async move {
             match req {
                 EgressRequest::Fetch(r) => {
@@ -146,7 +151,7 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
                     f.log.lock().unwrap().ends.push((workspace_id.to_string(), campaign_id.to_string()));
                     EgressResponse::Stopped { stopped: 0 }
                 }
-                EgressRequest::Status {} => match status {
+                EgressRequest::Status {} => match f.count_status() {
                     Some(s) => EgressResponse::Status(s),
                     None => EgressResponse::Failed(Failure {
                         code: FailureCode::Unavailable,
@@ -204,6 +209,12 @@ fn fake_egress(run: &Run, script: Script, status: Option<EgressStatus>) -> FakeE
 impl FakeEgress {
     fn fetched_urls(&self) -> Vec<String> {
         self.log.lock().unwrap().fetches.iter().map(|f| f.url.clone()).collect()
+    }
+
+    /// Counts one `Status` request; what it answers.
+    fn count_status(&self) -> Option<EgressStatus> {
+        self.log.lock().unwrap().statuses += 1;
+        self.status.lock().unwrap().clone()
     }
 }
 
@@ -309,7 +320,7 @@ impl Fixture {
     async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {
         let req = Request::post(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &self.cookie)
+            .header(header::AUTHORIZATION, &self.cookie)
             .header(header::ORIGIN, ORIGIN)
             .header("X-CSRF-Token", &self.csrf)
             .header(header::CONTENT_TYPE, "application/json")
@@ -519,6 +530,36 @@ async fn an_admission_the_governor_does_not_take_yet_is_asked_again() {
     let gov = fake_governor(&run, None);
     let c = f.ended(&request).await;
     assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(gov.lock().unwrap().asks.len(), 1);
+}
+
+/// SPEC V8: a grant confirmed while Tor bootstraps is not spent for
+/// nothing — its campaign waits for Tor (nothing admitted, nothing asked of
+/// egress's fetches), then runs.
+#[tokio::test]
+async fn a_confirmed_campaign_waits_for_tor_then_runs() {
+    let run = runtime_dir();
+    let gov = fake_governor(&run, None);
+    let egress = fake_egress(&run, two_pages_and_a_refusal(), Some(bootstrapping()));
+    let f = fixture(Some(&run.dir)).await;
+    let request = f.prepare("Que publie la société Durand ?");
+    f.granted(&request, &[A, B, C]).await;
+    // Asked twice: the runner has seen Tor not ready, waited, and asked again.
+    let started = Instant::now();
+    while egress.log.lock().unwrap().statuses < 2 {
+        assert!(started.elapsed() < WAIT, "the runner never asked egress whether Tor is ready");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let c = f.request(&request).await["campaign"].clone();
+    assert_eq!(c["status"], "PENDING", "{c}");
+    assert_eq!(statuses(&c), ["PLANNED", "PLANNED", "PLANNED"]);
+    assert!(egress.fetched_urls().is_empty(), "a fetch before Tor was ready");
+    assert!(gov.lock().unwrap().asks.is_empty(), "admitted before Tor was ready");
+    // Tor ready: the campaign runs as any other.
+    *egress.status.lock().unwrap() = Some(EgressStatus { ready: true, bootstrap_percent: 100, ..bootstrapping() });
+    let c = f.ended(&request).await;
+    assert_eq!(c["status"], "COMPLETED", "{c}");
+    assert_eq!(statuses(&c), ["FETCHED", "FETCHED", "REFUSED"]);
     assert_eq!(gov.lock().unwrap().asks.len(), 1);
 }
 
@@ -973,7 +1014,7 @@ async fn the_egress_route_is_guarded_like_every_api_get() {
     assert_eq!(e["error"]["code"], "NO_SESSION");
     let req = Request::get("/api/v1/egress")
         .header(header::HOST, "evil.example:7345")
-        .header(header::COOKIE, &f.cookie)
+        .header(header::AUTHORIZATION, &f.cookie)
         .body(Body::empty())
         .unwrap();
     assert_eq!(send(&f.app, req).await.0, StatusCode::MISDIRECTED_REQUEST);
@@ -997,7 +1038,7 @@ async fn specimen_grants_stay_synthetic_with_or_without_urls() {
     let post = |uri: String, body: Value| {
         Request::post(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &cookie)
+            .header(header::AUTHORIZATION, &cookie)
             .header(header::ORIGIN, ORIGIN)
             .header("X-CSRF-Token", &csrf)
             .header(header::CONTENT_TYPE, "application/json")

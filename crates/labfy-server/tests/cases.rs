@@ -31,7 +31,7 @@ async fn call(
         .method(method)
         .uri(uri)
         .header(header::HOST, HOST)
-        .header(header::COOKIE, cookie)
+        .header(header::AUTHORIZATION, cookie)
         .header(header::ORIGIN, ORIGIN)
         .header("X-CSRF-Token", csrf);
     if body.is_some() {

@@ -80,27 +80,30 @@ fn get(uri: &str) -> axum::http::request::Builder {
     Request::builder().method("GET").uri(uri).header(header::HOST, HOST)
 }
 
-/// Logs in with a fresh one-time link (SPEC T4), checks the cookie's flags
-/// and that `/` then carries the session's token; (cookie, csrf token).
+/// Logs in with a fresh one-time link (SPEC T4): the answer is the page
+/// carrying the session for its script, and sets no cookie (SPEC V1);
+/// `/` carries none. (the `Authorization` value, csrf token).
 async fn login(f: &Fixture) -> (String, String) {
     let code = f.state.mint_login_code();
     let a = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
-    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.text());
-    assert_eq!(a.headers[header::LOCATION], "/");
-    let set = a.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
-    let cookie = set.split(';').next().unwrap().to_owned();
-    let s = send(&f.app, get("/api/v1/session").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    assert!(a.headers.get(header::SET_COOKIE).is_none(), "a login sets no cookie");
+    assert_eq!(a.headers[header::CACHE_CONTROL], "no-store");
+    let token = labfy_ipc::login::session_in_page(&a.text()).expect("the page carries the session").to_owned();
+    let cookie = format!("Bearer {token}");
+    let s =
+        send(&f.app, get("/api/v1/session").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(s.status, StatusCode::OK);
     let csrf = s.json()["csrf_token"].as_str().unwrap().to_owned();
-    let page = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    let page = send(&f.app, get("/").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page.text().contains(&format!("<meta name=\"csrf-token\" content=\"{csrf}\">")));
+    assert!(labfy_ipc::login::session_in_page(&page.text()).is_none(), "/ hands over no session");
+    assert!(!page.text().contains(&csrf));
     (cookie, csrf)
 }
 
 async fn api(f: &Fixture, cookie: &str, uri: &str) -> Answer {
-    send(&f.app, get(uri).header(header::COOKIE, cookie).body(Body::empty()).unwrap()).await
+    send(&f.app, get(uri).header(header::AUTHORIZATION, cookie).body(Body::empty()).unwrap()).await
 }
 
 fn post_note(uri: &str, cookie: &str, origin: Option<&str>, csrf: Option<&str>, body: Value) -> Request<Body> {
@@ -108,7 +111,7 @@ fn post_note(uri: &str, cookie: &str, origin: Option<&str>, csrf: Option<&str>, 
         .method("POST")
         .uri(uri)
         .header(header::HOST, HOST)
-        .header(header::COOKIE, cookie)
+        .header(header::AUTHORIZATION, cookie)
         .header(header::CONTENT_TYPE, "application/json");
     if let Some(o) = origin {
         b = b.header(header::ORIGIN, o);
@@ -142,7 +145,8 @@ async fn s1_wrong_or_missing_host_is_421_everywhere() {
         }
     }
     for host in ["127.0.0.1:7345", "localhost:7345"] {
-        let a = send(&f.app, Request::builder().uri("/").header(header::HOST, host).body(Body::empty()).unwrap()).await;
+        let a = send(&f.app, Request::builder().uri("/login").header(header::HOST, host).body(Body::empty()).unwrap())
+            .await;
         // Past the Host check: the login page (no session yet).
         assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{host}");
     }
@@ -152,7 +156,7 @@ async fn s1_wrong_or_missing_host_is_421_everywhere() {
 async fn index_sets_strict_headers_and_carries_no_inline_script() {
     let f = fixture();
     let (cookie, _) = login(&f).await;
-    let a = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    let a = send(&f.app, get("/").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(a.headers[header::CONTENT_SECURITY_POLICY], CSP);
     assert!(CSP.contains("script-src 'self'") && !CSP.contains("unsafe-inline"));
     assert_eq!(a.headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
@@ -175,8 +179,7 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
         assert!(!js.text().contains(sink), "app.js uses {sink}");
     }
     assert!(js.text().contains(".textContent"));
-    // The modules app.js imports (SPEC U9) are not public (only what the
-    // login page needs is); with a session, each is served and writes no
+    // The modules app.js imports (SPEC U9): each is served and writes no
     // markup.
     let mut sources = vec![js.text().to_owned()];
     for module in [
@@ -196,9 +199,9 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
         "/static/provenance.js",
         "/static/graph.js",
     ] {
-        let anonymous = send(&f.app, get(module).body(Body::empty()).unwrap()).await;
-        assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{module}");
-        let served = send(&f.app, get(module).header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+        // The browser loads the modules itself, without the session header:
+        // they are public (the same code in every Labfy of this version).
+        let served = send(&f.app, get(module).body(Body::empty()).unwrap()).await;
         assert_eq!(served.status, StatusCode::OK, "{module}");
         assert!(served.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"), "{module}");
         for sink in [".innerHTML", ".outerHTML", ".insertAdjacentHTML", "document.write(", "eval(", "new Function("] {
@@ -215,10 +218,10 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
         assert!(sources.iter().any(|s| s.contains(&import)), "no module imports {name}.js");
     }
     let graph =
-        send(&f.app, get("/static/graph.js").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+        send(&f.app, get("/static/graph.js").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     // The vendored graph library (SPEC U1, S4): served by Labfy, exactly the
     // file VENDOR.md names, cached for good under its versioned path.
-    let lib = get("/static/vendor/cytoscape-3.35.0.esm.min.mjs").header(header::COOKIE, &cookie);
+    let lib = get("/static/vendor/cytoscape-3.35.0.esm.min.mjs").header(header::AUTHORIZATION, &cookie);
     let lib = send(&f.app, lib.body(Body::empty()).unwrap()).await;
     assert_eq!(lib.status, StatusCode::OK);
     assert!(lib.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/javascript"));
@@ -237,17 +240,17 @@ async fn index_sets_strict_headers_and_carries_no_inline_script() {
 #[tokio::test]
 async fn s2_api_without_a_valid_session_is_401() {
     let f = fixture();
-    let bogus = format!("labfy_session={}", "0".repeat(64));
-    for cookie in [None, Some("labfy_session="), Some(bogus.as_str()), Some("other=1")] {
+    let bogus = format!("Bearer {}.{}", "0".repeat(32), "0".repeat(64));
+    for auth in [None, Some("Bearer "), Some("Bearer"), Some(bogus.as_str()), Some("Basic YTpi"), Some("other=1")] {
         for uri in
             ["/api/v1/session", "/api/v1/workspaces", "/api/v1/nope", "//api/v1/session", "/nope", "/static/x.js"]
         {
             let mut b = get(uri);
-            if let Some(c) = cookie {
-                b = b.header(header::COOKIE, c);
+            if let Some(c) = auth {
+                b = b.header(header::AUTHORIZATION, c);
             }
             let a = send(&f.app, b.body(Body::empty()).unwrap()).await;
-            assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{cookie:?} {uri}");
+            assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{auth:?} {uri}");
             assert_eq!(a.error_code(), "NO_SESSION");
         }
     }
@@ -256,9 +259,49 @@ async fn s2_api_without_a_valid_session_is_401() {
     assert_eq!(s["workspace_id"], f.workspace);
     assert_eq!(s["csrf_token"].as_str().unwrap().len(), 64);
     // Reloading / keeps the session and its token.
-    let again = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    let again = send(&f.app, get("/").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(again.status, StatusCode::OK);
     assert!(again.headers.get(header::SET_COOKIE).is_none());
+    // Two Authorization headers are no session, even if one is right.
+    let two = get("/api/v1/session").header(header::AUTHORIZATION, &cookie).header(header::AUTHORIZATION, "Bearer x");
+    assert_eq!(send(&f.app, two.body(Body::empty()).unwrap()).await.status, StatusCode::UNAUTHORIZED);
+}
+
+/// SPEC V1 (the red team's F1): cookies are not scoped by port, so whatever
+/// the analyst's browser holds as cookies reaches every program listening
+/// on another port of 127.0.0.1. The session is never one: the very token
+/// of a live session, sent as a cookie (under the old name or any other),
+/// reads nothing and changes nothing.
+#[tokio::test]
+async fn v1_a_session_sent_as_a_cookie_authorises_nothing() {
+    let f = fixture();
+    let (auth, csrf) = login(&f).await;
+    let token = auth.strip_prefix("Bearer ").unwrap();
+    for cookie in [format!("labfy_session={token}"), format!("session={token}"), token.to_owned()] {
+        for uri in
+            ["/api/v1/session", "/api/v1/workspaces", &format!("/api/v1/investigations/{}/overview", f.investigation)]
+        {
+            let a = send(&f.app, get(uri).header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+            assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{cookie} {uri}");
+        }
+        let uri = format!("/api/v1/investigations/{}/evidence", f.investigation);
+        let write = Request::builder()
+            .method("POST")
+            .uri(&uri)
+            .header(header::HOST, HOST)
+            .header(header::COOKIE, &cookie)
+            .header(header::ORIGIN, ORIGIN)
+            .header("X-CSRF-Token", &csrf)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(json!({"title": "Note", "content": "texte"}).to_string()))
+            .unwrap();
+        assert_eq!(send(&f.app, write).await.status, StatusCode::UNAUTHORIZED, "{cookie}");
+        // The page a cookie-only browser gets hands over no session either.
+        let page = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+        assert!(labfy_ipc::login::session_in_page(&page.text()).is_none());
+    }
+    // Nothing was written.
+    assert_eq!(api(&f, &auth, "/api/v1/session").await.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -267,7 +310,7 @@ async fn t4_the_ui_opens_only_with_a_one_time_login_link() {
     // Anonymous: the login page, in both languages, and no session issued —
     // as many times as anyone asks (nothing to evict).
     for _ in 0..(labfy_server::session::MAX_SESSIONS + 8) {
-        let a = send(&f.app, get("/").body(Body::empty()).unwrap()).await;
+        let a = send(&f.app, get("/login").body(Body::empty()).unwrap()).await;
         assert_eq!(a.status, StatusCode::UNAUTHORIZED);
         assert!(a.headers.get(header::SET_COOKIE).is_none());
         assert!(a.text().contains("Connexion requise") && a.text().contains("Login required"), "{}", a.text());
@@ -278,7 +321,8 @@ async fn t4_the_ui_opens_only_with_a_one_time_login_link() {
     let (cookie, _) = login(&f).await;
     let code = f.state.mint_login_code();
     let first = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
-    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(labfy_ipc::login::session_in_page(&first.text()).is_some());
     let replay = send(&f.app, get(&format!("/login?code={code}")).body(Body::empty()).unwrap()).await;
     assert_eq!(replay.status, StatusCode::FORBIDDEN);
     assert!(replay.headers.get(header::SET_COOKIE).is_none());
@@ -288,6 +332,7 @@ async fn t4_the_ui_opens_only_with_a_one_time_login_link() {
         let a = send(&f.app, get(&format!("/login?code={bad}")).body(Body::empty()).unwrap()).await;
         assert_eq!(a.status, StatusCode::FORBIDDEN, "{bad:?}");
         assert!(a.headers.get(header::SET_COOKIE).is_none());
+        assert!(labfy_ipc::login::session_in_page(&a.text()).is_none(), "{bad:?}");
     }
     // A query that is not one code (two of them) gets the same page, not a
     // bare text 400.
@@ -326,7 +371,8 @@ async fn s3_mutations_need_own_origin_and_csrf_token() {
     let a = send(&f.app, post_note(&uri, &cookie, Some(ORIGIN), Some(&other_csrf), note.clone())).await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
     // Other methods are mutations too.
-    let del = Request::builder().method("DELETE").uri(&uri).header(header::HOST, HOST).header(header::COOKIE, &cookie);
+    let del =
+        Request::builder().method("DELETE").uri(&uri).header(header::HOST, HOST).header(header::AUTHORIZATION, &cookie);
     assert_eq!(send(&f.app, del.body(Body::empty()).unwrap()).await.status, StatusCode::FORBIDDEN);
     // Nothing was stored by the refused calls.
     let before = api(&f, &cookie, &format!("/api/v1/investigations/{}/overview", f.investigation)).await.json();
@@ -538,7 +584,7 @@ fn change(uri: &str, cookie: &str, csrf: &str) -> axum::http::request::Builder {
         .method("POST")
         .uri(uri)
         .header(header::HOST, HOST)
-        .header(header::COOKIE, cookie)
+        .header(header::AUTHORIZATION, cookie)
         .header(header::ORIGIN, ORIGIN)
         .header("X-CSRF-Token", csrf)
         .header(header::CONTENT_TYPE, "application/json")
@@ -569,7 +615,7 @@ async fn t5_host_follows_rfc_9112() {
     let a = send(&f.app, get("http://evil.example/").body(Body::empty()).unwrap()).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.error_code(), "HOST_MISMATCH");
-    let a = send(&f.app, get(&format!("http://{HOST}/")).body(Body::empty()).unwrap()).await;
+    let a = send(&f.app, get(&format!("http://{HOST}/login")).body(Body::empty()).unwrap()).await;
     assert_eq!(a.status, StatusCode::UNAUTHORIZED, "past the Host check: {}", a.text());
 }
 
@@ -634,7 +680,7 @@ async fn t5_changes_in_flight_cannot_starve_reads() {
     let a = send(&f.app, post_raw(&notes, &cookie, &csrf, r#"{"title":"t","content":"x"}"#)).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text());
     // Reads and the page still answer.
-    let page = send(&f.app, get("/").header(header::COOKIE, &cookie).body(Body::empty()).unwrap()).await;
+    let page = send(&f.app, get("/").header(header::AUTHORIZATION, &cookie).body(Body::empty()).unwrap()).await;
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(api(&f, &cookie, "/api/v1/session").await.status, StatusCode::OK);
     drop(held);
@@ -689,7 +735,7 @@ fn delete(uri: &str, cookie: &str, csrf: &str) -> Request<Body> {
         .method("DELETE")
         .uri(uri)
         .header(header::HOST, HOST)
-        .header(header::COOKIE, cookie)
+        .header(header::AUTHORIZATION, cookie)
         .header(header::ORIGIN, ORIGIN)
         .header("X-CSRF-Token", csrf)
         .body(Body::empty())
@@ -818,7 +864,7 @@ async fn the_openapi_document_is_guarded_and_every_operation_reaches_its_handler
                 .method(method.to_uppercase().as_str())
                 .uri(&uri)
                 .header(header::HOST, HOST)
-                .header(header::COOKIE, &cookie);
+                .header(header::AUTHORIZATION, &cookie);
             if method != "get" {
                 b = b.header(header::ORIGIN, ORIGIN).header("X-CSRF-Token", &csrf);
             }

@@ -51,7 +51,7 @@ impl Fixture {
             .method(method)
             .uri(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &self.cookie)
+            .header(header::AUTHORIZATION, &self.cookie)
             .header(header::ORIGIN, ORIGIN)
             .header("X-CSRF-Token", &self.csrf)
     }

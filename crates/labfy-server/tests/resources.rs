@@ -308,8 +308,8 @@ async fn the_route_is_guarded_like_every_api_get() {
     let gov = fake_governor(|| async { GovernorResponse::State(Box::new(canned_state())) });
     let f = fixture(Some(gov.dir().to_path_buf())).await;
     // No session, a bogus one: 401, and the governor is not asked.
-    let bogus = format!("labfy_session={}", "0".repeat(64));
-    for cookie in [None, Some("labfy_session="), Some(bogus.as_str())] {
+    let bogus = format!("Bearer {}.{}", "0".repeat(32), "0".repeat(64));
+    for cookie in [None, Some("Bearer "), Some(bogus.as_str())] {
         let (status, body) = send(&f.app, get_req(ROUTE, cookie)).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{cookie:?}");
         assert_eq!(body["error"]["code"], "NO_SESSION");
@@ -317,7 +317,7 @@ async fn the_route_is_guarded_like_every_api_get() {
     // Wrong Host (DNS rebinding): 421, even with a valid session.
     let req = Request::get(ROUTE)
         .header(header::HOST, "evil.example:7345")
-        .header(header::COOKIE, &f.cookie)
+        .header(header::AUTHORIZATION, &f.cookie)
         .body(Body::empty())
         .unwrap();
     let (status, body) = send(&f.app, req).await;
@@ -326,7 +326,7 @@ async fn the_route_is_guarded_like_every_api_get() {
     // A non-GET is a mutation: refused without Origin and CSRF token (403),
     // and with them it is not a method of this route (405).
     let post = |origin: Option<&str>, csrf: Option<&str>| {
-        let mut b = Request::post(ROUTE).header(header::HOST, HOST).header(header::COOKIE, &f.cookie);
+        let mut b = Request::post(ROUTE).header(header::HOST, HOST).header(header::AUTHORIZATION, &f.cookie);
         if let Some(o) = origin {
             b = b.header(header::ORIGIN, o);
         }

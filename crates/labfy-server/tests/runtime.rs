@@ -79,7 +79,7 @@ impl Fixture {
     async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {
         let req = Request::post(uri)
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &self.cookie)
+            .header(header::AUTHORIZATION, &self.cookie)
             .header(header::ORIGIN, ORIGIN)
             .header("X-CSRF-Token", &self.csrf)
             .header(header::CONTENT_TYPE, "application/json")
@@ -311,7 +311,7 @@ async fn routes_are_behind_the_guards_and_bodies_are_closed() {
     // Wrong Host.
     let req = Request::get("/api/v1/agent-runtime/status")
         .header(header::HOST, "evil.example:7345")
-        .header(header::COOKIE, &f.cookie)
+        .header(header::AUTHORIZATION, &f.cookie)
         .body(Body::empty())
         .unwrap();
     assert_eq!(send(&f.app, req).await.0, StatusCode::MISDIRECTED_REQUEST);
@@ -319,7 +319,7 @@ async fn routes_are_behind_the_guards_and_bodies_are_closed() {
     let post_without = |csrf: bool, origin: bool| {
         let mut b = Request::post("/api/v1/agent-runtime/turns")
             .header(header::HOST, HOST)
-            .header(header::COOKIE, &f.cookie)
+            .header(header::AUTHORIZATION, &f.cookie)
             .header(header::CONTENT_TYPE, "application/json");
         if csrf {
             b = b.header("X-CSRF-Token", &f.csrf);

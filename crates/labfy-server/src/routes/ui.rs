@@ -1,19 +1,20 @@
 //! The browser UI: `GET /login?code=…` exchanges a one-time login link for
-//! the session cookie (SPEC T4) and sends the browser on to `/` (the code
-//! leaves the address bar); `GET /` serves the application with the
-//! session's CSRF token in a meta tag — or, without a session, a page that
-//! says how to log in. Static assets are embedded in the binary.
+//! a session (SPEC T4) and answers the application's page with the session
+//! token in a meta tag; the page moves it into its origin's storage, sends
+//! it on every request (`Authorization: Bearer …`) and takes the code out
+//! of the address bar. No cookie is ever set: cookies are not scoped by
+//! port, the origin's storage is (SPEC V1). `GET /` serves the same page
+//! with no token; without one stored, it goes to `/login`, which says how
+//! to log in. Static assets are embedded in the binary.
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use labfy_ipc::login::LoginError;
 
-use crate::security::session_cookie;
-use crate::session::SESSION_COOKIE;
 use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
@@ -48,8 +49,18 @@ pub const CYTOSCAPE_JS: &str = include_str!("../../assets/vendor/cytoscape/cytos
 /// Where the UI loads it from: the version is in the path, so the file is
 /// cached for good.
 pub const CYTOSCAPE_PATH: &str = "/static/vendor/cytoscape-3.35.0.esm.min.mjs";
-/// Placeholder in `index.html` replaced by the session's CSRF token.
-pub const CSRF_PLACEHOLDER: &str = "{{CSRF_TOKEN}}";
+/// Placeholder in `index.html` replaced by a new session's token on the
+/// answer to a login link, and by nothing on `/`.
+pub const SESSION_PLACEHOLDER: &str = "{{SESSION}}";
+
+/// Whether `path` is exactly one of the UI's static files (its style, its
+/// modules, the vendored graph library): served without a session.
+pub fn is_asset(path: &str) -> bool {
+    path == APP_CSS_PATH || path == CYTOSCAPE_PATH || MODULES.iter().any(|(p, _)| *p == path)
+}
+
+/// Where the UI's style sheet is served.
+const APP_CSS_PATH: &str = "/static/app.css";
 
 /// `/`, `/login`, the application's static files and the vendored graph
 /// library.
@@ -57,7 +68,7 @@ pub fn router() -> Router<AppState> {
     let mut router = Router::new()
         .route("/", get(index))
         .route("/login", get(login))
-        .route("/static/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }));
+        .route(APP_CSS_PATH, get(|| async { asset("text/css; charset=utf-8", APP_CSS) }));
     for (path, body) in MODULES {
         router = router.route(path, get(move || async move { asset("text/javascript; charset=utf-8", body) }));
     }
@@ -83,14 +94,12 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
-async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session_cookie(&headers).and_then(|c| state.sessions().get(c)) else {
-        // No session, none issued: anonymous requests create nothing.
-        return login_page(StatusCode::UNAUTHORIZED, None);
-    };
-    // The token is hex, so it cannot break out of the attribute.
-    let body = INDEX_HTML.replace(CSRF_PLACEHOLDER, &session.csrf_token);
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+async fn index() -> Response {
+    page(&INDEX_HTML.replace(SESSION_PLACEHOLDER, ""))
+}
+
+fn page(body: &str) -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body.to_owned()).into_response()
 }
 
 /// The query of `/login`.
@@ -105,18 +114,16 @@ async fn login(State(state): State<AppState>, query: Result<Query<LoginQuery>, Q
     let Ok(Query(q)) = query else {
         return login_page(StatusCode::BAD_REQUEST, Some(&LoginError::Malformed));
     };
-    let code = q.code.unwrap_or_default();
+    // No code: the page asked for a session it does not have.
+    let Some(code) = q.code else {
+        return login_page(StatusCode::UNAUTHORIZED, None);
+    };
     match state.sessions().login(&code, std::time::SystemTime::now()) {
-        Ok((cookie, _csrf)) => {
-            // 303 to `/`: the code leaves the address bar (and, with
-            // `Referrer-Policy: no-referrer`, is never sent anywhere).
-            let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-            let value = format!("{SESSION_COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict");
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                response.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            response
-        }
+        // The application's page, carrying the new session's token for its
+        // script to keep in this origin's storage. The answer is never
+        // stored (`no-store`, the guard's default) nor sent on as a
+        // referrer; the script replaces the address with `/`.
+        Ok((token, _csrf)) => page(&INDEX_HTML.replace(SESSION_PLACEHOLDER, &token)),
         Err(e) => login_page(StatusCode::FORBIDDEN, Some(&e)),
     }
 }
@@ -137,6 +144,10 @@ fn login_page(status: StatusCode, refused: Option<&LoginError>) -> Response {
                 LoginError::TooMany => (
                     "Trop de connexions en peu de temps ; attendez quelques minutes.",
                     "Too many logins in a short time; wait a few minutes.",
+                ),
+                LoginError::Unrecorded => (
+                    "Cette connexion n’a pas pu être enregistrée ; demandez un nouveau lien avec labfy open.",
+                    "This login could not be recorded; get a fresh link with labfy open.",
                 ),
             };
             format!("<p class=\"login-refused\">{fr}</p><p class=\"login-refused\" lang=\"en\">{en}</p>")

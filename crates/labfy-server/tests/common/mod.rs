@@ -32,14 +32,17 @@ pub const PORT: u16 = 7345;
 /// Its Host header.
 pub const HOST: &str = "127.0.0.1:7345";
 
-/// Logs in to `app` (built from `state`); returns (cookie, csrf token).
+/// Logs in to `app` (built from `state`); returns (the `Authorization` value, csrf token).
 pub async fn open_session(app: &Router, state: &AppState) -> (String, String) {
     let code = state.mint_login_code();
     let req = Request::get(format!("/login?code={code}")).header(header::HOST, HOST).body(Body::empty()).unwrap();
     let res = app.clone().oneshot(req).await.unwrap();
-    assert_eq!(res.status(), StatusCode::SEE_OTHER, "login refused");
-    let cookie = res.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let req = Request::get("/api/v1/session").header(header::HOST, HOST).header(header::COOKIE, &cookie);
+    assert_eq!(res.status(), StatusCode::OK, "login refused");
+    assert!(res.headers().get(header::SET_COOKIE).is_none(), "the login set a cookie");
+    let page = res.into_body().collect().await.unwrap().to_bytes();
+    let token = labfy_ipc::login::session_in_page(std::str::from_utf8(&page).unwrap()).expect("a session").to_owned();
+    let cookie = format!("Bearer {token}");
+    let req = Request::get("/api/v1/session").header(header::HOST, HOST).header(header::AUTHORIZATION, &cookie);
     let res = app.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
     let body = res.into_body().collect().await.unwrap().to_bytes();
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -54,11 +57,11 @@ pub async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
-/// A GET of `uri` with the right Host, with the session's cookie if any.
+/// A GET of `uri` with the right Host, with the session (`Authorization`) if any.
 pub fn get_req(uri: &str, cookie: Option<&str>) -> Request<Body> {
     let mut b = Request::get(uri).header(header::HOST, HOST);
     if let Some(c) = cookie {
-        b = b.header(header::COOKIE, c);
+        b = b.header(header::AUTHORIZATION, c);
     }
     b.body(Body::empty()).unwrap()
 }
