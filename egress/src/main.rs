@@ -91,7 +91,9 @@ fn main() -> ExitCode {
         tracing::info!(max_body_bytes = limits.max_body, bodies = %bodies.dir().display(), "fetched bodies wait in scratch");
         let egress = Egress::new(ledger.clone(), tor, bodies, limits, custom);
         let stop = CancellationToken::new();
-        let page = ConfirmPage::start(ledger, args.confirm_port, stop.clone()).await?;
+        let tor_state = egress.clone();
+        let page = ConfirmPage::start(ledger, Arc::new(move || tor_state.bootstrap()), args.confirm_port, stop.clone())
+            .await?;
         tracing::info!(port = page.port(), "grant confirmation page on 127.0.0.1");
         egress.set_confirm_links(Arc::new(move |g| page.link(g)));
 

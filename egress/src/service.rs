@@ -73,8 +73,9 @@ pub struct Egress {
     inner: Arc<Inner>,
 }
 
-/// Makes a one-time link to egress's confirmation page for a grant.
-pub type ConfirmLinks = Arc<dyn Fn(GrantRef) -> String + Send + Sync>;
+/// Makes a one-time link to egress's confirmation page for a grant (`None`
+/// when the page makes none now: see [`crate::confirm::ConfirmPage::link`]).
+pub type ConfirmLinks = Arc<dyn Fn(GrantRef) -> Option<String> + Send + Sync>;
 
 struct Inner {
     ledger: Arc<Ledger>,
@@ -310,14 +311,19 @@ impl Egress {
         }
     }
 
-    /// A record with a fresh confirmation link while it waits for a human.
+    /// A record with a live confirmation link while it waits for a human.
     fn linked(&self, mut r: GrantRecord) -> GrantRecord {
         if r.phase == GrantPhase::Proposed {
             if let Some(links) = self.inner.confirm.get() {
-                r.confirm_url = Some(links(r.grant_id));
+                r.confirm_url = links(r.grant_id);
             }
         }
         r
+    }
+
+    /// Where Tor's bootstrap stands (the confirmation page says it).
+    pub fn bootstrap(&self) -> Bootstrap {
+        self.inner.connector.bootstrap()
     }
 
     /// `(ready, detail)` for health checks: ready once Tor is bootstrapped.

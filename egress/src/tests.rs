@@ -400,7 +400,7 @@ async fn only_the_operator_socket_decides() {
         panic!()
     };
     assert_eq!((r.phase, r.confirm_url.as_deref()), (GrantPhase::Proposed, None));
-    egress.set_confirm_links(Arc::new(|g: GrantRef| format!("http://127.0.0.1:1/login?grant={g}")));
+    egress.set_confirm_links(Arc::new(|g: GrantRef| Some(format!("http://127.0.0.1:1/login?grant={g}"))));
     let EgressResponse::Grant(r) = egress.handle(EgressRequest::Propose(Box::new(proposal))).await else { panic!() };
     assert_eq!(r.confirm_url, Some(format!("http://127.0.0.1:1/login?grant={}", g.grant)), "idempotent, linked");
     let decide = EgressRequest::Decide { grant_id: g.grant, approve: true };
@@ -436,6 +436,48 @@ async fn only_the_operator_socket_decides() {
     let EgressResponse::Failed(f) = egress.handle(EgressRequest::Propose(Box::new(bad))).await else { panic!() };
     assert!(f.code == FailureCode::InvalidInput && f.message.contains("outside the scope"), "{f:?}");
     assert!(tor.dials().is_empty());
+}
+
+/// Red team 3, B12: however often the server asks where a grant stands, and
+/// the operator lists it, egress gives one live login link for it, not a
+/// fresh code per answer (SPEC V5).
+#[tokio::test]
+async fn the_server_s_questions_mint_no_login_codes_without_bound() {
+    use tokio_util::sync::CancellationToken;
+
+    use crate::confirm::ConfirmPage;
+    let w = World::new();
+    let (egress, _tor) = w.egress(quick());
+    let stop = CancellationToken::new();
+    let page =
+        ConfirmPage::start(egress.ledger().clone(), Arc::new(Bootstrap::default), 0, stop.clone()).await.unwrap();
+    egress.set_confirm_links(Arc::new(move |g| page.link(g)));
+    let grant = GrantRef::new(Uuid::now_v7());
+    let proposal = GrantProposal {
+        workspace_id: w.ws,
+        grant_id: grant,
+        campaign_id: CampaignRef::new(Uuid::now_v7()),
+        urls: vec!["https://a.example.org/".into()],
+        hosts: vec!["a.example.org".into()],
+        max_requests: 2,
+        max_bytes: 1000,
+        expires_in_minutes: 60,
+        summary: "Durand".into(),
+    };
+    let EgressResponse::Grant(r) = egress.handle(EgressRequest::Propose(Box::new(proposal))).await else { panic!() };
+    let link = r.confirm_url.unwrap();
+    assert!(link.contains("/login?code=") && link.ends_with(&format!("&grant={grant}")), "{link}");
+    for _ in 0..200 {
+        let EgressResponse::Grant(r) =
+            egress.handle(EgressRequest::GrantState { workspace_id: w.ws, grant_id: grant }).await
+        else {
+            panic!()
+        };
+        assert_eq!(r.confirm_url.as_deref(), Some(link.as_str()));
+    }
+    let EgressResponse::Grants { grants } = egress.handle_operator(EgressRequest::Grants {}).await else { panic!() };
+    assert_eq!(grants[0].confirm_url.as_deref(), Some(link.as_str()));
+    stop.cancel();
 }
 
 #[tokio::test]
