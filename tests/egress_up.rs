@@ -342,9 +342,14 @@ fn approve_on_terminal(data: &Path, grant: &str, urls: &[String]) {
     assert!(out.contains("approved on the terminal"), "{out}");
 }
 
+/// How long after drawing a grant's page egress accepts its approval
+/// (`labfy_egress::confirm::ARM_DELAY`).
+const PAGE_ARM_DELAY: Duration = Duration::from_millis(800);
+
 /// A human approves on egress's confirmation page, opened from the UI's
-/// one-time link. A form posted from the UI's origin (what a compromised
-/// server's page could send) is refused first.
+/// one-time link. The session is in the page's path, never in a cookie; a
+/// form posted from the UI's origin (what a compromised server's page could
+/// send) is refused first.
 fn approve_on_page(link: &str, ui_port: u16, urls: &[String]) {
     let rest = link.strip_prefix("http://127.0.0.1:").unwrap_or_else(|| panic!("not a loopback link: {link}"));
     let (port, path) = rest.split_once('/').unwrap();
@@ -352,9 +357,10 @@ fn approve_on_page(link: &str, ui_port: u16, urls: &[String]) {
     assert_ne!(port, ui_port, "the confirmation page is not the server's");
     let a = http(port, "GET", &format!("/{path}"), &[], "").unwrap();
     assert_eq!(a.status, 303, "{}", a.body);
-    let cookie = a.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+    assert!(a.header("set-cookie").is_none(), "a cookie would reach every port of 127.0.0.1");
     let page_path = a.header("location").unwrap().to_owned();
-    let page = http(port, "GET", &page_path, &[("Cookie", &cookie)], "").unwrap();
+    assert!(page_path.starts_with("/s/"), "{page_path}");
+    let page = http(port, "GET", &page_path, &[], "").unwrap();
     assert_eq!(page.status, 200, "{}", page.body);
     for u in urls {
         assert!(page.body.contains(u.as_str()), "the page does not show {u}");
@@ -363,11 +369,12 @@ fn approve_on_page(link: &str, ui_port: u16, urls: &[String]) {
     let csrf = &page.body[at..at + page.body[at..].find('"').unwrap()];
     let form = format!("csrf={csrf}&decision=approve");
     let post = |origin: &str| {
-        let h =
-            [("Cookie", cookie.as_str()), ("Origin", origin), ("Content-Type", "application/x-www-form-urlencoded")];
+        let h = [("Origin", origin), ("Content-Type", "application/x-www-form-urlencoded")];
         http(port, "POST", &format!("{page_path}/decision"), &h, &form).unwrap()
     };
     assert_eq!(post(&format!("http://127.0.0.1:{ui_port}")).status, 403, "a cross-origin form was accepted");
+    // The human reads the page: egress refuses an approval sooner.
+    std::thread::sleep(PAGE_ARM_DELAY);
     let done = post(&format!("http://127.0.0.1:{port}"));
     assert_eq!(done.status, 303, "{}", done.body);
 }
