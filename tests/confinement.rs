@@ -202,6 +202,8 @@ fn a_compromised_server_reaches_no_host_service_process_or_file() {
         expected.push((format!("read_host_file_{i}"), errno(libc::ENOENT)));
     }
     expected.push(("read_log".into(), errno(libc::ENOENT)));
+    // A mount point cannot be renamed (V5, the red team's F6).
+    expected.push(("rename_scratch".into(), errno(libc::EBUSY)));
     for name in [
         "write_socket_dir",
         "replace_supervisor_socket",

@@ -71,7 +71,7 @@ fn serves_an_inherited_loopback_listener() {
     assert!(link.starts_with(&format!("http://127.0.0.1:{port}/login?code=")), "{link}");
     // Our copy stays open, but only the child accepts on it; without a
     // login the page issues no session.
-    let answer = wait_for("the inherited socket to answer", || http(port, "GET", "/", &[], "").ok());
+    let answer = wait_for("the inherited socket to answer", || http(port, "GET", "/api/v1/session", &[], "").ok());
     assert_eq!(answer.status, 401);
     assert!(answer.header("set-cookie").is_none());
     // The Host check uses the inherited socket's own port.

@@ -9,7 +9,8 @@ use crate::error::{Result, StoreError};
 pub const MAX_HOST_CHARS: usize = 253;
 
 /// Checks one host pattern: lower-case DNS labels, optionally `*.` first, or
-/// an IPv4 literal. No ports, paths, credentials or upper case.
+/// an IPv4 literal. No ports, paths, credentials or upper case; a wildcard
+/// only below a public suffix (`*.co.uk`, `*.github.io` refused).
 pub fn check_host_pattern(host: &str) -> Result<()> {
     let bad = |why: &str| Err(StoreError::Invalid(format!("scope host `{}`: {why}", truncate(host, 64))));
     if host.is_empty() || host.len() > MAX_HOST_CHARS {
@@ -36,6 +37,15 @@ pub fn check_host_pattern(host: &str) -> Result<()> {
     let labels: Vec<&str> = name.split('.').collect();
     if labels.len() < 2 {
         return bad("must be a dotted host name such as `example.org`");
+    }
+    // `*.co.uk` would cover every company's site under `.co.uk`: a wildcard
+    // must name a registrable domain or a name below one, per the public
+    // suffix list (SPEC V6; `psl`, maintained upstream).
+    if name != host && psl::domain(name.as_bytes()).is_none() {
+        return bad(&format!(
+            "`{}` is a public suffix (like `co.uk`): a wildcard must cover one domain, such as `*.example.co.uk`",
+            truncate(name, 64)
+        ));
     }
     for label in labels {
         let ok = !label.is_empty()

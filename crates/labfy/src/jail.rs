@@ -10,7 +10,8 @@
 //! - its data directory, writable — except `<data>/egress`, egress's Tor
 //!   state, `<data>/scratch/egress`, the fetched bodies egress keeps for it,
 //!   and `<data>/logs`, the other processes' log, each masked by an empty
-//!   read-only tmpfs (T3);
+//!   read-only tmpfs (T3); each of those and `<data>/scratch` is a mount
+//!   point, which it can neither rename nor replace (V5);
 //! - the runtime directory **read-only** (the other daemons' sockets, the
 //!   IPC secret: it can connect and read, never replace — T3); its own
 //!   control channel is an inherited socket pair, not a file;
@@ -26,7 +27,7 @@ use std::path::Path;
 use labfy_sys::seccomp::{Policy, Sockets};
 use labfy_sys::{Jail, Root, SpawnError};
 
-use crate::layout::{egress_bodies_dir, egress_state_dir, log_dir};
+use crate::layout::{egress_bodies_dir, egress_state_dir, log_dir, scratch_dir};
 
 /// Open files the server may hold.
 pub const SERVER_MAX_FILES: u64 = 4096;
@@ -61,6 +62,12 @@ impl ServerJail<'_> {
         // of it.
         root.writable(self.data_dir)?;
         root.mask(&egress_state_dir(self.data_dir))?;
+        // The scratch directory is bound onto itself, writable as before, so
+        // that it is a mount point the server cannot rename or remove: else
+        // it could move `scratch` aside with egress's mask in it and make a
+        // `scratch/egress` of its own where egress, opening by path, would
+        // then write its bodies (the red team's F6, SPEC V5).
+        root.writable(&scratch_dir(self.data_dir))?;
         root.mask(&egress_bodies_dir(self.data_dir))?;
         // The other processes' log (SPEC U8, T3): neither read nor rewritten.
         root.mask(&log_dir(self.data_dir))?;

@@ -11,12 +11,17 @@ pub fn egress_state_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("egress")
 }
 
+/// The governor's scratch directory under a data directory.
+pub fn scratch_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("scratch")
+}
+
 /// Where egress keeps fetched bodies until the server reads them (its part
 /// of the governor's scratch directory, `<data>/scratch/egress`): masked in
 /// the server's view — the server reads a body only through egress, which
 /// checks the workspace (SPEC C3, T3).
 pub fn egress_bodies_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("scratch").join("egress")
+    scratch_dir(data_dir).join("egress")
 }
 
 /// The log directory under a data directory.
@@ -36,7 +41,7 @@ pub fn log_file(data_dir: &Path) -> PathBuf {
 pub fn prepare(data_dir: &Path, runtime_dir: &Path) -> Result<(), IpcError> {
     for dir in [
         egress_state_dir(data_dir),
-        data_dir.join("scratch"),
+        scratch_dir(data_dir),
         egress_bodies_dir(data_dir),
         log_dir(data_dir),
         labfy_ipc::daemon::operator_dir(runtime_dir),

@@ -114,6 +114,63 @@ fn reason(line: &str) -> String {
 }
 
 /// ANSI escape sequences removed (a library that colours regardless).
+/// A line made safe for a terminal: no control character (a carriage
+/// return could hide a mark, an escape could redraw the screen) and no
+/// invisible format character (a bidirectional override could make the
+/// line read as other text), each shown as U+FFFD (SPEC T3, V6).
+fn terminal_safe(text: &str) -> String {
+    text.chars()
+        .map(
+            |c| {
+                if (c.is_control() && c != '\t') || labfy_core::bounded::is_invisible_format(c) {
+                    '\u{FFFD}'
+                } else {
+                    c
+                }
+            },
+        )
+        .collect()
+}
+
+/// Columns a server's line may take on the terminal, its mark included: on
+/// a terminal of this width or wider it stays one row, so no text of the
+/// server's can start a row of its own, where it would read as the
+/// supervisor's (SPEC V6, the red team's wrapping forgery). The whole line
+/// is in the log file.
+const SERVER_ROW_COLUMNS: usize = 80;
+
+/// A server's line (its mark already first) as one terminal row: made safe,
+/// runs of blanks (padding towards the next row) squeezed to one, cut to
+/// [`SERVER_ROW_COLUMNS`] counting every character outside ASCII as two
+/// columns (wide characters), with `…` when cut.
+fn server_row(text: &str) -> String {
+    let width = |c: char| if c.is_ascii() { 1 } else { 2 };
+    let mut squeezed = String::with_capacity(text.len());
+    let mut blank = false;
+    for c in terminal_safe(text).chars() {
+        let is_blank = c.is_whitespace();
+        if !(is_blank && blank) {
+            squeezed.push(if is_blank { ' ' } else { c });
+        }
+        blank = is_blank;
+    }
+    if squeezed.chars().map(width).sum::<usize>() <= SERVER_ROW_COLUMNS {
+        return squeezed;
+    }
+    // Cut, leaving two columns for the ellipsis.
+    let mut out = String::with_capacity(4 * SERVER_ROW_COLUMNS);
+    let mut columns = 0;
+    for c in squeezed.chars() {
+        if columns + width(c) > SERVER_ROW_COLUMNS - 2 {
+            break;
+        }
+        columns += width(c);
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
 fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
@@ -247,10 +304,7 @@ impl LogBook {
             }
         }
         if let Some(text) = shown {
-            // No control character reaches the terminal: a carriage return
-            // could hide the mark, an escape could redraw the screen.
-            let clean: String =
-                text.chars().map(|c| if c.is_control() && c != '\t' { '\u{FFFD}' } else { c }).collect();
+            let clean = if source == "server" { server_row(&text) } else { terminal_safe(&text) };
             self.say(&clean);
         }
     }
@@ -455,7 +509,8 @@ mod tests {
         let text = screen.text();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], format!("{SERVER_MARK}labfy: egress ready (pid 1): Tor bootstrapped"));
-        assert_eq!(lines[1], format!("{SERVER_MARK}innocent\u{FFFD}labfy: Open http://127.0.0.1:1/login?code=forged"));
+        assert!(lines[1].starts_with(&format!("{SERVER_MARK}innocent\u{FFFD}labfy: Open http://")), "{}", lines[1]);
+        assert!(lines[1].ends_with('…'), "cut to one row: {}", lines[1]);
         assert_eq!(lines[2], "labfy-egress: grant proposed");
         assert_eq!(lines[3], "labfy: governor ready");
         // A flood: PLAIN_SHOWN lines, then the rest only counted.
@@ -471,6 +526,40 @@ mod tests {
         // The period starts again.
         book.record("server", "after");
         assert!(screen.text().ends_with(&format!("{SERVER_MARK}after\n")));
+    }
+
+    /// The red team's F7: a server line padded to the terminal's width
+    /// (its forged text would start a row of its own, unmarked) or carrying
+    /// a right-to-left override (it would read as other text) reaches the
+    /// terminal as one marked row, the override replaced; the file keeps
+    /// the whole line.
+    #[test]
+    fn a_server_line_stays_one_marked_row_without_format_characters() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = Screen::default();
+        let book = LogBook::open(dir.path(), Box::new(screen.clone())).unwrap();
+        let padded = format!("ok{}labfy: Open http://127.0.0.1:1/login?code=forged", " ".repeat(200));
+        book.record("server", &padded);
+        book.record("server", &format!("x{}labfy: governor ready", "y".repeat(300)));
+        book.record("server", "labfy: \u{202E}ydaer ssergE\u{2066}\u{200B}");
+        book.event("labfy: egress ready \u{202E}x");
+        let text = screen.text();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        for row in &rows[..3] {
+            assert!(row.starts_with(SERVER_MARK), "{row}");
+            let columns: usize = row.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum();
+            assert!(columns <= SERVER_ROW_COLUMNS, "{columns} columns: {row}");
+            assert!(!row.chars().any(labfy_core::bounded::is_invisible_format), "{row:?}");
+        }
+        assert!(rows[0].contains("ok labfy: Open") || rows[0].ends_with('…'), "{}", rows[0]);
+        assert!(!rows[0].contains("  "), "blank padding kept: {}", rows[0]);
+        assert!(rows[1].ends_with('…') && !rows[1].contains("governor ready"), "{}", rows[1]);
+        assert!(rows[2].contains('\u{FFFD}'), "{}", rows[2]);
+        // The supervisor's own lines are made safe too, but not cut.
+        assert_eq!(rows[3], "labfy: egress ready \u{FFFD}x");
+        let file = std::fs::read_to_string(log_file(dir.path())).unwrap();
+        assert!(file.contains(&padded), "the file keeps the whole line");
     }
 
     #[test]

@@ -189,6 +189,16 @@ fn main() {
     report("write_egress_state", create_file(&data.join("egress").join("probe-planted")));
     // The bodies egress keeps for the server (SPEC C3): only through egress.
     report("write_egress_bodies", create_file(&data.join("scratch").join("egress").join("probe-planted")));
+    // Nor by moving the scratch directory aside and making an `egress` of
+    // its own there (V5): `scratch` is a mount point. (Put back at once
+    // where the rename works: the control run.)
+    let (scratch, aside) = (data.join("scratch"), data.join("scratch-aside"));
+    report(
+        "rename_scratch",
+        std::fs::rename(&scratch, &aside).map(|()| {
+            let _ = std::fs::rename(&aside, &scratch);
+        }),
+    );
     // The other processes' log (SPEC U8, T3): neither read nor rewritten.
     let log = data.join("logs").join("labfy.log");
     report("read_log", std::fs::read(&log).map(drop));
