@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod assets;
 pub mod campaigns;
 pub mod db;
 pub mod egress;

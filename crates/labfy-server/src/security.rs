@@ -38,7 +38,7 @@ connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// The only paths served without a session, with the UI's static files
-/// ([`crate::routes::ui::is_asset`]): the page (which, without a session,
+/// ([`crate::assets::is_asset`]): the page (which, without a session,
 /// goes to `/login`), the login link's target, and the favicon. Only
 /// GET/HEAD reach them without one. The page and its scripts are the same
 /// for every Labfy of this version and carry no secret; the browser loads
@@ -142,7 +142,7 @@ fn check(state: &AppState, mut request: Request) -> Result<Request, ApiError> {
         ));
     }
     let path = request.uri().path();
-    if is_read_only(request.method()) && (PUBLIC_PATHS.contains(&path) || crate::routes::ui::is_asset(path)) {
+    if is_read_only(request.method()) && (PUBLIC_PATHS.contains(&path) || crate::assets::is_asset(path)) {
         return Ok(request);
     }
     let Some((id, session)) = session_token(request.headers()).and_then(|c| state.sessions().get(c)) else {
