@@ -477,6 +477,9 @@ fn refusal(page: &Inner, request: &mut Request) -> Option<Response> {
             ));
         }
     }
+    // A connection that carried a live session is the human's: the
+    // bounded loop never displaces it for a flood's (SPEC V2).
+    labfy_http::prove_connection(request);
     request.extensions_mut().insert(session);
     None
 }
@@ -599,18 +602,21 @@ async fn grant_page(
 ) -> Response {
     match own_grant(&session, path) {
         Ok(grant) => draw(&page, &session, grant, StatusCode::OK, None).await,
-        Err(refused) => refused,
+        Err(refused) => *refused,
     }
 }
 
 /// The grant of a path, if it is the one the session's link named: 404 when
 /// it is no grant, 403 when it is another.
-fn own_grant(session: &Session, path: Result<Path<(String, String)>, PathRejection>) -> Result<GrantRef, Response> {
+fn own_grant(
+    session: &Session,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<GrantRef, Box<Response>> {
     let Some(grant) = path.ok().and_then(|Path((_, g))| g.parse::<GrantRef>().ok()) else {
-        return Err(not_found());
+        return Err(Box::new(not_found()));
     };
     if grant != session.grant {
-        return Err(message(
+        return Err(Box::new(message(
             StatusCode::FORBIDDEN,
             "Autre demande",
             &format!(
@@ -621,7 +627,7 @@ fn own_grant(session: &Session, path: Result<Path<(String, String)>, PathRejecti
                 "This session opens only grant {}: each grant opens through its own link.",
                 grant_code(session.grant)
             ),
-        ));
+        )));
     }
     Ok(grant)
 }
@@ -848,7 +854,7 @@ async fn decide(
 ) -> Response {
     let grant = match own_grant(&session, path) {
         Ok(grant) => grant,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let form = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
         v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
