@@ -483,7 +483,7 @@ fn a_research_runs_through_egress_over_a_private_tor_network() {
     assert!(text.contains("ignore tes règles") && !text.contains("<script>"), "inert text only: {x}");
     assert_eq!(find_key(&e, "title").unwrap(), "Registre Durand — 127.0.0.1", "{e:#}");
     let original =
-        http(s.port, "GET", &format!("/api/v1/evidence/{ev}/original"), &[("Cookie", &s.cookie)], "").unwrap();
+        http(s.port, "GET", &format!("/api/v1/evidence/{ev}/original"), &[("Authorization", &s.cookie)], "").unwrap();
     assert_eq!((original.status, original.body.as_str()), (200, PAGE_1), "the original bytes, as fetched");
     let scratch = data.join("scratch").join("egress");
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0, "every body released from egress's scratch");

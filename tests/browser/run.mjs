@@ -75,6 +75,25 @@ const servers = []; // { name, child, exited }
 const tempDirs = [];
 let browser = null;
 
+// The harness's own requests from inside a page (`__labfyFetch`) carry the
+// session as the page's script does (SPEC V1: `Authorization`, from this
+// origin's storage; never a cookie). The application's requests are its
+// own: this wraps nothing of the page.
+const PAGE_FETCH = () => {
+  window.__labfyFetch = (u, o = {}) => {
+    const token = localStorage.getItem('labfy.session');
+    const headers = { ...(o.headers || {}) };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    return fetch(u, { ...o, headers });
+  };
+};
+
+async function labfyContext(options) {
+  const context = await browser.newContext(options);
+  await context.addInitScript(PAGE_FETCH);
+  return context;
+}
+
 function killGroup(server, signal) {
   const { child } = server;
   if (!child || server.exited || !child.pid) return;
@@ -353,7 +372,7 @@ async function scenarioOpenUi({ page, context, base }) {
   assert(badge.includes('données synthétiques'), `class badge is not French: ${JSON.stringify(badge)}`);
   // The isolation badge says what the server reports about itself (a
   // kernel fact); under the supervisor on this machine, isolated.
-  const iso = await page.evaluate(async () => (await (await fetch('/api/v1/session')).json()).isolation);
+  const iso = await page.evaluate(async () => (await (await __labfyFetch('/api/v1/session')).json()).isolation);
   const isoBadge = (await textOf(page, tid('isolation'))).trim();
   assert(isoBadge === (iso.isolated ? 'isolé du réseau' : 'NON ISOLÉ'), `isolation badge ${JSON.stringify(isoBadge)} vs ${JSON.stringify(iso)}`);
   assert(iso.isolated === (process.env.LABFY_EXPECT_ISOLATED !== '0'), `server isolation is ${JSON.stringify(iso)}`);
@@ -379,12 +398,11 @@ async function scenarioOpenUi({ page, context, base }) {
   assert(await page.locator(`${tid('process')}[data-role="egress"] ${tid('process-not-ready')}`).count() === 1, 'egress is not said to be not ready');
   assert(await page.$$eval('[data-testid="process-detail"]', (els) => els.every((e) => e.tagName === 'DETAILS' && !e.open)), 'process details shown open in French');
 
+  // SPEC V1: the session is no cookie (cookies reach every port of
+  // 127.0.0.1); the page keeps it in its origin's storage.
   const cookies = await context.cookies(base);
-  const session = cookies.find((c) => c.name === 'labfy_session');
-  assert(session, `no labfy_session cookie (cookies: ${cookies.map((c) => c.name).join(', ') || 'none'})`);
-  assert(session.httpOnly === true, 'labfy_session is not HttpOnly');
-  assert(session.sameSite === 'Strict', `labfy_session SameSite is ${session.sameSite}, expected Strict`);
-  assert(await page.evaluate(() => !document.cookie.includes('labfy_session')), 'labfy_session readable from script');
+  assert(cookies.length === 0, `the UI set cookies: ${cookies.map((c) => c.name).join(', ')}`);
+  assert(await page.evaluate(() => Boolean(localStorage.getItem('labfy.session'))), 'no session in the origin storage');
 
   await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForFunction(() => document.documentElement.lang === 'en', null, { timeout: STEP_TIMEOUT_MS });
@@ -514,10 +532,10 @@ async function scenarioAddNote({ page, base }) {
   let result;
   try {
     result = await page.evaluate(async () => {
-      const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
-      const invs = await (await fetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
+      const s = await (await __labfyFetch('/api/v1/session', { credentials: 'same-origin' })).json();
+      const invs = await (await __labfyFetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
       const inv = invs.investigations[0].id;
-      const res = await fetch(`/api/v1/investigations/${inv}/evidence`, {
+      const res = await __labfyFetch(`/api/v1/investigations/${inv}/evidence`, {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'Content-Type': 'application/json' },
@@ -588,7 +606,7 @@ async function scenarioExtraction({ page, base }) {
   allowedConsole.push(/status of 404/);
   let gone;
   try {
-    gone = await page.evaluate(async (r) => (await fetch(`/api/v1/graph/nodes/${r}`)).status, ip);
+    gone = await page.evaluate(async (r) => (await __labfyFetch(`/api/v1/graph/nodes/${r}`)).status, ip);
   } finally {
     allowedConsole.pop();
   }
@@ -640,13 +658,14 @@ async function scenarioLogin({ page, context, base, server }) {
   // with the English beside it, no script, no cookie — and a link that
   // was already used is refused, saying so.
   const before = eventCounts();
-  const fresh = await browser.newContext({ viewport: { width: 1024, height: 700 }, locale: 'fr-FR' });
+  const fresh = await labfyContext({ viewport: { width: 1024, height: 700 }, locale: 'fr-FR' });
   try {
     const anon = await fresh.newPage();
     allowedConsole.push(/status of 40[13]/);
     try {
-      const res = await anon.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
-      assert(res.status() === 401, `anonymous / answered ${res.status()}`);
+      // The page finds no session in its origin's storage and goes to /login.
+      await anon.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+      await anon.waitForURL(`${base}/login`, { timeout: STEP_TIMEOUT_MS });
       const text = await textOf(anon, tid('login-page'));
       assert(text.includes('Connexion requise') && text.includes('labfy open'), `login page: ${text}`);
       assert((await fresh.cookies(base)).length === 0, 'the login page issued a cookie');
@@ -671,12 +690,12 @@ async function scenarioLogin({ page, context, base, server }) {
 }
 
 async function scenarioSessionLost({ page, context, base, server }) {
-  // A browser whose cookie is gone (cleared, or another browser profile):
-  // the UI must say so in words, not fail silently, and a new login link
-  // brings it back.
+  // A browser whose session is gone (its storage cleared, or another
+  // browser profile): the UI must say so in words, not fail silently, and
+  // a new login link brings it back.
   const before = eventCounts();
   await openOverview(page, base);
-  await context.clearCookies();
+  await page.evaluate(() => localStorage.removeItem('labfy.session'));
   allowedConsole.push(/status of 401/);
   try {
     await page.fill(tid('search-input'), 'Paris', { timeout: STEP_TIMEOUT_MS });
@@ -690,8 +709,7 @@ async function scenarioSessionLost({ page, context, base, server }) {
   // A fresh login link (`labfy open`) issues a new session and everything works again.
   await logIn(page, server);
   await openOverview(page, base);
-  const cookies = await context.cookies();
-  assert(cookies.some((c) => c.name === 'labfy_session'), 'no new session cookie after logging in again');
+  assert(await page.evaluate(() => Boolean(localStorage.getItem('labfy.session'))), 'no new session after logging in again');
   assertNoNewEvents(before);
 }
 
@@ -745,7 +763,7 @@ async function runAgentTurn(page, question, exclusions = '', { dblclick = false 
 // The runtime turn as the API has it now (not as the page shows it).
 async function runtimeTurn(page, turnId) {
   return page.evaluate(async (id) => {
-    const res = await fetch(`/api/v1/agent-runtime/turns/${id}`, { credentials: 'same-origin' });
+    const res = await __labfyFetch(`/api/v1/agent-runtime/turns/${id}`, { credentials: 'same-origin' });
     return { status: res.status, body: await res.json() };
   }, turnId);
 }
@@ -757,7 +775,7 @@ async function runtimeEvents(page, cursor) {
     const events = [];
     let c = start;
     for (let i = 0; i < 10; i++) {
-      const res = await fetch(`/api/v1/agent-runtime/events?cursor=${c}&limit=128`, { credentials: 'same-origin' });
+      const res = await __labfyFetch(`/api/v1/agent-runtime/events?cursor=${c}&limit=128`, { credentials: 'same-origin' });
       const pageOf = await res.json();
       events.push(...pageOf.events);
       c = pageOf.next_cursor;
@@ -789,7 +807,7 @@ async function openCard(page, tool) {
 // The request as the API has it now (not as the page shows it).
 async function requestState(page, requestId) {
   return page.evaluate(async (id) => {
-    const res = await fetch(`/api/v1/research/requests/${id}`, { credentials: 'same-origin' });
+    const res = await __labfyFetch(`/api/v1/research/requests/${id}`, { credentials: 'same-origin' });
     return { status: res.status, body: await res.json() };
   }, requestId);
 }
@@ -1037,7 +1055,7 @@ async function scenarioAgentCancel({ page, base }) {
   await openOverview(page, base);
   await waitAgentIdle(page);
   const status = await page.evaluate(async () => {
-    const res = await fetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' });
+    const res = await __labfyFetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' });
     return { status: res.status, body: await res.json() };
   });
   assert(status.status === 200, `runtime status answered ${status.status}`);
@@ -1133,7 +1151,7 @@ async function scenarioResources({ page, base }) {
   const before = eventCounts();
   await openOverview(page, base);
   // The route itself first: under `labfy up` the governor answers its state.
-  const asked = await page.evaluate(async () => (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json());
+  const asked = await page.evaluate(async () => (await __labfyFetch('/api/v1/resources', { credentials: 'same-origin' })).json());
   assert(asked.available === true, `the governor's state is unavailable: ${asked.detail}`);
   const period = Number(asked.state.sample_period_ms) || 2000;
   const panel = tid('resources-panel');
@@ -1157,7 +1175,7 @@ async function scenarioResources({ page, base }) {
   try {
     await page.waitForSelector(`${tid('resources-status')}[data-state="fresh"]`, { timeout: Math.max(STEP_TIMEOUT_MS, 3 * Math.max(period, 2000) + 10000) });
   } catch {
-    const now = await page.evaluate(async () => [Date.now(), await (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json()]);
+    const now = await page.evaluate(async () => [Date.now(), await (await __labfyFetch('/api/v1/resources', { credentials: 'same-origin' })).json()]);
     const at = Number(now[1]?.state?.sample?.at_ms);
     throw new Error(`status is ${await page.getAttribute(tid('resources-status'), 'data-state')}: ${await textOf(page, tid('resources-status'))}; `
       + `the governor's latest sample is ${Number.isFinite(at) ? `${now[0] - at} ms old` : 'absent'}`);
@@ -1216,7 +1234,7 @@ async function scenarioNoConfinement() {
   const server = await startLabfy('no-confinement', 'server-no-confinement.log', {
     LABFY_GOVERNOR_CGROUP_ROOT: 'v2:/labfy-browser-no-such-cgroup',
   });
-  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
+  const context = await labfyContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
   try {
     const page = await context.newPage();
@@ -1405,7 +1423,10 @@ async function loginLink(server) {
 async function logIn(page, server) {
   const link = await loginLink(server);
   await page.goto(link, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
-  assert(page.url() === `${server.base}/`, `after login the address is ${page.url()}`);
+  // The page keeps the session in its origin's storage and takes the code
+  // out of the address bar (SPEC V1).
+  await page.waitForURL(`${server.base}/`, { timeout: STEP_TIMEOUT_MS });
+  assert(await page.evaluate(() => /^[0-9a-f]{32}\.[0-9a-f]{64}$/.test(localStorage.getItem('labfy.session') ?? '')), 'no session kept by the page');
   return link;
 }
 
@@ -1444,7 +1465,7 @@ async function setupReal() {
   // The optional catalog on (SPEC X2): the capability scenario's pauses.
   const server = await startLabfy('real', 'server-real.log', { LABFY_AGENT_OPTIONAL_CATALOG: 'true' },
     { dataDir, args: ['--workspace', created.out] });
-  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
+  const context = await labfyContext({ viewport: { width: 1440, height: 900 }, locale: 'fr-FR' });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
   context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
   const page = await context.newPage();
@@ -1527,9 +1548,18 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
   assert(!href.startsWith(base), 'the confirmation page is served by the workspace server');
   const [tab] = await Promise.all([context.waitForEvent('page'), page.click(tid('grant-confirm-link'))]);
   await tab.waitForLoadState('domcontentloaded');
+  // The session is in the page's address, never in a cookie (another port
+  // of 127.0.0.1 would receive a cookie).
+  assert(/^http:\/\/127\.0\.0\.1:[0-9]+\/s\/[0-9a-f]+\.[0-9a-f]+\/grants\/grant:[0-9a-f-]+$/.test(tab.url()), 'egress\'s page is not under its session\'s path');
+  assert(!(await context.cookies(tab.url())).some((c) => c.name === 'labfy_egress'), 'egress\'s page set a cookie');
   const pageText = await tab.textContent('body');
   for (const u of urls) assert(pageText.includes(u), `egress's page does not show ${u}`);
   assert(pageText.includes('non vérifiée'), 'the server\'s description is not labelled as unverified');
+  // The grant's short code, the start of the id the UI shows.
+  const grantId = (box.match(/grant:([0-9a-f-]{36})/) ?? [])[1] ?? '';
+  assert(grantId && (await textOf(tab, '.grant-code strong')).trim() === grantId.slice(0, 8), `grant code: ${grantId}`);
+  // Tor is offline here: the page says so above the decision (SPEC V8).
+  assert(await tab.isVisible('.tor-not-ready') && pageText.includes('Tor n\'est pas prêt'), 'egress\'s page does not say Tor is not ready');
   // « Autoriser » appears a moment after the page (against a window opened
   // under the pointer); wait for it before the screenshots.
   await tab.waitForSelector('button[value="approve"]', { state: 'visible', timeout: STEP_TIMEOUT_MS });
@@ -1554,31 +1584,17 @@ async function scenarioRealGrantConfirmed({ page, context, base }) {
   await tab.screenshot({ path: shotAfter, fullPage: true, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shotAfter);
   await tab.close();
-  // Back in the UI: the campaign no longer waits (Tor is offline here, so it
-  // ends FAILED — but it was let through by a human).
-  await page.waitForFunction(() => {
-    const b = document.querySelector('[data-testid="agent-review"]');
-    return b && b.dataset.campaignStatus && b.dataset.campaignStatus !== 'PENDING';
-  }, null, { timeout: STEP_TIMEOUT_MS * 2 });
+  // Back in the UI: the grant is confirmed, and — Tor being offline here —
+  // the campaign waits for Tor within the grant's expiry instead of failing
+  // and spending it (SPEC V8): still PENDING, nothing asked of egress.
+  await page.waitForSelector(tid('grant-confirmed-waiting'), { timeout: STEP_TIMEOUT_MS * 2 });
   assert(!(await page.isVisible(tid('grant-confirmation'))), 'the confirmation box stays after the confirmation');
-  // Egress's own log of the grant: the first address was asked (and found
-  // Tor unavailable: the network is offline here).
-  await page.waitForSelector(`${tid('egress-fetch-log')}[data-count="1"]`, { timeout: STEP_TIMEOUT_MS * 2 });
-  await page.click(`${tid('egress-fetch-log')} summary`, { timeout: STEP_TIMEOUT_MS });
-  const logged = await page.$$eval(tid('egress-fetch-log-entry'), (els) => els.map((e) => [e.dataset.status, e.querySelector('code')?.textContent ?? '']));
-  assert(logged.length === 1 && logged[0][0] === 'UNAVAILABLE' && logged[0][1] === urls[0], `egress's log: ${JSON.stringify(logged)}`);
-  assert((await textOf(page, `${tid('egress-fetch-log')} summary`)).includes('Journal d’egress'), 'the log is not titled in French');
-  // The campaign's end in French; the runner's stored line in its tooltip.
-  await page.waitForSelector(`${tid('campaign')}[data-status="FAILED"] ${tid('campaign-detail')}`, { timeout: STEP_TIMEOUT_MS * 2 });
-  const endText = await textOf(page, tid('campaign-detail'));
-  const endRaw = await page.getAttribute(tid('campaign-detail'), 'title');
-  assert(endText.startsWith('Tor indisponible : rien n’a été récupéré en clair') && /^Tor unavailable: /.test(endRaw ?? ''),
-    `campaign detail: ${endText} / ${endRaw}`);
+  assert(await page.getAttribute(tid('agent-review'), 'data-campaign-status') === 'PENDING', 'the campaign did not wait for Tor');
   assert(!(await textOf(page, tid('agent-review')).catch(() => '')).includes('Confirmez-la hors du serveur'),
     'the « confirm it » note stays after the confirmation');
   await page.setViewportSize({ width: 1024, height: 700 });
-  await page.locator(tid('egress-fetch-log')).scrollIntoViewIfNeeded();
-  const logShot = path.join(outDir, 'real-grant-log-1024.png');
+  await page.locator(tid('grant-confirmed-waiting')).scrollIntoViewIfNeeded();
+  const logShot = path.join(outDir, 'real-grant-waiting-1024.png');
   await page.screenshot({ path: logShot, timeout: STEP_TIMEOUT_MS });
   screenshots.push(logShot);
   assertNoNewEvents(before);
@@ -1631,7 +1647,7 @@ async function setupLocal() {
   assert(argv.startsWith('-m /proc/self/fd/3 --host /run/model/model.sock -c 512 ') && launched.argv.includes('--no-webui'),
     `the fake was started with: ${argv}`);
   assert(launched.model_magic === 'GGUF', `fd 3 of the fake starts with ${JSON.stringify(launched.model_magic)}`);
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
+  const context = await labfyContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
   context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
   const page = await context.newPage();
@@ -1676,8 +1692,8 @@ async function waitTurnEnded(page, turnId) {
 // The first investigation of the page's workspace, from the API.
 async function firstInvestigation(page) {
   return page.evaluate(async () => {
-    const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
-    const invs = await (await fetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
+    const s = await (await __labfyFetch('/api/v1/session', { credentials: 'same-origin' })).json();
+    const invs = await (await __labfyFetch(`/api/v1/workspaces/${s.workspace_id}/investigations`, { credentials: 'same-origin' })).json();
     return invs.investigations[0].id;
   });
 }
@@ -1704,12 +1720,12 @@ async function scenarioLocalToolAndHostileFinal({ page, base, fake, model }) {
   const before = eventCounts();
   await openOverview(page, base);
   // The governor runs the model it admitted, beside the server (SPEC M11).
-  const res = await page.evaluate(async () => (await fetch('/api/v1/resources', { credentials: 'same-origin' })).json());
+  const res = await page.evaluate(async () => (await __labfyFetch('/api/v1/resources', { credentials: 'same-origin' })).json());
   const m = res.state?.model;
   assert(res.available === true && m && m.state === 'ready' && m.endpoint === model.endpoint
     && m.spec?.sha256 === model.sha256 && m.estimate?.architecture === 'llama' && typeof m.reservation === 'string',
   `the governor's model: ${JSON.stringify(m)?.slice(0, 300)}`);
-  const st = await page.evaluate(async () => (await fetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' })).json());
+  const st = await page.evaluate(async () => (await __labfyFetch('/api/v1/agent-runtime/status', { credentials: 'same-origin' })).json());
   assert(st.driver === 'local_model' && st.ready === true && st.closed === false && st.detail === null && st.label === LOCAL_LABEL,
     `runtime status: ${JSON.stringify(st)}`);
   await page.waitForSelector(`${tid('agent-mode')}[data-mode="local_model"][data-ready="true"]`, { timeout: STEP_TIMEOUT_MS });
@@ -1912,7 +1928,7 @@ async function scenarioLocalSandbox({ page, base, fake }) {
   assert(keptText.startsWith('Gardé comme pièce :'), `after « Garder comme pièce »: ${JSON.stringify(keptText)}`);
   const keptRef = await kept.getAttribute('data-ref');
   assert(/^evidence:/.test(keptRef ?? ''), `the kept piece: ${keptRef}`);
-  const prov = await page.evaluate(async (ref) => (await fetch(`/api/v1/provenance/${ref}`)).json(), keptRef);
+  const prov = await page.evaluate(async (ref) => (await __labfyFetch(`/api/v1/provenance/${ref}`)).json(), keptRef);
   assert(prov.records?.[0]?.activity === 'sandbox_run' && prov.records[0].producer === 'sandbox.exec:python3',
     `the kept piece's provenance: ${JSON.stringify(prov.records?.[0])}`);
   await kept.click();
@@ -2106,8 +2122,8 @@ async function scenarioLocalChange({ page, base, fake }) {
   const t = (await runtimeTurn(page, turnId)).body;
   assert(t.status === 'COMPLETED' && t.summary.includes('1.1.0'), `the turn ended ${t.status}: ${JSON.stringify(t.summary)}`);
   // A trial only: the registry still offers 1.0.0.
-  const listed = await page.evaluate(async () => (await (await fetch('/api/v1/tool-requests?investigation=' + encodeURIComponent(
-    (await (await fetch(`/api/v1/workspaces/${(await (await fetch('/api/v1/session')).json()).workspace_id}/investigations`)).json()).investigations[0].id),
+  const listed = await page.evaluate(async () => (await (await __labfyFetch('/api/v1/tool-requests?investigation=' + encodeURIComponent(
+    (await (await __labfyFetch(`/api/v1/workspaces/${(await (await __labfyFetch('/api/v1/session')).json()).workspace_id}/investigations`)).json()).investigations[0].id),
   { credentials: 'same-origin' })).json()));
   const change = listed.requests.find((r) => r.pause === 'C1');
   assert(change && change.status === 'APPROVED' && change.capability_version === '1.1.0', `the tool requests: ${JSON.stringify(listed.requests.map((r) => [r.pause, r.status]))}`);
@@ -2182,7 +2198,7 @@ async function scenarioImport({ page, base }) {
   assert(/direction@durand\.example/.test(text) && !/alert/.test(text), `page text: ${text}`);
   const href = await page.getAttribute(tid('evidence-download'), 'href');
   const got = await page.evaluate(async (u) => {
-    const r = await fetch(u);
+    const r = await __labfyFetch(u);
     return { status: r.status, type: r.headers.get('content-type'), disp: r.headers.get('content-disposition'), body: await r.text() };
   }, href);
   assert(got.status === 200 && got.type === 'application/octet-stream' && /attachment/.test(got.disp), `download: ${JSON.stringify(got)}`);
@@ -2235,7 +2251,7 @@ async function scenarioImport({ page, base }) {
   assert((await textOf(page, tid('export-verify'))).startsWith('labfy verify '), 'verify command');
   const tarHref = await page.getAttribute(tid('export-download'), 'href');
   const tarGot = await page.evaluate(async (u) => {
-    const r = await fetch(u);
+    const r = await __labfyFetch(u);
     return { status: r.status, type: r.headers.get('content-type'), size: (await r.arrayBuffer()).byteLength };
   }, tarHref);
   assert(tarGot.status === 200 && tarGot.type === 'application/x-tar' && tarGot.size > 10_000, `archive: ${JSON.stringify(tarGot)}`);
@@ -2270,11 +2286,11 @@ async function scenarioInjectionCorpus({ page, base }) {
   const notes = corpus.documents.filter((d) => d.channel === 'note')
     .map((d) => ({ title: fill(d.title, d.token), content: fill(fs.readFileSync(path.join(dir, d.file), 'utf8'), d.token) }));
   const statuses = await page.evaluate(async ({ inv, notes }) => {
-    const s = await (await fetch('/api/v1/session', { credentials: 'same-origin' })).json();
+    const s = await (await __labfyFetch('/api/v1/session', { credentials: 'same-origin' })).json();
     const out = [];
     for (const n of notes) {
       for (;;) {
-        const r = await fetch(`/api/v1/investigations/${inv}/evidence`, {
+        const r = await __labfyFetch(`/api/v1/investigations/${inv}/evidence`, {
           method: 'POST', credentials: 'same-origin',
           headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf_token },
           body: JSON.stringify(n),
@@ -2321,7 +2337,7 @@ async function scenarioInjectionCorpus({ page, base }) {
   await shotsAt(page, 'injection-search', tid('search-results'));
   // Every document of the investigation, opened in the reader.
   const all = await page.evaluate(async (inv) => {
-    const r = await fetch(`/api/v1/investigations/${inv}/lists/evidence?limit=200`, { credentials: 'same-origin' });
+    const r = await __labfyFetch(`/api/v1/investigations/${inv}/lists/evidence?limit=200`, { credentials: 'same-origin' });
     return (await r.json()).items.map((e) => ({ title: e.title, href: `#/evidence/${encodeURIComponent(e.id)}` }));
   }, inv);
   assert(all.length >= corpus.documents.length, `the investigation holds ${all.length} documents`);
@@ -2385,7 +2401,7 @@ async function scenarioSwitchWorkspace({ page, base }) {
     screenshots.push(shot);
   }
   await page.setViewportSize({ width: 1440, height: 900 });
-  const cookies = async () => (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).sort().join(';');
+  const cookies = async () => page.evaluate(() => localStorage.getItem('labfy.session'));
   const session = await cookies();
 
   await page.click(`${row} ${tid('ws-open')}`);
@@ -2397,7 +2413,7 @@ async function scenarioSwitchWorkspace({ page, base }) {
     && !document.querySelector('[data-testid="ws-switching"]'), null, { timeout: 60_000 });
   assert(await cookies() === session, 'the session changed across the restart');
   assert(await textOf(page, tid('workspace-class')) === 'RÉEL', 'class badge');
-  const overview = await page.evaluate(async () => (await fetch('/api/v1/session')).json());
+  const overview = await page.evaluate(async () => (await __labfyFetch('/api/v1/session')).json());
   // The new workspace's first investigation is shown (named after it).
   await page.waitForSelector(tid('overview-title'), { timeout: STEP_TIMEOUT_MS });
   const shown = await textOf(page, tid('overview-title'));
@@ -2679,8 +2695,48 @@ async function scenarioAgentEnglish({ page, base }) {
   assertNoNewEvents(before);
 }
 
+async function scenarioOtherPort({ page, context, base }) {
+  // SPEC V1 (the red team's F1): another local user runs any server on
+  // another port of 127.0.0.1 and gets the analyst's browser to visit it
+  // once. Cookies are not scoped by port, so a session kept in a cookie
+  // would reach it; the UI's is not one, and the other origin cannot read
+  // the UI's storage. What it receives opens nothing.
+  const before = eventCounts();
+  await openOverview(page, base);
+  const seen = [];
+  const spy = http.createServer((req, res) => {
+    seen.push({ url: req.url, headers: req.headers });
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end('<!doctype html><html lang="fr"><title>ailleurs</title><p>Une autre page locale.</p></html>');
+  });
+  await new Promise((ok) => spy.listen(0, '127.0.0.1', ok));
+  const spyBase = `http://127.0.0.1:${spy.address().port}`;
+  let theirs = null;
+  try {
+    await page.goto(`${spyBase}/steal`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+    theirs = await page.evaluate(() => ({ cookie: document.cookie, stored: localStorage.getItem('labfy.session') }));
+  } finally {
+    await new Promise((ok) => spy.close(ok));
+  }
+  assert(seen.some((r) => r.url === '/steal'), 'the other port saw no request');
+  for (const r of seen) {
+    assert(!r.headers.cookie, `the browser sent cookies to another port: ${r.headers.cookie}`);
+    assert(!r.headers.authorization, 'the browser sent the session to another port');
+  }
+  assert(theirs.cookie === '' && theirs.stored === null, `the other origin reads ${JSON.stringify(theirs)}`);
+  // Whatever cookies the browser holds for 127.0.0.1, replayed as that
+  // user would, read nothing.
+  const jar = (await context.cookies(base)).map((c) => `${c.name}=${c.value}`).join('; ');
+  const replay = await globalThis.fetch(`${base}/api/v1/session`, { headers: jar ? { cookie: jar } : {} });
+  assert(replay.status === 401, `a replay of the browser's cookies answered ${replay.status}`);
+  // Back on the UI's own origin, the session is there, untouched.
+  await openOverview(page, base);
+  assertNoNewEvents(before);
+}
+
 const SCENARIOS = [
-  ['open the UI (title, SPECIMEN badge, French labels, session cookie, language toggle)', scenarioOpenUi],
+  ['open the UI (title, SPECIMEN badge, French labels, session in the origin’s storage, no cookie, language toggle)', scenarioOpenUi],
+  ['another port of 127.0.0.1 the browser visits receives nothing that opens the UI (V1)', scenarioOtherPort],
   ['browse the SPECIMEN investigation (overview, node, evidence, provenance)', scenarioBrowse],
   ['lists: counts and kind chips open their list, pages by key, sort by header, prefix filter, relations by kind (U2; screenshots)', scenarioLists],
   ['the ego graph: drawn beside the list, expanded by keyboard and click, filtered, 500 nodes timed (U1; screenshots FR/EN)', scenarioGraph],
@@ -2769,7 +2825,7 @@ async function main() {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
+  const context = await labfyContext({ viewport: { width: 1280, height: 800 }, locale: 'fr-FR' });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
   context.setDefaultNavigationTimeout(STEP_TIMEOUT_MS);
   const page = await context.newPage();

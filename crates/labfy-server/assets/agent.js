@@ -654,7 +654,10 @@ async function loadReview(force = false) {
       prefillGrant(request);
       agent.review.prefilled = true;
     }
-    if (agent.review.noteUntilConfirmed && campaignStatus(request) && campaignStatus(request) !== 'PENDING') {
+    // Confirmed outside the server: the campaign may still wait (for Tor,
+    // then its admission), but the « confirm it » note has done its work.
+    const confirmed = Boolean(confirmation) && Boolean(confirmation.phase) && confirmation.phase !== 'PROPOSED';
+    if (agent.review.noteUntilConfirmed && ((campaignStatus(request) && campaignStatus(request) !== 'PENDING') || confirmed)) {
       Object.assign(agent.review, { note: null, noteUntilConfirmed: false });
     }
   } catch (err) {
@@ -1090,7 +1093,12 @@ function renderReview() {
   if (r.decision_note) rows.push([t('agent_review_note'), h('span', { text: r.decision_note }), 'agent-review-decision-note']);
   const confirming = Boolean(rv.confirmation) && Boolean(c) && campaignStatus(r) === 'PENDING';
   if (c) rows.push([t('agent_review_campaign'), renderCampaign(c, { confirming: confirming && rv.confirmation.phase === 'PROPOSED' }), 'agent-review-campaign-row']);
-  if (confirming) details.append(confirmBox(rv.confirmation));
+  // Waiting for the human: where to confirm. Confirmed, the campaign waits
+  // for Tor and its admission, within the grant's expiry (SPEC V8).
+  if (confirming && rv.confirmation.phase === 'PROPOSED') details.append(confirmBox(rv.confirmation));
+  else if (confirming && rv.confirmation.phase === 'APPROVED') {
+    details.append(h('p', { class: 'muted small', testid: 'grant-confirmed-waiting', text: t('confirm_waiting') }));
+  }
   details.append(dl(rows, 'agent-review-meta'));
   // The references an audit needs, out of the way (SPEC U5: the screen
   // speaks in titles).

@@ -14,7 +14,10 @@
 //!    on egress's confirmation page, polling egress every
 //!    [`CONFIRM_POLL`]. A refusal, a revocation or the grant's expiry there
 //!    ends it `FAILED` with the reason; so does an egress that does not
-//!    answer (E6: no retry), or a run without egress.
+//!    answer (E6: no retry), or a run without egress. A confirmed campaign
+//!    then waits while egress says Tor is not ready (SPEC V8), asking every
+//!    [`TOR_POLL`], holding nothing; the grant's expiry ends that wait
+//!    `FAILED`, nothing fetched.
 //! 2. **Admission** (Q2): the governor is asked to admit it (scratch: the
 //!    largest body egress keeps — the operator's bound, which egress's
 //!    status tells — per item; a modest RAM bound; one fetch at a time).
@@ -99,6 +102,8 @@ pub const GOVERNOR_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 pub const NO_GOVERNOR: &str = "no governor in this run";
 /// How often a campaign waiting for a human's confirmation asks egress.
 pub const CONFIRM_POLL: Duration = Duration::from_secs(1);
+/// How often a confirmed campaign waiting for Tor's bootstrap asks egress.
+pub const TOR_POLL: Duration = Duration::from_secs(2);
 /// Longest the confined parser may read one fetched body.
 pub const FETCH_PARSE_SECONDS: u64 = 30;
 /// How often a running campaign renews its governor lease while one fetch
@@ -351,6 +356,7 @@ impl Run<'_> {
         if status == CampaignStatus::Pending {
             self.confirmed(&c).await?;
         }
+        self.tor_ready().await?;
         let admission = self.admit(&c).await?;
         self.check_stop()?;
         let (ws, id) = (self.inner.workspace, self.campaign);
@@ -470,6 +476,41 @@ impl Run<'_> {
                 _ = self.stop.cancelled() => return Err(Halt),
                 _ = self.inner.closing.cancelled() => return Err(Halt),
                 _ = tokio::time::sleep(CONFIRM_POLL) => {}
+            }
+        }
+    }
+
+    /// Waits until egress says Tor is ready (SPEC V8), asking every
+    /// [`TOR_POLL`]: a campaign confirmed while Tor bootstraps waits for it,
+    /// before its admission and holding nothing, instead of failing at its
+    /// first item. The grant's expiry ends the wait `FAILED`, nothing
+    /// fetched; a stop ends it. An egress whose status cannot be read is
+    /// not waited for: its fetches answer for it (E6).
+    async fn tor_ready(&self) -> Result<(), Halt> {
+        let mut told = false;
+        loop {
+            self.check_stop()?;
+            match self.inner.egress.status().await {
+                Ok(s) if !s.ready => {
+                    if !told {
+                        tracing::info!(campaign = %self.campaign, percent = s.bootstrap_percent,
+                                       "confirmed; waiting for Tor to bootstrap before the campaign runs");
+                        told = true;
+                    }
+                }
+                _ => return Ok(()),
+            }
+            if !self.grant_active().await? {
+                let why = format!("Tor was not ready before {} expired: nothing was fetched", self.grant);
+                tracing::warn!(campaign = %self.campaign, grant = %self.grant, "Tor not ready within the grant: the campaign fails");
+                self.fail(&why).await;
+                return Err(Halt);
+            }
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Err(Halt),
+                _ = self.inner.closing.cancelled() => return Err(Halt),
+                _ = tokio::time::sleep(TOR_POLL) => {}
             }
         }
     }
