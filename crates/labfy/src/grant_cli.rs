@@ -14,7 +14,9 @@ use clap::Subcommand;
 use labfy::Failure;
 use labfy_core::{ErrorKind, GrantRef};
 use labfy_ipc::messages::Boundary;
-use labfy_ipc::messages::egress::{EgressRequest, EgressResponse, FetchLogEntry, GrantPhase, GrantRecord};
+use labfy_ipc::messages::egress::{
+    EgressRequest, EgressResponse, EgressStatus, FetchLogEntry, GrantPhase, GrantRecord,
+};
 
 /// Deadline of one call to egress.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,6 +148,20 @@ fn decide(runtime_dir: Option<PathBuf>, grant: &str, approve: bool, yes: bool) -
     if g.phase != GrantPhase::Proposed {
         return Err(Failure::new(ErrorKind::Conflict, format!("{} is not waiting for a decision", g.grant_id)));
     }
+    // SPEC V8: said before the question, so the human knows what approving
+    // does now. A status egress cannot give is said too, not guessed.
+    if approve {
+        match ask(runtime_dir.clone(), EgressRequest::Status {}) {
+            Ok(EgressResponse::Status(st)) => {
+                if let Some(notice) = tor_notice(&st, &g.expires_at) {
+                    println!("{notice}");
+                }
+            }
+            _ => println!(
+                "L'état de Tor n'a pas pu être lu. / Tor's state could not be read: the campaign runs once Tor is ready."
+            ),
+        }
+    }
     if approve && !yes {
         if !std::io::stdin().is_terminal() {
             return Err(Failure::new(
@@ -169,6 +185,25 @@ fn decide(runtime_dir: Option<PathBuf>, grant: &str, approve: bool, yes: bool) -
         }
         other => Err(unexpected(&other)),
     }
+}
+
+/// While Tor is not ready, what approving means (SPEC V8): the campaign
+/// waits for Tor until the grant expires, fetching nothing before — in
+/// French and English; `None` once Tor is ready.
+fn tor_notice(st: &EgressStatus, expires_at: &str) -> Option<String> {
+    if st.ready {
+        return None;
+    }
+    let error = st.last_error.as_deref().map(|e| format!(" — {e}")).unwrap_or_default();
+    Some(format!(
+        "Tor n'est pas prêt (amorçage {p} % : {phase}{error}). Approuvée, la campagne attendra Tor jusqu'à \
+         l'expiration de l'autorisation ({expires_at}) sans rien récupérer avant ; expirée avant, elle échoue sans \
+         avoir rien dépensé.\n\
+         Tor is not ready (bootstrap {p}%: {phase}{error}). Once approved, the campaign waits for Tor until the grant \
+         expires ({expires_at}), fetching nothing before; if it expires first, it fails having spent nothing.",
+        p = st.bootstrap_percent,
+        phase = st.phase,
+    ))
 }
 
 fn phase_name(p: GrantPhase) -> &'static str {
@@ -274,5 +309,29 @@ mod tests {
         assert!(text.contains("labfy grant approve grant:"), "{text}");
         let approved = GrantRecord { decided_via: Some("terminal".into()), ..record(GrantPhase::Approved) };
         assert!(phase_line(&approved).starts_with("approved on the terminal"));
+    }
+
+    /// SPEC V8: while Tor is not ready, `labfy grant approve` says so
+    /// plainly, and what approving then does; once ready, nothing.
+    #[test]
+    fn approving_while_tor_is_not_ready_says_the_campaign_will_wait() {
+        let mut st = EgressStatus {
+            ready: false,
+            bootstrap_percent: 42,
+            phase: "fetching directory".into(),
+            last_error: Some("no route".into()),
+            bootstrap_ms: None,
+            custom_network: false,
+            max_body_bytes: 1 << 20,
+            in_flight: 0,
+            campaigns: 0,
+            counts: [0; 5],
+        };
+        let text = tor_notice(&st, "2026-12-02T01:00:00.000Z").unwrap();
+        assert!(text.contains("Tor n'est pas prêt (amorçage 42 % : fetching directory — no route)"), "{text}");
+        assert!(text.contains("Tor is not ready (bootstrap 42%"), "{text}");
+        assert!(text.contains("waits for Tor until the grant expires (2026-12-02T01:00:00.000Z)"), "{text}");
+        st.ready = true;
+        assert_eq!(tor_notice(&st, "2026-12-02T01:00:00.000Z"), None);
     }
 }
