@@ -38,8 +38,11 @@ fn up_on_a_fresh_data_dir_creates_the_specimen_serves_and_stops_on_sigterm() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let (mut guard, port) = start_up(BIN, &data);
-    // Without a login, the page says how to log in and issues nothing (T4).
-    let a = http(port, "GET", "/", &[], "").unwrap();
+    // Without a login, the page says how to log in and issues nothing (T4):
+    // `/login` with no code (where the UI's page goes with no session), and
+    // no session for the API.
+    assert_eq!(http(port, "GET", "/api/v1/session", &[], "").unwrap().status, 401);
+    let a = http(port, "GET", "/login", &[], "").unwrap();
     assert_eq!(a.status, 401);
     assert!(a.header("set-cookie").is_none());
     assert!(a.body.contains("labfy open"), "{}", a.body);

@@ -229,7 +229,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
         .unwrap();
     assert!(!o.status.success(), "another uid minted a login link: {}", String::from_utf8_lossy(&o.stdout));
     assert!(o.stdout.is_empty());
-    let anonymous = http(port, "GET", "/", &[], "").unwrap();
+    let anonymous = http(port, "GET", "/api/v1/session", &[], "").unwrap();
     assert_eq!(anonymous.status, 401);
     assert!(anonymous.header("set-cookie").is_none());
     let o = Command::new("setpriv")
