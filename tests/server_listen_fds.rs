@@ -282,10 +282,13 @@ fn another_uid_s_reconnecting_flood_leaves_the_analyst_served() {
         let (start, opened) = (Instant::now(), flood.opened());
         let (took, most_held) = analyst(30);
         let rate = (flood.opened() - opened) as f64 / start.elapsed().as_secs_f64();
-        assert!(most_held <= cap + 1, "the server held {most_held} connections under the flood (cap {cap})");
+        // The count read from /proc here is a figure, not a proof: it has
+        // been seen well under the cap while the flood pressed on it. The
+        // cap itself is proven by labfy-http's own test
+        // (`at_the_cap_a_fresh_connection_that_proves_itself_is_always_served`).
         figures.push(format!(
             "{n} connections from uid 65534: p50 {:?}, max {:?} (30 requests; the flood reopened {rate:.0} connections/s; \
-             the server held at most {most_held})",
+             connections seen held: at most {most_held}, cap {cap})",
             took[took.len() / 2],
             took[took.len() - 1]
         ));
