@@ -1598,6 +1598,9 @@ mod tests {
         let base = login(&f).await;
         let page = get(port, &format!("{base}/grants/{}", f.grant)).await;
         let token = token_in(&page.body);
+        // The form token carries its drawing time to the millisecond: the
+        // page drawn again must be drawn in a later one to differ.
+        tokio::time::sleep(Duration::from_millis(5)).await;
         let r = post_decision(&f, &base, Some(&origin), &format!("csrf={token}&decision=approve")).await;
         assert_eq!(r.status, 409, "{r:?}");
         assert!(r.body.contains("Décision trop rapide") && r.body.contains("Too quick"), "{}", r.body);
