@@ -116,10 +116,7 @@ impl BlobStore {
         charset: Option<&str>,
         wall: std::time::Duration,
     ) -> labfy_parse::Parsed {
-        match self.open_blob(&blob.sha256) {
-            Ok(f) => labfy_parse::run::parse_confined(program, f, blob.len, name, charset, wall),
-            Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
-        }
+        self.parse_blob(blob, |f| labfy_parse::run::parse_confined(program, f, blob.len, name, charset, wall))
     }
 
     /// [`BlobStore::parse_confined`] for a caller that is not confined
@@ -133,8 +130,14 @@ impl BlobStore {
         charset: Option<&str>,
         wall: std::time::Duration,
     ) -> labfy_parse::Parsed {
+        self.parse_blob(blob, |f| labfy_parse::run::parse_jailed(program, f, blob.len, name, charset, wall))
+    }
+
+    /// `parse` of the blob's file, or the blob as binary when it cannot be
+    /// opened.
+    fn parse_blob(&self, blob: &Blob, parse: impl FnOnce(File) -> labfy_parse::Parsed) -> labfy_parse::Parsed {
         match self.open_blob(&blob.sha256) {
-            Ok(f) => labfy_parse::run::parse_jailed(program, f, blob.len, name, charset, wall),
+            Ok(f) => parse(f),
             Err(e) => labfy_parse::Parsed::unread("application/octet-stream", &format!("blob unreadable: {e}")),
         }
     }
