@@ -116,7 +116,7 @@ pub(crate) fn fail(e: impl std::fmt::Display) -> Failure {
 
 /// The `Authorization` value of the session a one-time login `code` is
 /// exchanged for (SPEC T4, V1): the token the login page hands over.
-pub(crate) async fn fetch_cookie(addr: SocketAddr, code: &str) -> Result<String, Failure> {
+pub(crate) async fn fetch_session(addr: SocketAddr, code: &str) -> Result<String, Failure> {
     let mut sender = connect::<Empty<Bytes>>(addr).await?;
     let req = Request::get(format!("/login?code={code}"))
         .header(header::HOST, addr.to_string())

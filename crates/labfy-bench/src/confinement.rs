@@ -18,7 +18,7 @@ use labfy_server::listener;
 use labfy_store::Store;
 use labfy_store::specimen::SpecimenSpec;
 
-use crate::common::{fail, fetch_cookie, load, sibling};
+use crate::common::{fail, fetch_session, load, sibling};
 
 /// Options of `labfy-bench confinement`.
 #[derive(clap::Args)]
@@ -92,8 +92,8 @@ pub fn confinement(args: ConfinementBenchArgs) -> Result<(), Failure> {
         answering(filtered.addr).await?;
         answering(bare.addr).await?;
         let now = std::time::SystemTime::now();
-        let c_filtered = fetch_cookie(filtered.addr, &key.mint_code(now)).await?;
-        let c_bare = fetch_cookie(bare.addr, &key.mint_code(now)).await?;
+        let c_filtered = fetch_session(filtered.addr, &key.mint_code(now)).await?;
+        let c_bare = fetch_session(bare.addr, &key.mint_code(now)).await?;
         println!(
             "# confined labfy-server, GET /api/v1/workspaces with a session: {} connections, {} rounds of {} s per server",
             args.connections, args.rounds, args.seconds

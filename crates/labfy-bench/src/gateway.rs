@@ -25,7 +25,7 @@ use labfy_store::{Store, WorkspaceClass};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::common::{BenchSpecimen, SpecimenArgs, connect, fail, fetch_cookie, percentile};
+use crate::common::{BenchSpecimen, SpecimenArgs, connect, fail, fetch_session, percentile};
 
 /// Options of `labfy-bench gateway`.
 #[derive(clap::Args)]
@@ -182,7 +182,7 @@ async fn send(
 /// A session as a browser gets it: the cookie for a login link, then its
 /// CSRF token.
 async fn session(addr: SocketAddr, code: &str) -> Result<(String, String), Failure> {
-    let cookie = fetch_cookie(addr, code).await?;
+    let cookie = fetch_session(addr, code).await?;
     let mut s = connect(addr).await?;
     let v = send(&mut s, addr, "GET", "/api/v1/session", &cookie, "", String::new()).await?;
     Ok((cookie, v["csrf_token"].as_str().unwrap_or_default().to_owned()))

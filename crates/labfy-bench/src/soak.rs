@@ -53,7 +53,7 @@ use labfy::Failure;
 use labfy_ipc::messages::governor::GovernorState;
 use serde_json::{Value, json};
 
-use crate::common::{fail, fetch_cookie, machine, request, sibling, stop_child};
+use crate::common::{fail, fetch_session, machine, request, sibling, stop_child};
 
 /// Options of `labfy-bench soak`.
 #[derive(clap::Args)]
@@ -1200,7 +1200,7 @@ fn integrity(data: &Path) -> Result<String, String> {
 async fn login(port: u16, run: &Path) -> Result<(String, String), Failure> {
     let (_, key) = labfy_ipc::login::read_login_file(run).map_err(fail)?;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let cookie = fetch_cookie(addr, &key.mint_code(std::time::SystemTime::now())).await?;
+    let cookie = fetch_session(addr, &key.mint_code(std::time::SystemTime::now())).await?;
     let (_, session) = get_json(port, &cookie, "/api/v1/session").await?;
     let csrf = session["csrf_token"].as_str().ok_or_else(|| fail("no CSRF token in the session"))?.to_owned();
     Ok((cookie, csrf))
@@ -1208,7 +1208,7 @@ async fn login(port: u16, run: &Path) -> Result<(String, String), Failure> {
 
 async fn get_json(port: u16, cookie: &str, path: &str) -> Result<(u16, Value), Failure> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let (s, body) = tokio::time::timeout(REQUEST_DEADLINE, request(addr, "GET", path, &[("cookie", cookie)], None))
+    let (s, body) = tokio::time::timeout(REQUEST_DEADLINE, request(addr, "GET", path, &[("authorization", cookie)], None))
         .await
         .map_err(fail)??;
     Ok((s, serde_json::from_slice(&body).unwrap_or(Value::Null)))
@@ -1235,7 +1235,7 @@ impl Session {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
         let origin = format!("http://127.0.0.1:{}", self.port);
         let headers = [
-            ("cookie", cookie.as_str()),
+            ("authorization", cookie.as_str()),
             ("x-csrf-token", csrf.as_str()),
             ("content-type", "application/json"),
             ("origin", origin.as_str()),

@@ -21,7 +21,7 @@ use labfy_store::{EgoQuery, ListQuery, MAX_EGO_NODES, ReadOnlyStore, Store};
 
 use labfy::Failure;
 
-use crate::common::{BenchSpecimen, SpecimenArgs, fail, fetch_cookie, load, report, time};
+use crate::common::{BenchSpecimen, SpecimenArgs, fail, fetch_session, load, report, time};
 
 /// Options of `labfy-bench store`.
 #[derive(clap::Args)]
@@ -243,7 +243,7 @@ async fn http_bench(
     tokio::spawn(async move { axum::serve(bare_l, bare).await });
 
     // Session for the secured server, as a browser would get it.
-    let cookie = fetch_cookie(secured_addr, &code).await?;
+    let cookie = fetch_session(secured_addr, &code).await?;
     let secured_path = format!("/api/v1/jobs/{job}");
     println!(
         "# HTTP: {} connections, keep-alive, {} rounds of {} s per server",
