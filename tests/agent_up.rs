@@ -83,21 +83,14 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     );
     assert_eq!(s, 201, "{manual}");
     let manual_id = manual["turn_id"].as_str().unwrap().to_owned();
-    // The journal writes on its own thread: the three turns are on disk
-    // before the kill (a kill within those milliseconds loses them, no more).
-    let db = dir.path().join("agent-journal.sqlite3");
-    wait_for("the journal to hold the turns", || {
-        let conn = rusqlite::Connection::open(&db).ok()?;
-        let n: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM agent_journal WHERE layer = 'gateway' AND kind = 'turn' AND id IN (?1, ?2, ?3)",
-                [&turn_id, &paused_id, &manual_id],
-                |r| r.get(0),
-            )
-            .ok()?;
-        (n == 3).then_some(())
-    });
+    // What a client was shown before the kill: its cursor over the events.
+    let (s, seen) = get(port, &cookie, "/api/v1/agent-tools/events?cursor=0&limit=1000");
+    assert_eq!(s, 200, "{seen}");
+    let cursor = seen["next_cursor"].as_u64().unwrap();
 
+    // Kill the server at once, the answers just given (SPEC K1: no wait for
+    // the journal here — an answer is not sent before what it says is on
+    // disk).
     // Kill the server; the supervisor restarts it.
     let run = runtime_dir(dir.path());
     let old = server_pid(BIN, &run);
@@ -121,6 +114,19 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     assert_eq!(s, 200);
     let (s, t) = get(port, &cookie, &format!("/api/v1/agent-tools/turns/{manual_id}"));
     assert_eq!((s, t["status"].as_str(), t["error"].as_str()), (200, Some("FAILED"), Some("interrupted by restart")));
+    // K2: the cursor held from before the kill goes on; the restart's own
+    // event (the manual turn interrupted) comes after it, not hidden below.
+    let (s, after) = get(port, &cookie, &format!("/api/v1/agent-tools/events?cursor={cursor}"));
+    assert_eq!(s, 200, "{after}");
+    assert_eq!(after["missed"], false, "{after}");
+    assert!(
+        after["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["turn_id"] == manual_id.as_str() && e["type"] == "agent.error"),
+        "the interruption comes after cursor {cursor}: {after}"
+    );
     let (_, events) = get(port, &cookie, "/api/v1/agent-tools/events?cursor=0");
     let events = events["events"].as_array().unwrap();
     assert!(events.iter().any(|e| e["turn_id"] == turn_id.as_str() && e["type"] == "agent.turn.completed"));

@@ -554,7 +554,12 @@ impl AgentGateway {
         let mem = self.memory();
         let limit = limit.clamp(1, MAX_EVENTS_PER_POLL);
         let oldest = mem.events.front().map_or(mem.last_sequence + 1, |e| e.sequence);
-        let missed = cursor.saturating_add(1) < oldest && cursor < mem.last_sequence;
+        // A cursor ahead of every sequence handed out cannot be honoured (a
+        // client of a server that lost its last events, K2): it is said, and
+        // the page starts again from the oldest event kept.
+        let ahead = cursor > mem.last_sequence;
+        let cursor = if ahead { 0 } else { cursor };
+        let missed = ahead || (cursor.saturating_add(1) < oldest && cursor < mem.last_sequence);
         let events: Vec<Event> = mem
             .events
             .iter()

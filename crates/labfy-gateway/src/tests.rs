@@ -962,9 +962,14 @@ fn results_and_events_are_bounded_rings_with_fifo_eviction() {
     assert_eq!(rest.events.len(), MAX_EVENTS - 5);
     assert!(!rest.missed);
     assert_eq!(fx.gw.events(fx.spec, 0, 0).events.len(), 1, "limit 0 is clamped to 1");
-    // A cursor past anything, up to u64::MAX, is an empty page (no overflow).
-    let past = fx.gw.events(fx.spec, u64::MAX, 10);
-    assert!(past.events.is_empty() && !past.missed);
+    // A cursor past anything handed out, up to u64::MAX, is not honoured
+    // silently (K2): `missed`, and the page starts from the oldest kept.
+    for ahead in [last + 1, u64::MAX] {
+        let past = fx.gw.events(fx.spec, ahead, 10);
+        assert!(past.missed, "cursor {ahead} is ahead of {last}");
+        assert_eq!(past.events.iter().map(|e| e.sequence).collect::<Vec<_>>(), seqs[..10]);
+        assert_eq!(past.next_cursor, seqs[9]);
+    }
 
     // Cursor polling returns only newer events, without `missed`.
     let cursor = page.next_cursor;

@@ -855,7 +855,11 @@ impl AgentRuntime {
         let mine: HashSet<Uuid> =
             g.turns.iter().filter(|t| t.workspace == scope.workspace).map(|t| t.turn_id).collect();
         let oldest = g.events.front().map_or(g.next_seq + 1, |e| e.seq);
-        let missed = cursor.saturating_add(1) < oldest && cursor < g.next_seq;
+        // A cursor ahead of every sequence handed out cannot be honoured
+        // (K2): it is said, and the page starts again from the oldest kept.
+        let ahead = cursor > g.next_seq;
+        let cursor = if ahead { 0 } else { cursor };
+        let missed = ahead || (cursor.saturating_add(1) < oldest && cursor < g.next_seq);
         let events: Vec<RuntimeEvent> =
             g.events.iter().filter(|e| e.seq > cursor && mine.contains(&e.turn_id)).take(limit).cloned().collect();
         // A full page resumes after its last event; otherwise everything up

@@ -1122,12 +1122,19 @@ async fn workspaces_are_isolated() {
     let of = |scope: Scope| -> BTreeSet<Uuid> { rt.events(scope, 0, 128).events.iter().map(|e| e.turn_id).collect() };
     assert_eq!(of(fx.spec), BTreeSet::from([spec.turn_id]));
     assert_eq!(of(fx.real), BTreeSet::from([real.turn_id]));
-    // Cursors move forward, and a cursor past the end returns nothing.
+    // Cursors move forward; at the end a page is empty, not missed.
     let page = rt.events(fx.spec, 0, 2);
     assert_eq!(page.events.len(), 2);
     let rest = rt.events(fx.spec, page.next_cursor, 128);
     assert!(rest.events.iter().all(|e| e.seq > page.next_cursor));
-    assert!(rt.events(fx.spec, u64::MAX / 2, 128).events.is_empty());
+    let end = rt.events(fx.spec, rest.next_cursor, 128);
+    assert!(end.events.is_empty() && !end.missed);
+    // A cursor past every sequence handed out (K2: a client of a server
+    // that lost its last events) is said missed, and starts again from the
+    // oldest event kept.
+    let ahead = rt.events(fx.spec, u64::MAX / 2, 128);
+    assert!(ahead.missed);
+    assert_eq!(ahead.events.first().map(|e| e.seq), rt.events(fx.spec, 0, 128).events.first().map(|e| e.seq));
 }
 
 // ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 pub mod assets;
 pub mod campaigns;
 pub mod db;
+pub mod durable;
 pub mod egress;
 pub mod error;
 pub mod extract;
@@ -67,6 +68,9 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::export::router())
         .merge(routes::api::router())
         .fallback(|| async { error::ApiError::not_found("no such page") })
+        // Inside the guard: no answer leaves before the journal holds what
+        // it tells (SPEC K1).
+        .layer(middleware::from_fn_with_state(state.clone(), durable::barrier))
         .with_state(state.clone());
     let guarded = ServiceBuilder::new()
         // Outermost first: the whole of SPEC S1–S4 (Host, session, Origin,
