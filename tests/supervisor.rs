@@ -155,6 +155,52 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     assert!(err.contains("not running"), "{err}");
 }
 
+/// SPEC K3: the host launcher cannot be started again once the supervisor
+/// has left the host's network, and without it egress never comes back. Its
+/// death stops `labfy up` with a failure (which its systemd unit restarts
+/// whole, `Restart=on-failure`) instead of an appliance running on without
+/// research; every other child goes with it.
+#[test]
+fn killing_the_host_launcher_stops_labfy_with_a_failure() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let run = runtime_dir(&data);
+    let child = Command::new(BIN)
+        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(&data)
+        .arg("--runtime-dir")
+        .arg(&run)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = Guard(child);
+    let _ = read_url(up.0.stdout.take().unwrap());
+    let rows = wait_for("all children healthy", || all_healthy(&run));
+    let egress = rows.iter().find(|r| r.process == "egress").unwrap().pid.unwrap();
+    let launcher = parent_of(egress);
+    let cmdline = std::fs::read_to_string(format!("/proc/{launcher}/cmdline")).unwrap();
+    assert!(cmdline.contains("__labfy-host-launcher"), "{cmdline:?}");
+    let others: Vec<u32> = rows.iter().filter_map(|r| r.pid).collect();
+    signal(launcher, libc::SIGKILL);
+    let code = wait_for("labfy up to stop", || up.0.try_wait().unwrap());
+    assert!(!code.success(), "labfy up must stop with a failure: {code:?}");
+    let mut err = String::new();
+    use std::io::Read;
+    up.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("host launcher") && err.contains("egress cannot be started again"), "{err}");
+    for pid in others {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
+    }
+    assert_eq!(integrity(&data), "ok");
+}
+
 #[test]
 fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     siblings_built();

@@ -297,6 +297,12 @@ impl HostLauncher {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// Why the launcher is gone, once it is: egress can then never be
+    /// started again in the host's network (SPEC K3).
+    pub fn gone(&self) -> Option<String> {
+        self.gone.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     fn ask(&self, request: &Request) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(request).map_err(std::io::Error::other)?;
         line.push(b'\n');

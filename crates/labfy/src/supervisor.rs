@@ -664,10 +664,22 @@ fn record_crash(s: &mut Slot, now: Instant, what: &str, book: &LogBook) -> Resul
             CRASH_WINDOW.as_secs()
         );
         book.event(&format!("labfy: {} {}", role_name(s.role), s.detail));
-        if s.role == Role::Server {
-            return Err(Failure::new(ErrorKind::Unavailable, format!("the workspace server {}", s.detail)));
+        match s.role {
+            Role::Server => {
+                return Err(Failure::new(ErrorKind::Unavailable, format!("the workspace server {}", s.detail)));
+            }
+            // Never run on without egress (SPEC K3): the appliance stops
+            // with a failure, which its service manager restarts whole.
+            Role::Egress => {
+                return Err(Failure::new(
+                    ErrorKind::Unavailable,
+                    format!("egress {}; without it no research can run, so labfy stops", s.detail),
+                ));
+            }
+            // A broken governor must not take a working UI with it: it is
+            // shown failed, and model runs and campaigns are refused.
+            Role::Governor => return Ok(()),
         }
-        return Ok(());
     }
     s.state = ChildState::Restarting;
     s.detail = format!("{what}; restarting in {} ms", s.backoff.as_millis());
@@ -688,6 +700,17 @@ async fn tick(
     book: &Arc<LogBook>,
 ) -> Result<(), Failure> {
     let now = Instant::now();
+    // The host launcher cannot be started again once the supervisor has
+    // left the host's network: without it egress can never come back, so
+    // the appliance stops with a failure its service manager restarts
+    // whole (SPEC K3), rather than run on without research.
+    if let Some(why) = plan.host_launcher.as_ref().and_then(|l| l.gone()) {
+        book.event(&format!("labfy: {why}; egress cannot be started again in the host's network"));
+        return Err(Failure::new(
+            ErrorKind::Unavailable,
+            format!("{why}: egress cannot be started again in the host's network, so labfy stops"),
+        ));
+    }
     // Children that answered their first health check this round.
     let mut newly_healthy: Vec<Role> = Vec::new();
     // Whether the server was (re)started this round.
