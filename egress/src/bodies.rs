@@ -8,16 +8,25 @@
 //!
 //! Only the workspace that fetched a body may read or release it: a handle
 //! is a fresh UUID and is checked together with its workspace.
+//!
+//! The directory is opened once, and every file in it is created, opened and
+//! deleted relative to that open directory (`openat`, `unlinkat`, never
+//! following a link), never by path again (SPEC V5): whoever can rename or
+//! swap a directory on the path later — the server shares the scratch
+//! directory — cannot divert a body into a directory of its choosing, nor
+//! hand egress a file of its own to serve as one.
 
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use labfy_ipc::messages::egress::BODY_CHUNK_BYTES;
+use rustix::fs::{AtFlags, Mode, OFlags};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
@@ -40,15 +49,28 @@ pub struct Bodies {
 }
 
 struct Inner {
+    /// Where the directory was when it was opened (for the log).
     dir: PathBuf,
+    /// The directory itself: every file call is relative to it.
+    fd: Arc<OwnedFd>,
     waiting: Mutex<HashMap<Uuid, Waiting>>,
 }
 
 struct Waiting {
     workspace: Uuid,
-    path: PathBuf,
+    /// The file's name in the directory.
+    name: String,
     len: u64,
     kept_at: Instant,
+}
+
+/// Deletes `name` from the directory `fd`; a file already gone is no error.
+fn remove(fd: &OwnedFd, name: &str) {
+    if let Err(e) = rustix::fs::unlinkat(fd, name, AtFlags::empty()) {
+        if e != rustix::io::Errno::NOENT {
+            tracing::warn!(error = %e, name, "a fetched body's file was not deleted");
+        }
+    }
 }
 
 impl Bodies {
@@ -56,31 +78,40 @@ impl Bodies {
     /// run left there: no handle to it survives a restart.
     pub fn open(dir: &Path) -> io::Result<Self> {
         fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-        for entry in fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_file() {
-                fs::remove_file(&path)?;
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            if entry.file_type() == rustix::fs::FileType::RegularFile {
+                rustix::fs::unlinkat(&fd, entry.file_name(), AtFlags::empty())?;
             }
         }
-        Ok(Self { inner: Arc::new(Inner { dir: dir.to_owned(), waiting: Mutex::new(HashMap::new()) }) })
+        Ok(Self {
+            inner: Arc::new(Inner { dir: dir.to_owned(), fd: Arc::new(fd), waiting: Mutex::new(HashMap::new()) }),
+        })
     }
 
-    /// The directory bodies are written to.
+    /// Where the directory bodies are written to was when egress opened it.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
     /// A new file to stream one body into; deleted when dropped unless kept.
     pub(crate) async fn spool(&self) -> io::Result<Spool> {
-        let path = self.inner.dir.join(format!("{}.body", Uuid::new_v4()));
-        let file = tokio::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).await?;
-        Ok(Spool { file: Some(file), path: Some(path), len: 0, hash: Sha256::new() })
+        let name = format!("{}.body", Uuid::new_v4());
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&*self.inner.fd, &name, flags, Mode::from_raw_mode(0o600))?;
+        let file = tokio::fs::File::from_std(fs::File::from(fd));
+        Ok(Spool { file: Some(file), dir: self.inner.fd.clone(), name: Some(name), len: 0, hash: Sha256::new() })
     }
 
     /// Keeps a finished body for `workspace`: its handle.
     pub(crate) fn keep(&self, workspace: Uuid, spool: &mut Spool) -> Option<String> {
-        let path = spool.path.take()?;
+        let name = spool.name.take()?;
         let handle = Uuid::new_v4();
         let mut waiting = self.inner.lock();
         self.inner.expire(&mut waiting);
@@ -88,27 +119,34 @@ impl Bodies {
             let Some(oldest) = waiting.iter().min_by_key(|(_, w)| w.kept_at).map(|(h, _)| *h) else { break };
             if let Some(w) = waiting.remove(&oldest) {
                 tracing::warn!(bytes = w.len, "a fetched body nobody read was deleted to make room");
-                let _ = fs::remove_file(&w.path);
+                remove(&self.inner.fd, &w.name);
             }
         }
-        waiting.insert(handle, Waiting { workspace, path, len: spool.len, kept_at: Instant::now() });
+        waiting.insert(handle, Waiting { workspace, name, len: spool.len, kept_at: Instant::now() });
         Some(handle.to_string())
     }
 
     /// At most [`BODY_CHUNK_BYTES`] of a waiting body from `offset`, and
     /// whether they end it.
     pub fn read(&self, workspace: Uuid, handle: &str, offset: u64) -> Result<(Vec<u8>, bool), String> {
-        let (path, len) = {
+        let (name, len) = {
             let mut waiting = self.inner.lock();
             self.inner.expire(&mut waiting);
             let w = find(&waiting, workspace, handle)?;
-            (w.path.clone(), w.len)
+            (w.name.clone(), w.len)
         };
         if offset > len {
             return Err(format!("offset {offset} is past the body's end ({len} bytes)"));
         }
         let want = (len - offset).min(BODY_CHUNK_BYTES);
-        let mut file = fs::File::open(&path).map_err(|e| format!("the body cannot be read: {e}"))?;
+        let fd = rustix::fs::openat(
+            &*self.inner.fd,
+            &name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("the body cannot be read: {e}"))?;
+        let mut file = fs::File::from(fd);
         file.seek(SeekFrom::Start(offset)).map_err(|e| format!("the body cannot be read: {e}"))?;
         let mut data = Vec::with_capacity(want as usize);
         file.take(want).read_to_end(&mut data).map_err(|e| format!("the body cannot be read: {e}"))?;
@@ -126,7 +164,7 @@ impl Bodies {
             return false;
         };
         waiting.remove(&id).is_some_and(|w| {
-            let _ = fs::remove_file(&w.path);
+            remove(&self.inner.fd, &w.name);
             true
         })
     }
@@ -146,7 +184,7 @@ impl Inner {
         waiting.retain(|_, w| {
             let alive = w.kept_at.elapsed() < BODY_TTL;
             if !alive {
-                let _ = fs::remove_file(&w.path);
+                remove(&self.fd, &w.name);
             }
             alive
         });
@@ -164,7 +202,9 @@ fn find<'a>(waiting: &'a HashMap<Uuid, Waiting>, workspace: Uuid, handle: &str) 
 /// [`Bodies::keep`] took it.
 pub(crate) struct Spool {
     file: Option<tokio::fs::File>,
-    path: Option<PathBuf>,
+    /// The bodies' directory, and the file's name in it.
+    dir: Arc<OwnedFd>,
+    name: Option<String>,
     len: u64,
     hash: Sha256,
 }
@@ -200,14 +240,14 @@ impl Spool {
 
 impl std::fmt::Debug for Spool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Spool").field("path", &self.path).field("len", &self.len).finish()
+        f.debug_struct("Spool").field("name", &self.name).field("len", &self.len).finish()
     }
 }
 
 impl Drop for Spool {
     fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
-            let _ = fs::remove_file(path);
+        if let Some(name) = self.name.take() {
+            remove(&self.dir, &name);
         }
     }
 }
@@ -245,6 +285,37 @@ mod tests {
         assert!(bodies.release(ws, &handle));
         assert!(!bodies.release(ws, &handle));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing left in scratch");
+    }
+
+    /// SPEC V5: the directory swapped under egress after it opened it (the
+    /// server shares the scratch directory): bodies still go to, are read
+    /// from and deleted in the directory egress opened, never the impostor;
+    /// a link planted under a body's name is not followed.
+    #[tokio::test]
+    async fn a_swapped_directory_diverts_no_body() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, moved) = (root.path().join("egress"), root.path().join("moved"));
+        let bodies = Bodies::open(&dir).unwrap();
+        std::fs::rename(&dir, &moved).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        let ws = Uuid::new_v4();
+        let mut spool = bodies.spool().await.unwrap();
+        spool.write(b"the real body").await.unwrap();
+        spool.finish().await.unwrap();
+        let handle = bodies.keep(ws, &mut spool).unwrap();
+        drop(spool);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written to the impostor");
+        let names: Vec<_> = std::fs::read_dir(&moved).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "the body is in the directory egress opened");
+        // The impostor offers a file of the same name: egress reads its own.
+        std::fs::write(dir.join(&names[0]), b"forged").unwrap();
+        assert_eq!(bodies.read(ws, &handle, 0).unwrap(), (b"the real body".to_vec(), true));
+        // A link in place of the body is not followed.
+        std::fs::remove_file(moved.join(&names[0])).unwrap();
+        std::os::unix::fs::symlink(dir.join(&names[0]), moved.join(&names[0])).unwrap();
+        assert!(bodies.read(ws, &handle, 0).unwrap_err().contains("cannot be read"));
+        assert!(bodies.release(ws, &handle));
+        assert!(dir.join(&names[0]).exists(), "the impostor's file is not egress's to delete");
     }
 
     #[tokio::test]
