@@ -61,6 +61,10 @@ where
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let policy = Arc::new(policy);
     let mut accept_failures = labfy_core::throttle::Throttle::default();
+    let mut over_cap = labfy_core::throttle::Throttle::default();
+    // Peers refused or connections that failed: another process can make as
+    // many as it likes, so they are logged once, then counted (SPEC V6).
+    let closed = Arc::new(std::sync::Mutex::new(labfy_core::throttle::Throttle::default()));
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -75,15 +79,21 @@ where
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(boundary = ?policy.boundary, "too many IPC connections; closing a new one");
+            if let Some(unlogged) = over_cap.occurred(std::time::Instant::now()) {
+                tracing::warn!(boundary = ?policy.boundary, unlogged, "too many IPC connections; closing a new one");
+            }
             drop(stream);
             continue;
         };
-        let (policy, stats, handler) = (policy.clone(), stats.clone(), handler.clone());
+        let (policy, stats, handler, closed) = (policy.clone(), stats.clone(), handler.clone(), closed.clone());
         tokio::spawn(async move {
             let _slot = slot;
             if let Err(e) = connection(stream, &policy, &stats, handler).await {
-                tracing::warn!(boundary = ?policy.boundary, error = %e, "IPC connection closed");
+                let now = std::time::Instant::now();
+                let said = closed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).occurred(now);
+                if let Some(unlogged) = said {
+                    tracing::warn!(boundary = ?policy.boundary, error = %e, unlogged, "IPC connection closed");
+                }
             }
         });
     }

@@ -154,3 +154,43 @@ async fn oversized_malformed_and_silent_peers_lose_only_their_connection() {
     assert_eq!(d.stats.dropped.load(Ordering::Relaxed), 2);
     assert_eq!(d.stats.refused.load(Ordering::Relaxed), 1);
 }
+
+/// The log lines a test's tasks write (one current-thread runtime: the
+/// serving task runs on the test's thread).
+#[derive(Clone, Default)]
+struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// SPEC V6: a process that can reach the socket makes as many refused
+/// connections as it likes; the log says so once, then counts, instead of
+/// one warning each (the refusals themselves are all counted in the stats).
+#[tokio::test]
+async fn a_flood_of_refused_peers_is_logged_once_then_counted() {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let d = daemon(my_uid(), None).await;
+    for _ in 0..40 {
+        let err = Client::<ControlRequest, ControlResponse>::connect(&d.path, Boundary::Control, &Secret::generate())
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(&err, IpcError::Refused(r) if r == "wrong secret"), "{err}");
+    }
+    healthy(&d).await;
+    // Let the serving tasks finish logging their connections.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(d.stats.refused.load(Ordering::Relaxed), 40);
+    let log = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(log.matches("IPC connection closed").count(), 1, "{log}");
+}
