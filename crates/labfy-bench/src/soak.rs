@@ -1208,9 +1208,10 @@ async fn login(port: u16, run: &Path) -> Result<(String, String), Failure> {
 
 async fn get_json(port: u16, cookie: &str, path: &str) -> Result<(u16, Value), Failure> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let (s, body) = tokio::time::timeout(REQUEST_DEADLINE, request(addr, "GET", path, &[("authorization", cookie)], None))
-        .await
-        .map_err(fail)??;
+    let (s, body) =
+        tokio::time::timeout(REQUEST_DEADLINE, request(addr, "GET", path, &[("authorization", cookie)], None))
+            .await
+            .map_err(fail)??;
     Ok((s, serde_json::from_slice(&body).unwrap_or(Value::Null)))
 }
 
