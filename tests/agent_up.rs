@@ -83,6 +83,13 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     );
     assert_eq!(s, 201, "{manual}");
     let manual_id = manual["turn_id"].as_str().unwrap().to_owned();
+    // An upload under way when the server dies (K3): its job is ended at
+    // the next start, with the reason, not left running for ever.
+    let inv = first_investigation(port, &cookie);
+    let (s, import) =
+        post(port, &cookie, &csrf, &format!("/api/v1/investigations/{inv}/imports"), &json!({"expected": 3}));
+    assert_eq!(s, 201, "{import}");
+    let import = import["job"].as_str().unwrap().to_owned();
     // What a client was shown before the kill: its cursor over the events.
     let (s, seen) = get(port, &cookie, "/api/v1/agent-tools/events?cursor=0&limit=1000");
     assert_eq!(s, 200, "{seen}");
@@ -114,6 +121,9 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     assert_eq!(s, 200);
     let (s, t) = get(port, &cookie, &format!("/api/v1/agent-tools/turns/{manual_id}"));
     assert_eq!((s, t["status"].as_str(), t["error"].as_str()), (200, Some("FAILED"), Some("interrupted by restart")));
+    let (s, job) = get(port, &cookie, &format!("/api/v1/jobs/{import}"));
+    assert_eq!((s, job["status"].as_str()), (200, Some("FAILED")), "{job}");
+    assert!(job["detail"].as_str().unwrap().contains("interrupted"), "{job}");
     // K2: the cursor held from before the kill goes on; the restart's own
     // event (the manual turn interrupted) comes after it, not hidden below.
     let (s, after) = get(port, &cookie, &format!("/api/v1/agent-tools/events?cursor={cursor}"));

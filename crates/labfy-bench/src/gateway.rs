@@ -2,7 +2,8 @@
 //! `graph.get_node` call through the whole pipeline (envelope, idempotency,
 //! schema, resolution, policy, service, result and event rings) against the
 //! bare read model on the same kind of connection; the difference of the
-//! medians is the gateway's overhead. Over HTTP: `POST /calls` throughput
+//! medians is the gateway's overhead; then the same calls each waiting for
+//! the journal to hold them (SPEC K1), durability's cost. Over HTTP: `POST /calls` throughput
 //! against `GET /api/v1/graph/nodes/{ref}` (the same read, same security
 //! layers), on keep-alive connections.
 
@@ -95,10 +96,45 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
             return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
         }
     }
+    // The same calls, each answer waiting until the journal holds it (SPEC
+    // K1: what the server does before it sends a call's result).
+    let journal = gw.journal().ok_or_else(|| fail("the gateway has no journal"))?;
+    let mut durable = Vec::with_capacity(args.calls);
+    for i in 0..args.calls {
+        if i % 30 == 0 {
+            let new = NewTurn {
+                question: "bench".into(),
+                investigation_id: None,
+                exclusions: vec![],
+                mode: Some(TurnMode::Manual),
+                lang: Lang::Fr,
+            };
+            turn = gw.open_turn(scope, &new).map_err(fail)?.turn_id;
+            journal.wait_durable(journal.ticket(), Duration::from_secs(10)).map_err(fail)?;
+        }
+        let req = CallRequest {
+            turn_id: turn,
+            call_id: Uuid::new_v4(),
+            tool_id: "graph.get_node".into(),
+            input: json!({"node_id": evidence[i % evidence.len()].to_string()}),
+            context: CallContext::default(),
+            object_refs: vec![],
+            idempotency_key: format!("bench-durable-{i}"),
+        };
+        let t = Instant::now();
+        let r = gw.call(scope, &env, req).map_err(fail)?;
+        journal.wait_durable(journal.ticket(), Duration::from_secs(10)).map_err(fail)?;
+        durable.push(t.elapsed());
+        if r.status != labfy_gateway::protocol::ResultStatus::Completed {
+            return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
+        }
+    }
     bare.sort();
     through.sort();
+    durable.sort();
     let (b50, b99) = (percentile(&bare, 0.50), percentile(&bare, 0.99));
     let (g50, g99) = (percentile(&through, 0.50), percentile(&through, 0.99));
+    let (d50, d99) = (percentile(&durable, 0.50), percentile(&durable, 0.99));
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!("{:<44} p50 {:>8.1} µs  p99 {:>8.1} µs", "bare read model (graph node)", us(b50), us(b99));
     println!("{:<44} p50 {:>8.1} µs  p99 {:>8.1} µs", "gateway call graph.get_node (in process)", us(g50), us(g99));
@@ -108,6 +144,14 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
         us(g50.saturating_sub(b50)),
         us(g50) / us(b50).max(1e-9)
     );
+    println!("{:<44} p50 {:>8.1} µs  p99 {:>8.1} µs", "the same call, answered once durable (K1)", us(d50), us(d99));
+    println!(
+        "{:<44} {:>8.1} µs   ratio {:.2}",
+        "durability's cost (p50 difference)",
+        us(d50.saturating_sub(g50)),
+        us(d50) / us(g50).max(1e-9)
+    );
+    drop(journal);
     drop(gw);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

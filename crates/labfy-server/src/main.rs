@@ -144,8 +144,9 @@ fn main() -> anyhow::Result<()> {
             let (_, key) = labfy_ipc::login::read_login_file(dir)?;
             state = state.with_runtime_dir(dir.clone()).with_login_key(key, RateLimit::default())?;
         }
-        // The agent's turns of the last run (F4).
+        // The agent's turns of the last run (F4), and its import jobs (K3).
         state.restore_agent_journal();
+        state.settle_interrupted_imports();
         // The agent's `web.fetch` runs through the campaign runner (F2).
         if state.lend_fetcher() {
             tracing::info!("web.fetch runs under granted campaigns");

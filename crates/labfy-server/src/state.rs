@@ -305,6 +305,19 @@ impl AppState {
         }
     }
 
+    /// Ends the import jobs the last server left running (SPEC K3): their
+    /// uploads died with it. Each ends `FAILED` with the reason, the files
+    /// it recorded kept; `labfy import`'s jobs are not the server's and are
+    /// left alone. Call once at the start, before serving.
+    pub fn settle_interrupted_imports(&self) {
+        let why = "interrupted: the server stopped during the import; the files recorded are kept";
+        match self.inner.db.write_blocking(|s| s.settle_interrupted_imports(crate::routes::agent::ANALYST, why)) {
+            Ok(jobs) if jobs.is_empty() => {}
+            Ok(jobs) => tracing::warn!(jobs = jobs.len(), "import jobs interrupted by the last stop were ended"),
+            Err(e) => tracing::error!(error = %e, "the interrupted import jobs could not be ended"),
+        }
+    }
+
     /// Lends the campaign runner to the gateway as the runner of the agent's
     /// `web.fetch` (SPEC F2), once the state is built (the runner is rebuilt
     /// by [`AppState::with_parser`] and [`AppState::with_runtime_dir`]).

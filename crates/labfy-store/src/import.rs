@@ -396,6 +396,34 @@ pub(crate) fn finish(
     Ok(stats)
 }
 
+/// Ends every import job `actor` started that is still `RUNNING` — the
+/// workspace server's, at its start: their uploads died with the server
+/// that took them (SPEC K3). Each ends `FAILED` with `why`, the files it
+/// recorded kept, audited like any end. Another actor's jobs (`labfy
+/// import`, a process that may still be running) are left alone.
+pub(crate) fn settle_interrupted(conn: &mut Connection, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
+    let jobs: Vec<String> = conn
+        .prepare(
+            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND j.status = 'RUNNING' AND EXISTS (
+                 SELECT 1 FROM audit_log a WHERE a.action = 'import.start' AND a.actor = ?2
+                 AND a.object_ref = 'job:' || j.id)
+             ORDER BY j.created_at",
+        )?
+        .query_map(params![IMPORT_JOB, actor], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let mut settled = Vec::with_capacity(jobs.len());
+    for id in jobs {
+        let job = ObjectRef::new(
+            RefKind::Job,
+            Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
+        );
+        let ws = Reads { conn }.workspace_of(&job)?;
+        finish(conn, ws, &job, Some(why), "labfy-server")?;
+        settled.push(job);
+    }
+    Ok(settled)
+}
+
 impl Reads<'_> {
     /// The outcomes of an import job, in order, from `after` (exclusive).
     pub fn import_report(

@@ -249,6 +249,12 @@ impl Store {
         import::finish(&mut self.conn, ws, job, failure, actor)
     }
 
+    /// Ends the import jobs `actor` left running (a server that stopped
+    /// mid-upload, SPEC K3): `FAILED` with `why`, their files kept.
+    pub fn settle_interrupted_imports(&mut self, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
+        import::settle_interrupted(&mut self.conn, actor, why)
+    }
+
     /// Creates an entity drawn by the analyst (SPEC C4).
     pub fn create_entity(&mut self, ws: Uuid, inv: &ObjectRef, e: &NewEntity, actor: &str) -> Result<ObjectRef> {
         graph_edit::create_entity(&mut self.conn, ws, inv, e, actor)
