@@ -157,7 +157,7 @@ fn a_dead_servers_imports_are_ended_with_the_reason_at_the_next_start() {
 
     let why = "interrupted: the server stopped during the import";
     let settled = store.settle_interrupted_imports("analyste", why).unwrap();
-    assert_eq!(settled, [served.clone()]);
+    assert_eq!(settled, [served]);
     let reads = store.reads();
     let row = reads.job(ws, &served).unwrap();
     assert_eq!(row.status, "FAILED");
