@@ -84,6 +84,46 @@ struct Entry {
     view: Reservation,
     /// Measured usage now (what the reservation already shows in `free`).
     current: Amounts,
+    /// The process that asked for it, when it is to be released with that
+    /// process (a campaign's: its workspace server, SPEC K3).
+    holder: Option<Holder>,
+}
+
+/// A process as the kernel names it for good: its pid and its start time
+/// (clock ticks since boot). A pid is recycled; the pair is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// Its pid, in the governor's pid namespace.
+    pub pid: i32,
+    /// Field 22 of `/proc/<pid>/stat`.
+    pub start: u64,
+}
+
+impl Holder {
+    /// The living process `pid`, or `None` when there is none (or only a
+    /// zombie).
+    pub fn of(pid: i32) -> Option<Self> {
+        let (state, start) = stat(pid)?;
+        (state != "Z" && state != "X").then_some(Self { pid, start })
+    }
+
+    /// Whether this very process still lives: same pid, same start time,
+    /// not a zombie.
+    pub fn alive(&self) -> bool {
+        Self::of(self.pid).is_some_and(|now| now.start == self.start)
+    }
+}
+
+/// The state and start time of `pid` from `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(String, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields that
+    // follow it start after its last `)`, with field 3, the state.
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.to_owned();
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 #[derive(Debug, Default)]
@@ -270,7 +310,7 @@ impl Ledger {
                     lease_expires_ms: ask.lease_ms.map(|l| now_ms.saturating_add(l)),
                     admitted_ms: now_ms,
                 };
-                g.reservations.push(Entry { view: view.clone(), current: Amounts::default() });
+                g.reservations.push(Entry { view: view.clone(), current: Amounts::default(), holder: None });
                 let reason = format!("admitted as {}", view.id);
                 push_decision(&mut g, decision(DecisionOutcome::Admitted, reason, Vec::new()));
                 Ok(view)
@@ -350,6 +390,33 @@ impl Ledger {
             }
         }
         if reasons.is_empty() { Ok(()) } else { refuse(reasons.join("; "), blocked_by) }
+    }
+
+    /// Ties reservation `id` to the process that holds it: it is released
+    /// when that process dies ([`Ledger::release_orphans`]). False when there
+    /// is no such reservation.
+    pub fn tie_to(&self, id: &str, holder: Holder) -> bool {
+        let mut g = self.lock();
+        let Some(e) = g.reservations.iter_mut().find(|e| e.view.id == id) else { return false };
+        e.holder = Some(holder);
+        true
+    }
+
+    /// Releases every reservation whose holder is gone (`alive` says), with
+    /// the reason; the ids released (SPEC K3: a killed server's campaign
+    /// holds nothing until its lease would have lapsed).
+    pub fn release_orphans(&self, alive: impl Fn(&Holder) -> bool, now_ms: u64) -> Vec<String> {
+        let orphans: Vec<(String, Holder)> = self
+            .lock()
+            .reservations
+            .iter()
+            .filter_map(|e| e.holder.filter(|h| !alive(h)).map(|h| (e.view.id.clone(), h)))
+            .collect();
+        orphans
+            .into_iter()
+            .filter(|(id, h)| self.release(id, &format!("its holder (pid {}) is gone", h.pid), now_ms))
+            .map(|(id, _)| id)
+            .collect()
     }
 
     /// Releases a reservation; false when there was none with that id.
@@ -595,6 +662,43 @@ mod tests {
         assert_eq!(h.points.len(), HISTORY_POINTS);
         assert!(h.points.windows(2).all(|w| w[1].at_ms - w[0].at_ms == 5_000));
         assert!(h.points[0].at_ms > 11_000);
+    }
+
+    /// SPEC K3: a reservation tied to a process is released once that
+    /// process is gone — and only then; an untied one waits for its holder
+    /// or its lease.
+    #[test]
+    fn a_reservation_goes_with_the_process_that_held_it() {
+        let l = ledger();
+        l.observe(sample(8 * GIB), 1_000);
+        let tied = l.admit(ask("campaign:a", MIB), 1_000).unwrap();
+        let untied = l.admit(ask("campaign:b", MIB), 1_000).unwrap();
+        // A real process: a child that lives, then dies.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let holder = Holder::of(i32::try_from(child.id()).unwrap()).unwrap();
+        assert!(holder.alive());
+        assert!(l.tie_to(&tied.id, holder));
+        assert!(!l.tie_to("res-none", holder));
+        assert!(l.release_orphans(Holder::alive, 1_500).is_empty(), "its holder lives");
+        child.kill().unwrap();
+        // Not reaped yet: once the kill lands, the zombie is not alive.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while holder.alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!holder.alive(), "a killed process, unreaped, is gone");
+        child.wait().unwrap();
+        assert!(!holder.alive());
+        assert_eq!(l.release_orphans(Holder::alive, 2_000), std::slice::from_ref(&tied.id));
+        let left: Vec<String> = l.reservations().into_iter().map(|r| r.id).collect();
+        assert_eq!(left, [untied.id]);
+        let last = l.decisions().pop().unwrap();
+        assert_eq!(last.outcome, DecisionOutcome::Released);
+        assert!(last.reason.contains("is gone"), "{}", last.reason);
+        // A pid recycled by another process is not the holder.
+        let me = Holder::of(i32::try_from(std::process::id()).unwrap()).unwrap();
+        assert!(me.alive());
+        assert!(!Holder { start: me.start + 1, ..me }.alive());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
 
 use crate::config::GovernorConfig;
-use crate::ledger::{Ask, Ledger, human};
+use crate::ledger::{Ask, Holder, Ledger, human};
 use crate::model::{LocalModelSupervisor, StartError};
 use crate::probe::Prober;
 use crate::sandbox::{self, MEMORY_MAX, SANDBOX_PRIORITY, Stop};
@@ -175,6 +175,11 @@ impl Governor {
     pub async fn sample_once(&self) {
         let sample = self.prober.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample();
         let pressure = self.ledger.observe(sample, now_ms());
+        // A campaign whose server died (kill -9) holds nothing any more: its
+        // reservation goes now, not when its lease would lapse (SPEC K3).
+        for id in self.ledger.release_orphans(Holder::alive, now_ms()) {
+            tracing::warn!(reservation = %id, "released: the process that held it is gone");
+        }
         let rounds = {
             let mut p = self.pressured.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             *p = if pressure.is_some() { p.saturating_add(1) } else { 0 };
@@ -315,7 +320,7 @@ impl Governor {
         }
     }
 
-    fn admit_campaign(&self, ask: CampaignAsk) -> GovernorResponse {
+    fn admit_campaign(&self, ask: CampaignAsk, asker: Option<Holder>) -> GovernorResponse {
         // `campaign:<uuid>` is the message's type (`CampaignRef`): a frame
         // naming anything else never decoded.
         if !(1..=MAX_CAMPAIGN_CONCURRENCY).contains(&ask.concurrency) {
@@ -330,13 +335,25 @@ impl Governor {
             lease_ms: Some(CAMPAIGN_LEASE_MS),
         };
         match self.ledger.admit(a, now_ms()) {
-            Ok(r) => GovernorResponse::Admitted { reservation: r.id },
+            Ok(r) => {
+                // Released with the server that asked, should it die (K3).
+                if let Some(h) = asker {
+                    self.ledger.tie_to(&r.id, h);
+                }
+                GovernorResponse::Admitted { reservation: r.id }
+            }
             Err(refusal) => GovernorResponse::Refused(refusal),
         }
     }
 
-    /// Answers one request (both sockets).
+    /// Answers one request (both sockets), for no process in particular.
     pub async fn handle(self: &Arc<Self>, req: GovernorRequest) -> GovernorResponse {
+        self.handle_from(req, None).await
+    }
+
+    /// Answers one request from `asker` (the peer of the socket, when the
+    /// kernel named it): a campaign's reservation is tied to it.
+    pub async fn handle_from(self: &Arc<Self>, req: GovernorRequest, asker: Option<Holder>) -> GovernorResponse {
         match req {
             GovernorRequest::Health {} => {
                 let (ready, detail) = self.health();
@@ -369,7 +386,7 @@ impl Governor {
                     failure(FailureCode::NotFound, "no model is running")
                 }
             }
-            GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask),
+            GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask, asker),
             GovernorRequest::SandboxRun(run) => self.sandbox_run(*run).await,
             GovernorRequest::Release { reservation } => {
                 if self.model.holds(&reservation) {
@@ -439,9 +456,9 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
 
     let handler = {
         let gov = gov.clone();
-        move |req: GovernorRequest, _peer| {
+        move |req: GovernorRequest, peer: labfy_ipc::auth::Peer| {
             let gov = gov.clone();
-            async move { gov.handle(req).await }
+            async move { gov.handle_from(req, peer.pid.and_then(Holder::of)).await }
         }
     };
     let service = server::bind(&daemon::service_socket(&dir, Boundary::Governor))?;
