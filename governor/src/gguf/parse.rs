@@ -330,8 +330,12 @@ impl<R: Read + io::Seek> Reader<R> {
         let mut le = [0u8; 8];
         le.copy_from_slice(len_bytes);
         let len = u64::from_le_bytes(le);
+        // The bound first: a length near 2^64 would overflow the sum.
+        if len > MAX_STRING_BYTES {
+            return false;
+        }
         let whole = 8 + len;
-        if len > MAX_STRING_BYTES || whole > buf.len() as u64 || self.pos + whole > limit {
+        if whole > buf.len() as u64 || self.pos.saturating_add(whole) > limit {
             return false;
         }
         self.inner.consume(whole as usize);

@@ -664,3 +664,18 @@ fn default_params_are_llama_servers() {
     let h = tiny();
     assert_eq!(h.estimate(2048, 3), h.estimate_with(2048, 3, &p));
 }
+
+/// Found by the fuzz smoke's dev build (overflow checks on): an array's
+/// string whose length field is near 2^64, lying in the read buffer, made
+/// the buffered skip add 8 to it before checking the bound — a panic in a
+/// debug build, a wrapped sum in release. Now a refusal like any other.
+/// The input is the fuzz target's (8 bytes of claimed file length, then the
+/// file's first bytes).
+#[test]
+fn a_string_length_near_2_64_in_an_array_is_refused_not_overflowed() {
+    let input = include_bytes!("../../tests/fixtures/gguf/string-length-near-2-64.fuzz");
+    let (len, bytes) = input.split_at(8);
+    let file_size = u64::from_le_bytes(len.try_into().unwrap()) % (1 << 40);
+    let err = super::header_from_bytes(bytes, file_size).unwrap_err();
+    assert!(!err.to_string().is_empty());
+}
