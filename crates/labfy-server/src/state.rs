@@ -18,6 +18,11 @@ use crate::isolation::Isolation;
 use crate::session::{RateLimit, Sessions};
 use labfy_ipc::login::LoginKey;
 
+/// Who acts from the UI, as recorded with grants, imports and in the audit
+/// log: the analyst at this workstation's local session (the appliance has
+/// one user).
+pub const ANALYST: &str = "analyst";
+
 /// The optional catalog as the operator set it (SPEC X2; `[agent]
 /// optional_catalog` and `capabilities_dir`).
 #[derive(Debug, Clone, Default)]
@@ -311,7 +316,7 @@ impl AppState {
     /// left alone. Call once at the start, before serving.
     pub fn settle_interrupted_imports(&self) {
         let why = "interrupted: the server stopped during the import; the files recorded are kept";
-        match self.inner.db.write_blocking(|s| s.settle_interrupted_imports(crate::routes::agent::ANALYST, why)) {
+        match self.inner.db.write_blocking(|s| s.settle_interrupted_imports(ANALYST, why)) {
             Ok(jobs) if jobs.is_empty() => {}
             Ok(jobs) => tracing::warn!(jobs = jobs.len(), "import jobs interrupted by the last stop were ended"),
             Err(e) => tracing::error!(error = %e, "the interrupted import jobs could not be ended"),

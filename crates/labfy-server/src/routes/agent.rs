@@ -22,9 +22,7 @@ use crate::extract::{ApiJson, ApiQuery, path_ref, path_typed};
 use crate::routes::runtime::EventsQuery;
 use crate::state::AppState;
 
-/// Who decides, as recorded with grants and in the audit log: the analyst at
-/// this workstation's local session (the appliance has one user).
-pub const ANALYST: &str = "analyst";
+pub use crate::state::ANALYST;
 
 /// The agent and research routes.
 pub fn router() -> Router<AppState> {

@@ -83,7 +83,7 @@ async fn start(
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
     let expected = body.expected.map(|n| n.min(1_000_000));
-    let job = st.db().write(move |store| store.start_import(ws, &inv, expected, "analyst")).await?;
+    let job = st.db().write(move |store| store.start_import(ws, &inv, expected, crate::state::ANALYST)).await?;
     tracing::info!(%job, "import started");
     Ok((StatusCode::CREATED, Json(json!({ "job": job }))))
 }
@@ -243,7 +243,7 @@ async fn record(
     let done = tokio::task::spawn_blocking(move || {
         let wall = std::time::Duration::from_secs(SERVER_PARSE_SECONDS);
         let mut parse = |b: &Blob, n: &str| blobs.parse_confined(&parser, b, n, None, wall);
-        let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, "analyst"));
+        let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, crate::state::ANALYST));
         import_tree(&blobs, &name, &path, &blob, &mut parse, &mut write)
     })
     .await
@@ -272,7 +272,7 @@ async fn finish(
 ) -> ApiResult<Json<ImportStats>> {
     let job = path_ref(&job, Some(RefKind::Job))?;
     let ws = s.session.workspace;
-    let stats = st.db().write(move |store| store.finish_import(ws, &job, None, "analyst")).await?;
+    let stats = st.db().write(move |store| store.finish_import(ws, &job, None, crate::state::ANALYST)).await?;
     tracing::info!(%job, files = stats.files, imported = stats.imported, refused = stats.refused, "import finished");
     Ok(Json(stats))
 }
