@@ -351,9 +351,9 @@ impl Governor {
         self.handle_from(req, None).await
     }
 
-    /// Answers one request from `asker` (the peer of the socket, when the
-    /// kernel named it): a campaign's reservation is tied to it.
-    pub async fn handle_from(self: &Arc<Self>, req: GovernorRequest, asker: Option<Holder>) -> GovernorResponse {
+    /// Answers one request from the process `asker` (the socket's peer pid,
+    /// when the kernel named it): a campaign's reservation is tied to it.
+    pub async fn handle_from(self: &Arc<Self>, req: GovernorRequest, asker: Option<i32>) -> GovernorResponse {
         match req {
             GovernorRequest::Health {} => {
                 let (ready, detail) = self.health();
@@ -386,7 +386,7 @@ impl Governor {
                     failure(FailureCode::NotFound, "no model is running")
                 }
             }
-            GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask, asker),
+            GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask, asker.and_then(Holder::of)),
             GovernorRequest::SandboxRun(run) => self.sandbox_run(*run).await,
             GovernorRequest::Release { reservation } => {
                 if self.model.holds(&reservation) {
@@ -458,7 +458,7 @@ pub async fn run(config: GovernorConfig) -> Result<(), labfy_ipc::IpcError> {
         let gov = gov.clone();
         move |req: GovernorRequest, peer: labfy_ipc::auth::Peer| {
             let gov = gov.clone();
-            async move { gov.handle_from(req, peer.pid.and_then(Holder::of)).await }
+            async move { gov.handle_from(req, peer.pid).await }
         }
     };
     let service = server::bind(&daemon::service_socket(&dir, Boundary::Governor))?;
