@@ -67,68 +67,11 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
     // (the journal's, SPEC F4), as `labfy-server` lends it to the gateway.
     let db = labfy_server::db::Db::new(Store::open(&dir)?, dir.clone());
     let gw = AgentGateway::new(Arc::new(db)).map_err(fail)?.with_journal(labfy_store::JournalStore::open(&dir)?);
-    let mut through = Vec::with_capacity(args.calls);
-    let mut turn = Uuid::nil();
-    for i in 0..args.calls {
-        if i % 30 == 0 {
-            let new = NewTurn {
-                question: "bench".into(),
-                investigation_id: None,
-                exclusions: vec![],
-                mode: Some(TurnMode::Manual),
-                lang: Lang::Fr,
-            };
-            turn = gw.open_turn(scope, &new).map_err(fail)?.turn_id;
-        }
-        let req = CallRequest {
-            turn_id: turn,
-            call_id: Uuid::new_v4(),
-            tool_id: "graph.get_node".into(),
-            input: json!({"node_id": evidence[i % evidence.len()].to_string()}),
-            context: CallContext::default(),
-            object_refs: vec![],
-            idempotency_key: format!("bench-{i}"),
-        };
-        let t = Instant::now();
-        let r = gw.call(scope, &env, req).map_err(fail)?;
-        through.push(t.elapsed());
-        if r.status != labfy_gateway::protocol::ResultStatus::Completed {
-            return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
-        }
-    }
+    let mut through = timed_calls(&gw, scope, &env, &evidence, args.calls, "bench", None)?;
     // The same calls, each answer waiting until the journal holds it (SPEC
     // K1: what the server does before it sends a call's result).
     let journal = gw.journal().ok_or_else(|| fail("the gateway has no journal"))?;
-    let mut durable = Vec::with_capacity(args.calls);
-    for i in 0..args.calls {
-        if i % 30 == 0 {
-            let new = NewTurn {
-                question: "bench".into(),
-                investigation_id: None,
-                exclusions: vec![],
-                mode: Some(TurnMode::Manual),
-                lang: Lang::Fr,
-            };
-            turn = gw.open_turn(scope, &new).map_err(fail)?.turn_id;
-            journal.wait_durable(journal.ticket(), Duration::from_secs(10)).map_err(fail)?;
-        }
-        let req = CallRequest {
-            turn_id: turn,
-            call_id: Uuid::new_v4(),
-            tool_id: "graph.get_node".into(),
-            input: json!({"node_id": evidence[i % evidence.len()].to_string()}),
-            context: CallContext::default(),
-            object_refs: vec![],
-            idempotency_key: format!("bench-durable-{i}"),
-        };
-        let t = Instant::now();
-        let r = gw.call(scope, &env, req).map_err(fail)?;
-        journal.wait_durable(journal.ticket(), Duration::from_secs(10)).map_err(fail)?;
-        durable.push(t.elapsed());
-        if r.status != labfy_gateway::protocol::ResultStatus::Completed {
-            return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
-        }
-    }
+    let mut durable = timed_calls(&gw, scope, &env, &evidence, args.calls, "bench-durable", Some(&journal))?;
     bare.sort();
     through.sort();
     durable.sort();
@@ -156,6 +99,52 @@ pub fn gateway(args: GatewayBenchArgs) -> Result<(), Failure> {
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(http(store, dir.clone(), ws, evidence, &args))
+}
+
+/// `calls` timed `graph.get_node` calls through `gw`, a new manual turn
+/// every 30; with `durable`, each timed until the journal holds it (K1).
+fn timed_calls(
+    gw: &AgentGateway,
+    scope: Scope,
+    env: &Environment,
+    evidence: &[ObjectRef],
+    calls: usize,
+    key: &str,
+    durable: Option<&labfy_gateway::journal::Journal>,
+) -> Result<Vec<Duration>, Failure> {
+    let wait = |j: &labfy_gateway::journal::Journal| j.wait_durable(j.ticket(), Duration::from_secs(10)).map_err(fail);
+    let mut times = Vec::with_capacity(calls);
+    let mut turn = Uuid::nil();
+    for i in 0..calls {
+        if i % 30 == 0 {
+            let new = NewTurn {
+                question: "bench".into(),
+                investigation_id: None,
+                exclusions: vec![],
+                mode: Some(TurnMode::Manual),
+                lang: Lang::Fr,
+            };
+            turn = gw.open_turn(scope, &new).map_err(fail)?.turn_id;
+            durable.map(wait).transpose()?;
+        }
+        let req = CallRequest {
+            turn_id: turn,
+            call_id: Uuid::new_v4(),
+            tool_id: "graph.get_node".into(),
+            input: json!({"node_id": evidence[i % evidence.len()].to_string()}),
+            context: CallContext::default(),
+            object_refs: vec![],
+            idempotency_key: format!("{key}-{i}"),
+        };
+        let t = Instant::now();
+        let r = gw.call(scope, env, req).map_err(fail)?;
+        durable.map(wait).transpose()?;
+        times.push(t.elapsed());
+        if r.status != labfy_gateway::protocol::ResultStatus::Completed {
+            return Err(fail(format!("graph.get_node answered {:?}: {:?}", r.status, r.diagnostic)));
+        }
+    }
+    Ok(times)
 }
 
 async fn http(
