@@ -64,6 +64,35 @@ fn siblings_built() {
     }
 }
 
+/// `labfy up` with its stderr kept for the test (the terminal's lines), and
+/// `env` added; returns once it printed its URL.
+fn up_with_stderr(data: &Path, run: &Path, env: &[(&str, &Path)]) -> Guard {
+    let mut cmd = Command::new(BIN);
+    cmd.env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(data)
+        .arg("--runtime-dir")
+        .arg(run)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut up = Guard(cmd.spawn().unwrap());
+    // read_url fails the test if no URL comes within its bound.
+    let _ = read_url(up.0.stdout.take().unwrap());
+    up
+}
+
+/// Waits (5 s at most) for process `pid` to be gone, and fails if it is not.
+fn assert_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
+}
+
 #[test]
 fn three_processes_restart_after_kill_9_and_stop_in_order() {
     siblings_built();
@@ -144,11 +173,7 @@ fn three_processes_restart_after_kill_9_and_stop_in_order() {
     let code = wait_for("labfy up to stop", || up.0.try_wait().unwrap());
     assert!(code.success(), "{code:?}");
     for pid in pids.into_iter().chain([launcher]) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
+        assert_gone(pid);
     }
     assert!(!run.exists(), "runtime directory left behind");
     let err = status(&run).unwrap_err();
@@ -166,18 +191,7 @@ fn killing_the_host_launcher_stops_labfy_with_a_failure() {
     let dir = TempDir::new().unwrap();
     let data = dir.path().join("data");
     let run = runtime_dir(&data);
-    let child = Command::new(BIN)
-        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
-        .args(["up", "--port", "0", "--data-dir"])
-        .arg(&data)
-        .arg("--runtime-dir")
-        .arg(&run)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut up = Guard(child);
-    let _ = read_url(up.0.stdout.take().unwrap());
+    let mut up = up_with_stderr(&data, &run, &[]);
     let rows = wait_for("all children healthy", || all_healthy(&run));
     let egress = rows.iter().find(|r| r.process == "egress").unwrap().pid.unwrap();
     let launcher = parent_of(egress);
@@ -192,11 +206,7 @@ fn killing_the_host_launcher_stops_labfy_with_a_failure() {
     up.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("host launcher") && err.contains("egress cannot be started again"), "{err}");
     for pid in others {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "child {pid} survived the stop");
+        assert_gone(pid);
     }
     assert_eq!(integrity(&data), "ok");
 }
@@ -219,21 +229,8 @@ fn a_child_that_keeps_crashing_is_given_up_with_a_report() {
     )
     .unwrap();
     std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let child = Command::new(BIN)
-        .env("LABFY_ARTI_CONFIG", OFFLINE_ARTI)
-        .args(["up", "--port", "0", "--data-dir"])
-        .arg(&data)
-        .arg("--runtime-dir")
-        .arg(&run)
-        .env("LABFY_GOVERNOR_BIN", &broken)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut up = Guard(child);
     // The URL is printed once the server is up, even with the governor broken.
-    // read_url fails the test if no URL comes within its bound.
-    let _ = read_url(up.0.stdout.take().unwrap());
+    let mut up = up_with_stderr(&data, &run, &[("LABFY_GOVERNOR_BIN", &broken)]);
     let rows = wait_for("the governor given up", || {
         let rows = status(&run).ok()?;
         rows.iter().any(|r| r.process == "governor" && r.state == "failed").then_some(rows)
