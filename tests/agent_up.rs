@@ -245,18 +245,7 @@ fn the_optional_catalog_runs_an_approved_capability_in_the_governors_sandbox() {
     }
     let dir = TempDir::new().unwrap();
     let manifests = TempDir::new().unwrap();
-    let manifest = json!({
-        "id": "text.count_chars", "version": "1.0.0",
-        "description": "Compte les caractères des pièces données — counts characters.",
-        "input_schema": {"type": "object", "properties": {"label": {"type": "string", "maxLength": 20}},
-                         "required": ["label"], "additionalProperties": false},
-        "output": {"kind": "json", "max_bytes": 4096}, "risk_level": "low", "network": "none",
-        "program": "python3",
-        "script": "import glob, json, sys\nargs = json.loads(sys.argv[1])\nbase = sys.argv[2] if len(sys.argv) > 2 else '/input'\nn = sum(len(open(p, encoding='utf-8').read()) for p in glob.glob(base + '/*.txt'))\nprint(json.dumps({'label': args['label'], 'chars': n}))\n",
-        "tests": [{"name": "deux fichiers", "input": {"label": "t"}, "files": {"a.txt": "abc", "b.txt": "de"},
-                   "expect_exit": 0, "stdout_contains": "\"chars\": 5"}]
-    });
-    std::fs::write(manifests.path().join("chars.json"), manifest.to_string()).unwrap();
+    write_count_chars_manifest(manifests.path());
     let env = [
         ("LABFY_AGENT_OPTIONAL_CATALOG", std::ffi::OsStr::new("true")),
         ("LABFY_AGENT_CAPABILITIES_DIR", manifests.path().as_os_str()),

@@ -266,3 +266,21 @@ pub fn programs_for_another_uid(base: &Path, bin: &str) -> (std::path::PathBuf, 
     std::fs::set_permissions(&arti, std::fs::Permissions::from_mode(0o644)).expect("chmod arti config");
     (bin_dir, arti)
 }
+
+/// Writes into `dir` the operator's manifest of `text.count_chars` (a
+/// python3 program counting the characters of the `.txt` pieces given),
+/// for `LABFY_AGENT_CAPABILITIES_DIR`.
+pub fn write_count_chars_manifest(dir: &Path) {
+    let manifest = serde_json::json!({
+        "id": "text.count_chars", "version": "1.0.0",
+        "description": "Compte les caractères des pièces données — counts characters.",
+        "input_schema": {"type": "object", "properties": {"label": {"type": "string", "maxLength": 20}},
+                         "required": ["label"], "additionalProperties": false},
+        "output": {"kind": "json", "max_bytes": 4096}, "risk_level": "low", "network": "none",
+        "program": "python3",
+        "script": "import glob, json, sys\nargs = json.loads(sys.argv[1])\nbase = sys.argv[2] if len(sys.argv) > 2 else '/input'\nn = sum(len(open(p, encoding='utf-8').read()) for p in glob.glob(base + '/*.txt'))\nprint(json.dumps({'label': args['label'], 'chars': n}))\n",
+        "tests": [{"name": "deux fichiers", "input": {"label": "t"}, "files": {"a.txt": "abc", "b.txt": "de"},
+                   "expect_exit": 0, "stdout_contains": "\"chars\": 5"}]
+    });
+    std::fs::write(dir.join("chars.json"), manifest.to_string()).unwrap();
+}

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod bounded;
+pub mod crash;
 mod error;
 pub mod json;
 mod object_ref;

@@ -15,7 +15,7 @@
 //! committed before their handler returns; this barrier is for the journal,
 //! whose writes are batched.
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -29,7 +29,20 @@ pub const DURABLE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The barrier, as an axum middleware over every route.
 pub async fn barrier(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let answer = next.run(req).await;
+    // SPEC K4: a test build armed for this route's answer point crashes
+    // once the answer's state is durable, before the answer leaves.
+    let crash_point = labfy_core::crash::armed().then(|| {
+        let route = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
+        labfy_core::crash::answer_point(req.method().as_str(), route)
+    });
+    let answer = durable(&state, next.run(req).await).await;
+    if let Some(name) = crash_point {
+        labfy_core::crash::point(&name);
+    }
+    answer
+}
+
+async fn durable(state: &AppState, answer: Response) -> Response {
     let Some(journal) = state.gateway().journal() else { return answer };
     if journal.is_durable() {
         return answer;

@@ -146,7 +146,7 @@ fn main() -> anyhow::Result<()> {
         }
         // The agent's turns of the last run (F4), and its import jobs (K3).
         state.restore_agent_journal();
-        state.settle_interrupted_imports();
+        state.settle_interrupted_jobs();
         // The agent's `web.fetch` runs through the campaign runner (F2).
         if state.lend_fetcher() {
             tracing::info!("web.fetch runs under granted campaigns");

@@ -310,16 +310,18 @@ impl AppState {
         }
     }
 
-    /// Ends the import jobs the last server left running (SPEC K3): their
-    /// uploads died with it. Each ends `FAILED` with the reason, the files
-    /// it recorded kept; `labfy import`'s jobs are not the server's and are
-    /// left alone. Call once at the start, before serving.
-    pub fn settle_interrupted_imports(&self) {
-        let why = "interrupted: the server stopped during the import; the files recorded are kept";
-        match self.inner.db.write_blocking(|s| s.settle_interrupted_imports(ANALYST, why)) {
+    /// Ends the import and export jobs the last server left running (SPEC
+    /// K3): they died with it. Each ends `FAILED` with the reason, an
+    /// import's recorded files kept; `labfy import`'s jobs are not the
+    /// server's and are left alone. Call once at the start, before serving.
+    pub fn settle_interrupted_jobs(&self) {
+        let why = "interrupted: the server stopped before the job ended; what it recorded is kept";
+        match self.inner.db.write_blocking(|s| s.settle_interrupted_jobs(ANALYST, why)) {
             Ok(jobs) if jobs.is_empty() => {}
-            Ok(jobs) => tracing::warn!(jobs = jobs.len(), "import jobs interrupted by the last stop were ended"),
-            Err(e) => tracing::error!(error = %e, "the interrupted import jobs could not be ended"),
+            Ok(jobs) => {
+                tracing::warn!(jobs = jobs.len(), "import or export jobs interrupted by the last stop were ended")
+            }
+            Err(e) => tracing::error!(error = %e, "the interrupted import or export jobs could not be ended"),
         }
     }
 

@@ -737,6 +737,7 @@ pub(crate) fn admitted(conn: &mut Connection, ws: Uuid, campaign: &ObjectRef, de
     step(&tx, ws, campaign, &row, CampaignStatus::Pending, CampaignStatus::Admitted, detail)?;
     audit(&tx, "labfy", "campaign.admit", Some(ws), Some(campaign), &serde_json::json!({"detail": detail}))?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::CAMPAIGN_ADMITTED);
     Ok(())
 }
 
@@ -1021,6 +1022,7 @@ pub(crate) fn finished(
         &serde_json::json!({"status": status.as_str(), "detail": detail, "items_stopped": stopped}),
     )?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::CAMPAIGN_ENDED);
     Ok(())
 }
 

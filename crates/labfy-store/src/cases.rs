@@ -188,6 +188,7 @@ pub(crate) fn request_open(
     audit(&tx, actor, "workspace.open", Some(from), Some(&target.id), &detail)?;
     audit(&tx, actor, "workspace.open", Some(to), Some(&target.id), &detail)?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::WORKSPACE_OPEN_REQUESTED);
     Ok(target)
 }
 
@@ -261,7 +262,35 @@ pub(crate) fn end_job(
         &serde_json::json!({"status": status, "detail": detail}),
     )?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::JOB_ENDED);
     Ok(())
+}
+
+/// Ends every export job `actor` started that is still `RUNNING` — the
+/// workspace server's, at its start: an export runs inside the server, so
+/// one left running died with it (SPEC K3, K4). Each ends `FAILED` with
+/// `why`, audited like any end.
+pub(crate) fn settle_interrupted_exports(conn: &mut Connection, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
+    let jobs: Vec<String> = conn
+        .prepare(
+            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND j.status = 'RUNNING' AND EXISTS (
+                 SELECT 1 FROM audit_log a WHERE a.action = 'export.start' AND a.actor = ?2
+                 AND a.object_ref = 'job:' || j.id)
+             ORDER BY j.created_at",
+        )?
+        .query_map(params![EXPORT_JOB, actor], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut settled = Vec::with_capacity(jobs.len());
+    for id in jobs {
+        let job = ObjectRef::new(
+            RefKind::Job,
+            Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
+        );
+        let ws = Reads { conn }.workspace_of(&job)?;
+        end_job(conn, ws, &job, Err(why), "labfy-server")?;
+        settled.push(job);
+    }
+    Ok(settled)
 }
 
 /// Ends as `FAILED` the import and export jobs of workspace `ws` left

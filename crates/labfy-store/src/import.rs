@@ -353,6 +353,7 @@ pub(crate) fn record(
     }
     save_stats(&tx, &job_id, &stats, "RUNNING")?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::IMPORT_FILE_STORED);
     Ok(outcome)
 }
 
@@ -393,6 +394,7 @@ pub(crate) fn finish(
     }
     audit(&tx, actor, "import.finish", Some(ws), Some(job), &serde_json::to_value(&stats).unwrap_or_default())?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::IMPORT_ENDED);
     Ok(stats)
 }
 

@@ -141,12 +141,12 @@ fn an_export_carries_the_original_bytes_and_verify_checks_them() {
     assert!(matches!(&err, BundleError::HashMismatch { path, .. } if path.starts_with("blobs/")), "{err}");
 }
 
-/// SPEC K3: the jobs a dead server left running end `FAILED` with the
-/// reason at the next start, their files kept; a job of another actor (a
-/// `labfy import` that may still run) and a finished one are left as they
-/// are; settling twice settles nothing more.
+/// SPEC K3: the jobs a dead server left running (an upload, an export)
+/// end `FAILED` with the reason at the next start, an import's files kept;
+/// a job of another actor (a `labfy import` that may still run) and a
+/// finished one are left as they are; settling twice settles nothing more.
 #[test]
-fn a_dead_servers_imports_are_ended_with_the_reason_at_the_next_start() {
+fn a_dead_servers_imports_and_exports_are_ended_with_the_reason_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
     let served = store.start_import(ws, &inv, Some(2), "analyste").unwrap();
@@ -154,10 +154,11 @@ fn a_dead_servers_imports_are_ended_with_the_reason_at_the_next_start() {
     let cli = store.start_import(ws, &inv, None, "labfy import").unwrap();
     let done = store.start_import(ws, &inv, None, "analyste").unwrap();
     store.finish_import(ws, &done, None, "analyste").unwrap();
+    let export = store.start_job(ws, &inv, crate::EXPORT_JOB, "analyste").unwrap();
 
     let why = "interrupted: the server stopped during the import";
-    let settled = store.settle_interrupted_imports("analyste", why).unwrap();
-    assert_eq!(settled, [served]);
+    let settled = store.settle_interrupted_jobs("analyste", why).unwrap();
+    assert_eq!(settled, [served, export]);
     let reads = store.reads();
     let row = reads.job(ws, &served).unwrap();
     assert_eq!(row.status, "FAILED");
@@ -165,6 +166,8 @@ fn a_dead_servers_imports_are_ended_with_the_reason_at_the_next_start() {
     assert!(reads.evidence_summary(ws, kept.evidence()).is_ok(), "the file recorded stays");
     assert_eq!(reads.job(ws, &cli).unwrap().status, "RUNNING", "another actor's job is not the server's");
     assert_eq!(reads.job(ws, &done).unwrap().status, "SUCCEEDED");
-    assert!(store.settle_interrupted_imports("analyste", why).unwrap().is_empty());
+    let row = store.reads().job(ws, &export).unwrap();
+    assert_eq!((row.status.as_str(), row.detail.contains(why)), ("FAILED", true), "{}", row.detail);
+    assert!(store.settle_interrupted_jobs("analyste", why).unwrap().is_empty());
     assert!(store.import_refused(ws, &served, "x", "y").is_err(), "an ended job takes no more files");
 }

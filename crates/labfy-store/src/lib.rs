@@ -249,10 +249,13 @@ impl Store {
         import::finish(&mut self.conn, ws, job, failure, actor)
     }
 
-    /// Ends the import jobs `actor` left running (a server that stopped
-    /// mid-upload, SPEC K3): `FAILED` with `why`, their files kept.
-    pub fn settle_interrupted_imports(&mut self, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
-        import::settle_interrupted(&mut self.conn, actor, why)
+    /// Ends the import and export jobs `actor` left running (a server that
+    /// stopped mid-upload or mid-export, SPEC K3): `FAILED` with `why`, an
+    /// import's files kept.
+    pub fn settle_interrupted_jobs(&mut self, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
+        let mut jobs = import::settle_interrupted(&mut self.conn, actor, why)?;
+        jobs.extend(cases::settle_interrupted_exports(&mut self.conn, actor, why)?);
+        Ok(jobs)
     }
 
     /// Creates an entity drawn by the analyst (SPEC C4).

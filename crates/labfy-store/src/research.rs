@@ -442,6 +442,7 @@ pub(crate) fn grant(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &Gr
         WorkspaceClass::Real => plan_items(&tx, &campaign, &urls)?,
     }
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::GRANT_RECORDED);
     Ok(GrantOutcome { grant: typed_grant, campaign: CampaignRef::new(campaign_id) })
 }
 

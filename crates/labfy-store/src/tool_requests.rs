@@ -374,6 +374,7 @@ pub(crate) fn decide(conn: &mut Connection, ws: Uuid, request: &ObjectRef, d: &T
     )?;
     let decided = Reads { conn: &tx }.tool_request(ws, request)?;
     tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::TOOL_REQUEST_DECIDED);
     Ok(decided)
 }
 

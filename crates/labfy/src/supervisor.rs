@@ -271,6 +271,13 @@ fn child_env(role: Role) -> Vec<(OsString, OsString)> {
     if let Some(prefix) = passed {
         env.extend(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));
     }
+    // The crash-point harness's two variables (SPEC K4), read by test
+    // builds only (labfy_core::crash).
+    for k in [labfy_core::crash::ENV_AT, labfy_core::crash::ENV_MARK] {
+        if let Some(v) = std::env::var_os(k) {
+            env.push((k.into(), v));
+        }
+    }
     env
 }
 
@@ -907,6 +914,7 @@ async fn switch_workspace(
     };
     book.event(&format!("labfy: opening {name} ({target}) as the analyst asked: restarting the workspace server"));
     stop_child(s, book).await;
+    labfy_core::crash::point(labfy_core::crash::WORKSPACE_SWITCHING);
     plan.workspace = target;
     plan.real_workspace = real;
     s.args = server_args(plan);

@@ -63,13 +63,13 @@ async fn start(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
-    let job = st.db().write(move |store| store.start_job(ws, &inv, EXPORT_JOB, "analyst")).await?;
+    let job = st.db().write(move |store| store.start_job(ws, &inv, EXPORT_JOB, crate::state::ANALYST)).await?;
     let db = st.db().clone();
     tokio::task::spawn_blocking(move || {
         let outcome = write_bundle(db.data_dir(), &inv);
         let ended = match &outcome {
-            Ok(stats) => db.write_blocking(|store| store.end_job(ws, &job, Ok(stats), "analyst")),
-            Err(why) => db.write_blocking(|store| store.end_job(ws, &job, Err(why.as_str()), "analyst")),
+            Ok(stats) => db.write_blocking(|store| store.end_job(ws, &job, Ok(stats), crate::state::ANALYST)),
+            Err(why) => db.write_blocking(|store| store.end_job(ws, &job, Err(why.as_str()), crate::state::ANALYST)),
         };
         match (outcome, ended) {
             (Ok(stats), Ok(())) => tracing::info!(%job, fingerprint = %stats["fingerprint"], "export written"),
