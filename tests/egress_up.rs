@@ -699,7 +699,8 @@ fn an_onion_page_is_fetched_inside_tor(s: &Session, data: &Path, web: &Web, onio
 }
 
 /// SPEC F4: the server is killed (`kill -9`) while a campaign fetches; the
-/// supervisor restarts it, tells the governor and egress its new pid, and
+/// governor releases the campaign's reservation as its holder is gone (K3);
+/// the supervisor restarts the server, tells the governor and egress its new pid, and
 /// the new server resumes the campaign: the item that was in flight is
 /// fetched again, the next one too, and the campaign completes. Returns the
 /// session on the new server.
@@ -712,10 +713,27 @@ fn a_campaign_outlives_a_server_restart(s: Session, data: &Path, web: &Web) -> S
     wait_long("the first item to reach the web server", CAMPAIGN_WAIT, || {
         (web.hits("/pause?restart") == 1).then_some(())
     });
-    assert_eq!(s.campaign(&request)["status"], "RUNNING");
+    let running = s.campaign(&request);
+    assert_eq!(running["status"], "RUNNING");
+    let campaign = running["id"].as_str().unwrap().to_owned();
     let run = runtime_dir(data);
     let old = server_pid(BIN, &run);
     signal(old, libc::SIGKILL);
+    // SPEC K3: the governor releases the campaign's reservation once the
+    // server that holds it is gone (it samples every second), not when its
+    // lease would have lapsed; asked on the operator's socket, not through
+    // the dead server.
+    let released = wait_long("the governor to release the dead server's reservation", CAMPAIGN_WAIT, || {
+        let o = Command::new(BIN).args(["resources", "--json", "--runtime-dir"]).arg(&run).output().ok()?;
+        let state: Value = serde_json::from_slice(&o.stdout).ok()?;
+        state["decisions"]
+            .as_array()?
+            .iter()
+            .find(|d| d["owner"] == campaign.as_str() && d["outcome"] == "released")
+            .cloned()
+    });
+    let reason = released["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&format!("its holder (pid {old}) is gone")), "{released:#}");
     wait_long("a new server", CAMPAIGN_WAIT, || {
         let pid = server_pid(BIN, &run);
         (pid != old).then_some(())
