@@ -26,6 +26,14 @@
 //! `ok`. Growth after warm-up is reported, not judged: a process killed
 //! and restarted starts small again.
 //!
+//! With `--leak-check` (SPEC K5) the working set is fixed — no fault, no
+//! research cycle, the writer replacing the investigation's summary — and
+//! each process's RSS and descriptors must stay flat: the least-squares
+//! slope after warm-up (the first third) under 64 KiB/s and one descriptor
+//! every 20 s. A debug build's server started with `LABFY_TEST_LEAK_BYTES`
+//! leaks that much per request (`labfy_core::leak`): `tests/run-all` checks
+//! that the leak check fails on it.
+//!
 //! With `--tor-network DIR` (a private Tor network from
 //! `tests/tor-network start DIR`), the appliance serves a REAL workspace
 //! instead, egress on that network: each research cycle's grant names two
@@ -90,7 +98,21 @@ pub struct SoakArgs {
     /// The model file's SHA-256 (lower-case hex).
     #[arg(long)]
     model_sha256: Option<String>,
+    /// The leak check (SPEC K5): a fixed working set — no faults, no
+    /// research cycles, the writer replacing the investigation's summary
+    /// instead of adding notes — and each process's RSS and descriptors
+    /// must stay flat after warm-up (a least-squares slope under
+    /// [`LEAK_RSS_SLOPE`] and [`LEAK_FD_SLOPE`]).
+    #[arg(long)]
+    leak_check: bool,
 }
+
+/// The RSS growth, in bytes a second after warm-up, above which a process
+/// leaks (the leak check).
+pub const LEAK_RSS_SLOPE: f64 = 64.0 * 1024.0;
+/// The descriptors' growth a second after warm-up above which a process
+/// leaks them (one every 20 s).
+pub const LEAK_FD_SLOPE: f64 = 0.05;
 
 /// How long one model turn may take before it counts as unavailable.
 const TURN_WAIT: Duration = Duration::from_secs(300);
@@ -120,9 +142,13 @@ pub fn soak(args: SoakArgs) -> Result<(), Failure> {
     let labfy = sibling("labfy")?;
     let terminal = tmp.path().join("terminal.log");
     println!(
-        "# labfy-bench soak — {} s, a fault every {} s, {} readers — data dir {}\n# {}",
+        "# labfy-bench soak — {} s, {}, {} readers — data dir {}\n# {}",
         args.seconds,
-        args.fault_every,
+        if args.leak_check {
+            "leak check: a fixed working set, no fault".to_owned()
+        } else {
+            format!("a fault every {} s", args.fault_every)
+        },
         args.readers,
         data.display(),
         machine()
@@ -311,6 +337,8 @@ struct Load {
     acked: Mutex<Vec<(String, Option<String>)>>,
     /// The last body of a wrong answer, for the report.
     last_wrong: Mutex<Option<String>>,
+    /// The leak check's fixed working set: writes replace, nothing grows.
+    fixed: bool,
 }
 
 /// What a research cycle over Tor needs.
@@ -390,6 +418,7 @@ impl Soak {
             turns: Counts::default(),
             acked: Mutex::new(Vec::new()),
             last_wrong: Mutex::new(None),
+            fixed: args.leak_check,
         });
         let started = Instant::now();
         let mut tasks = Vec::new();
@@ -397,11 +426,14 @@ impl Soak {
             tasks.push(tokio::spawn(reader(load.clone(), i)));
         }
         tasks.push(tokio::spawn(writer(load.clone())));
-        tasks.push(tokio::spawn(cycles(load.clone())));
+        if !args.leak_check {
+            tasks.push(tokio::spawn(cycles(load.clone())));
+        }
         if self.model {
             tasks.push(tokio::spawn(model_turns(load.clone())));
         }
-        let faults = (args.fault_every > 0).then(|| {
+        // A fault restarts a process: its RSS starts again from nothing.
+        let faults = (args.fault_every > 0 && !args.leak_check).then(|| {
             let (load, labfy, data, run) = (load.clone(), self.labfy.clone(), self.data.clone(), self.run.clone());
             let (every, pressure) = (Duration::from_secs(args.fault_every), args.pressure_mib);
             tokio::spawn(async move { faults(&load, &labfy, &data, &run, every, pressure, started).await })
@@ -503,6 +535,9 @@ impl Soak {
             println!("last wrong answer: {body}");
         }
         growth(&samples, args.seconds);
+        if args.leak_check {
+            failures.extend(leaks(&samples, args.seconds));
+        }
         Ok(failures)
     }
 
@@ -590,6 +625,60 @@ fn growth(samples: &[Sample], seconds: u64) {
     }
 }
 
+/// The leak check's verdict: per process (the same pid throughout), the
+/// least-squares slope of its RSS and descriptors over the samples after
+/// warm-up (the first third); one failure per slope over its bound.
+fn leaks(samples: &[Sample], seconds: u64) -> Vec<String> {
+    let warm = Duration::from_secs(seconds / 3);
+    let mut failures = Vec::new();
+    for (i, role) in ROLES.iter().enumerate() {
+        let Some(last) = samples.iter().rev().find_map(|s| s.procs[i]) else {
+            failures.push(format!("{role}: never sampled"));
+            continue;
+        };
+        let points: Vec<(f64, u64, u64)> = samples
+            .iter()
+            .filter(|s| s.at >= warm)
+            .filter_map(|s| s.procs[i].filter(|p| p.0 == last.0).map(|p| (s.at.as_secs_f64(), p.1, p.2)))
+            .collect();
+        if points.len() < 5 {
+            failures.push(format!("{role}: {} samples after warm-up, 5 needed (longer --seconds)", points.len()));
+            continue;
+        }
+        let rss = slope(points.iter().map(|p| (p.0, p.1 as f64)));
+        let fds = slope(points.iter().map(|p| (p.0, p.2 as f64)));
+        println!(
+            "{role}: after warm-up, RSS {:+.1} KiB/s (bound {:.0}), descriptors {:+.3}/s (bound {})",
+            rss / 1024.0,
+            LEAK_RSS_SLOPE / 1024.0,
+            fds,
+            LEAK_FD_SLOPE
+        );
+        if rss > LEAK_RSS_SLOPE {
+            failures.push(format!(
+                "{role} leaks memory: its RSS grows {:.1} KiB/s after warm-up (bound {:.0} KiB/s)",
+                rss / 1024.0,
+                LEAK_RSS_SLOPE / 1024.0
+            ));
+        }
+        if fds > LEAK_FD_SLOPE {
+            failures.push(format!(
+                "{role} leaks descriptors: {fds:.3} more a second after warm-up (bound {LEAK_FD_SLOPE})"
+            ));
+        }
+    }
+    failures
+}
+
+/// The least-squares slope of `y` over `x`.
+fn slope(points: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
+    let n = points.clone().count() as f64;
+    let (sx, sy) = points.clone().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let (num, den) = points.fold((0.0, 0.0), |(a, b), (x, y)| (a + (x - mx) * (y - my), b + (x - mx) * (x - mx)));
+    if den == 0.0 { 0.0 } else { num / den }
+}
+
 // ---------------------------------------------------------------------------
 // the workload
 // ---------------------------------------------------------------------------
@@ -627,9 +716,25 @@ async fn writer(load: Arc<Load>) {
         return;
     };
     let path = format!("/api/v1/investigations/{}/evidence", load.investigation);
+    let update = format!("/api/v1/investigations/{}/update", load.investigation);
     let mut n = 0u64;
     while !load.stop.load(Ordering::Relaxed) {
         n += 1;
+        if load.fixed {
+            // The leak check's write: the same row, replaced.
+            let body = json!({"summary": format!("Résumé du soak, version {n}.")});
+            let status = match session.post(&update, &body).await {
+                Ok((204, _)) => Some(204),
+                Ok((s, v)) => {
+                    note_wrong(&load, s, &update, &v);
+                    Some(s)
+                }
+                Err(_) => None,
+            };
+            load.writes.count(status);
+            tokio::time::sleep(pause_after(status, Duration::from_millis(600))).await;
+            continue;
+        }
         let title = format!("Note de soak {n}");
         let body = json!({"title": title, "content": format!("Relevé {n} : la société Kestrel et le domaine kestrel-{n}.example.")});
         let status = match session.post(&path, &body).await {

@@ -4,6 +4,7 @@ pub mod bounded;
 pub mod crash;
 mod error;
 pub mod json;
+pub mod leak;
 mod object_ref;
 mod risk;
 pub mod throttle;

@@ -35,6 +35,9 @@ pub async fn barrier(State(state): State<AppState>, req: Request, next: Next) ->
         let route = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
         labfy_core::crash::answer_point(req.method().as_str(), route)
     });
+    // SPEC K5: a test build may be asked to leak, to prove the soak's
+    // leak check fails on one.
+    labfy_core::leak::per_request();
     let answer = durable(&state, next.run(req).await).await;
     if let Some(name) = crash_point {
         labfy_core::crash::point(&name);

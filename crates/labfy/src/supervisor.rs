@@ -271,9 +271,9 @@ fn child_env(role: Role) -> Vec<(OsString, OsString)> {
     if let Some(prefix) = passed {
         env.extend(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with(prefix))));
     }
-    // The crash-point harness's two variables (SPEC K4), read by test
-    // builds only (labfy_core::crash).
-    for k in [labfy_core::crash::ENV_AT, labfy_core::crash::ENV_MARK] {
+    // The crash-point harness's two variables (SPEC K4) and the planted
+    // leak's (K5), read by test builds only (labfy_core::crash, ::leak).
+    for k in [labfy_core::crash::ENV_AT, labfy_core::crash::ENV_MARK, labfy_core::leak::ENV] {
         if let Some(v) = std::env::var_os(k) {
             env.push((k.into(), v));
         }
