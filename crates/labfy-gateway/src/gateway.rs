@@ -651,7 +651,7 @@ impl AgentGateway {
                 .ok_or_else(|| GatewayError::NotFound(format!("no turn {} in this workspace", req.turn_id)))?;
             if turn.status != TurnStatus::Running {
                 return Err(GatewayError::Conflict(format!(
-                    "turn {} is {:?}: it takes no calls now",
+                    "turn {} is {}: it takes no calls now",
                     req.turn_id, turn.status
                 )));
             }

@@ -260,6 +260,28 @@ pub enum TurnStatus {
     Failed,
 }
 
+impl TurnStatus {
+    /// Every status.
+    pub const ALL: [Self; 4] = [Self::Running, Self::AuthorizationRequired, Self::Completed, Self::Failed];
+
+    /// Its name on the wire (`AUTHORIZATION_REQUIRED`), the one a refusal
+    /// names too.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+        }
+    }
+}
+
+impl std::fmt::Display for TurnStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A turn as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Turn {
@@ -323,4 +345,17 @@ pub struct NewTurn {
 /// request (G11) or a tool request (X2's pauses A, B, C1, C2).
 pub fn waits_on_human(r: &labfy_core::ObjectRef) -> bool {
     matches!(r.kind(), labfy_core::RefKind::ResearchRequest | labfy_core::RefKind::ToolRequest)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+    /// A refusal names a status as the wire does: the two cannot drift.
+    #[test]
+    fn a_turn_status_is_named_as_on_the_wire() {
+        for s in super::TurnStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
+        }
+    }
 }

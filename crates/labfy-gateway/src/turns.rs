@@ -227,7 +227,7 @@ impl AgentGateway {
         let turn = self.turn(scope, turn_id)?;
         if turn.status != TurnStatus::AuthorizationRequired {
             return Err(GatewayError::Conflict(format!(
-                "turn {turn_id} is {:?}: only a turn waiting for authorization can resume",
+                "turn {turn_id} is {}: only a turn waiting for authorization can resume",
                 turn.status
             )));
         }

@@ -98,9 +98,44 @@ pub enum RuntimeStatus {
 }
 
 impl RuntimeStatus {
+    /// Every status.
+    pub const ALL: [Self; 9] = [
+        Self::Queued,
+        Self::Running,
+        Self::AuthorizationRequired,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::ModelUnavailable,
+        Self::ModelProtocolError,
+        Self::BudgetExhausted,
+    ];
+
     /// Whether the turn is over (nothing more will happen to it).
     pub fn is_final(self) -> bool {
         !matches!(self, Self::Queued | Self::Running | Self::AuthorizationRequired)
+    }
+
+    /// Its name on the wire (`MODEL_UNAVAILABLE`), the one a refusal names
+    /// too.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "QUEUED",
+            Self::Running => "RUNNING",
+            Self::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+            Self::Cancelled => "CANCELLED",
+            Self::ModelUnavailable => "MODEL_UNAVAILABLE",
+            Self::ModelProtocolError => "MODEL_PROTOCOL_ERROR",
+            Self::BudgetExhausted => "BUDGET_EXHAUSTED",
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -828,7 +863,7 @@ impl AgentRuntime {
         };
         if slot.status != RuntimeStatus::AuthorizationRequired {
             return Err(RuntimeError::Conflict(format!(
-                "turn {id} is {:?}: only a turn waiting for authorization resumes",
+                "turn {id} is {}: only a turn waiting for authorization resumes",
                 slot.status
             )));
         }
@@ -1370,6 +1405,14 @@ mod tests {
     use labfy_store::{Store, WorkspaceClass};
 
     use super::*;
+
+    /// A refusal names a status as the wire does: the two cannot drift.
+    #[test]
+    fn a_runtime_status_is_named_as_on_the_wire() {
+        for s in RuntimeStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
+        }
+    }
 
     #[test]
     fn the_prompt_examples_are_valid_actions_with_ids_of_no_investigation() {
