@@ -388,3 +388,33 @@ fn the_analyst_opens_another_workspace_and_the_server_restarts_on_it() {
     });
     assert_eq!(integrity(&data), "ok");
 }
+
+/// SPEC U8 (issue 46, the new-user walk: 367 lines in 8 minutes, 342 of
+/// them « Attempt N » continuations): with Tor unable to connect for two
+/// minutes, `labfy up`'s terminal keeps its start lines, a summary per child
+/// at most once a minute, and its stop — never a library's continuation
+/// lines. The log file has arti's multi-line records whole, one line each.
+#[test]
+fn with_tor_unreachable_the_terminal_stays_short() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let (data, run) = (dir.path().join("data"), dir.path().join("run"));
+    let mut up = up_with_stderr(&data, &run, &[]);
+    let stderr = up.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<String>>()
+    });
+    std::thread::sleep(Duration::from_secs(130));
+    drop(up); // SIGTERM: labfy up stops in order, its stderr closes
+    let lines = reader.join().unwrap();
+    let shown = lines.join("\n");
+    assert!(!lines.iter().any(|l| l.starts_with("Attempt ")), "a library's continuation on the terminal:\n{shown}");
+    assert!(lines.len() <= 25, "{} terminal lines in 130 s:\n{shown}", lines.len());
+    assert!(lines.iter().any(|l| l.starts_with("labfy: egress: ") && l.contains("warnings logged")), "{shown}");
+    let log = std::fs::read_to_string(data.join("logs/labfy.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.starts_with("egress") && l.contains(labfy_core::one_line::BREAK)),
+        "no multi-line record from arti in 130 s: the test saw nothing to fold"
+    );
+}

@@ -10,7 +10,7 @@ use labfy_ipc::daemon;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
+        .with_writer(labfy_core::one_line::stderr)
         // Colour codes only for a terminal: under `labfy up` this goes to the log file (SPEC U8).
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

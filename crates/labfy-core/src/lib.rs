@@ -6,6 +6,7 @@ mod error;
 pub mod json;
 pub mod leak;
 mod object_ref;
+pub mod one_line;
 mod risk;
 pub mod throttle;
 

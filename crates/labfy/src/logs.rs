@@ -7,6 +7,9 @@
 //! [`SUMMARY_PERIOD`] at most — a summary of the library warnings each child
 //! logged (how many, and the last reason). The library lines themselves
 //! (arti's, hyper's, ours through `tracing`) are in the log file only, whole.
+//! Each child writes a record as one line (`labfy_core::one_line`: a
+//! message's line breaks become ` ⏎ `): a continuation line would be read
+//! here as a plain line meant for the operator.
 //!
 //! The file lives in `<data>/logs/`, which the workspace server's root
 //! masks like egress's state (SPEC T3): a compromised server cannot write
