@@ -24,6 +24,10 @@ pub enum GatewayError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A bug: a task that panicked, a state that cannot be. Never the
+    /// caller's fault, never a 4xx.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl GatewayError {
@@ -35,6 +39,7 @@ impl GatewayError {
             Self::Conflict(_) => ErrorKind::Conflict,
             Self::Forbidden(_) => ErrorKind::Forbidden,
             Self::Store(e) => e.kind(),
+            Self::Internal(_) => ErrorKind::Internal,
         }
     }
 }

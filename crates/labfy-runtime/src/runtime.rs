@@ -373,6 +373,9 @@ pub enum RuntimeError {
     /// Closed, or the gateway failed.
     #[error("{0}")]
     Unavailable(String),
+    /// A bug (a panicked task): never the caller's fault.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<GatewayError> for RuntimeError {
@@ -382,9 +385,16 @@ impl From<GatewayError> for RuntimeError {
             GatewayError::NotFound(m) => Self::NotFound(m),
             GatewayError::Conflict(m) => Self::Conflict(m),
             GatewayError::Forbidden(m) => Self::Forbidden(m),
+            GatewayError::Internal(m) => Self::Internal(m),
             other => Self::Unavailable(other.to_string()),
         }
     }
+}
+
+/// A blocking gateway task that did not return (it panicked, or was
+/// cancelled as the runtime closed): a bug or a stop, never a conflict.
+fn task_failed(e: &tokio::task::JoinError) -> GatewayError {
+    GatewayError::Internal(format!("the gateway task failed: {e}"))
 }
 
 /// Work for the worker.
@@ -1041,9 +1051,7 @@ impl AgentRuntime {
         f: impl FnOnce(&AgentGateway) -> Result<T, GatewayError> + Send + 'static,
     ) -> Result<T, GatewayError> {
         let gw = self.inner.gateway.clone();
-        tokio::task::spawn_blocking(move || f(&gw))
-            .await
-            .unwrap_or_else(|e| Err(GatewayError::Conflict(format!("the gateway task failed: {e}"))))
+        tokio::task::spawn_blocking(move || f(&gw)).await.unwrap_or_else(|e| Err(task_failed(&e)))
     }
 
     async fn run_demo(&self, id: Uuid, scope: Scope, env: Environment) -> Outcome {
@@ -1405,6 +1413,16 @@ mod tests {
     use labfy_store::{Store, WorkspaceClass};
 
     use super::*;
+
+    /// Code review 3: a panicked gateway task was reported as a 409
+    /// Conflict, the caller's fault; it is an internal error.
+    #[tokio::test]
+    async fn a_panicked_gateway_task_is_an_internal_error() {
+        let joined = tokio::task::spawn_blocking(|| -> Result<(), GatewayError> { panic!("a bug") }).await;
+        let e = task_failed(&joined.unwrap_err());
+        assert_eq!(e.kind(), labfy_core::ErrorKind::Internal, "{e}");
+        assert!(matches!(RuntimeError::from(e), RuntimeError::Internal(_)));
+    }
 
     /// A refusal names a status as the wire does: the two cannot drift.
     #[test]

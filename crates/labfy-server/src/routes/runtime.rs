@@ -49,6 +49,8 @@ impl From<RuntimeError> for ApiError {
                     "the agent runtime is unavailable (closed, or the server is stopping); see the server log";
                 (ErrorKind::Unavailable, generic.to_owned())
             }
+            // A bug: `of_kind` answers 500 with a generic body and logs it.
+            RuntimeError::Internal(m) => (ErrorKind::Internal, m),
         };
         ApiError::of_kind(kind, message)
     }
