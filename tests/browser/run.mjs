@@ -2285,6 +2285,9 @@ async function scenarioInjectionCorpus({ page, base }) {
   assert(/^investigation:/.test(inv), `investigation: ${inv}`);
   const notes = corpus.documents.filter((d) => d.channel === 'note')
     .map((d) => ({ title: fill(d.title, d.token), content: fill(fs.readFileSync(path.join(dir, d.file), 'utf8'), d.token) }));
+  // One IBAN written two ways, for the selector search (SPEC A5).
+  notes.push({ title: 'IBAN en groupes', content: 'Verser sur FR76 3000 6000 0112 3456 7890 189, merci.' },
+    { title: 'IBAN compact', content: 'Compte FR7630006000011234567890189 du fournisseur.' });
   const statuses = await page.evaluate(async ({ inv, notes }) => {
     const s = await (await __labfyFetch('/api/v1/session', { credentials: 'same-origin' })).json();
     const out = [];
@@ -2335,6 +2338,16 @@ async function scenarioInjectionCorpus({ page, base }) {
   assert(await page.$$eval(`${tid('search-results')} :is(img, script, iframe, svg, b, form)`, (els) => els.length) === 0,
     'search results contain elements from the documents');
   await shotsAt(page, 'injection-search', tid('search-results'));
+  // A query that is a selector, typed in another spelling, finds both
+  // pieces first, and says so in the analyst's language (SPEC A5).
+  await page.fill(tid('search-input'), 'fr76 3000 6000 0112 3456 7890 189', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('search-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('search-selector')}[data-kind="iban"]`, { timeout: STEP_TIMEOUT_MS });
+  const selector = await textOf(page, tid('search-selector'));
+  assert(/^IBAN FR7630006000011234567890189 — sélecteur reconnu, mentionné dans 2 pièces/.test(selector), `selector line: ${selector}`);
+  const first = await page.$$eval(tid('search-hit-title'), (els) => els.slice(0, 2).map((e) => e.textContent).sort());
+  assert(JSON.stringify(first) === JSON.stringify(['IBAN compact', 'IBAN en groupes']), `selector hits: ${JSON.stringify(first)}`);
+  await shotsAt(page, 'selector-search', tid('search-results'));
   // Every document of the investigation, opened in the reader.
   const all = await page.evaluate(async (inv) => {
     const r = await __labfyFetch(`/api/v1/investigations/${inv}/lists/evidence?limit=200`, { credentials: 'same-origin' });

@@ -160,5 +160,49 @@ pub fn extract(text: &str) -> Extraction {
     Extraction { mentions, dropped }
 }
 
+/// Longest query read as a selector, in bytes (an URL at most).
+pub const MAX_SELECTOR_QUERY_BYTES: usize = MAX_VALUE_BYTES;
+
+/// The selector a search query is (SPEC A5), in whatever form it was
+/// written — an IBAN in groups of four or compact, a phone number in
+/// national or international form, an e-mail in capitals, a domain with or
+/// without `www.` — as the extractors normalise it: the one mention that
+/// spans the whole query. A query that is anything else (a name, two
+/// selectors, a selector with words around it) is none.
+pub fn selector(query: &str) -> Option<Selector> {
+    let q = query.trim();
+    if q.is_empty() || q.len() > MAX_SELECTOR_QUERY_BYTES {
+        return None;
+    }
+    let whole = q.chars().count();
+    let spanning = |text: &str| extract(text).mentions.into_iter().find(|m| m.start == 0 && m.len == whole);
+    // An IBAN typed in lower case is still that IBAN (texts write it in
+    // capitals; the extractor reads capitals only).
+    let found = spanning(q).or_else(|| spanning(&q.to_ascii_uppercase()).filter(|m| m.kind == Kind::Iban))?;
+    let mut values = vec![found.value.clone()];
+    if found.kind == Kind::Domain {
+        // `www.example.org` and `example.org` are one site to an analyst.
+        match found.value.strip_prefix("www.") {
+            Some(bare) if bare.contains('.') => values.push(bare.to_owned()),
+            Some(_) => {}
+            None => values.push(format!("www.{}", found.value)),
+        }
+    }
+    Some(Selector { kind: found.kind, value: found.value, values })
+}
+
+/// A search query read as a selector ([`selector`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Selector {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its normalised value.
+    pub value: String,
+    /// Every normalised value that names the same thing (the value first;
+    /// a domain with and without `www.`).
+    #[serde(skip)]
+    pub values: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests;

@@ -212,3 +212,31 @@ fn kinds_round_trip_their_stored_spelling() {
     }
     assert_eq!(Kind::parse("person"), None);
 }
+
+/// SPEC A5: a query is read as the selector it is, in any written form.
+#[test]
+fn a_query_is_read_as_a_selector_in_any_written_form() {
+    let sel = |q: &str| crate::selector(q).map(|s| (s.kind, s.value));
+    let iban = Some((Kind::Iban, "FR7630006000011234567890189".to_owned()));
+    assert_eq!(sel("FR76 3000 6000 0112 3456 7890 189"), iban);
+    assert_eq!(sel("  FR7630006000011234567890189 "), iban);
+    assert_eq!(sel("fr76 3000 6000 0112 3456 7890 189"), iban);
+    let phone = Some((Kind::Phone, "+33612345678".to_owned()));
+    assert_eq!(sel("06 12 34 56 78"), phone);
+    assert_eq!(sel("0612345678"), phone);
+    assert_eq!(sel("+33 6 12 34 56 78"), phone);
+    assert_eq!(sel("Contact@Durand.Example"), Some((Kind::Email, "contact@durand.example".to_owned())));
+    let www = crate::selector("www.durand.example").unwrap();
+    assert_eq!(
+        (www.kind, www.values),
+        (Kind::Domain, vec!["www.durand.example".to_owned(), "durand.example".to_owned()])
+    );
+    let bare = crate::selector("durand.example").unwrap();
+    assert_eq!(bare.values, ["durand.example", "www.durand.example"]);
+    // Not a selector: a name, words around one, two of them, nothing.
+    for q in ["Durand", "l'IBAN FR7630006000011234567890189", "a@b.example c@d.example", "", "   "] {
+        assert_eq!(crate::selector(q), None, "{q:?}");
+    }
+    // A checksum that fails is no IBAN.
+    assert_eq!(sel("FR7630006000011234567890188"), None);
+}

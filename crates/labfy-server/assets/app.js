@@ -18,7 +18,7 @@ import { adoptSession, api, ApiError, errorText, forgetSession, sessionToken, se
 import { renderCases } from './cases.js';
 import { $, clear, cssToken, h, hrefFor, seg, shown, timeEl } from './dom.js';
 import { bindEgress, egressBoot, renderEgress } from './egress.js';
-import { fmtNumber, hasLabel, lang, switchLang, t, tn } from './i18n.js';
+import { enumLabel, fmtNumber, hasLabel, lang, switchLang, t, tn } from './i18n.js';
 import { renderList } from './lists.js';
 import { renderNode } from './node.js';
 import { renderOverview } from './overview.js';
@@ -217,6 +217,17 @@ function renderSearchResults() {
   const hits = Array.isArray(s.data.hits) ? s.data.hits : [];
   summary.dataset.state = 'done';
   summary.textContent = hits.length ? tn('search_hits', hits.length, { q: s.q }) : t('search_none', { q: s.q });
+  // SPEC A5: the query read as a selector — its kind, its normalised value,
+  // how many pieces mention it (they lead the list), its entity.
+  const sel = s.data.selector;
+  if (sel && typeof sel === 'object') {
+    const entity = Array.isArray(sel.entities) && sel.entities.length ? String(sel.entities[0]) : null;
+    const value = entity
+      ? h('a', { href: hrefFor(entity, 'entity'), testid: 'search-selector-entity', text: String(sel.value ?? '') })
+      : h('strong', { text: String(sel.value ?? '') });
+    list.append(h('li', { class: 'muted small', testid: 'search-selector', dataset: { kind: String(sel.kind ?? '') } },
+      `${enumLabel('kind', sel.kind)} `, value, ` — ${tn('search_selector_pieces', Number(sel.pieces ?? 0))}`));
+  }
   for (const hit of hits) {
     const metaParts = [hit.source, hit.mime].filter((x) => x !== null && x !== undefined && x !== '');
     list.append(h('li', null,

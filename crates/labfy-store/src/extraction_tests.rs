@@ -223,3 +223,57 @@ fn a_job_refuses_what_is_not_its_own() {
     assert!(matches!(store.extraction_step(other.id(), &job, 10), Err(StoreError::NotFound(_))));
     assert!(matches!(store.extraction_step(ws.id(), &inv, 10), Err(StoreError::Invalid(_))));
 }
+
+/// SPEC A5 (the walk: the unspaced IBAN found 1 of its 4 pieces, a phone
+/// number written without spaces none): a query that is a selector finds
+/// every piece where the extraction saw it, in whatever form either is
+/// written, before the words' own matches, its mention marked.
+#[test]
+fn a_selector_query_finds_every_piece_mentioning_it_whatever_the_spelling() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Iota", "analyst").unwrap();
+    let ws = ws.id();
+    let pieces = [
+        ("Relevé", "Virement depuis FR7630006000011234567890189 le 3 mars."),
+        ("Courriel", "Merci de verser sur l'IBAN FR76 3000 6000 0112 3456 7890 189, à l'attention de M. Durand."),
+        ("Facture", "Coordonnées bancaires : FR76 3000 6000 0112 3456 7890 189 — tél. 06 12 34 56 78"),
+        ("Note", "Appeler le +33 6 12 34 56 78 (Durand) ; compte FR7630006000011234567890189"),
+        ("Bruit", "Un autre compte : FR1420041010050500013M02606 et le 01 23 45 67 89."),
+    ];
+    let mut ids = Vec::new();
+    for (title, text) in pieces {
+        ids.push(store.add_note(ws, &inv, &note(title, text), "analyst").unwrap());
+    }
+    let reads = store.reads();
+    for q in ["FR7630006000011234567890189", "FR76 3000 6000 0112 3456 7890 189", " fr76 3000 6000 0112 3456 7890 189 "]
+    {
+        let r = reads.search(ws, &inv, q, 20).unwrap();
+        let sel = r.selector.as_ref().unwrap_or_else(|| panic!("{q:?} is an IBAN"));
+        assert_eq!(
+            (sel.kind.as_str(), sel.value.as_str(), sel.pieces),
+            ("iban", "FR7630006000011234567890189", 4),
+            "{q}"
+        );
+        let found: Vec<&ObjectRef> = r.hits.iter().map(|h| &h.id).collect();
+        assert_eq!(found.len(), 4, "{q}: {found:?}");
+        assert!(ids[..4].iter().all(|id| found.contains(&id)), "{q}: {found:?}");
+        let spaced = r.hits.iter().find(|h| h.title == "Facture").unwrap();
+        assert!(spaced.snippet.contains("\u{E000}FR76 3000 6000 0112 3456 7890 189\u{E001}"), "{}", spaced.snippet);
+    }
+    for q in ["0612345678", "06.12.34.56.78", "+33612345678"] {
+        let r = reads.search(ws, &inv, q, 20).unwrap();
+        assert_eq!(r.selector.as_ref().map(|s| (s.value.as_str(), s.pieces)), Some(("+33612345678", 2)), "{q}");
+        let titles: Vec<&str> = r.hits.iter().take(2).map(|h| h.title.as_str()).collect();
+        assert_eq!(titles, ["Note", "Facture"], "{q}: the selector's pieces first, newest first");
+    }
+    // A name is no selector: the words' search alone.
+    let r = reads.search(ws, &inv, "Durand", 20).unwrap();
+    assert!(r.selector.is_none());
+    assert_eq!(r.hits.len(), 2);
+    // A selector nobody mentions: recognised, no piece.
+    let r = reads.search(ws, &inv, "FR1420041010050500013M02606", 20).unwrap();
+    assert_eq!(r.selector.as_ref().map(|s| s.pieces), Some(1));
+    let r = reads.search(ws, &inv, "DE89 3704 0044 0532 0130 00", 20).unwrap();
+    assert_eq!(r.selector.as_ref().map(|s| (s.pieces, s.entities.len())), Some((0, 0)));
+}

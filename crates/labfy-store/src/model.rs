@@ -216,6 +216,24 @@ pub struct SearchResult {
     /// most recent, were ranked (`SEARCH_RANK_WINDOW`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranked_among: Option<u32>,
+    /// The query read as a selector (SPEC A5), when it is one; its pieces
+    /// lead `hits`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<SelectorFound>,
+}
+
+/// A search query that is a selector, and what the extraction found of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectorFound {
+    /// Its kind (`iban`, `phone`, `email`, `domain`, …).
+    pub kind: String,
+    /// Its normalised value (`FR76…` compact, `+33…`).
+    pub value: String,
+    /// The entities of that value in the investigation (one, or more when a
+    /// domain is written with and without `www.`).
+    pub entities: Vec<ObjectRef>,
+    /// How many pieces mention it.
+    pub pieces: u64,
 }
 
 /// Short form of an entity.

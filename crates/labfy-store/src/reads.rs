@@ -64,6 +64,30 @@ pub(crate) fn check_limit(name: &str, value: u32, max: u32) -> Result<u32> {
 /// The words of a search (runs of letters and digits; everything else,
 /// FTS5's operators included, separates them), bounded in length and count.
 /// Each becomes a quoted term, all required ([`QueryTerm`]).
+/// A snippet of the text `around` a mention (the text from 59 characters
+/// before it, or from the start), the mention wrapped in U+E000 … U+E001
+/// like the full-text matches, with `…` where the text was cut.
+fn mark_mention(around: &str, start: i64, len: i64) -> String {
+    let before = usize::try_from(start.min(59)).unwrap_or(0);
+    let len = usize::try_from(len).unwrap_or(0);
+    let chars: Vec<char> = around.chars().collect();
+    let (head, rest) = chars.split_at(before.min(chars.len()));
+    let (mention, tail) = rest.split_at(len.min(rest.len()));
+    let mut out = String::with_capacity(around.len() + 8);
+    if start > 59 {
+        out.push('…');
+    }
+    out.extend(head);
+    out.push('\u{E000}');
+    out.extend(mention);
+    out.push('\u{E001}');
+    out.extend(tail);
+    if tail.len() >= 60 {
+        out.push('…');
+    }
+    out
+}
+
 fn query_words(text: &str) -> Result<Vec<&str>> {
     let chars = text.chars().count();
     if chars > MAX_SEARCH_QUERY_CHARS {
@@ -362,8 +386,83 @@ impl<'c> Reads<'c> {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         let truncated = ranked_among.is_some() || scored.len() > limit as usize;
         scored.truncate(limit as usize);
-        let hits = self.hits_of(&terms, &scored, &candidates)?;
-        Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among })
+        let mut hits = self.hits_of(&terms, &scored, &candidates)?;
+        // SPEC A5: a query that is a selector finds every piece where the
+        // extraction saw it, whatever its spelling there; those come first.
+        let selector = match labfy_extract::selector(query) {
+            Some(sel) => Some(self.selector_hits(inv, &sel, limit, &mut hits)?),
+            None => None,
+        };
+        let truncated = truncated || selector.as_ref().is_some_and(|s| s.pieces > u64::from(limit));
+        hits.truncate(limit as usize);
+        Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among, selector })
+    }
+
+    /// The pieces mentioning `sel`'s entities (merged ones included), newest
+    /// first, put before `hits` (a piece in both comes once, here), its
+    /// snippet marking the mention as written.
+    fn selector_hits(
+        &self,
+        inv: &ObjectRef,
+        sel: &labfy_extract::Selector,
+        limit: u32,
+        hits: &mut Vec<SearchHit>,
+    ) -> Result<SelectorFound> {
+        let inv_id = inv.id().to_string();
+        let mut entities: Vec<String> = Vec::new();
+        let mut by_name = self.conn.prepare_cached(
+            "SELECT id FROM entities WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3
+             UNION SELECT entity_id FROM entity_aliases WHERE investigation_id = ?1 AND kind = ?2 AND name = ?3",
+        )?;
+        for value in &sel.values {
+            for id in by_name.query_map(params![inv_id, sel.kind.as_str(), value], |r| r.get::<_, String>(0))? {
+                let id = id?;
+                if !entities.contains(&id) {
+                    entities.push(id);
+                }
+            }
+        }
+        let mut pieces: Vec<(i64, String, i64, i64)> = Vec::new();
+        let mut mentions = self.conn.prepare_cached(
+            "SELECT e.seq, e.id, min(m.start), m.length FROM mentions m JOIN evidence e ON e.id = m.evidence_id
+             WHERE m.entity_id = ?1 GROUP BY e.seq",
+        )?;
+        for id in &entities {
+            for row in mentions.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))? {
+                let row = row?;
+                if !pieces.iter().any(|p| p.0 == row.0) {
+                    pieces.push(row);
+                }
+            }
+        }
+        let total = pieces.len() as u64;
+        pieces.sort_by_key(|p| std::cmp::Reverse(p.0));
+        pieces.truncate(limit as usize);
+        let mut row = self.conn.prepare_cached(
+            "SELECT title, source, mime, collected_at, substr(content, max(1, ?2 - 59), ?3 + 120) FROM evidence
+             WHERE seq = ?1",
+        )?;
+        let mut first = Vec::with_capacity(pieces.len());
+        for (seq, id, start, len) in &pieces {
+            let (title, source, mime, collected_at, around): (String, String, String, String, String) = row
+                .query_row(params![seq, start + 1, len], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?;
+            let id = parse_ref(RefKind::Evidence, id)?;
+            hits.retain(|h| h.id != id);
+            first.push(SearchHit {
+                id,
+                title,
+                source,
+                mime,
+                collected_at,
+                snippet: mark_mention(&around, *start, *len),
+            });
+        }
+        first.append(hits);
+        *hits = first;
+        let entities = entities.iter().map(|e| parse_ref(RefKind::Entity, e)).collect::<Result<Vec<_>>>()?;
+        Ok(SelectorFound { kind: sel.kind.as_str().to_owned(), value: sel.value.clone(), entities, pieces: total })
     }
 
     /// Evidence items of all investigations (the counts the commands keep).
