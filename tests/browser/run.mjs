@@ -2347,6 +2347,15 @@ async function scenarioInjectionCorpus({ page, base }) {
   assert(/^IBAN FR7630006000011234567890189 — sélecteur reconnu, mentionné dans 2 pièces/.test(selector), `selector line: ${selector}`);
   const first = await page.$$eval(tid('search-hit-title'), (els) => els.slice(0, 2).map((e) => e.textContent).sort());
   assert(JSON.stringify(first) === JSON.stringify(['IBAN compact', 'IBAN en groupes']), `selector hits: ${JSON.stringify(first)}`);
+  // The entities whose name begins with the query come before the pieces,
+  // their kinds counted (SPEC A5).
+  await page.fill(tid('search-input'), 'fr76', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('search-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('search-entities'), { timeout: STEP_TIMEOUT_MS });
+  const kinds = await textOf(page, tid('search-entity-kinds'));
+  assert(kinds === 'Entités dont le nom commence ainsi : 1 IBAN', `entity kinds: ${kinds}`);
+  const named = await page.$$eval(tid('search-entity'), (els) => els.map((e) => e.textContent));
+  assert(named.length === 1 && named[0].startsWith('FR7630006000011234567890189'), `entities: ${JSON.stringify(named)}`);
   await shotsAt(page, 'selector-search', tid('search-results'));
   // Every document of the investigation, opened in the reader.
   const all = await page.evaluate(async (inv) => {

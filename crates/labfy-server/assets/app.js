@@ -16,7 +16,7 @@
 import { agentBoot, agentBootFailed, bindAgent, renderAgent } from './agent.js';
 import { adoptSession, api, ApiError, errorText, forgetSession, sessionToken, setCsrf } from './api.js';
 import { renderCases } from './cases.js';
-import { $, clear, cssToken, h, hrefFor, seg, shown, timeEl } from './dom.js';
+import { $, clear, cssToken, h, hrefFor, objectLink, seg, shown, timeEl } from './dom.js';
 import { bindEgress, egressBoot, renderEgress } from './egress.js';
 import { enumLabel, fmtNumber, hasLabel, lang, switchLang, t, tn } from './i18n.js';
 import { renderList } from './lists.js';
@@ -217,6 +217,18 @@ function renderSearchResults() {
   const hits = Array.isArray(s.data.hits) ? s.data.hits : [];
   summary.dataset.state = 'done';
   summary.textContent = hits.length ? tn('search_hits', hits.length, { q: s.q }) : t('search_none', { q: s.q });
+  // SPEC A5: entities whose name begins with the query, before the pieces,
+  // with their kinds counted.
+  const ents = s.data.entities && Array.isArray(s.data.entities.items) ? s.data.entities : null;
+  if (ents && ents.items.length) {
+    const kinds = Array.isArray(ents.kinds) ? ents.kinds : [];
+    list.append(h('li', { class: 'search-entities', testid: 'search-entities' },
+      h('p', { class: 'muted small', testid: 'search-entity-kinds',
+        text: t('search_entities', { kinds: kinds.map((k) => `${fmtNumber(Number(k.count ?? 0))} ${enumLabel('kind', k.kind)}`).join(' · ') + (ents.more ? ' …' : '') }) }),
+      h('ol', { class: 'rows' }, ...ents.items.map((e) => h('li', null,
+        objectLink({ id: e.id, kind: e.kind, label: e.name }, 'search-entity'), ' ',
+        h('span', { class: 'muted small', text: tn('in_evidence', Number(e.evidence_count ?? 0)) }))))));
+  }
   // SPEC A5: the query read as a selector — its kind, its normalised value,
   // how many pieces mention it (they lead the list), its entity.
   const sel = s.data.selector;

@@ -271,6 +271,15 @@ fn a_selector_query_finds_every_piece_mentioning_it_whatever_the_spelling() {
     let r = reads.search(ws, &inv, "Durand", 20).unwrap();
     assert!(r.selector.is_none());
     assert_eq!(r.hits.len(), 2);
+    assert!(r.entities.items.is_empty() && r.entities.kinds.is_empty(), "no entity is named Durand…");
+    // Entities are found by the beginning of their name, any case, the
+    // most mentioned first, with their kinds counted.
+    let r = reads.search(ws, &inv, "fr", 20).unwrap();
+    let named: Vec<(&str, &str, i64)> =
+        r.entities.items.iter().map(|e| (e.kind.as_str(), e.name.as_str(), e.evidence_count)).collect();
+    assert_eq!(named, [("iban", "FR7630006000011234567890189", 4), ("iban", "FR1420041010050500013M02606", 1)]);
+    assert_eq!(r.entities.kinds.iter().map(|k| (k.kind.as_str(), k.count)).collect::<Vec<_>>(), [("iban", 2)]);
+    assert!(!r.entities.more);
     // A selector nobody mentions: recognised, no piece.
     let r = reads.search(ws, &inv, "FR1420041010050500013M02606", 20).unwrap();
     assert_eq!(r.selector.as_ref().map(|s| s.pieces), Some(1));

@@ -220,6 +220,19 @@ pub struct SearchResult {
     /// lead `hits`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<SelectorFound>,
+    /// Entities whose name begins with the query, shown before the pieces.
+    pub entities: EntityMatches,
+}
+
+/// The entities a search found by name (SPEC A5).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EntityMatches {
+    /// The most mentioned first, at most `SEARCH_ENTITIES_SHOWN`.
+    pub items: Vec<EntityBrief>,
+    /// How many of each kind, the most first (the facets).
+    pub kinds: Vec<KindCount>,
+    /// Whether more names begin with the query than were weighed.
+    pub more: bool,
 }
 
 /// A search query that is a selector, and what the extraction found of it.

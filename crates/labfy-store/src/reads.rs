@@ -14,6 +14,10 @@ use crate::search::{self, Candidate, QueryTerm};
 
 /// Longest full-text query accepted, in characters.
 pub const MAX_SEARCH_QUERY_CHARS: usize = 256;
+/// Entity names weighed by a search (the first in the name index's order).
+pub const SEARCH_ENTITY_WINDOW: u32 = 500;
+/// Entities a search answers, the most mentioned first.
+pub const SEARCH_ENTITIES_SHOWN: usize = 8;
 /// Most words a full-text query may hold.
 pub const MAX_SEARCH_TERMS: usize = 16;
 /// Most hits one search returns.
@@ -395,7 +399,51 @@ impl<'c> Reads<'c> {
         };
         let truncated = truncated || selector.as_ref().is_some_and(|s| s.pieces > u64::from(limit));
         hits.truncate(limit as usize);
-        Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among, selector })
+        let entities = self.entities_named(inv, query.trim())?;
+        Ok(SearchResult { query: query.to_owned(), hits, truncated, ranked_among, selector, entities })
+    }
+
+    /// The entities whose name begins with `text` (ASCII case folded), the
+    /// most mentioned first, and how many of each kind (SPEC A5: entities
+    /// before pieces, facets by kind). Bounded: at most
+    /// [`SEARCH_ENTITY_WINDOW`] names in the index's order are weighed, and
+    /// `more` says when there were others.
+    fn entities_named(&self, inv: &ObjectRef, text: &str) -> Result<EntityMatches> {
+        let mut rows = self.conn.prepare_cached(
+            "SELECT id, kind, name, mention_count FROM entities
+             WHERE investigation_id = ?1 AND name COLLATE NOCASE >= ?2 AND name COLLATE NOCASE < ?3
+             ORDER BY name COLLATE NOCASE LIMIT ?4",
+        )?;
+        let found: Vec<(String, String, String, i64)> = rows
+            .query_map(
+                params![inv.id().to_string(), text, format!("{text}\u{10FFFF}"), SEARCH_ENTITY_WINDOW + 1],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )?
+            .collect::<std::result::Result<_, _>>()?;
+        let more = found.len() > SEARCH_ENTITY_WINDOW as usize;
+        let mut kinds: Vec<KindCount> = Vec::new();
+        for (_, kind, _, _) in found.iter().take(SEARCH_ENTITY_WINDOW as usize) {
+            match kinds.iter_mut().find(|k| k.kind == *kind) {
+                Some(k) => k.count += 1,
+                None => kinds.push(KindCount { kind: kind.clone(), count: 1 }),
+            }
+        }
+        kinds.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.kind.cmp(&b.kind)));
+        let mut top: Vec<&(String, String, String, i64)> = found.iter().take(SEARCH_ENTITY_WINDOW as usize).collect();
+        top.sort_by(|a, b| b.3.cmp(&a.3).then_with(|| a.2.cmp(&b.2)));
+        let items = top
+            .into_iter()
+            .take(SEARCH_ENTITIES_SHOWN)
+            .map(|(id, kind, name, n)| {
+                Ok(EntityBrief {
+                    id: parse_ref(RefKind::Entity, id)?,
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    evidence_count: *n,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EntityMatches { items, kinds, more })
     }
 
     /// The pieces mentioning `sel`'s entities (merged ones included), newest
