@@ -3,9 +3,10 @@
 //!
 //! The terminal keeps what is meant for the operator: the supervisor's own
 //! lines (one per process state change), the children's plain lines (a
-//! grant waiting for confirmation, printed by egress), and — once a
-//! [`SUMMARY_PERIOD`] at most — a summary of the library warnings each child
-//! logged (how many, and the last reason). The library lines themselves
+//! grant waiting for confirmation, printed by egress), and a summary of the
+//! library warnings each child logged (how many, and the last reason): when
+//! they start (within a [`SUMMARY_PERIOD`]), farther and farther apart
+//! while they go on (up to [`MAX_SUMMARY_GAP`] periods), and when they stop. The library lines themselves
 //! (arti's, hyper's, ours through `tracing`) are in the log file only, whole.
 //! Each child writes a record as one line (`labfy_core::one_line`: a
 //! message's line breaks become ` ⏎ `): a continuation line would be read
@@ -27,8 +28,12 @@ use labfy::layout::{log_dir, log_file};
 use labfy_ipc::daemon::role_name;
 use labfy_ipc::messages::Role;
 
-/// How often the terminal gets a summary of new warnings.
+/// How often the terminal may get a summary of new warnings.
 pub const SUMMARY_PERIOD: Duration = Duration::from_secs(60);
+/// While a child's warnings go on, the periods between two summary lines
+/// double up to this many (a failure lasting an hour: a line when it
+/// starts, then at 3, 7, 12, 17 … minutes, and a line when it ends).
+pub const MAX_SUMMARY_GAP: u32 = 5;
 /// The log file is renamed `labfy.log.1` (replacing the previous one) past this size.
 pub const MAX_LOG_BYTES: u64 = 32 << 20;
 /// Longest line kept, bytes (a longer one is cut, with a mark).
@@ -63,6 +68,20 @@ pub struct Warnings {
     plain_shown: u64,
     /// Plain lines kept from the terminal (past [`PLAIN_SHOWN`]) since then.
     plain_held: u64,
+    /// A run of summary periods with warnings: its warnings so far, how
+    /// many wait for the next summary line, the periods between two lines
+    /// now (1, 2, 4, … up to [`MAX_SUMMARY_GAP`]) and those since the last.
+    run: Option<Run>,
+}
+
+/// A child's run of periods with warnings (a failure that repeats).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Run {
+    total: u64,
+    pending: u64,
+    gap: u32,
+    waited: u32,
+    periods: u32,
 }
 
 /// What one stderr line is.
@@ -342,10 +361,21 @@ impl LogBook {
         b.warnings.iter().find(|(r, _)| *r == role_name(role)).map(|(_, w)| w.clone()).unwrap_or_default()
     }
 
-    /// Prints, for each child with warnings since the last call, one line:
-    /// how many, the last reason, where the rest is. Returns how many
-    /// lines it printed.
+    /// Called once a [`SUMMARY_PERIOD`]: for each child, a line when its
+    /// warnings start (how many, the last reason, where the rest is), then
+    /// while they go on a line after 2, 4, … up to [`MAX_SUMMARY_GAP`]
+    /// periods counting those held meanwhile, and a line when a period
+    /// passes without one. Returns how many lines it printed.
     pub fn summarise(&self) -> usize {
+        self.summary(false)
+    }
+
+    /// At the stop: what is held is printed now.
+    pub fn summarise_final(&self) -> usize {
+        self.summary(true)
+    }
+
+    fn summary(&self, last: bool) -> usize {
         let lines: Vec<String> = {
             let mut b = self.book.lock().unwrap_or_else(PoisonError::into_inner);
             let mut lines = Vec::new();
@@ -353,13 +383,44 @@ impl LogBook {
                 w.errors_shown = 0;
                 w.plain_shown = 0;
                 let n = std::mem::take(&mut w.unsummarised);
-                if n > 0 {
-                    lines.push(format!(
-                        "labfy: {source}: {n} warning{} logged (last: {}); details in {}",
-                        if n == 1 { "" } else { "s" },
+                let line = |count: u64, w: &Warnings, tail: &str| {
+                    format!(
+                        "labfy: {source}: {count} warning{} logged (last: {}{tail}); details in {}",
+                        if count == 1 { "" } else { "s" },
                         w.last.as_deref().unwrap_or("?"),
                         self.path.display()
+                    )
+                };
+                if n > 0 {
+                    let run = w.run.get_or_insert(Run { gap: 1, ..Run::default() });
+                    run.total += n;
+                    run.pending += n;
+                    run.waited += 1;
+                    run.periods += 1;
+                    if run.waited >= run.gap || last {
+                        let (pending, periods, total) = (run.pending, run.periods, run.total);
+                        run.pending = 0;
+                        run.waited = 0;
+                        run.gap = (run.gap * 2).min(MAX_SUMMARY_GAP);
+                        let tail = if periods > 1 { format!("; {total} in {periods} min") } else { String::new() };
+                        lines.push(line(pending, w, &tail));
+                    }
+                } else if let Some(run) = w.run.take().filter(|_| !last) {
+                    let held = if run.pending > 0 {
+                        format!("{} more (last: {}), then ", run.pending, w.last.as_deref().unwrap_or("?"))
+                    } else {
+                        String::new()
+                    };
+                    lines.push(format!(
+                        "labfy: {source}: {held}no more warnings ({} in {} min); details in {}",
+                        run.total,
+                        run.periods,
+                        self.path.display()
                     ));
+                }
+                if let Some(run) = w.run.as_mut().filter(|r| last && r.pending > 0) {
+                    let (pending, total, periods) = (std::mem::take(&mut run.pending), run.total, run.periods);
+                    lines.push(line(pending, w, &format!("; {total} in {periods} min")));
                 }
                 let held = std::mem::take(&mut w.plain_held);
                 if held > 0 {
@@ -456,6 +517,39 @@ mod tests {
         assert_eq!(classify(&plain), Line::Record(Level::Warn));
     }
 
+    /// U8: a failure that repeats for minutes is a line when it starts,
+    /// lines farther and farther apart while it lasts (each counting what it
+    /// held), and a line when it ends; at the stop what is held is said.
+    #[test]
+    fn a_repeated_failure_is_summarised_farther_and_farther_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = Screen::default();
+        let book = LogBook::open(dir.path(), Box::new(screen.clone())).unwrap();
+        let printed: Vec<usize> = (0..8)
+            .map(|_| {
+                book.record("egress", ARTI_WARN);
+                book.summarise()
+            })
+            .collect();
+        assert_eq!(printed, [1, 0, 1, 0, 0, 0, 1, 0], "{}", screen.text());
+        let text = screen.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("labfy: egress: 1 warning logged (last: "), "{text}");
+        assert!(lines[1].starts_with("labfy: egress: 2 warnings logged (last: ") && lines[1].contains("; 3 in 3 min)"));
+        assert!(lines[2].starts_with("labfy: egress: 4 warnings logged (last: ") && lines[2].contains("; 7 in 7 min)"));
+        assert_eq!(book.summarise(), 1, "the period without a warning ends the run");
+        let end = screen.text();
+        assert!(end.lines().last().unwrap().starts_with("labfy: egress: 1 more (last: "), "{end}");
+        assert!(end.lines().last().unwrap().contains("then no more warnings (8 in 8 min)"), "{end}");
+        assert_eq!(book.summarise(), 0);
+        // A new run starts over; the stop says what it held.
+        book.record("egress", ARTI_WARN);
+        assert_eq!(book.summarise(), 1);
+        book.record("egress", ARTI_WARN);
+        assert_eq!(book.summarise_final(), 1);
+        assert!(screen.text().lines().last().unwrap().contains("1 warning logged"), "{}", screen.text());
+    }
+
     #[test]
     fn lines_go_to_the_file_warnings_are_counted_and_summarised() {
         let dir = tempfile::tempdir().unwrap();
@@ -494,6 +588,10 @@ mod tests {
             summary.starts_with("labfy: egress: 2 warnings logged (last: bootstrap failed); details in "),
             "{summary}"
         );
+        // A period without one ends the run, with a line; then nothing.
+        assert_eq!(book.summarise(), 1);
+        let text = screen.text();
+        assert!(text.lines().last().unwrap().starts_with("labfy: egress: no more warnings (2 in 1 min)"), "{text}");
         assert_eq!(book.summarise(), 0);
         assert_eq!(book.warnings(Role::Egress).total, 3, "the total survives a summary");
     }

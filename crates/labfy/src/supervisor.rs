@@ -650,7 +650,7 @@ async fn supervise(
     stop_all(&mut slots, book).await;
     status_task.abort();
     // What was logged since the last summary, before the terminal is given back.
-    book.summarise();
+    book.summarise_final();
     outcome
 }
 
