@@ -280,6 +280,9 @@ pub(crate) fn execute(gw: &Tools<'_>, ws: Uuid, env: &Environment, req: &CallReq
         Ok(x) => x,
         Err(why) => return Ok(denied(why)),
     };
+    if let Err(why) = within_published_risk(gw.catalog, &cap) {
+        return Ok(denied(why));
+    }
     let args = input.get("input").cloned().unwrap_or_else(|| json!({}));
     if let Err(why) = cap.validate_input(&args) {
         return Ok(denied(format!("{id}: {why}")));
@@ -322,6 +325,30 @@ pub(crate) fn execute(gw: &Tools<'_>, ws: Uuid, env: &Environment, req: &CallReq
         SandboxOutcome::Unavailable(why) => Outcome::unavailable(why),
         SandboxOutcome::Failed(why) => Outcome::failed(why),
     })
+}
+
+/// SPEC R3, composite risk (mission audit 3, B2): a capability runs at the
+/// highest of its own level and `capability.execute`'s. The tool is
+/// published at its level, and a call of it is policed at that level, so a
+/// manifest declaring more (a `high` capability through a `low` tool) is
+/// refused, with the reason — never run below its level.
+fn within_published_risk(catalog: &crate::Catalog, cap: &Capability) -> Result<(), String> {
+    let Some(tool) = catalog.get(crate::catalog::ToolId::CapabilityExecute) else {
+        return Err("capability.execute is not in this catalog (the optional catalog is off)".to_owned());
+    };
+    let published = tool.risk;
+    let declared = cap.manifest.risk_level;
+    if declared > published {
+        return Err(format!(
+            "{} declares risk level {}, above capability.execute's {}: a composite takes its highest level (R3), \
+             and this tool runs {} capabilities only",
+            cap.manifest.id,
+            declared.as_str(),
+            published.as_str(),
+            published.as_str()
+        ));
+    }
+    Ok(())
 }
 
 /// A run's stdout as the manifest's output contract reads it: bounded, and

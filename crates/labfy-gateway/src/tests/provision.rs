@@ -14,6 +14,7 @@ use labfy_store::{ToolDecision, ToolRequestKind};
 use super::*;
 use crate::capability::{Manifest, SHIPPED};
 use crate::sandbox::{SandboxEnded, SandboxRan, SandboxStreamText};
+use labfy_core::RiskLevel;
 
 /// Pinned contract fingerprints of the optional tools (R5), and of
 /// `tool.docs.read` and the catalog with them (its enum lists them).
@@ -426,4 +427,39 @@ fn the_demo_agent_pauses_at_a_then_b_then_runs_the_capability_in_one_turn() {
     let ended = fx.gw.resume(s, &fx.env, t2.turn_id).unwrap();
     assert_eq!(ended.status, TurnStatus::Completed);
     assert!(ended.summary.unwrap().contains("refusée par l'analyste"));
+}
+
+/// SPEC R3, composite risk (mission audit 3, B2): a capability whose
+/// manifest declares `medium` or `high` is refused by `capability.execute`,
+/// published `low`, with the reason — even installed and integrated by a
+/// human — and never reaches the sandbox.
+#[test]
+fn a_capability_above_the_tools_risk_level_is_refused_not_run_below_it() {
+    if !has_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    for level in [RiskLevel::Medium, RiskLevel::High] {
+        let installed = TempDir::new().unwrap();
+        let mut m: Manifest = serde_json::from_str(SHIPPED[0].1).unwrap();
+        m.id = format!("text.count_{}", level.as_str());
+        m.risk_level = level;
+        std::fs::write(installed.path().join("m.json"), serde_json::to_string(&m).unwrap()).unwrap();
+        let (fx, host) = optional(Some(installed.path()));
+        let (s, inv) = (fx.spec, fx.spec_inv.to_string());
+        for tool in ["tool.provision.propose", "tool.integration.propose"] {
+            let turn = fx.turn(s);
+            let ask = json!({"investigation_id": inv, "capability_id": m.id, "reason": "pour compter"});
+            let request = paused_request(&call(&fx, s, turn, tool, ask));
+            assert_eq!(decide(&fx, s, request, true).status, "APPROVED");
+            fx.gw.resume(s, &fx.env, turn).unwrap();
+        }
+        let turn = fx.turn(s);
+        let input = m.tests[0].input.clone();
+        let run = json!({"investigation_id": inv, "capability_id": m.id, "input": input});
+        let r = call(&fx, s, turn, "capability.execute", run);
+        assert_refused(&r, ResultStatus::Denied, Stage::Service, "above capability.execute's low");
+        assert!(r.diagnostic.as_deref().unwrap().contains(&format!("risk level {}", level.as_str())), "{r:?}");
+        assert!(host.asked.lock().unwrap().is_empty(), "{}: the sandbox was asked", level.as_str());
+    }
 }
