@@ -147,6 +147,9 @@ fn main() -> anyhow::Result<()> {
         // The agent's turns of the last run (F4), and its import jobs (K3).
         state.restore_agent_journal();
         state.settle_interrupted_jobs();
+        // A contract changed since the last run (SPEC R5): what waited or
+        // was granted under the old one is void, before anything resumes.
+        state.void_under_old_contracts();
         // The agent's `web.fetch` runs through the campaign runner (F2).
         if state.lend_fetcher() {
             tracing::info!("web.fetch runs under granted campaigns");

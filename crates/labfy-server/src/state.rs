@@ -325,6 +325,27 @@ impl AppState {
         }
     }
 
+    /// Voids the research and tool requests waiting under a contract the
+    /// catalog no longer publishes, and revokes the grants made under one
+    /// (SPEC R5: at once, not when someone next decides). Call once at the
+    /// start, before serving, before the campaign runner resumes anything.
+    pub fn void_under_old_contracts(&self) {
+        let catalog = self.gateway().catalog();
+        let current = |name: &str| {
+            labfy_gateway::ToolId::from_name(name).and_then(|id| catalog.get(id)).map(|t| t.fingerprint.clone())
+        };
+        match self.inner.db.write_blocking(|s| s.void_under_old_contracts(&current, "labfy-server")) {
+            Ok(v) if v.is_empty() => {}
+            Ok(v) => tracing::warn!(
+                research_requests = v.research_requests.len(),
+                tool_requests = v.tool_requests.len(),
+                grants = v.grants.len(),
+                "a contract changed since the last run: what was waiting or granted under the old one is void"
+            ),
+            Err(e) => tracing::error!(error = %e, "the requests and grants under an old contract could not be voided"),
+        }
+    }
+
     /// Lends the campaign runner to the gateway as the runner of the agent's
     /// `web.fetch` (SPEC F2), once the state is built (the runner is rebuilt
     /// by [`AppState::with_parser`] and [`AppState::with_runtime_dir`]).

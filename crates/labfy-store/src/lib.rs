@@ -5,6 +5,7 @@ pub mod bundle;
 mod campaign;
 mod candidates;
 mod cases;
+mod contracts;
 mod db;
 mod error;
 mod extraction;
@@ -45,6 +46,7 @@ pub use cases::{
     EXPORT_JOB, MAX_INVESTIGATION_SUMMARY_CHARS, MAX_INVESTIGATION_TITLE_CHARS, MAX_WORKSPACE_NAME_CHARS,
     check_openable,
 };
+pub use contracts::Voided;
 pub use db::{BUSY_TIMEOUT, DB_FILE};
 pub use error::{Result, StoreError};
 pub use extraction::{EXTRACTION_BATCH, EXTRACTION_JOB, EXTRACTION_PRODUCER, ExtractionStats, ExtractionStep};
@@ -247,6 +249,17 @@ impl Store {
         actor: &str,
     ) -> Result<ImportStats> {
         import::finish(&mut self.conn, ws, job, failure, actor)
+    }
+
+    /// Voids what waits for a decision, and revokes what was granted, under
+    /// a contract the catalog no longer publishes (SPEC R5): `current(tool)`
+    /// is the fingerprint published now. Audited; see `contracts`.
+    pub fn void_under_old_contracts(
+        &mut self,
+        current: &dyn Fn(&str) -> Option<String>,
+        actor: &str,
+    ) -> Result<contracts::Voided> {
+        contracts::void_under_old_contracts(&mut self.conn, current, actor)
     }
 
     /// Ends the import and export jobs `actor` left running (a server that

@@ -194,3 +194,74 @@ fn a_decided_tool_request_never_changes_in_the_database() {
     assert!(matches!(store.reads().tool_request(ws, &unknown), Err(StoreError::NotFound(_))));
     assert!(matches!(store.reads().tool_request(ws, &inv), Err(StoreError::Invalid(_))));
 }
+
+/// SPEC R5 (issue 45, L3): a contract change voids at once — at the
+/// server's start, not when someone next decides — every pending research
+/// and tool request proposed under the old contract, and revokes every
+/// active grant made under it (its campaign stopped); each audited. What
+/// the catalog still publishes unchanged, or does not publish at all, is
+/// left alone; twice voids nothing more.
+#[test]
+fn a_contract_change_voids_pending_requests_and_revokes_grants_at_once() {
+    use crate::research_tests::{decision as grant_decision, request};
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Dossier Omega", "analyst").unwrap();
+    let ws = ws.id();
+    let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None };
+    let e = store.add_note(ws, &inv, &note, "analyst").unwrap();
+    let (pending, _) = store.prepare_research(ws, &request(vec![e], "pending")).unwrap();
+    let (granted, _) = store.prepare_research(ws, &request(vec![e], "granted")).unwrap();
+    let d = crate::GrantDecision {
+        urls: vec!["https://news.example.org/fil-8812".into()],
+        contract_fingerprints: json!({"catalog": "c".repeat(64), "tools": {"research.prepare": fp_a(), "web.fetch": "d".repeat(64)}}),
+        ..grant_decision()
+    };
+    let out = store.grant_research(ws, &granted, &d).unwrap();
+    let (install, _) = store
+        .propose_tool_request(
+            ws,
+            &new_request(inv, ToolRequestKind::Install, "text.count_words", &manifest_fp('1'), "t1"),
+        )
+        .unwrap();
+    let (change, _) = store
+        .propose_tool_request(
+            ws,
+            &new_request(inv, ToolRequestKind::Change, "text.count_words", &manifest_fp('2'), "t2"),
+        )
+        .unwrap();
+
+    // Unchanged contracts: nothing voided.
+    let same = |tool: &str| match tool {
+        "web.fetch" => Some("d".repeat(64)),
+        "code.change.propose" => None,
+        _ => Some(fp_a()),
+    };
+    assert!(store.void_under_old_contracts(&same, "labfy-server").unwrap().is_empty());
+
+    // research.prepare and tool.provision.propose changed; code.change.propose
+    // is not published (the optional catalog off): its request waits.
+    let changed = |tool: &str| match tool {
+        "web.fetch" => Some("d".repeat(64)),
+        "code.change.propose" => None,
+        _ => Some(fp_b()),
+    };
+    let v = store.void_under_old_contracts(&changed, "labfy-server").unwrap();
+    assert_eq!(v.research_requests, [pending]);
+    assert_eq!(v.tool_requests, [install]);
+    assert_eq!(v.grants, [out.grant.object_ref()]);
+    let reads = store.reads();
+    let r = reads.research_request(ws, &pending).unwrap();
+    assert_eq!(r.status, "VOID");
+    assert!(r.decision_note.as_deref().unwrap_or_default().contains("research.prepare changed"), "{r:?}");
+    assert_eq!(reads.tool_request(ws, &install).unwrap().status, "VOID");
+    assert_eq!(reads.tool_request(ws, &change).unwrap().status, "PENDING");
+    let g = reads.research_request(ws, &granted).unwrap();
+    assert!(!g.grant_active, "the grant made under the old contract is revoked");
+    assert_eq!(g.campaign.unwrap().status, "STOPPED");
+    let actions = audit_actions(&store, ws, 20);
+    for a in ["research.void", "tool_request.void", "grant.revoke"] {
+        assert!(actions.iter().any(|x| x == a), "{a} not audited: {actions:?}");
+    }
+    assert!(store.void_under_old_contracts(&changed, "labfy-server").unwrap().is_empty(), "twice voids nothing more");
+}
