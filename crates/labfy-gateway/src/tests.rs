@@ -1824,3 +1824,73 @@ fn turns_results_and_events_survive_a_restart() {
 }
 
 mod provision;
+
+/// A sandbox that holds each run a while (a slow tool), and counts them.
+struct SlowSandbox {
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+impl Sandbox for SlowSandbox {
+    fn run(&self, ask: &SandboxAsk) -> Result<SandboxOutcome, String> {
+        use crate::sandbox::{SandboxEnded, SandboxRan, SandboxStreamText};
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let stream = |text: &str| SandboxStreamText { text: text.into(), bytes: text.len() as u64, truncated: false };
+        Ok(SandboxOutcome::Ran(Box::new(SandboxRan {
+            program: ask.program.clone(),
+            end: SandboxEnded::Exited { code: 0 },
+            stdout: stream("fini"),
+            stderr: stream(""),
+            files: vec![],
+            files_unlisted: 0,
+            duration_ms: 400,
+            peak_memory_bytes: 0,
+            cpu_ms: 0,
+            reservation: "slow".into(),
+            confinement: vec![],
+            missing: vec![],
+        })))
+    }
+}
+
+/// SPEC G7 under real concurrency (issue 45, L3): eight threads send the
+/// same call (one idempotency key) at once while the tool runs; it runs
+/// once, every other answer is the in-flight conflict, and once it has
+/// ended the same call replays its one result.
+#[test]
+fn one_idempotency_key_sent_eight_times_at_once_runs_once() {
+    let fx = Fx::new();
+    let slow = Arc::new(SlowSandbox { runs: std::sync::atomic::AtomicUsize::new(0) });
+    assert!(fx.gw.set_sandbox(slow.clone()));
+    let ready = Environment {
+        sandbox: Readiness { ready: true, detail: "python3 — no network".into() },
+        ..Environment::offline("x")
+    };
+    let turn = fx.turn(fx.real);
+    let call = req(turn, "sandbox.exec", json!({"program": "python3", "code": "print('fini')", "timeout_seconds": 5}));
+    let barrier = std::sync::Barrier::new(8);
+    let answers: Vec<Result<Arc<ToolResult>, GatewayError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    fx.gw.call(fx.real, &ready, call.clone())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ran: Vec<&Arc<ToolResult>> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+    assert_eq!(ran.len(), 1, "{answers:?}");
+    assert_eq!(ran[0].status, ResultStatus::Completed, "{:?}", ran[0].diagnostic);
+    for a in answers.iter().filter(|a| a.is_err()) {
+        assert!(
+            matches!(a, Err(GatewayError::Conflict(m)) if m.contains("still in flight")),
+            "a concurrent duplicate: {a:?}"
+        );
+    }
+    assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1, "the tool ran once");
+    let replay = fx.gw.call(fx.real, &ready, call).unwrap();
+    assert_eq!(replay.result_id, ran[0].result_id, "the ended call replays its result");
+    assert_eq!(slow.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
