@@ -336,6 +336,7 @@ impl LocalModelSupervisor {
                 reservation: Some(r.id.clone()),
                 estimate: view.clone(),
                 peak_memory: None,
+                gpu_memory: Vec::new(),
                 restarts: 0,
                 detail: format!(
                     "admitted: {} reserved ({} weights, {} KV cache, {} overhead)",
@@ -662,6 +663,10 @@ impl LocalModelSupervisor {
         }
         if let Some(peak) = usage.memory_peak.max(usage.memory_current).max(hwm) {
             self.update(|s| s.peak_memory = Some(s.peak_memory.unwrap_or(0).max(peak)));
+        }
+        // What it holds on the GPU (AMD: the driver's fdinfo; issue 45, L4).
+        if let Some(Ok(gpu)) = pid.map(|p| crate::probe::fdinfo::of_process(Path::new("/proc"), p)) {
+            self.update(|s| s.gpu_memory = gpu);
         }
     }
 }

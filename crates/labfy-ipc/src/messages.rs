@@ -512,6 +512,24 @@ pub mod governor {
         pub restarts: u32,
         /// Last event, one line.
         pub detail: String,
+        /// GPU memory its process holds now, per card (AMD: the driver's
+        /// fdinfo), beside what the estimate reserved.
+        #[serde(default)]
+        pub gpu_memory: Vec<GpuMemoryUse>,
+    }
+
+    /// GPU memory one process holds on one card.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct GpuMemoryUse {
+        /// The card's PCI address.
+        pub pdev: String,
+        /// VRAM, bytes.
+        pub vram: u64,
+        /// GTT, bytes.
+        pub gtt: u64,
+        /// Where the figures come from (`amdgpu fdinfo`).
+        pub source: String,
     }
 
     /// Where the local model stands (on the wire: `starting`, `loading`…).

@@ -216,8 +216,14 @@ pub fn render(s: &GovernorState) -> String {
 }
 
 fn model_line(m: &ModelStatus) -> String {
+    // What it holds on each card now, beside the estimate (AMD fdinfo).
+    let gpu: String = m
+        .gpu_memory
+        .iter()
+        .map(|g| format!("; on {}: {} VRAM, {} GTT ({})", g.pdev, mib(g.vram), mib(g.gtt), g.source))
+        .collect();
     format!(
-        "{} — {} (ctx {}, {} GPU layers); endpoint {}; estimate {} ({} weights, {} KV, {} overhead); peak {}; \
+        "{} — {} (ctx {}, {} GPU layers); endpoint {}; estimate {} ({} weights, {} KV, {} overhead); peak {}{gpu}; \
          restarts {}; {}",
         m.state,
         m.spec.gguf,

@@ -17,6 +17,7 @@
 //! ([`scratch::WALK_MIN_INTERVAL`]).
 
 pub mod amd;
+pub mod fdinfo;
 pub mod host;
 pub mod nvidia;
 mod read;
