@@ -149,6 +149,24 @@ pub fn eth_address_is_valid(addr: &str) -> bool {
     })
 }
 
+/// The EIP-55 spelling of a valid Ethereum address (its checksum case):
+/// the one form whatever case it was written in, and the one a wallet
+/// shows. `None` when `addr` is not valid ([`eth_address_is_valid`]).
+pub fn eth_checksummed(addr: &str) -> Option<String> {
+    if !eth_address_is_valid(addr) {
+        return None;
+    }
+    let lower = addr[2..].to_ascii_lowercase();
+    let hash = Keccak256::digest(lower.as_bytes());
+    let mut out = String::with_capacity(42);
+    out.push_str("0x");
+    for (i, c) in lower.chars().enumerate() {
+        let nibble = (hash[i / 2] >> if i % 2 == 0 { 4 } else { 0 }) & 0x0f;
+        out.push(if c.is_ascii_alphabetic() && nibble >= 8 { c.to_ascii_uppercase() } else { c });
+    }
+    Some(out)
+}
+
 /// True when `label` (the 56 characters before `.onion`, any case) is a v3
 /// onion service address: base32 of a 32-byte key, a 2-byte checksum and
 /// version 3, the checksum being the first bytes of

@@ -12,7 +12,7 @@ pub use checks::{btc_address_is_valid, eth_address_is_valid, iban_is_valid, onio
 /// Version of the extractor set. A stored mention names it; evidence scanned by
 /// an older version is scanned again when the version changes (SPEC C4). Bump
 /// it whenever a change can add, drop or move a mention.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Name of the extractor set in provenance records (`labfy-extract/1`).
 pub const PRODUCER: &str = "labfy-extract";
@@ -43,7 +43,8 @@ pub enum Kind {
     Iban,
     /// A Bitcoin address whose checksum holds (base58check or bech32/bech32m).
     BtcAddress,
-    /// An Ethereum address, lower-case; EIP-55 checked when written mixed-case.
+    /// An Ethereum address in its EIP-55 checksum case (checked when
+    /// written mixed-case; computed when written in one case).
     EthAddress,
     /// A v3 onion service address whose checksum holds, lower-case.
     Onion,

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::checks::{btc_address_is_valid, eth_address_is_valid, iban_is_valid, onion_is_valid};
+use crate::checks::{btc_address_is_valid, eth_checksummed, iban_is_valid, onion_is_valid};
 use crate::{Found, Kind, MAX_VALUE_BYTES};
 
 #[allow(clippy::expect_used)] // the patterns are constants, checked by every test
@@ -115,6 +115,20 @@ pub(crate) fn normalise_domain(name: &str, free_text: bool) -> Option<String> {
 pub(crate) fn urls(text: &str, out: &mut BTreeSet<Found>) {
     for m in URL.find_iter(text) {
         let mut s = m.as_str();
+        // A `]` that closes nothing opened in the URL ends it: Markdown's
+        // reference links write `[https://site/][2]` (the walk's
+        // « https://www.azur-transit.fr/][2 »); an IPv6 host's brackets pair.
+        let mut depth = 0i32;
+        if let Some(cut) = s.char_indices().find_map(|(i, c)| {
+            depth += match c {
+                '[' => 1,
+                ']' => -1,
+                _ => 0,
+            };
+            (depth < 0).then_some(i)
+        }) {
+            s = &s[..cut];
+        }
         // The brackets are counted once and the closing count kept up to date
         // as they are trimmed: counting them again for each trimmed character
         // made a URL followed by n `)` cost n² (64 KiB of them: seconds).
@@ -162,9 +176,25 @@ pub(crate) fn emails(text: &str, out: &mut BTreeSet<Found>) {
         {
             continue;
         }
+        // A message's identifier has an address's shape but names a
+        // message, not a mailbox (the walk took one for an e-mail).
+        if on_message_id_line(text, m.start()) {
+            continue;
+        }
         let Some(domain) = normalise_domain(domain, false) else { continue };
         push(out, m.start(), m.end(), Kind::Email, format!("{}@{domain}", local.to_ascii_lowercase()));
     }
+}
+
+/// Whether the line holding byte `at` is a header that names messages
+/// (`Message-ID:`, `In-Reply-To:`, `References:`, any case), the way
+/// mail readers write them.
+fn on_message_id_line(text: &str, at: usize) -> bool {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..at].trim_start();
+    ["message-id:", "in-reply-to:", "references:", "resent-message-id:"]
+        .iter()
+        .any(|h| line.len() >= h.len() && line.is_char_boundary(h.len()) && line[..h.len()].eq_ignore_ascii_case(h))
 }
 
 /// Domains in free text. A dotted word just before `@` is an address's local
@@ -303,8 +333,8 @@ pub(crate) fn btc(text: &str, out: &mut BTreeSet<Found>) {
 /// Ethereum addresses (EIP-55 checked when mixed-case), lower-case.
 pub(crate) fn eth(text: &str, out: &mut BTreeSet<Found>) {
     for m in ETH.find_iter(text) {
-        if eth_address_is_valid(m.as_str()) {
-            push(out, m.start(), m.end(), Kind::EthAddress, m.as_str().to_ascii_lowercase());
+        if let Some(value) = eth_checksummed(m.as_str()) {
+            push(out, m.start(), m.end(), Kind::EthAddress, value);
         }
     }
 }

@@ -130,7 +130,9 @@ fn ethereum_addresses_check_eip55_when_mixed_case() {
             "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed 0x52908400098527886e0f7030069857d2e4169ee7",
             Kind::EthAddress
         ),
-        ["0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed", "0x52908400098527886e0f7030069857d2e4169ee7"]
+        // Stored in their EIP-55 case (the walk: the case was lost), the
+        // second computed from its lower-case spelling (EIP-55's own vector).
+        ["0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0x52908400098527886E0F7030069857D2E4169EE7"]
     );
     assert!(!eth_address_is_valid("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"));
     // The 40 hex digits after 0x are an address, not also a SHA-1.
@@ -239,4 +241,23 @@ fn a_query_is_read_as_a_selector_in_any_written_form() {
     }
     // A checksum that fails is no IBAN.
     assert_eq!(sel("FR7630006000011234567890188"), None);
+}
+
+/// The walk's extraction noise (issue 44, A4): a Markdown reference link's
+/// `][2` is not part of its URL; a message's identifier is not an e-mail.
+#[test]
+fn markdown_reference_links_and_message_ids_are_not_selectors() {
+    let text = "Site : [https://www.azur-transit.fr/][2] et [1]: https://www.azur-transit.fr/contact\n\
+                Hôte [2001:db8::1] : http://[2001:db8::1]:8080/status\n";
+    assert_eq!(
+        values(text, Kind::Url),
+        ["https://www.azur-transit.fr/", "https://www.azur-transit.fr/contact", "http://[2001:db8::1]:8080/status"]
+    );
+    let mail = "From: Anna Koehler <anna.koehler@koehler-holding.de>\n\
+                Message-ID: <20260414071244.4821@koehler-holding.de>\n\
+                In-Reply-To: <20260413.99@azur-transit.fr>\n\
+                References: <20260413.99@azur-transit.fr> <a.b@azur-transit.fr>\n\
+                message-id: <x.1@example.org>\n\
+                Écrire à contact@azur-transit.fr pour le message-id: 12.";
+    assert_eq!(values(mail, Kind::Email), ["anna.koehler@koehler-holding.de", "contact@azur-transit.fr"]);
 }
