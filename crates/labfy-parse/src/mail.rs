@@ -4,9 +4,14 @@
 
 use std::io::Cursor;
 
-use mail_parser::{Address, MessageParser, MimeHeaders};
+use mail_parser::{Address, HeaderName, MessageParser, MimeHeaders};
 
 use crate::{Child, Format, MAX_CHILDREN, Parsed};
+
+/// Most `Received:` headers of one message kept in its text.
+pub const MAX_RECEIVED: usize = 32;
+/// Longest `Received:` header kept, characters.
+pub const MAX_RECEIVED_CHARS: usize = 500;
 
 fn addresses(a: Option<&Address<'_>>) -> Option<String> {
     let list: Vec<String> = a?
@@ -43,6 +48,24 @@ pub(crate) fn message(bytes: &[u8]) -> Parsed {
             text.push_str(&format!("{}: {v}\n", header_label(name)));
             p.metadata.insert(name.to_owned(), v);
         }
+    }
+    // The `Received:` chain, newest hop first as written: where the
+    // message came from (a sender's address an analyst pivots on; the walk
+    // lost it). Each header unfolded onto one line, bounded.
+    let mut hops = 0usize;
+    for h in m.headers().iter().filter(|h| h.name == HeaderName::Received) {
+        if hops == MAX_RECEIVED {
+            p.notes.push(format!("only the first {MAX_RECEIVED} Received headers were kept"));
+            break;
+        }
+        let Some(raw) = bytes.get(h.offset_start as usize..h.offset_end as usize) else { continue };
+        let unfolded = String::from_utf8_lossy(raw).split_whitespace().collect::<Vec<_>>().join(" ");
+        let line: String = unfolded.chars().take(MAX_RECEIVED_CHARS).collect();
+        text.push_str(&format!("Received: {line}\n"));
+        hops += 1;
+    }
+    if hops > 0 {
+        p.metadata.insert("received".to_owned(), hops.to_string());
     }
     p.title = m.subject().map(str::to_owned);
     // The plain body where there is one; mail-parser renders an HTML-only
@@ -165,5 +188,33 @@ FR76 3000 6000 0112 3456 7890 189\r\n\
         assert_eq!(p.metadata["messages"], "3");
         assert!(p.text.contains("2. message 1"), "{}", p.text);
         assert!(String::from_utf8_lossy(&p.children[2].bytes).contains("body 2"));
+    }
+
+    /// The walk: the `.eml` reader kept From, To, Cc, Subject, Date and
+    /// Message-ID but dropped the `Received:` chain and the sender's IP
+    /// with it. Each hop is now a line of the text, unfolded.
+    #[test]
+    fn the_received_chain_is_kept_one_line_per_hop() {
+        let raw = "Received: from mx.azur-transit.fr (mx.azur-transit.fr [198.51.100.7])\r\n\
+                   \tby mail.example.org with ESMTPS; Tue, 14 Apr 2026 09:12:45 +0200\r\n\
+                   Received: from [192.168.1.20] (unknown [203.0.113.45])\r\n\
+                   \tby mx.azur-transit.fr with ESMTPSA; Tue, 14 Apr 2026 09:12:44 +0200\r\n\
+                   From: Anna Koehler <anna.koehler@koehler-holding.de>\r\nTo: contact@azur-transit.fr\r\n\
+                   Subject: Devis\r\nMessage-ID: <20260414071244.4821@koehler-holding.de>\r\n\r\nBonjour.\r\n";
+        let p = message(raw.as_bytes());
+        let lines: Vec<&str> = p.text.lines().filter(|l| l.starts_with("Received: ")).collect();
+        assert_eq!(
+            lines,
+            [
+                "Received: from mx.azur-transit.fr (mx.azur-transit.fr [198.51.100.7]) by mail.example.org with \
+                 ESMTPS; Tue, 14 Apr 2026 09:12:45 +0200",
+                "Received: from [192.168.1.20] (unknown [203.0.113.45]) by mx.azur-transit.fr with ESMTPSA; Tue, 14 \
+                 Apr 2026 09:12:44 +0200",
+            ],
+            "{}",
+            p.text
+        );
+        assert_eq!(p.metadata["received"], "2");
+        assert!(p.text.contains("From: Anna Koehler <anna.koehler@koehler-holding.de>"), "{}", p.text);
     }
 }
