@@ -161,9 +161,7 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
 /// list is refused by the governor; the admission log shows the run.
 #[test]
 fn sandbox_exec_runs_in_the_governors_sandbox() {
-    if !std::path::Path::new("/usr/bin/python3").exists() {
-        assert!(std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(), "LABFY_REQUIRE_SANDBOX set, but no python3");
-        eprintln!("skipped: no /usr/bin/python3");
+    if !labfy_testkit::present(std::path::Path::new("/usr/bin/python3").exists(), "SANDBOX", "no /usr/bin/python3") {
         return;
     }
     let dir = TempDir::new().unwrap();
@@ -238,9 +236,7 @@ fn sandbox_exec_runs_in_the_governors_sandbox() {
 /// on the investigation's evidence.
 #[test]
 fn the_optional_catalog_runs_an_approved_capability_in_the_governors_sandbox() {
-    if !std::path::Path::new("/usr/bin/python3").exists() {
-        assert!(std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(), "LABFY_REQUIRE_SANDBOX set, but no python3");
-        eprintln!("skipped: no /usr/bin/python3");
+    if !labfy_testkit::present(std::path::Path::new("/usr/bin/python3").exists(), "SANDBOX", "no /usr/bin/python3") {
         return;
     }
     let dir = TempDir::new().unwrap();

@@ -123,8 +123,11 @@ fn the_units_exposure_stays_low() {
 /// otherwise.
 #[test]
 fn the_units_setting_reproduced_by_hand_runs_the_appliance_in_its_delegated_cgroup() {
-    if !support::is_root() {
-        eprintln!("skipped: switching to the service user and delegating a cgroup need root");
+    if !labfy_testkit::present(
+        support::is_root(),
+        "ROOT",
+        "switching to the service user and delegating a cgroup need root",
+    ) {
         return;
     }
     let dir = tempfile::TempDir::new().unwrap();

@@ -192,8 +192,7 @@ fn a_real_workspace_is_served_isolated_and_refused_by_a_server_that_is_not() {
 /// switch user; skipped with a message otherwise (the test above still runs).
 #[test]
 fn an_ordinary_user_gets_the_same_isolation() {
-    if !is_root() {
-        eprintln!("skipped: switching to another uid needs root");
+    if !labfy_testkit::present(is_root(), "ROOT", "switching to another uid needs root") {
         return;
     }
     let dir = TempDir::new().unwrap();
@@ -266,8 +265,7 @@ fn an_ordinary_user_gets_the_same_isolation() {
 /// answer. Needs root for `nsenter`; skipped with a message otherwise.
 #[test]
 fn only_egress_has_the_hosts_network() {
-    if !is_root() {
-        eprintln!("skipped: entering the processes' namespaces needs root");
+    if !labfy_testkit::present(is_root(), "ROOT", "entering the processes' namespaces needs root") {
         return;
     }
     let dir = TempDir::new().unwrap();

@@ -311,8 +311,7 @@ fn curl(args: &[&str]) -> String {
 #[tokio::test]
 async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stopped() {
     let Some((program, gguf, sha)) = model_fixture() else { return };
-    if !nix_root() {
-        eprintln!("skipped: confinement needs root");
+    if !labfy_testkit::present(nix_root(), "ROOT", "confinement needs root") {
         return;
     }
     let d = Daemon::start(&["--llama-server", &program, "--model-ctx", "2048", "--model-threads", "2"]).await;
@@ -495,8 +494,7 @@ async fn the_real_llama_server_is_checked_admitted_confined_restarted_and_stoppe
 #[tokio::test]
 async fn a_model_killed_for_memory_is_reported_and_not_restarted() {
     let Some((_, gguf, sha)) = model_fixture() else { return };
-    if !nix_root() {
-        eprintln!("skipped: confinement needs root");
+    if !labfy_testkit::present(nix_root(), "ROOT", "confinement needs root") {
         return;
     }
     // A stand-in "llama-server" that allocates far past the cgroup's ceiling
@@ -570,16 +568,9 @@ async fn sandbox_run(d: &Daemon, script: &str, timeout_ms: u64) -> SandboxReport
 }
 
 fn python_daemon_args() -> Option<Vec<&'static str>> {
-    if !nix_root() {
-        eprintln!("skipped: confinement needs root");
-        return None;
-    }
-    if !Path::new("/usr/bin/python3").exists() {
-        assert!(
-            std::env::var_os("LABFY_REQUIRE_SANDBOX").is_none(),
-            "LABFY_REQUIRE_SANDBOX set, but no /usr/bin/python3"
-        );
-        eprintln!("skipped: no /usr/bin/python3");
+    if !labfy_testkit::present(nix_root(), "ROOT", "confinement needs root")
+        || !labfy_testkit::present(Path::new("/usr/bin/python3").exists(), "SANDBOX", "no /usr/bin/python3")
+    {
         return None;
     }
     Some(vec!["--sandbox-program", "python3=/usr/bin/python3 -I -B {script}"])

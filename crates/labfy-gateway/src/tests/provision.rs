@@ -175,8 +175,7 @@ fn the_optional_catalog_is_off_by_default_and_pinned_when_on() {
 
 #[test]
 fn install_integrate_and_run_each_wait_for_a_human_and_the_run_is_checked_at_execution() {
-    if !has_python() {
-        eprintln!("skipped: no python3");
+    if !labfy_testkit::present(has_python(), "SANDBOX", "no python3") {
         return;
     }
     let installed = TempDir::new().unwrap();
@@ -284,8 +283,7 @@ fn install_integrate_and_run_each_wait_for_a_human_and_the_run_is_checked_at_exe
 
 #[test]
 fn a_change_is_tested_in_the_sandbox_tried_after_c1_and_promoted_after_c2() {
-    if !has_python() {
-        eprintln!("skipped: no python3");
+    if !labfy_testkit::present(has_python(), "SANDBOX", "no python3") {
         return;
     }
     let (fx, _host) = optional(None);
@@ -388,8 +386,7 @@ fn a_change_is_tested_in_the_sandbox_tried_after_c1_and_promoted_after_c2() {
 
 #[test]
 fn the_demo_agent_pauses_at_a_then_b_then_runs_the_capability_in_one_turn() {
-    if !has_python() {
-        eprintln!("skipped: no python3");
+    if !labfy_testkit::present(has_python(), "SANDBOX", "no python3") {
         return;
     }
     let (fx, _host) = optional(None);
@@ -435,8 +432,7 @@ fn the_demo_agent_pauses_at_a_then_b_then_runs_the_capability_in_one_turn() {
 /// human — and never reaches the sandbox.
 #[test]
 fn a_capability_above_the_tools_risk_level_is_refused_not_run_below_it() {
-    if !has_python() {
-        eprintln!("skipped: no python3");
+    if !labfy_testkit::present(has_python(), "SANDBOX", "no python3") {
         return;
     }
     for level in [RiskLevel::Medium, RiskLevel::High] {
