@@ -266,31 +266,40 @@ pub(crate) fn end_job(
     Ok(())
 }
 
+/// The jobs of `kind` (`import`, `export`) that `actor` started and that are
+/// still `RUNNING`, oldest first, each with its workspace: at the workspace
+/// server's start, those its previous run left (SPEC K3, K4).
+pub(crate) fn running_jobs_of(conn: &Connection, kind: &str, actor: &str) -> Result<Vec<(Uuid, ObjectRef)>> {
+    let ids: Vec<String> = conn
+        .prepare(
+            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND j.status = 'RUNNING' AND EXISTS (
+                 SELECT 1 FROM audit_log a WHERE a.action = ?1 || '.start' AND a.actor = ?2
+                 AND a.object_ref = 'job:' || j.id)
+             ORDER BY j.created_at",
+        )?
+        .query_map(params![kind, actor], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    ids.into_iter()
+        .map(|id| {
+            let job = ObjectRef::new(
+                RefKind::Job,
+                Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
+            );
+            Ok((Reads { conn }.workspace_of(&job)?, job))
+        })
+        .collect()
+}
+
 /// Ends every export job `actor` started that is still `RUNNING` — the
 /// workspace server's, at its start: an export runs inside the server, so
 /// one left running died with it (SPEC K3, K4). Each ends `FAILED` with
 /// `why`, audited like any end.
 pub(crate) fn settle_interrupted_exports(conn: &mut Connection, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
-    let jobs: Vec<String> = conn
-        .prepare(
-            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND j.status = 'RUNNING' AND EXISTS (
-                 SELECT 1 FROM audit_log a WHERE a.action = 'export.start' AND a.actor = ?2
-                 AND a.object_ref = 'job:' || j.id)
-             ORDER BY j.created_at",
-        )?
-        .query_map(params![EXPORT_JOB, actor], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut settled = Vec::with_capacity(jobs.len());
-    for id in jobs {
-        let job = ObjectRef::new(
-            RefKind::Job,
-            Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
-        );
-        let ws = Reads { conn }.workspace_of(&job)?;
-        end_job(conn, ws, &job, Err(why), "labfy-server")?;
-        settled.push(job);
+    let jobs = running_jobs_of(conn, EXPORT_JOB, actor)?;
+    for (ws, job) in &jobs {
+        end_job(conn, *ws, job, Err(why), "labfy-server")?;
     }
-    Ok(settled)
+    Ok(jobs.into_iter().map(|(_, job)| job).collect())
 }
 
 /// Ends as `FAILED` the import and export jobs of workspace `ws` left

@@ -404,26 +404,11 @@ pub(crate) fn finish(
 /// recorded kept, audited like any end. Another actor's jobs (`labfy
 /// import`, a process that may still be running) are left alone.
 pub(crate) fn settle_interrupted(conn: &mut Connection, actor: &str, why: &str) -> Result<Vec<ObjectRef>> {
-    let jobs: Vec<String> = conn
-        .prepare(
-            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND j.status = 'RUNNING' AND EXISTS (
-                 SELECT 1 FROM audit_log a WHERE a.action = 'import.start' AND a.actor = ?2
-                 AND a.object_ref = 'job:' || j.id)
-             ORDER BY j.created_at",
-        )?
-        .query_map(params![IMPORT_JOB, actor], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    let mut settled = Vec::with_capacity(jobs.len());
-    for id in jobs {
-        let job = ObjectRef::new(
-            RefKind::Job,
-            Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
-        );
-        let ws = Reads { conn }.workspace_of(&job)?;
-        finish(conn, ws, &job, Some(why), "labfy-server")?;
-        settled.push(job);
+    let jobs = crate::cases::running_jobs_of(conn, IMPORT_JOB, actor)?;
+    for (ws, job) in &jobs {
+        finish(conn, *ws, job, Some(why), "labfy-server")?;
     }
-    Ok(settled)
+    Ok(jobs.into_iter().map(|(_, job)| job).collect())
 }
 
 impl Reads<'_> {
