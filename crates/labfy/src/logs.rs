@@ -5,9 +5,10 @@
 //! lines (one per process state change), the children's plain lines (a
 //! grant waiting for confirmation, printed by egress), and a summary of the
 //! library warnings each child logged (how many, and the last reason): when
-//! they start (within a [`SUMMARY_PERIOD`]), farther and farther apart
-//! while they go on (up to [`MAX_SUMMARY_GAP`] periods), and when they stop. The library lines themselves
-//! (arti's, hyper's, ours through `tracing`) are in the log file only, whole.
+//! they start (within a [`SUMMARY_PERIOD`]), farther and farther apart while
+//! they go on (up to [`MAX_SUMMARY_GAP`] periods), and when they stop. The
+//! library lines themselves (arti's, hyper's, ours through `tracing`) are in
+//! the log file only, whole.
 //! Each child writes a record as one line (`labfy_core::one_line`: a
 //! message's line breaks become ` ⏎ `): a continuation line would be read
 //! here as a plain line meant for the operator.
