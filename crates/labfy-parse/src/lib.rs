@@ -4,9 +4,12 @@ mod detect;
 #[doc(hidden)]
 pub mod fixtures;
 mod mail;
+mod ocr;
 mod office;
+pub mod pdf;
 pub mod run;
 mod text;
+pub mod tool;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -14,8 +17,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the parser set, recorded with each import: a document parsed
-/// by an older set can be told apart.
-pub const VERSION: u32 = 1;
+/// by an older set can be told apart. 2: PDFs read by poppler, OCR.
+pub const VERSION: u32 = 2;
 /// Name recorded as the parser in provenance.
 pub const PRODUCER: &str = "labfy-parse";
 /// Most text kept from one document, in bytes; the rest is cut at a
@@ -237,7 +240,7 @@ pub fn parse(bytes: &[u8], name: &str) -> Parsed {
 /// standard orders them (SPEC C2, C3). An unknown label is ignored.
 pub fn parse_declared(bytes: &[u8], name: &str, charset: Option<&str>) -> Parsed {
     let transport = charset.and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
-    let mut p = match detect::format(bytes, name) {
+    let p = match detect::format(bytes, name) {
         Format::Text => text::plain(bytes, transport),
         Format::Html => text::html(bytes, transport),
         Format::Pdf => pdf(bytes),
@@ -246,6 +249,13 @@ pub fn parse_declared(bytes: &[u8], name: &str, charset: Option<&str>) -> Parsed
         Format::Office => office::document(bytes, name),
         Format::Binary => Parsed::binary(&detect::binary_mime(bytes)),
     };
+    finish(p)
+}
+
+/// Bounds and cleans what a parser read: the text cut at
+/// [`MAX_TEXT_BYTES`], title, metadata, children's names and notes without
+/// control characters and within their bounds.
+fn finish(mut p: Parsed) -> Parsed {
     p.bound_text();
     if let Some(t) = p.title.take() {
         let t = clean(&t, MAX_NAME_CHARS);

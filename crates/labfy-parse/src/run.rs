@@ -12,7 +12,7 @@
 //! then confines itself ([`labfy_sys::worker::confine_self`]) and speaks the
 //! same protocol ([`crate::worker::args`]).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -38,7 +38,7 @@ const JAILED_INPUT_FD: i32 = 3;
 /// failed allocation under `RLIMIT_AS` — SIGSEGV 11 for a jailed worker,
 /// which is PID 1 of its namespace: the kernel ignores its own SIGABRT, and
 /// `abort()` then faults).
-fn death(status: ExitStatus) -> String {
+pub(crate) fn death(status: ExitStatus) -> String {
     match status.signal() {
         Some(31) => "the parser made a forbidden system call and was stopped".into(),
         Some(9) => "the parser ran out of time or memory and was stopped".into(),
@@ -52,7 +52,7 @@ fn death(status: ExitStatus) -> String {
 
 /// How a worker is started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Start {
+pub(crate) enum Start {
     /// A plain child, in the caller's own jail.
     Child,
     /// A child in a jail of its own.
@@ -66,29 +66,30 @@ enum Worker {
 }
 
 impl Worker {
-    /// Starts a worker from `program` on `input`; returns it and the read
-    /// end of its reply.
+    /// Starts a child from `program` on `input`, with the arguments
+    /// `child_args` makes from its input and output descriptors; returns it,
+    /// the read end of its output and the read end of its standard error.
     fn start(
         how: Start,
         program: &Path,
         input: File,
-        input_len: u64,
-        name: &str,
-        charset: Option<&str>,
-    ) -> Result<(Self, File), String> {
+        child_args: &dyn Fn(i32, i32) -> Vec<String>,
+    ) -> Result<(Self, File, File), String> {
         match how {
             Start::Child => {
                 let mut child = Command::new(program)
-                    .args(args(0, 1, input_len, name, charset))
+                    .args(child_args(0, 1))
                     .env_clear()
                     .stdin(Stdio::from(input))
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
+                    .stderr(Stdio::piped())
                     .spawn()
                     .map_err(|e| format!("the parser could not start: {e}"))?;
-                match child.stdout.take() {
-                    Some(out) => Ok((Self::Child(child), File::from(OwnedFd::from(out)))),
-                    None => {
+                match (child.stdout.take(), child.stderr.take()) {
+                    (Some(out), Some(err)) => {
+                        Ok((Self::Child(child), File::from(OwnedFd::from(out)), File::from(OwnedFd::from(err))))
+                    }
+                    _ => {
                         let _ = child.kill();
                         let _ = child.wait();
                         Err("the parser's output was not connected".into())
@@ -97,20 +98,17 @@ impl Worker {
             }
             Start::OwnJail => {
                 let (reply, reply_end) = labfy_sys::pipe().map_err(|e| format!("the parser could not start: {e}"))?;
-                let null = OpenOptions::new()
-                    .write(true)
-                    .open("/dev/null")
-                    .map_err(|e| format!("the parser could not start: /dev/null: {e}"))?;
+                let (err, err_end) = labfy_sys::pipe().map_err(|e| format!("the parser could not start: {e}"))?;
                 let mut jail =
                     labfy_sys::worker::jail(program).map_err(|e| format!("the parser could not be confined: {e}"))?;
-                jail.args(args(JAILED_INPUT_FD, 1, input_len, name, charset))
+                jail.args(child_args(JAILED_INPUT_FD, 1))
                     .pass_fd(input.as_raw_fd(), JAILED_INPUT_FD)
-                    .streams(reply_end.as_raw_fd(), null.as_raw_fd());
+                    .streams(reply_end.as_raw_fd(), err_end.as_raw_fd());
                 // The child holds its own copies from here: ours close, so
-                // the reply's end comes when the worker's does.
+                // the output's end comes when the child's does.
                 let (child, _) = jail.spawn().map_err(|e| format!("the parser could not be confined: {e}"))?;
-                drop((reply_end, null, input));
-                Ok((Self::Jailed(child), reply))
+                drop((reply_end, err_end, input));
+                Ok((Self::Jailed(child), reply, err))
             }
         }
     }
@@ -178,26 +176,38 @@ pub fn parse_jailed(
     parse(Start::OwnJail, program, input, input_len, name, charset, wall)
 }
 
-fn parse(
+/// What a child left: its output (at most the bound asked for, and
+/// whether it wrote more), the first of its error output, how it ended.
+pub(crate) struct Exchange {
+    pub(crate) out: Vec<u8>,
+    pub(crate) over: bool,
+    pub(crate) err: String,
+    pub(crate) status: ExitStatus,
+}
+
+/// Most of a child's error output kept (the first line says why a tool
+/// failed: « Incorrect password »).
+const MAX_ERR_BYTES: u64 = 4096;
+
+/// Runs one child on `input` until it ends or `deadline` passes (then it is
+/// killed: `Err`), reading at most `max_out` bytes of its output (the rest
+/// is read and dropped, so the child is not left blocked).
+pub(crate) fn exchange(
     how: Start,
     program: &Path,
     input: File,
-    input_len: u64,
-    name: &str,
-    charset: Option<&str>,
-    wall: Duration,
-) -> Parsed {
-    let (mut child, mut out) = match Worker::start(how, program, input, input_len, name, charset) {
-        Ok(started) => started,
-        Err(why) => return Parsed::unread(UNREAD_MIME, &why),
-    };
-    // The watchdog owns the worker: it kills it at the deadline (the reader
+    child_args: &dyn Fn(i32, i32) -> Vec<String>,
+    deadline: Instant,
+    max_out: u64,
+) -> Result<Exchange, String> {
+    let wall = deadline.saturating_duration_since(Instant::now());
+    let (mut child, mut out, mut err) = Worker::start(how, program, input, child_args)?;
+    // The watchdog owns the child: it kills it at the deadline (the reader
     // below then sees the end of its output), and reaps it.
-    let deadline = Instant::now() + wall;
     let (done, stop) = mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         let timed_out = stop.recv_timeout(wall).is_err();
-        // The output is closed: give the worker until the deadline to exit.
+        // The output is closed: give the child until the deadline to exit.
         while !timed_out && Instant::now() < deadline {
             match child.try_wait() {
                 Ok(Some(status)) => return (false, Ok(status)),
@@ -207,29 +217,78 @@ fn parse(
         }
         (true, child.kill())
     });
-    let max_reply = MAX_TEXT_BYTES as u64 + input_len.saturating_mul(2) + (1 << 20);
-    let mut reply = Vec::new();
-    let read = (&mut out).take(max_reply + 1).read_to_end(&mut reply);
+    let errors = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut err).take(MAX_ERR_BYTES).read_to_end(&mut kept);
+        let _ = io::copy(&mut err, &mut io::sink());
+        String::from_utf8_lossy(&kept).into_owned()
+    });
+    let mut bytes = Vec::new();
+    let read = (&mut out).take(max_out).read_to_end(&mut bytes);
+    let over = read.is_ok() && io::copy(&mut out, &mut io::sink()).is_ok_and(|n| n > 0);
     drop(out);
     let _ = done.send(());
     let Ok((timed_out, status)) = watchdog.join() else {
-        return Parsed::unread(UNREAD_MIME, "the parser's watchdog failed");
+        return Err("the parser's watchdog failed".into());
     };
+    let err = errors.join().unwrap_or_default();
     if timed_out {
-        return Parsed::unread(
-            UNREAD_MIME,
-            &format!("the parser took longer than {} s and was stopped", wall.as_secs()),
-        );
+        return Err(format!("the parser took longer than {} s and was stopped", wall.as_secs()));
     }
-    if read.is_err() || reply.len() as u64 > max_reply {
+    if read.is_err() {
+        return Err("the parser's output was unreadable".into());
+    }
+    let status = status.map_err(|e| format!("the parser could not be waited for: {e}"))?;
+    Ok(Exchange { out: bytes, over, err, status })
+}
+
+fn parse(
+    how: Start,
+    program: &Path,
+    input: File,
+    input_len: u64,
+    name: &str,
+    charset: Option<&str>,
+    wall: Duration,
+) -> Parsed {
+    let deadline = Instant::now() + wall;
+    if crate::pdf::is_pdf(&input) && crate::pdf::tools_installed() {
+        return crate::pdf::read(how, program, input, input_len, deadline);
+    }
+    let again = input.try_clone().ok();
+    let mut p = worker(how, program, input, input_len, name, charset, deadline);
+    if p.format == crate::Format::Pdf {
+        p.notes.push(crate::pdf::NO_POPPLER.into());
+    }
+    match (crate::ocr::wanted(&p), again) {
+        (Some(tool), Some(again)) => crate::ocr::image(how, program, &again, p, tool, deadline),
+        _ => p,
+    }
+}
+
+/// The document read by the parser worker ([`crate::worker`]).
+pub(crate) fn worker(
+    how: Start,
+    program: &Path,
+    input: File,
+    input_len: u64,
+    name: &str,
+    charset: Option<&str>,
+    deadline: Instant,
+) -> Parsed {
+    let max_reply = MAX_TEXT_BYTES as u64 + input_len.saturating_mul(2) + (1 << 20);
+    let child_args = |i, o| args(i, o, input_len, name, charset);
+    let x = match exchange(how, program, input, &child_args, deadline, max_reply) {
+        Ok(x) => x,
+        Err(why) => return Parsed::unread(UNREAD_MIME, &why),
+    };
+    if x.over {
         return Parsed::unread(UNREAD_MIME, "the parser's reply was unreadable or too large");
     }
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => return Parsed::unread(UNREAD_MIME, &death(s)),
-        Err(e) => return Parsed::unread(UNREAD_MIME, &format!("the parser could not be waited for: {e}")),
+    if !x.status.success() {
+        return Parsed::unread(UNREAD_MIME, &death(x.status));
     }
-    match Reply::check(&reply, input_len as usize) {
+    match Reply::check(&x.out, input_len as usize) {
         Ok(Reply::Parsed(p)) => p,
         Ok(Reply::Refused(why)) => Parsed::unread(UNREAD_MIME, &why),
         Err(e) => Parsed::unread(UNREAD_MIME, &e.to_string()),

@@ -148,6 +148,19 @@ impl Rules {
         }
     }
 
+    /// Rules for `abi` that grant nothing: no path readable until
+    /// [`Rules::readable`] or [`Rules::executable`] names it (a document
+    /// tool, which reads its input on a descriptor, not by path).
+    pub fn nothing(abi: u32) -> Self {
+        Self { abi, paths: Vec::new(), fds: Vec::new(), bind_ports: Vec::new(), allow_tcp_connect: false }
+    }
+
+    /// `path` and everything below it readable, nothing written or run.
+    pub fn readable(&mut self, path: &Path) -> Result<&mut Self, SpawnError> {
+        let rights = if path.is_dir() { READ } else { fs::READ_FILE };
+        self.push(path, rights)
+    }
+
     fn count(&self) -> usize {
         self.paths.len() + self.fds.len() + self.bind_ports.len()
     }
@@ -249,6 +262,7 @@ impl Rules {
 
     /// Creates, fills and enforces the ruleset on the calling (child)
     /// process. Async-signal-safe: system calls on memory prepared before.
+    /// Stacks on a domain the process is in already: rights only shrink.
     pub(crate) fn enforce(&self) -> io::Result<()> {
         let mut net = 0;
         if self.abi >= 4 {

@@ -165,6 +165,11 @@ fn plain_calls() -> Vec<libc::c_long> {
         libc::SYS_copy_file_range,
         libc::SYS_sendfile,
         libc::SYS_execve,
+        // Landlock can only take rights away: a document tool the server
+        // starts restricts itself further (`worker::confine_tool`).
+        libc::SYS_landlock_create_ruleset,
+        libc::SYS_landlock_add_rule,
+        libc::SYS_landlock_restrict_self,
         // Sockets already opened, or AF_UNIX ones (see `socket` below).
         libc::SYS_connect,
         libc::SYS_accept,

@@ -138,6 +138,144 @@ pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
     Ok(())
 }
 
+/// System calls a document tool is killed for: it reads one document on
+/// its standard input and writes text or an image on its standard output,
+/// so it has no use for a socket, another process's memory or signals, a
+/// namespace, a mount, a key ring, BPF, performance counters or io_uring.
+fn tool_forbidden_calls() -> Vec<libc::c_long> {
+    let mut calls = vec![
+        libc::SYS_socket,
+        libc::SYS_socketpair,
+        libc::SYS_connect,
+        libc::SYS_bind,
+        libc::SYS_listen,
+        libc::SYS_accept,
+        libc::SYS_accept4,
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_kill,
+        libc::SYS_tkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+        libc::SYS_pidfd_open,
+        libc::SYS_pidfd_send_signal,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_personality,
+        libc::SYS_setuid,
+        libc::SYS_setgid,
+        libc::SYS_setreuid,
+        libc::SYS_setregid,
+        libc::SYS_setresuid,
+        libc::SYS_setresgid,
+        libc::SYS_setgroups,
+        libc::SYS_landlock_create_ruleset,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([libc::SYS_fork, libc::SYS_vfork]);
+    calls
+}
+
+fn tool_filter() -> Result<BpfProgram, SpawnError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = tool_forbidden_calls().into_iter().map(|c| (c, vec![])).collect();
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SpawnError::prepare(format!("no seccomp filter for {}", std::env::consts::ARCH)))?;
+    let filter = seccompiler::SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::KillProcess, arch)
+        .map_err(|e| SpawnError::prepare(format!("seccomp filter: {e}")))?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| SpawnError::prepare(format!("seccomp filter: {e}")))
+}
+
+/// What a document tool was confined with, for the import report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolConfinement {
+    /// The Landlock ABI enforced, `None` where the kernel has none.
+    pub landlock_abi: Option<u32>,
+}
+
+/// Confines the calling process for good before it becomes a document tool
+/// (`pdftotext`, `pdftoppm`, `tesseract`: a Debian program, reached by
+/// `execve` right after): the same limits as a worker (memory, CPU, no file
+/// written, no core dump) but a few more descriptors, no new privileges,
+/// Landlock on top of whatever domain the caller is in — `readable` (the
+/// system's programs, libraries and data) may be read, `/usr` run, nothing
+/// anywhere written, created or removed — and a seccomp filter that kills
+/// the process on a socket, a signal to another process, a namespace, a
+/// mount or a change of identity ([`tool_forbidden_calls`]). Within the
+/// jail its caller is in (the server's, or [`jail`]'s: no network, a minimal
+/// root). Paths in `readable` that do not exist are skipped. Call it
+/// single-threaded, with the tool's input and output on descriptors 0
+/// and 1 already.
+pub fn confine_tool(limits: WorkerLimits, readable: &[&Path]) -> Result<ToolConfinement, SpawnError> {
+    let step = |what: &str, e: io::Error| SpawnError::prepare(format!("tool confinement, {what}: {e}"));
+    let program: Vec<libc::sock_filter> =
+        tool_filter()?.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
+    let landlock = match crate::landlock::abi() {
+        Some(abi) => {
+            let mut rules = crate::landlock::Rules::nothing(abi);
+            for path in readable.iter().filter(|p| p.exists()) {
+                rules.readable(path)?;
+            }
+            rules.executable(Path::new("/usr"))?;
+            Some(rules)
+        }
+        None => None,
+    };
+    set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
+    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
+    set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| step("RLIMIT_FSIZE", e))?;
+    set_limit(libc::RLIMIT_CORE, 0).map_err(|e| step("RLIMIT_CORE", e))?;
+    set_limit(libc::RLIMIT_NOFILE, 64).map_err(|e| step("RLIMIT_NOFILE", e))?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1
+        // SAFETY: prctl with integer arguments only.
+        && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
+    {
+        return Err(step("no_new_privs", io::Error::last_os_error()));
+    }
+    if let Some(rules) = &landlock {
+        rules.enforce().map_err(|e| step("Landlock", e))?;
+    }
+    crate::raw::install_seccomp(&program).map_err(|e| step("seccomp", e))?;
+    Ok(ToolConfinement { landlock_abi: landlock.map(|r| r.abi()) })
+}
+
+/// Puts `input` on descriptor 0 and `output` on descriptor 1 of this
+/// process, open across `execve` (a document tool about to become its
+/// program).
+pub fn onto_stdio(input: &File, output: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    for (file, target) in [(input, 0), (output, 1)] {
+        let fd = file.as_raw_fd();
+        if fd == target {
+            // SAFETY: F_SETFD on an open descriptor of ours: it stays open
+            // across the exec.
+            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        // SAFETY: dup2 between two descriptors of ours; the copy has no
+        // close-on-exec flag.
+        } else if unsafe { libc::dup2(fd, target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// The uid a worker runs as when its caller is root (`nobody`, as the
 /// governor's sandbox runs); under any other caller it keeps the caller's
 /// ids in a user namespace of its own.

@@ -1,0 +1,370 @@
+//! PDF text, every word of it (SPEC A1): poppler's `pdfinfo` and
+//! `pdftotext -raw` in confined children ([`crate::tool`]), pages with no
+//! text layer read by OCR, and notes that say what was and was not read.
+//!
+//! Why poppler, in raw mode: on the corpus of `tests/fixtures/pdf-corpus`
+//! (one source text made into PDFs by ghostscript, groff, pdfTeX,
+//! Chromium and LibreOffice) `pdftotext -raw` keeps every word of every
+//! producer once line-end hyphens are joined ([`dehyphenate`]); its default
+//! mode reorders pdfTeX's columns and joins « ci-dessous » into
+//! « cidessous »; the built-in `pdf-extract` — still the fallback where
+//! poppler is not installed — loses most of a ghostscript PDF's text
+//! (figures in `docs/PERFORMANCE.md`).
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::run::{Start, death, exchange};
+use crate::tool::{self, Tool};
+use crate::{Format, MAX_TEXT_BYTES, Parsed};
+
+/// The note on a PDF read without poppler.
+pub(crate) const NO_POPPLER: &str =
+    "poppler-utils is not installed: the text was read by the built-in PDF reader, which can miss words";
+/// Most pages of one PDF read by OCR (each takes seconds of CPU).
+pub const MAX_OCR_PAGES: usize = 12;
+/// Most bytes of one page rendered for OCR.
+const MAX_PAGE_IMAGE_BYTES: u64 = 64 << 20;
+/// Most bytes of `pdfinfo`'s answer.
+const MAX_INFO_BYTES: u64 = 64 << 10;
+
+/// Whether the stored file is a PDF (its signature, as [`crate::detect`]
+/// tells formats apart).
+pub(crate) fn is_pdf(input: &File) -> bool {
+    let mut head = [0u8; 5];
+    input.read_exact_at(&mut head, 0).is_ok() && &head == b"%PDF-"
+}
+
+/// Whether `pdfinfo` and `pdftotext` are installed.
+pub(crate) fn tools_installed() -> bool {
+    Tool::PdfInfo.installed() && Tool::PdfText.installed()
+}
+
+/// `input` again from its first byte, for one more child.
+pub(crate) fn rewound(input: &File) -> Result<File, String> {
+    let mut f = input.try_clone().map_err(|e| format!("the document could not be read again: {e}"))?;
+    f.seek(SeekFrom::Start(0)).map_err(|e| format!("the document could not be read again: {e}"))?;
+    Ok(f)
+}
+
+/// What one tool answered on `input`, as text; or why not.
+pub(crate) fn run_tool(
+    how: Start,
+    program: &Path,
+    input: File,
+    tool: &Tool,
+    deadline: Instant,
+    max_out: u64,
+) -> Result<(Vec<u8>, bool), String> {
+    let x = exchange(how, program, input, &|i, o| tool::args(i, o, tool), deadline, max_out)?;
+    if !x.status.success() {
+        let said = x.err.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("Syntax Warning"));
+        return Err(match (x.status.code(), said) {
+            (Some(_), Some(line)) => format!("{}: {}", tool.program(), crate::clean(line, 200)),
+            _ => format!("{}: {}", tool.program(), death(x.status)),
+        });
+    }
+    Ok((x.out, x.over))
+}
+
+/// Reads a PDF with poppler (and Tesseract for its pages without text).
+/// Falls back to the built-in reader, with a note, where poppler cannot.
+pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, deadline: Instant) -> Parsed {
+    let mut p = Parsed::binary("application/pdf");
+    p.format = Format::Pdf;
+    let info = rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::PdfInfo, deadline, MAX_INFO_BYTES));
+    let info = match info {
+        Ok((out, _)) => out,
+        Err(why) if why.contains("Incorrect password") => {
+            p.metadata.insert("encrypted".into(), "yes (a password is needed to open it)".into());
+            p.notes.push("text not extracted: the PDF is encrypted and needs a password to be opened".into());
+            return crate::finish(p);
+        }
+        Err(why) => return fallback(how, program, input, input_len, deadline, &why),
+    };
+    metadata(&String::from_utf8_lossy(&info), &mut p);
+    let text =
+        rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::PdfText, deadline, MAX_TEXT_BYTES as u64 + 1));
+    let (text, over) = match text {
+        Ok(t) => t,
+        Err(why) => return fallback(how, program, input, input_len, deadline, &why),
+    };
+    let text = String::from_utf8_lossy(&text);
+    let mut pages: Vec<String> = text.split('\u{c}').map(|page| dehyphenate(&keep_printable(page))).collect();
+    // pdftotext ends every page with a form feed: the last piece is empty.
+    if pages.len() > 1 && pages.last().is_some_and(|l| l.trim().is_empty()) {
+        pages.pop();
+    }
+    if over {
+        p.notes.push(format!("text cut at {MAX_TEXT_BYTES} bytes"));
+    }
+    let declared: usize = p.metadata.get("pages").and_then(|n| n.parse().ok()).unwrap_or(pages.len());
+    ocr_pages(how, program, &input, &mut pages, &mut p, deadline);
+    if !over && pages.len() < declared {
+        p.notes.push(format!("{} of {declared} pages read", pages.len()));
+    }
+    p.metadata.insert("pages".into(), declared.to_string());
+    p.text = pages.join("\n\u{c}\n").trim().to_owned();
+    crate::finish(p)
+}
+
+/// The built-in reader (the parser worker's `pdf-extract`), noting why
+/// poppler was not used.
+fn fallback(how: Start, program: &Path, input: File, input_len: u64, deadline: Instant, why: &str) -> Parsed {
+    let mut p = match rewound(&input) {
+        Ok(f) => crate::run::worker(how, program, f, input_len, "document.pdf", None, deadline),
+        Err(e) => Parsed::unread("application/pdf", &e),
+    };
+    p.notes.push(crate::clean(
+        &format!("poppler could not read it ({why}): the built-in PDF reader was used, which can miss words"),
+        crate::MAX_METADATA_CHARS,
+    ));
+    p
+}
+
+/// Pages with no text layer read by OCR, in order, while the limits allow;
+/// notes say which pages were read by OCR and which were not read at all.
+fn ocr_pages(how: Start, program: &Path, input: &File, pages: &mut [String], p: &mut Parsed, deadline: Instant) {
+    let empty: Vec<usize> = (0..pages.len()).filter(|i| words(&pages[*i]) < 2).collect();
+    if empty.is_empty() {
+        return;
+    }
+    let Some(ocr) = tool::ocr() else {
+        p.notes.push(format!(
+            "{} no text layer and not read: OCR (tesseract-ocr, with French or English) is not installed",
+            page_list(&empty)
+        ));
+        return;
+    };
+    let mut read = Vec::new();
+    let mut why_not = None;
+    for &i in &empty {
+        if read.len() >= MAX_OCR_PAGES {
+            why_not = Some(format!("at most {MAX_OCR_PAGES} pages of a document are read by OCR"));
+            break;
+        }
+        if Instant::now() >= deadline {
+            why_not = Some("no time was left to read them".to_owned());
+            break;
+        }
+        let page = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let image = rewound(input)
+            .and_then(|f| run_tool(how, program, f, &Tool::PdfPage(page), deadline, MAX_PAGE_IMAGE_BYTES));
+        match image.and_then(|(img, over)| {
+            if over {
+                return Err("page image too large".into());
+            }
+            crate::ocr::text(how, program, img, &ocr, deadline)
+        }) {
+            Ok(text) => {
+                pages[i] = text;
+                read.push(i);
+            }
+            Err(why) => {
+                why_not.get_or_insert(why);
+            }
+        }
+    }
+    if !read.is_empty() {
+        let Tool::Ocr(langs) = &ocr else { return };
+        p.metadata.insert("ocr".into(), format!("tesseract ({langs})"));
+        p.metadata.insert("ocr_pages".into(), numbers(&read));
+        p.notes.push(format!(
+            "{} no text layer and read by OCR (tesseract, {langs}): OCR text can hold misread words",
+            page_list(&read)
+        ));
+    }
+    let left: Vec<usize> = empty.iter().copied().filter(|i| !read.contains(i)).collect();
+    if !left.is_empty() {
+        let why = why_not.unwrap_or_default();
+        p.notes.push(format!("{} no text layer and not read: {why}", page_list(&left)));
+    }
+}
+
+/// « page 3 has » / « pages 1–2, 5 have », 0-based indexes in.
+fn page_list(pages: &[usize]) -> String {
+    if pages.len() == 1 {
+        return format!("page {} has", pages[0] + 1);
+    }
+    format!("pages {} have", numbers(pages))
+}
+
+/// `1–3, 5` for 0-based indexes 0, 1, 2, 4.
+fn numbers(pages: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let mut j = i;
+        while j + 1 < pages.len() && pages[j + 1] == pages[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i { format!("{}", pages[i] + 1) } else { format!("{}–{}", pages[i] + 1, pages[j] + 1) });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// `pdfinfo`'s fields an analyst reads: title, author, subject, keywords,
+/// creator and producer programs, dates, pages, encryption, version.
+fn metadata(info: &str, p: &mut Parsed) {
+    for line in info.lines() {
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        let name = match key.trim() {
+            "Title" => {
+                p.title = Some(value.to_owned());
+                continue;
+            }
+            "Author" => "author",
+            "Subject" => "subject",
+            "Keywords" => "keywords",
+            "Creator" => "creator",
+            "Producer" => "producer",
+            "CreationDate" => "created",
+            "ModDate" => "modified",
+            "Pages" => "pages",
+            "Encrypted" if value != "no" => "encrypted",
+            "PDF version" => "pdf_version",
+            _ => continue,
+        };
+        p.metadata.insert(name.into(), value.to_owned());
+    }
+}
+
+/// Alphanumeric runs in `s`.
+pub(crate) fn words(s: &str) -> usize {
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).count()
+}
+
+/// `s` without control characters but line breaks and tabs (a tool's
+/// output is as untrusted as the file).
+pub(crate) fn keep_printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+}
+
+/// Joins words a typesetter cut at the end of a line (`Kowal-` / `czyk`),
+/// as a reader does: a line ending in a letter and a hyphen, followed by
+/// one starting with a lower-case letter. The hyphen goes (`Kowalczyk`)
+/// unless the document shows the pair hyphenated elsewhere
+/// (`ci-dessous`), or the cut word is an address, a domain or a number
+/// (`transports-lemaitre.fr`); it stays too where the document never shows
+/// the joined word but shows its first half, four letters or more, alone
+/// as a word (`quatre-vingt`).
+pub fn dehyphenate(page: &str) -> String {
+    let lines: Vec<&str> = page.split('\n').collect();
+    if !lines.iter().any(|l| l.trim_end().ends_with('-')) {
+        return page.to_owned();
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut compounds = std::collections::HashSet::new();
+    for line in &lines {
+        for token in line.split_whitespace() {
+            let token = token.trim_matches(|c: char| !c.is_alphanumeric() && c != '-');
+            if token.ends_with('-') {
+                continue;
+            }
+            let parts: Vec<&str> = token.split('-').collect();
+            if let [one] = parts.as_slice() {
+                seen.extend(one.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase));
+            }
+            for pair in parts.windows(2) {
+                compounds.insert(format!("{}-{}", pair[0].to_lowercase(), pair[1].to_lowercase()));
+            }
+        }
+    }
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    let mut current = lines[0].to_owned();
+    loop {
+        if let Some(next) = lines.get(i + 1).map(|n| n.trim_start()) {
+            if let Some((joined, rest)) = join_cut(&current, next, &seen, &compounds) {
+                current = joined;
+                i += 1;
+                if rest.is_empty() {
+                    // The next line was one word: the joined line goes on.
+                    continue;
+                }
+                out.push(std::mem::replace(&mut current, rest));
+                continue;
+            }
+        }
+        out.push(current);
+        i += 1;
+        match lines.get(i) {
+            Some(l) => current = (*l).to_owned(),
+            None => break,
+        }
+    }
+    out.join("\n")
+}
+
+/// `line` joined with the first word of `next` when `line` ends with a
+/// word cut by a hyphen ([`dehyphenate`]); the joined line and what is left
+/// of `next`.
+fn join_cut(
+    line: &str,
+    next: &str,
+    seen: &std::collections::HashSet<String>,
+    compounds: &std::collections::HashSet<String>,
+) -> Option<(String, String)> {
+    let head = line.trim_end().strip_suffix('-')?;
+    if !head.chars().last().is_some_and(char::is_alphabetic) || !next.chars().next().is_some_and(char::is_lowercase) {
+        return None;
+    }
+    let (first, rest) = next.split_once(char::is_whitespace).unwrap_or((next, ""));
+    let head_token = head.rsplit(char::is_whitespace).next().unwrap_or(head);
+    let mut head_word: Vec<char> = head_token.chars().rev().take_while(|c| c.is_alphanumeric()).collect();
+    head_word.reverse();
+    let head_word: String = head_word.into_iter().collect::<String>().to_lowercase();
+    let tail_word: String = first.chars().take_while(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
+    let address = head_token.chars().any(|c| matches!(c, '@' | '.' | '/' | ':') || c.is_ascii_digit());
+    let keep = address
+        || compounds.contains(&format!("{head_word}-{tail_word}"))
+        || (head_word.chars().count() >= 4
+            && !seen.contains(&format!("{head_word}{tail_word}"))
+            && seen.contains(&head_word));
+    let joined = if keep { format!("{head}-{first}") } else { format!("{head}{first}") };
+    Some((joined, rest.trim_start().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_typesetters_cut_is_joined_and_a_compound_keeps_its_hyphen() {
+        let page = "le compte de Mme Kowal-\nczyk, ouvert en\nPologne ; voir ci-dessous et ci-\ndessous encore\nj.lemaitre@transports-\nlemaitre.fr écrit à Jean-\nPierre";
+        let d = dehyphenate(page);
+        assert!(d.contains("Kowalczyk,"), "{d}");
+        assert_eq!(d.matches("ci-dessous").count(), 2, "{d}");
+        assert!(d.contains("j.lemaitre@transports-lemaitre.fr"), "{d}");
+        assert!(d.contains("Jean-\nPierre"), "an upper-case continuation is a name: {d}");
+        assert_eq!(words(&d), words(page) - 1, "one cut word joined, the others kept: {d}");
+    }
+
+    #[test]
+    fn the_first_half_seen_alone_keeps_the_hyphen() {
+        let d = dehyphenate("quatre chats et quatre-\nvingts chiens\nune sé-\nance");
+        assert!(d.contains("quatre-vingts\nchiens"), "{d}");
+        assert!(d.contains("séance"), "{d}");
+    }
+
+    #[test]
+    fn a_page_without_cuts_is_unchanged() {
+        let page = "a line\n\nanother - with a dash -\nNext";
+        assert_eq!(dehyphenate(page), page);
+    }
+
+    #[test]
+    fn page_lists_read_as_ranges() {
+        assert_eq!(numbers(&[0, 1, 2, 4]), "1–3, 5");
+        assert_eq!(page_list(&[2]), "page 3 has");
+        assert_eq!(page_list(&[0, 1]), "pages 1–2 have");
+    }
+}
