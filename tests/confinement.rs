@@ -275,3 +275,47 @@ fn nix_euid() -> u32 {
         libc::geteuid()
     }
 }
+
+/// A document tool taken over by a hostile PDF (SPEC A1: poppler and
+/// Tesseract run on imported files) reads no data, writes, truncates or
+/// removes nothing, opens no socket and signals no other process, once
+/// `confine_tool` has run: `labfy-confinement-probe --tool` tries each in a
+/// confined child; its control, unconfined, succeeds at each.
+#[test]
+fn a_confined_document_tool_reads_no_data_writes_nothing_and_opens_no_socket() {
+    let dir = TempDir::new().unwrap();
+    let probe = |mode: &str| {
+        std::fs::write(dir.path().join("secret"), "the analyst's notes").unwrap();
+        let _ = std::fs::remove_file(dir.path().join("written"));
+        let out = Command::new(PROBE).arg(mode).arg(dir.path()).output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(log.contains("PROBE-END") && !log.contains("PROBE-ERROR"), "{log}");
+        let answers: std::collections::BTreeMap<String, String> = log
+            .lines()
+            .filter_map(|l| l.strip_prefix("PROBE ")?.split_once(' '))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        (answers, log)
+    };
+    let (confined, log) = probe("--tool");
+    let sigsys = format!("killed {}", libc::SIGSYS);
+    let eacces = errno(libc::EACCES);
+    for (name, want) in [
+        ("tool_read_usr", "ok"),
+        ("tool_read_data", eacces.as_str()),
+        ("tool_write_data", eacces.as_str()),
+        ("tool_truncate_data", eacces.as_str()),
+        ("tool_unlink_data", eacces.as_str()),
+        ("tool_socket", sigsys.as_str()),
+        ("tool_signal_other", sigsys.as_str()),
+    ] {
+        assert_eq!(confined.get(name).map(String::as_str), Some(want), "{name}:\n{log}");
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("secret")).unwrap(), "the analyst's notes");
+    assert!(!dir.path().join("written").exists());
+    let (control, log) = probe("--tool-control");
+    for (name, answer) in &control {
+        assert_eq!(answer, "ok", "the control does {name}:\n{log}");
+    }
+    assert_eq!(control.len(), confined.len(), "{log}");
+}

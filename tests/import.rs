@@ -326,7 +326,10 @@ const DIVS: usize = 100_000;
 /// The worker under the confined workspace server (`labfy up`): the server
 /// starts `/proc/self/exe` as the parser, which stacks its compute-only
 /// filter on the server's and still reads an HTML page in its declared
-/// charset; the upload is a `multipart/form-data` request like the UI's.
+/// charset; poppler and Tesseract, started the same way as document tools,
+/// read every word of a ghostscript PDF and the words of a scanned page
+/// inside the server's jail (SPEC A1); the upload is a
+/// `multipart/form-data` request like the UI's.
 #[test]
 fn the_confined_server_parses_an_upload_in_its_worker() {
     let dir = TempDir::new().unwrap();
@@ -340,20 +343,34 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
         &cookie,
         &csrf,
         &format!("/api/v1/investigations/{inv}/imports"),
-        &serde_json::json!({"expected": 2}),
+        &serde_json::json!({"expected": 4}),
     );
     assert_eq!(status, 201, "{v}");
     let job = v["job"].as_str().unwrap().to_owned();
     let boundary = "labfy-b";
-    let body = format!(
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pdf-corpus");
+    let part = |name: &str, file: &str| {
+        let mut p = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dossier/{name}\"\r\n\r\n"
+        )
+        .into_bytes();
+        p.extend(fs::read(corpus.join(file)).unwrap());
+        p.extend(b"\r\n");
+        p
+    };
+    let text = format!(
         "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dossier/page.html\"\r\n\r\n\
          <html><head><meta charset=\"utf-8\"><title>Société Gamma</title></head><body><p>Écrire à contact@gamma.example</p></body></html>\r\n\
          --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dossier/note.txt\"\r\n\r\n\
-         Serveur 203.0.113.77\r\n--{boundary}--\r\n"
+         Serveur 203.0.113.77\r\n"
     );
+    let mut body = text.into_bytes();
+    body.extend(part("note.pdf", "ghostscript-enscript.pdf"));
+    body.extend(part("scan.png", "scan-page-1.png"));
+    body.extend(format!("--{boundary}--\r\n").into_bytes());
     let origin = format!("http://127.0.0.1:{port}");
     let ct = format!("multipart/form-data; boundary={boundary}");
-    let a = support::http(
+    let a = support::http_bytes(
         port,
         "POST",
         &format!("/api/v1/imports/{job}/files"),
@@ -371,4 +388,21 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
     assert_eq!(e["imports"][0]["format"], "html", "{e}");
     assert!(e["imports"][0]["notes"].as_array().unwrap().is_empty(), "{e}");
     assert!(e["entities"].as_array().unwrap().iter().any(|x| x["name"] == "contact@gamma.example"), "{e}");
+
+    for f in &v["files"].as_array().unwrap()[2..] {
+        assert_eq!(f["outcome"], "imported", "{v}");
+    }
+    let (_, pdf) =
+        support::get(port, &cookie, &format!("/api/v1/evidence/{}", v["files"][2]["evidence"].as_str().unwrap()));
+    assert!(pdf["imports"][0]["notes"].as_array().unwrap().is_empty(), "{pdf}");
+    assert!(pdf["char_len"].as_u64().unwrap() > 4500, "every word of the ghostscript PDF: {pdf}");
+    assert!(
+        pdf["entities"].as_array().unwrap().iter().any(|x| x["name"] == "j.lemaitre@transports-lemaitre.fr"),
+        "{pdf}"
+    );
+    let (_, scan) =
+        support::get(port, &cookie, &format!("/api/v1/evidence/{}", v["files"][3]["evidence"].as_str().unwrap()));
+    let notes = scan["imports"][0]["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("text read by OCR")), "{scan}");
+    assert!(scan["char_len"].as_u64().unwrap() > 3000, "OCR read the scanned page: {scan}");
 }

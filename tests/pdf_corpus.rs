@@ -9,6 +9,8 @@
 //! source: words recovered (a multiset of lower-cased words) and words in
 //! reading order (the longest common subsequence), printed with the
 //! built-in reader's figures (`pdf-extract`, the fallback) beside them.
+//! Two encrypted copies: one needs a password (kept, unread, said so), one
+//! has an owner's password only (read whole).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -70,7 +72,7 @@ fn every_producers_pdf_keeps_its_words_in_order_and_a_scan_is_read_by_ocr() {
     let folder = dir.path().join("dossier");
     fs::create_dir_all(&folder).unwrap();
     let born_digital = ["ghostscript-enscript", "ghostscript-groff", "pdftex", "chromium", "libreoffice"];
-    for name in born_digital.iter().chain(&["scan"]) {
+    for name in born_digital.iter().chain(&["scan", "encrypted-password", "encrypted-owner"]) {
         fs::copy(corpus().join(format!("{name}.pdf")), folder.join(format!("{name}.pdf"))).unwrap();
     }
     fs::copy(corpus().join("scan-page-1.png"), folder.join("scan-page-1.png")).unwrap();

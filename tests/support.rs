@@ -113,6 +113,17 @@ impl Answer {
 
 /// One request on a fresh connection (`Connection: close`).
 pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> std::io::Result<Answer> {
+    http_bytes(port, method, path, headers, body.as_bytes())
+}
+
+/// [`http`] with a body of any bytes (a file upload).
+pub fn http_bytes(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut req = format!(
@@ -124,7 +135,7 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes())?;
-    s.write_all(body.as_bytes())?;
+    s.write_all(body)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();

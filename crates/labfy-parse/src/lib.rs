@@ -228,6 +228,14 @@ fn clean(s: &str, max: usize) -> String {
     s.chars().take(max).map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_owned()
 }
 
+/// If this process was started as a parser worker or a document tool (by
+/// [`run`]), becomes it and never returns; otherwise returns. Call it
+/// first in the `main` of every program a parser is started from.
+pub fn run_if_child() {
+    worker::run_if_worker();
+    tool::run_if_tool();
+}
+
 /// Reads `bytes` (the file named `name`) as the document it is. Never
 /// fails: what cannot be read is binary evidence with a note saying why.
 pub fn parse(bytes: &[u8], name: &str) -> Parsed {

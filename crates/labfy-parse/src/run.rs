@@ -142,7 +142,7 @@ impl Worker {
 
 /// Parses `input` (a stored file of `input_len` bytes, named `name`, with
 /// the `charset` its transport declared, if any) in a worker started from
-/// `program` (a Labfy program that calls [`crate::worker::run_if_worker`]
+/// `program` (a Labfy program that calls [`crate::run_if_child`]
 /// first) as a plain child of the caller, which is confined already (the
 /// workspace server: the worker keeps its namespaces, root and filter, and
 /// stacks its own on them), waiting at most `wall` (the workspace server's

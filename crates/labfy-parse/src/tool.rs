@@ -140,7 +140,7 @@ pub fn args(input: RawFd, output: RawFd, tool: &Tool) -> Vec<String> {
 /// If this process was started as a tool (`argv[1]` is [`TOOL_ARG`]),
 /// confines it and becomes the tool (or exits, saying why not); otherwise
 /// returns. Call it first in `main`, beside
-/// [`crate::worker::run_if_worker`].
+/// [`crate::worker::run_if_worker`] ([`crate::run_if_child`] calls both).
 pub fn run_if_tool() {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) != Some(TOOL_ARG) {

@@ -72,9 +72,9 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    // A parser worker started by this server's imports runs and exits here,
+    // A parser worker or document tool started by this server's imports runs here,
     // before anything else (SPEC C2).
-    labfy_parse::worker::run_if_worker();
+    labfy_parse::run_if_child();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LABFY_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(labfy_core::one_line::stderr)

@@ -15,8 +15,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // A parser worker started by `labfy import` runs and exits here (SPEC C2).
-    labfy_parse::worker::run_if_worker();
-    labfy_parse::tool::run_if_tool();
+    labfy_parse::run_if_child();
     // The host launcher `labfy up` leaves in the host's network (SPEC P4).
     launcher::run_if_launcher();
     cli::main()

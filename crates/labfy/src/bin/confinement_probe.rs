@@ -8,7 +8,9 @@
 //! `ptrace`, `mount`, `setns`, `unshare`, namespaces through `clone` and
 //! `clone3`, `bpf`, `keyctl`, typing into a terminal. Run directly, with the
 //! same arguments, it is the control: the same attempts from an unconfined
-//! process, which must differ (tests/confinement.rs).
+//! process, which must differ (tests/confinement.rs). With `--tool DIR` it
+//! plays a document tool taken over by a hostile PDF instead (SPEC A1), its
+//! control `--tool-control DIR`.
 //!
 //! It reads its targets from `<data-dir>/confinement-probe.targets`
 //! (`key=value` lines: `unix`, `abstract`, `pid`, `file`, `tcp`, `mount`)
@@ -121,6 +123,75 @@ fn create_file(path: &Path) -> io::Result<()> {
     std::fs::remove_file(path)
 }
 
+/// Runs `attempt` in a forked child confined as a document tool (when
+/// `confine`; the control otherwise) and reports it: `ok`, `errno N`, or
+/// `killed N` for a child the seccomp filter killed.
+fn tool_attempt(name: &str, confine: bool, attempt: impl FnOnce() -> io::Result<()>) {
+    // SAFETY: the probe is single-threaded; the child confines itself,
+    // makes system calls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        if confine {
+            let limits = labfy_sys::worker::WorkerLimits { memory_bytes: 1 << 30, cpu_seconds: 10 };
+            if let Err(e) = labfy_sys::worker::confine_tool(limits, &[Path::new("/usr")]) {
+                say(format!("PROBE-ERROR {name}: {e}"));
+                // SAFETY: leaving the child without running destructors.
+                unsafe { libc::_exit(254) };
+            }
+        }
+        let code = match attempt() {
+            Ok(()) => 0,
+            Err(e) => e.raw_os_error().unwrap_or(255).min(253),
+        };
+        // SAFETY: leaving the child without running destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if libc::WIFSIGNALED(status) {
+        say(format!("PROBE {name} killed {}", libc::WTERMSIG(status)));
+    } else {
+        match libc::WEXITSTATUS(status) {
+            0 => say(format!("PROBE {name} ok")),
+            n => say(format!("PROBE {name} errno {n}")),
+        }
+    }
+}
+
+fn open_path(path: &Path, flags: i32) -> io::Result<()> {
+    let c =
+        CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open(2) on a NUL-terminated path.
+    let fd = check(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o600) } as libc::c_long)?;
+    close(fd as i32);
+    Ok(())
+}
+
+/// `--tool DIR` / `--tool-control DIR`: what a document tool (SPEC A1:
+/// poppler, Tesseract) can do once `labfy_sys::worker::confine_tool` has
+/// run — read its programs, not `DIR/secret`; write, truncate or remove
+/// nothing; open no socket; signal no other process.
+fn tool_probe(dir: &Path, confine: bool) {
+    let secret = dir.join("secret");
+    tool_attempt("tool_read_usr", confine, || open_path(Path::new("/usr/bin"), libc::O_RDONLY | libc::O_DIRECTORY));
+    tool_attempt("tool_read_data", confine, || open_path(&secret, libc::O_RDONLY));
+    tool_attempt("tool_write_data", confine, || open_path(&dir.join("written"), libc::O_WRONLY | libc::O_CREAT));
+    tool_attempt("tool_truncate_data", confine, || open_path(&secret, libc::O_WRONLY | libc::O_TRUNC));
+    tool_attempt("tool_unlink_data", confine, || {
+        let c = CString::new(secret.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: unlink(2) on a NUL-terminated path.
+        check(unsafe { libc::unlink(c.as_ptr()) } as libc::c_long).map(drop)
+    });
+    tool_attempt("tool_socket", confine, || socket(libc::AF_UNIX, libc::SOCK_STREAM, 0).map(close));
+    // SAFETY: getppid takes no argument.
+    let parent = unsafe { libc::getppid() };
+    // SAFETY: kill(2) with signal 0 only checks the target can be signalled.
+    tool_attempt("tool_signal_other", confine, || check(unsafe { libc::kill(parent, 0) } as libc::c_long).map(drop));
+    say("PROBE-END".into());
+}
+
 fn main() {
     let mut data = None;
     let mut run = None;
@@ -129,6 +200,12 @@ fn main() {
         match a.to_str() {
             Some("--data-dir") => data = args.next().map(PathBuf::from),
             Some("--runtime-dir") => run = args.next().map(PathBuf::from),
+            Some(mode @ ("--tool" | "--tool-control")) => {
+                let confine = mode == "--tool";
+                let dir = args.next().map(PathBuf::from).unwrap_or_default();
+                tool_probe(&dir, confine);
+                return;
+            }
             _ => {}
         }
     }
