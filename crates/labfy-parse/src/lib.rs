@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod child;
 mod detect;
 #[doc(hidden)]
 pub mod fixtures;

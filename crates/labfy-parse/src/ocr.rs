@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::pdf::{dehyphenate, keep_printable, run_tool};
-use crate::run::Start;
+use crate::child::{Start, rewound, run_tool};
+use crate::text::{dehyphenate, keep_printable};
 use crate::tool::{self, Tool};
 use crate::{Format, MAX_TEXT_BYTES, Parsed};
 
@@ -25,8 +25,7 @@ pub(crate) fn wanted(p: &Parsed) -> Option<Tool> {
 /// The text of an image, `input` (a stored file), added to `p` with its
 /// marks; a failure is noted and `p` kept as it was.
 pub(crate) fn image(how: Start, program: &Path, input: &File, mut p: Parsed, tool: Tool, deadline: Instant) -> Parsed {
-    let text =
-        crate::pdf::rewound(input).and_then(|f| run_tool(how, program, f, &tool, deadline, MAX_TEXT_BYTES as u64 + 1));
+    let text = rewound(input).and_then(|f| run_tool(how, program, f, &tool, deadline, MAX_TEXT_BYTES as u64 + 1));
     match text {
         Ok((text, over)) => {
             p.text = dehyphenate(&keep_printable(&String::from_utf8_lossy(&text))).trim().to_owned();

@@ -5,19 +5,19 @@
 //! Why poppler, in raw mode: on the corpus of `tests/fixtures/pdf-corpus`
 //! (one source text made into PDFs by ghostscript, groff, pdfTeX,
 //! Chromium and LibreOffice) `pdftotext -raw` keeps every word of every
-//! producer once line-end hyphens are joined ([`dehyphenate`]); its default
+//! producer once line-end hyphens are joined ([`crate::text::dehyphenate`]); its default
 //! mode reorders pdfTeX's columns and joins « ci-dessous » into
 //! « cidessous »; the built-in `pdf-extract` — still the fallback where
 //! poppler is not installed — loses most of a ghostscript PDF's text
 //! (figures in `docs/PERFORMANCE.md`).
 
 use std::fs::File;
-use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::run::{Start, death, exchange};
+use crate::child::{Start, rewound, run_tool};
+use crate::text::{dehyphenate, keep_printable, words};
 use crate::tool::{self, Tool};
 use crate::{Format, MAX_TEXT_BYTES, Parsed};
 
@@ -41,33 +41,6 @@ pub(crate) fn is_pdf(input: &File) -> bool {
 /// Whether `pdfinfo` and `pdftotext` are installed.
 pub(crate) fn tools_installed() -> bool {
     Tool::PdfInfo.installed() && Tool::PdfText.installed()
-}
-
-/// `input` again from its first byte, for one more child.
-pub(crate) fn rewound(input: &File) -> Result<File, String> {
-    let mut f = input.try_clone().map_err(|e| format!("the document could not be read again: {e}"))?;
-    f.seek(SeekFrom::Start(0)).map_err(|e| format!("the document could not be read again: {e}"))?;
-    Ok(f)
-}
-
-/// What one tool answered on `input`, as text; or why not.
-pub(crate) fn run_tool(
-    how: Start,
-    program: &Path,
-    input: File,
-    tool: &Tool,
-    deadline: Instant,
-    max_out: u64,
-) -> Result<(Vec<u8>, bool), String> {
-    let x = exchange(how, program, input, &|i, o| tool::args(i, o, tool), deadline, max_out)?;
-    if !x.status.success() {
-        let said = x.err.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("Syntax Warning"));
-        return Err(match (x.status.code(), said) {
-            (Some(_), Some(line)) => format!("{}: {}", tool.program(), crate::clean(line, 200)),
-            _ => format!("{}: {}", tool.program(), death(x.status)),
-        });
-    }
-    Ok((x.out, x.over))
 }
 
 /// Reads a PDF with poppler (and Tesseract for its pages without text).
@@ -115,7 +88,7 @@ pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, dead
 /// poppler was not used.
 fn fallback(how: Start, program: &Path, input: File, input_len: u64, deadline: Instant, why: &str) -> Parsed {
     let mut p = match rewound(&input) {
-        Ok(f) => crate::run::worker(how, program, f, input_len, "document.pdf", None, deadline),
+        Ok(f) => crate::child::worker(how, program, f, input_len, "document.pdf", None, deadline),
         Err(e) => Parsed::unread("application/pdf", &e),
     };
     p.notes.push(crate::clean(
@@ -237,129 +210,9 @@ fn metadata(info: &str, p: &mut Parsed) {
     }
 }
 
-/// Alphanumeric runs in `s`.
-pub(crate) fn words(s: &str) -> usize {
-    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).count()
-}
-
-/// `s` without control characters but line breaks and tabs (a tool's
-/// output is as untrusted as the file).
-pub(crate) fn keep_printable(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
-}
-
-/// Joins words a typesetter cut at the end of a line (`Kowal-` / `czyk`),
-/// as a reader does: a line ending in a letter and a hyphen, followed by
-/// one starting with a lower-case letter. The hyphen goes (`Kowalczyk`)
-/// unless the document shows the pair hyphenated elsewhere
-/// (`ci-dessous`), or the cut word is an address, a domain or a number
-/// (`transports-lemaitre.fr`); it stays too where the document never shows
-/// the joined word but shows its first half, four letters or more, alone
-/// as a word (`quatre-vingt`).
-pub fn dehyphenate(page: &str) -> String {
-    let lines: Vec<&str> = page.split('\n').collect();
-    if !lines.iter().any(|l| l.trim_end().ends_with('-')) {
-        return page.to_owned();
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut compounds = std::collections::HashSet::new();
-    for line in &lines {
-        for token in line.split_whitespace() {
-            let token = token.trim_matches(|c: char| !c.is_alphanumeric() && c != '-');
-            if token.ends_with('-') {
-                continue;
-            }
-            let parts: Vec<&str> = token.split('-').collect();
-            if let [one] = parts.as_slice() {
-                seen.extend(one.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase));
-            }
-            for pair in parts.windows(2) {
-                compounds.insert(format!("{}-{}", pair[0].to_lowercase(), pair[1].to_lowercase()));
-            }
-        }
-    }
-    let mut out: Vec<String> = Vec::with_capacity(lines.len());
-    let mut i = 0;
-    let mut current = lines[0].to_owned();
-    loop {
-        if let Some(next) = lines.get(i + 1).map(|n| n.trim_start()) {
-            if let Some((joined, rest)) = join_cut(&current, next, &seen, &compounds) {
-                current = joined;
-                i += 1;
-                if rest.is_empty() {
-                    // The next line was one word: the joined line goes on.
-                    continue;
-                }
-                out.push(std::mem::replace(&mut current, rest));
-                continue;
-            }
-        }
-        out.push(current);
-        i += 1;
-        match lines.get(i) {
-            Some(l) => current = (*l).to_owned(),
-            None => break,
-        }
-    }
-    out.join("\n")
-}
-
-/// `line` joined with the first word of `next` when `line` ends with a
-/// word cut by a hyphen ([`dehyphenate`]); the joined line and what is left
-/// of `next`.
-fn join_cut(
-    line: &str,
-    next: &str,
-    seen: &std::collections::HashSet<String>,
-    compounds: &std::collections::HashSet<String>,
-) -> Option<(String, String)> {
-    let head = line.trim_end().strip_suffix('-')?;
-    if !head.chars().last().is_some_and(char::is_alphabetic) || !next.chars().next().is_some_and(char::is_lowercase) {
-        return None;
-    }
-    let (first, rest) = next.split_once(char::is_whitespace).unwrap_or((next, ""));
-    let head_token = head.rsplit(char::is_whitespace).next().unwrap_or(head);
-    let mut head_word: Vec<char> = head_token.chars().rev().take_while(|c| c.is_alphanumeric()).collect();
-    head_word.reverse();
-    let head_word: String = head_word.into_iter().collect::<String>().to_lowercase();
-    let tail_word: String = first.chars().take_while(|c| c.is_alphanumeric()).collect::<String>().to_lowercase();
-    let address = head_token.chars().any(|c| matches!(c, '@' | '.' | '/' | ':') || c.is_ascii_digit());
-    let keep = address
-        || compounds.contains(&format!("{head_word}-{tail_word}"))
-        || (head_word.chars().count() >= 4
-            && !seen.contains(&format!("{head_word}{tail_word}"))
-            && seen.contains(&head_word));
-    let joined = if keep { format!("{head}-{first}") } else { format!("{head}{first}") };
-    Some((joined, rest.trim_start().to_owned()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_typesetters_cut_is_joined_and_a_compound_keeps_its_hyphen() {
-        let page = "le compte de Mme Kowal-\nczyk, ouvert en\nPologne ; voir ci-dessous et ci-\ndessous encore\nj.lemaitre@transports-\nlemaitre.fr écrit à Jean-\nPierre";
-        let d = dehyphenate(page);
-        assert!(d.contains("Kowalczyk,"), "{d}");
-        assert_eq!(d.matches("ci-dessous").count(), 2, "{d}");
-        assert!(d.contains("j.lemaitre@transports-lemaitre.fr"), "{d}");
-        assert!(d.contains("Jean-\nPierre"), "an upper-case continuation is a name: {d}");
-        assert_eq!(words(&d), words(page) - 1, "one cut word joined, the others kept: {d}");
-    }
-
-    #[test]
-    fn the_first_half_seen_alone_keeps_the_hyphen() {
-        let d = dehyphenate("quatre chats et quatre-\nvingts chiens\nune sé-\nance");
-        assert!(d.contains("quatre-vingts\nchiens"), "{d}");
-        assert!(d.contains("séance"), "{d}");
-    }
-
-    #[test]
-    fn a_page_without_cuts_is_unchanged() {
-        let page = "a line\n\nanother - with a dash -\nNext";
-        assert_eq!(dehyphenate(page), page);
-    }
 
     #[test]
     fn page_lists_read_as_ranges() {
