@@ -404,5 +404,6 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
         support::get(port, &cookie, &format!("/api/v1/evidence/{}", v["files"][3]["evidence"].as_str().unwrap()));
     let notes = scan["imports"][0]["notes"].as_array().unwrap();
     assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("text read by OCR")), "{scan}");
+    assert_eq!(&v["files"][3]["notes"], &scan["imports"][0]["notes"], "the upload's answer says it: {v}");
     assert!(scan["char_len"].as_u64().unwrap() > 3000, "OCR read the scanned page: {scan}");
 }

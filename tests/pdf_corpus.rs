@@ -121,7 +121,15 @@ fn every_producers_pdf_keeps_its_words_in_order_and_a_scan_is_read_by_ocr() {
     let (recall, order) = completeness(&source, &scan);
     println!("{:<22} {:>7} {recall:>9.4} {order:>9.4} {:>12}", "scan (OCR)", scan.len(), "-");
     let n = notes("scan.pdf");
-    assert!(n.iter().any(|n| n.starts_with("pages 1–2 have no text layer and read by OCR")), "{n:?}");
+    assert!(n.iter().any(|n| n.starts_with("pages 1–2 have no text layer: read by OCR")), "{n:?}");
+    // The import report and `labfy import`'s own report say it too.
+    let line = report.iter().find(|l| l.path.ends_with("scan.pdf")).unwrap();
+    assert!(line.notes.iter().any(|n| n.contains("read by OCR")), "{line:?}");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.lines().any(|l| l.contains("note on") && l.contains("scan.pdf") && l.contains("read by OCR")),
+        "{said}"
+    );
     let summary = reads.evidence_summary(ws.id(), &evidence("scan.pdf")).unwrap();
     assert_eq!(summary.imports[0].metadata["ocr_pages"], "1–2", "{:?}", summary.imports[0].metadata);
     assert!(recall >= 0.85, "OCR of a clean 150 dpi scan recovers {recall:.4} of the words");

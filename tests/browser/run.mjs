@@ -2164,13 +2164,17 @@ async function scenarioImport({ page, base }) {
     { name: 'contacts.html', mimeType: 'text/html', buffer: page1 },
     { name: 'virement.eml', mimeType: 'message/rfc822', buffer: mail },
     { name: 'vide.txt', mimeType: 'text/plain', buffer: Buffer.alloc(0) },
+    // A scanned page (SPEC A1): read by OCR, and said so.
+    { name: 'page-numerisee.png', mimeType: 'image/png', buffer: fs.readFileSync(new URL('../fixtures/pdf-corpus/scan-page-1.png', import.meta.url)) },
   ]);
   await page.waitForFunction(() => /Import terminé/.test(document.querySelector('[data-testid="import-status"]')?.textContent ?? ''),
     null, { timeout: 60_000 });
   const said = await page.textContent(tid('import-status'));
-  assert(/3 importés, 0 doublon, 1 refusé, 1 document joint/.test(said), `import summary: ${said}`);
+  assert(/4 importés, 0 doublon, 1 refusé, 1 document joint/.test(said), `import summary: ${said}`);
   const lines = await page.$$eval(tid('import-line'), (els) => els.map((e) => [e.dataset.outcome, e.textContent]));
-  assert(lines.length === 4 && lines[0][0] === 'refused', `report: ${JSON.stringify(lines)}`);
+  assert(lines.length === 5 && lines[0][0] === 'refused', `report: ${JSON.stringify(lines)}`);
+  const scanLine = lines.find(([, text]) => /page-numerisee\.png/.test(text));
+  assert(scanLine && /texte lu par OCR \(tesseract, fra\+eng\), qui peut mal lire des mots/.test(scanLine[1]), `OCR not said: ${JSON.stringify(scanLine)}`);
   assert(/refusé/.test(lines[0][1]) && /vide\.txt/.test(lines[0][1]) && /fichier vide \(0 octet\)/.test(lines[0][1]), `refusal: ${lines[0][1]}`);
   // The overview came back with the new items and the job, named in French.
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="job"] .job-kind')].some((e) => e.textContent === 'Import de fichiers'),
@@ -2188,6 +2192,8 @@ async function scenarioImport({ page, base }) {
   // The page, as imported: its title, its origin, how it was read, the original.
   const link = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /contacts\.html/.test(e.textContent))?.getAttribute('href'));
   assert(link, 'no link to the imported page');
+  const scanHref = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /page-numerisee\.png/.test(e.textContent))?.getAttribute('href'));
+  assert(scanHref, 'no link to the scanned page');
   await page.goto(`${base}/${link}`);
   await page.waitForSelector(tid('evidence-imports'), { timeout: STEP_TIMEOUT_MS });
   assert(await textOf(page, tid('evidence-title')) === 'Société Durand — contacts', 'imported page title');
@@ -2206,6 +2212,21 @@ async function scenarioImport({ page, base }) {
   const shot = path.join(outDir, 'import-evidence.png');
   await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shot);
+
+  // The scanned page: its text read by OCR, said above the text, in French.
+  await page.goto(`${base}/${scanHref}`);
+  await page.waitForSelector(tid('evidence-reading-notes'), { timeout: STEP_TIMEOUT_MS });
+  const readNote = await textOf(page, tid('evidence-reading-notes'));
+  assert(/^Lecture du document :texte lu par OCR \(tesseract, fra\+eng\), qui peut mal lire des mots$/.test(readNote), `reading notes: ${readNote}`);
+  await page.$eval(tid('evidence-reading-notes'), (e) => e.scrollIntoView({ block: 'center' }));
+  const ocrShot = path.join(outDir, 'reader-ocr.png');
+  await page.screenshot({ path: ocrShot, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(ocrShot);
+  await loadAllText(page);
+  const ocrText = await textOf(page, tid('evidence-text'));
+  assert(/Hélène Marchetti/.test(ocrText) && /FR76 3000 6000 0112 3456 7890 189/.test(ocrText), `OCR text: ${ocrText.slice(0, 400)}`);
+  await page.goto(`${base}/${link}`);
+  await page.waitForSelector(tid('evidence-imports'), { timeout: STEP_TIMEOUT_MS });
 
   // A selector the import found, opened and linked by hand to another.
   await page.waitForSelector(tid('evidence-entities'), { timeout: STEP_TIMEOUT_MS });

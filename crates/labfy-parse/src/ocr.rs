@@ -34,7 +34,7 @@ pub(crate) fn image(how: Start, program: &Path, input: &File, mut p: Parsed, too
             p.notes.push(if p.text.is_empty() {
                 format!("read by OCR (tesseract, {langs}): no text found")
             } else {
-                format!("text read by OCR (tesseract, {langs}): OCR text can hold misread words")
+                format!("text read by OCR (tesseract, {langs}), which can misread words")
             });
             if over {
                 p.notes.push(format!("text cut at {MAX_TEXT_BYTES} bytes"));

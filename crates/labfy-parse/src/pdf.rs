@@ -107,7 +107,7 @@ fn ocr_pages(how: Start, program: &Path, input: &File, pages: &mut [String], p: 
     }
     let Some(ocr) = tool::ocr() else {
         p.notes.push(format!(
-            "{} no text layer and not read: OCR (tesseract-ocr, with French or English) is not installed",
+            "{} no text layer: not read (OCR, tesseract-ocr with French or English, is not installed)",
             page_list(&empty)
         ));
         return;
@@ -146,14 +146,14 @@ fn ocr_pages(how: Start, program: &Path, input: &File, pages: &mut [String], p: 
         p.metadata.insert("ocr".into(), format!("tesseract ({langs})"));
         p.metadata.insert("ocr_pages".into(), numbers(&read));
         p.notes.push(format!(
-            "{} no text layer and read by OCR (tesseract, {langs}): OCR text can hold misread words",
+            "{} no text layer: read by OCR (tesseract, {langs}), which can misread words",
             page_list(&read)
         ));
     }
     let left: Vec<usize> = empty.iter().copied().filter(|i| !read.contains(i)).collect();
     if !left.is_empty() {
         let why = why_not.unwrap_or_default();
-        p.notes.push(format!("{} no text layer and not read: {why}", page_list(&left)));
+        p.notes.push(format!("{} no text layer: not read ({why})", page_list(&left)));
     }
 }
 

@@ -76,7 +76,22 @@ const IMPORT_PHRASES = [
   [/^(file name|path) longer than (\d+) characters$/, (m) => `nom plus long que ${fmtNumber(m[2])} caractères`],
   [/^the disk is full$/, () => 'le disque est plein'],
   [/^symbolic link pointing outside the imported folder$/, () => 'lien symbolique vers l’extérieur du dossier importé'],
+  [/^text not extracted: the PDF is encrypted and needs a password to be opened$/, () => 'texte non extrait : le PDF est chiffré et demande un mot de passe pour être ouvert'],
   [/^text not extracted: (.*)$/, (m) => `texte non extrait : ${m[1]}`],
+  // How a PDF or an image was read (SPEC A1).
+  [/^(page|pages) ([\d–, ]+) (?:has|have) no text layer: read by OCR \(tesseract, ([a-z+]+)\), which can misread words$/, (m) => (m[1] === 'page'
+    ? `la page ${m[2]} n’a pas de couche texte : lue par OCR (tesseract, ${m[3]}), qui peut mal lire des mots`
+    : `les pages ${m[2]} n’ont pas de couche texte : lues par OCR (tesseract, ${m[3]}), qui peut mal lire des mots`)],
+  [/^(page|pages) ([\d–, ]+) (?:has|have) no text layer: not read \((.*)\)$/, (m) => (m[1] === 'page'
+    ? `la page ${m[2]} n’a pas de couche texte : non lue (${unreadWhy(m[3])})`
+    : `les pages ${m[2]} n’ont pas de couche texte : non lues (${unreadWhy(m[3])})`)],
+  [/^text read by OCR \(tesseract, ([a-z+]+)\), which can misread words$/, (m) => `texte lu par OCR (tesseract, ${m[1]}), qui peut mal lire des mots`],
+  [/^read by OCR \(tesseract, ([a-z+]+)\): no text found$/, (m) => `lu par OCR (tesseract, ${m[1]}) : aucun texte trouvé`],
+  [/^not read by OCR: (.*)$/, (m) => `non lu par OCR : ${m[1]}`],
+  [/^poppler could not read it \((.*)\): the built-in PDF reader was used, which can miss words$/, (m) => `poppler n’a pas pu le lire (${m[1]}) : le lecteur PDF intégré a été utilisé, qui peut manquer des mots`],
+  [/^poppler-utils is not installed: the text was read by the built-in PDF reader, which can miss words$/, () => 'poppler-utils n’est pas installé : le texte a été lu par le lecteur PDF intégré, qui peut manquer des mots'],
+  [/^(\d+) of (\d+) pages read$/, (m) => `${fmtNumber(m[1])} pages lues sur ${fmtNumber(m[2])}`],
+  [/^text cut at (\d+) bytes$/, (m) => `texte coupé à ${fmtNumber(m[1])} octets`],
   [/^text cut at (\d+) bytes of (\d+)$/, (m) => `texte coupé à ${fmtNumber(m[1])} octets sur ${fmtNumber(m[2])}`],
   [/^no text layer \(a scan\?\)$/, () => 'pas de couche texte (un document numérisé ?)'],
   [/^only the first (\d+) (attachments|of (\d+) messages) were taken$/, (m) => (m[3]
@@ -84,6 +99,17 @@ const IMPORT_PHRASES = [
     : `seules les ${m[1]} premières pièces jointes ont été prises`)],
   [/^inflated size above (\d+) bytes: text cut$/, (m) => `plus de ${fmtNumber(m[1])} octets une fois décompressé : texte coupé`],
 ];
+
+// Why pages without text were not read by OCR, in French.
+function unreadWhy(why) {
+  const most = why.match(/^at most (\d+) pages of a document are read by OCR$/);
+  if (most) return `au plus ${fmtNumber(most[1])} pages d’un document sont lues par OCR`;
+  if (why === 'no time was left to read them') return 'il ne restait pas de temps pour les lire';
+  if (why === 'OCR, tesseract-ocr with French or English, is not installed') {
+    return 'l’OCR, tesseract-ocr en français ou en anglais, n’est pas installée';
+  }
+  return why;
+}
 
 export function importPhrase(text) {
   const raw = String(text ?? '');
@@ -102,7 +128,11 @@ function importLine(l) {
     l.evidence
       ? h('a', { href: hrefFor(l.evidence, 'evidence'), class: 'import-path', testid: 'import-line-link', text: String(l.path ?? '') })
       : h('span', { class: 'import-path', text: String(l.path ?? '') }),
-    l.reason ? h('span', { class: 'muted small import-reason', testid: 'import-reason', text: importPhrase(l.reason) }) : null);
+    l.reason ? h('span', { class: 'muted small import-reason', testid: 'import-reason', text: importPhrase(l.reason) }) : null,
+    // Text partial or absent, read by OCR: said on the file's line (SPEC A1).
+    Array.isArray(l.notes) && l.notes.length
+      ? h('span', { class: 'muted small import-reason', testid: 'import-notes', text: l.notes.map(importPhrase).join(' · ') })
+      : null);
 }
 
 export function renderImportForm(ctx, inv) {

@@ -62,6 +62,18 @@ function renderImports(ev) {
     ].filter(Boolean), 'evidence-import')));
 }
 
+// How the text shown was read, where it is partial, absent or read by OCR
+// (SPEC A1): the notes of the latest import, right above the text.
+function readingNotes(ev) {
+  const imports = Array.isArray(ev.imports) ? ev.imports : [];
+  const last = imports[imports.length - 1];
+  const notes = last && Array.isArray(last.notes) ? last.notes : [];
+  if (!notes.length) return null;
+  return h('div', { class: 'reading-notes small', testid: 'evidence-reading-notes', role: 'note' },
+    h('p', { text: t('reader_notes') }),
+    h('ul', null, notes.map((n) => h('li', { text: importPhrase(n) }))));
+}
+
 export async function renderEvidence(ref) {
   const ctx = beginView('view-evidence', 'evidence');
   setTitle(t('evidence_heading'));
@@ -104,7 +116,7 @@ export async function renderEvidence(ref) {
       renderImports(ev),
       h('div', { class: 'reader' },
         h('section', { class: 'panel reader-main', testid: 'evidence-reader' },
-          h('h2', { text: t('reader_text') }), pre, readerError,
+          h('h2', { text: t('reader_text') }), readingNotes(ev), pre, readerError,
           h('div', { class: 'reader-foot' }, progress, more)),
         h('section', { class: 'panel reader-side', testid: 'evidence-entities-panel' },
           h('h2', { text: t('reader_entities') }),

@@ -117,6 +117,9 @@ pub struct ImportReportLine {
     pub evidence: Option<ObjectRef>,
     /// Why it was refused.
     pub reason: Option<String>,
+    /// What the parser said of the file (text partial or absent, read by
+    /// OCR), from its import record.
+    pub notes: Vec<String>,
 }
 
 /// Checks a file name or path given for an import: no control character
@@ -425,8 +428,12 @@ impl Reads<'_> {
         }
         self.require_in_workspace(ws, job)?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT position, path, outcome, evidence_id, reason FROM import_outcomes
-             WHERE job_id = ?1 AND position > ?2 ORDER BY position LIMIT ?3",
+            "SELECT o.position, o.path, o.outcome, o.evidence_id, o.reason,
+                    (SELECT i.notes FROM imports i
+                     WHERE i.job_id = o.job_id AND i.evidence_id = o.evidence_id AND i.original_path = o.path
+                     LIMIT 1)
+             FROM import_outcomes o
+             WHERE o.job_id = ?1 AND o.position > ?2 ORDER BY o.position LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![job.id().to_string(), after.unwrap_or(-1), limit.clamp(1, 1000)], |r| {
             Ok((
@@ -435,16 +442,23 @@ impl Reads<'_> {
                 r.get::<_, String>(2)?,
                 r.get::<_, Option<String>>(3)?,
                 r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (position, path, outcome, ev, reason) = row?;
+            let (position, path, outcome, ev, reason, notes) = row?;
+            let notes: Vec<String> = match notes {
+                Some(json) => {
+                    serde_json::from_str(&json).map_err(|e| StoreError::Damaged(format!("import record notes: {e}")))?
+                }
+                None => Vec::new(),
+            };
             let evidence = ev
                 .map(|id| Uuid::parse_str(&id).map(|u| ObjectRef::new(RefKind::Evidence, u)))
                 .transpose()
                 .map_err(|e| StoreError::Damaged(format!("import outcome evidence: {e}")))?;
-            out.push(ImportReportLine { position, path, outcome, evidence, reason });
+            out.push(ImportReportLine { position, path, outcome, evidence, reason, notes });
         }
         Ok(out)
     }

@@ -162,6 +162,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     // This process runs on the host, unconfined: each worker gets a jail.
     let parse_one = |blob: &Blob, name: &str| blobs.parse_jailed(&worker, blob, name, None, wall);
     let mut refusals = Vec::new();
+    let mut noted: Vec<(String, Vec<String>)> = Vec::new();
     let mut failure = None;
     // Files are taken and read by a few threads at once (each read is a
     // worker process), and recorded by this one, in the walk's order — so a
@@ -206,6 +207,9 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                     Prepared::Ready { name, blob, parsed } => {
                         // The top document is already read; what it embeds is
                         // read here, as it is found.
+                        if !parsed.notes.is_empty() {
+                            noted.push((f.shown.clone(), parsed.notes.clone()));
+                        }
                         let mut first = Some(*parsed);
                         let mut parse = |b: &Blob, n: &str| match first.take() {
                             Some(p) if b.sha256 == blob.sha256 => p,
@@ -238,6 +242,10 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     let secs = started.elapsed().as_secs_f64();
     for (path, why) in &refusals {
         eprintln!("labfy: refused {}: {why}", path.escape_debug());
+    }
+    // Text partial or absent, read by OCR: said for each file (SPEC A1).
+    for (path, notes) in &noted {
+        eprintln!("labfy: note on {}: {}", path.escape_debug(), notes.join("; ").escape_debug());
     }
     eprintln!(
         "labfy: {inv}: {} files in {secs:.1} s ({:.0} files/s, {:.1} MB/s): {} imported, {} duplicates, {} refused; \

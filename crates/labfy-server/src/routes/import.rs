@@ -97,6 +97,9 @@ struct PartOutcome {
     evidence: Option<labfy_core::ObjectRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// What the parser said of the file (text partial or absent, OCR).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 /// The name and path of a part, from its `filename` (a folder dropped in the
@@ -223,7 +226,7 @@ async fn refuse(
     let (p, w) = (path.clone(), why.clone());
     st.db().write(move |store| store.import_refused(ws, &job, &p, &w)).await?;
     let path = path.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
-    Ok(PartOutcome { path, outcome: "refused", evidence: None, reason: Some(why) })
+    Ok(PartOutcome { path, outcome: "refused", evidence: None, reason: Some(why), notes: Vec::new() })
 }
 
 /// Parses (no lock held) and records (the writer held per transaction) a
@@ -242,16 +245,23 @@ async fn record(
     let _permit = PARSING.acquire().await.map_err(|e| ApiError::internal(&e))?;
     let done = tokio::task::spawn_blocking(move || {
         let wall = std::time::Duration::from_secs(SERVER_PARSE_SECONDS);
-        let mut parse = |b: &Blob, n: &str| blobs.parse_confined(&parser, b, n, None, wall);
+        // The notes of the file itself (the first document read), not of
+        // what it embeds.
+        let mut notes: Option<Vec<String>> = None;
+        let mut parse = |b: &Blob, n: &str| {
+            let p = blobs.parse_confined(&parser, b, n, None, wall);
+            notes.get_or_insert_with(|| p.notes.clone());
+            p
+        };
         let mut write = |f: &ImportedFile<'_>| db.write_blocking(|s| s.import_file(ws, &job, f, crate::state::ANALYST));
-        import_tree(&blobs, &name, &path, &blob, &mut parse, &mut write)
+        import_tree(&blobs, &name, &path, &blob, &mut parse, &mut write).map(|o| (o, notes.unwrap_or_default()))
     })
     .await
     .map_err(|e| ApiError::internal(&e))?;
     match done {
-        Ok(o) => {
+        Ok((o, notes)) => {
             let outcome = if matches!(o, ImportOutcome::Imported(_)) { "imported" } else { "duplicate" };
-            Ok(PartOutcome { path: shown, outcome, evidence: Some(*o.evidence()), reason: None })
+            Ok(PartOutcome { path: shown, outcome, evidence: Some(*o.evidence()), reason: None, notes })
         }
         Err(StoreError::Invalid(why)) => refuse(st, ws, job, shown, why).await,
         Err(e) => Err(e.into()),
