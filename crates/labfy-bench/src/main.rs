@@ -13,6 +13,7 @@ mod gateway;
 mod governor;
 mod import;
 mod ipc;
+mod pdf;
 mod runtime;
 mod soak;
 mod store;
@@ -45,6 +46,9 @@ enum What {
     /// `labfy import` of mixed small files with extraction, against reading
     /// and hashing them (SPEC C2).
     Import(import::ImportBenchArgs),
+    /// PDF text as `labfy import` reads it (poppler, confined) against bare
+    /// `pdftotext`, and OCR seconds per page (SPEC A1).
+    Pdf(pdf::PdfBenchArgs),
     /// `labfy up` on an existing data directory until every child is healthy
     /// and the UI answers.
     Up(up::UpBenchArgs),
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         What::Ipc(args) => ipc::ipc(args),
         What::Cases(args) => cases::cases(args),
         What::Import(args) => import::import(args),
+        What::Pdf(args) => pdf::pdf(args),
         What::Up(args) => up::up(args),
         What::Confinement(args) => confinement::confinement(args),
         What::Gateway(args) => gateway::gateway(args),
