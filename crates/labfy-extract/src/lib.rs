@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod checks;
+mod names;
 mod patterns;
 
 use std::collections::BTreeSet;
@@ -12,7 +13,7 @@ pub use checks::{btc_address_is_valid, eth_address_is_valid, iban_is_valid, onio
 /// Version of the extractor set. A stored mention names it; evidence scanned by
 /// an older version is scanned again when the version changes (SPEC C4). Bump
 /// it whenever a change can add, drop or move a mention.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Name of the extractor set in provenance records (`labfy-extract/1`).
 pub const PRODUCER: &str = "labfy-extract";
@@ -50,11 +51,17 @@ pub enum Kind {
     Onion,
     /// An MD5, SHA-1 or SHA-256 digest in lower-case hex (its length says which).
     FileHash,
+    /// A person, by an honorific, a known given name or an e-mail display
+    /// name (SPEC A2); the name as written.
+    Person,
+    /// A company or body, by its legal form or a word that announces it
+    /// (SPEC A2); the name as written, legal form included.
+    Organisation,
 }
 
 impl Kind {
     /// Every kind, in a stable order.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Domain,
         Kind::Url,
         Kind::Email,
@@ -66,6 +73,8 @@ impl Kind {
         Kind::EthAddress,
         Kind::Onion,
         Kind::FileHash,
+        Kind::Person,
+        Kind::Organisation,
     ];
 
     /// The stored spelling (an entity kind).
@@ -82,7 +91,15 @@ impl Kind {
             Kind::EthAddress => "eth_address",
             Kind::Onion => "onion",
             Kind::FileHash => "file_hash",
+            Kind::Person => "person",
+            Kind::Organisation => "organisation",
         }
+    }
+
+    /// Whether the kind is a selector (a value with one written form an
+    /// analyst pivots on), not a name (a person, an organisation).
+    pub fn is_selector(self) -> bool {
+        !matches!(self, Kind::Person | Kind::Organisation)
     }
 
     /// The kind a stored spelling names.
@@ -108,6 +125,12 @@ pub struct Mention {
     pub start: usize,
     /// Length of the mention in characters, as written in the text.
     pub len: usize,
+    /// The rule that found it (`iban`, `person/given_name`,
+    /// `organisation/legal_form`…), stored as the mention's extractor.
+    pub recogniser: &'static str,
+    /// How sure that rule is, in per cent (100 for a selector whose form or
+    /// checksum holds).
+    pub confidence: u8,
 }
 
 /// What one text yielded.
@@ -126,6 +149,8 @@ pub(crate) struct Found {
     pub(crate) end: usize,
     pub(crate) kind: Kind,
     pub(crate) value: String,
+    pub(crate) recogniser: &'static str,
+    pub(crate) confidence: u8,
 }
 
 /// Runs every extractor over `text`.
@@ -146,6 +171,10 @@ pub fn extract(text: &str) -> Extraction {
     patterns::eth(text, &mut found);
     patterns::onions(text, &mut found);
     patterns::hashes(text, &mut found);
+    names::organisations(text, &mut found);
+    names::headed(text, &mut found);
+    names::people(text, &mut found);
+    names::settle(&mut found);
 
     let dropped = found.len().saturating_sub(MAX_MENTIONS);
     let mut mentions = Vec::with_capacity(found.len().min(MAX_MENTIONS));
@@ -156,7 +185,14 @@ pub fn extract(text: &str) -> Extraction {
         chars += text[byte..f.start].chars().count();
         byte = f.start;
         let len = text[f.start..f.end].chars().count();
-        mentions.push(Mention { kind: f.kind, value: f.value, start: chars, len });
+        mentions.push(Mention {
+            kind: f.kind,
+            value: f.value,
+            start: chars,
+            len,
+            recogniser: f.recogniser,
+            confidence: f.confidence,
+        });
     }
     Extraction { mentions, dropped }
 }
@@ -179,7 +215,9 @@ pub fn selector(query: &str) -> Option<Selector> {
     let spanning = |text: &str| extract(text).mentions.into_iter().find(|m| m.start == 0 && m.len == whole);
     // An IBAN typed in lower case is still that IBAN (texts write it in
     // capitals; the extractor reads capitals only).
-    let found = spanning(q).or_else(|| spanning(&q.to_ascii_uppercase()).filter(|m| m.kind == Kind::Iban))?;
+    let found = spanning(q)
+        .or_else(|| spanning(&q.to_ascii_uppercase()).filter(|m| m.kind == Kind::Iban))
+        .filter(|m| m.kind.is_selector())?;
     let mut values = vec![found.value.clone()];
     if found.kind == Kind::Domain {
         // `www.example.org` and `example.org` are one site to an analyst.

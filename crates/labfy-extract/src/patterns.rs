@@ -57,7 +57,7 @@ fn next_char(text: &str, at: usize) -> Option<char> {
 
 fn push(out: &mut BTreeSet<Found>, start: usize, end: usize, kind: Kind, value: String) {
     if value.len() <= MAX_VALUE_BYTES {
-        out.insert(Found { start, end, kind, value });
+        out.insert(Found { start, end, kind, value, recogniser: kind.extractor(), confidence: 100 });
     }
 }
 

@@ -127,6 +127,9 @@ fn scan(
 
     let found = labfy_extract::extract(text);
     let mut after = BTreeSet::new();
+    // The relation's confidence: its most confident mention's (a selector
+    // whose form holds is 1.0; a name found by a rule, that rule's).
+    let mut confidence: HashMap<String, u8> = HashMap::new();
     for m in &found.mentions {
         let entity = entity_for(tx, inv, &ev_ref, m.kind, &m.value, now, cache, t)?;
         let n = tx
@@ -134,8 +137,10 @@ fn scan(
                 "INSERT OR IGNORE INTO mentions (evidence_id, start, length, entity_id, extractor, version)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![ev, m.start as i64, m.len as i64, entity, m.kind.extractor(), VERSION])?;
+            .execute(params![ev, m.start as i64, m.len as i64, entity, m.recogniser, VERSION])?;
         t.stats.mentions += n as u64;
+        let c = confidence.entry(entity.clone()).or_default();
+        *c = (*c).max(m.confidence);
         after.insert(entity);
     }
     // The item's `mentions` relations in one index range, not one probe
@@ -149,9 +154,17 @@ fn scan(
         if !linked.contains(&dst) {
             tx.prepare_cached(
                 "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
-                 VALUES (?1, ?2, 'mentions', ?3, ?4, 1.0, ?5, ?6)",
+                 VALUES (?1, ?2, 'mentions', ?3, ?4, ?5, ?6, ?7)",
             )?
-            .execute(params![Uuid::now_v7().to_string(), inv, ev_ref, dst, now, EXTRACTION_PRODUCER])?;
+            .execute(params![
+                Uuid::now_v7().to_string(),
+                inv,
+                ev_ref,
+                dst,
+                f64::from(confidence.get(entity).copied().unwrap_or(100)) / 100.0,
+                now,
+                EXTRACTION_PRODUCER
+            ])?;
             t.stats.relations_created += 1;
             *t.mentions.entry(entity.clone()).or_default() += 1;
         }

@@ -267,11 +267,13 @@ fn a_selector_query_finds_every_piece_mentioning_it_whatever_the_spelling() {
         let titles: Vec<&str> = r.hits.iter().take(2).map(|h| h.title.as_str()).collect();
         assert_eq!(titles, ["Note", "Facture"], "{q}: the selector's pieces first, newest first");
     }
-    // A name is no selector: the words' search alone.
+    // A name is no selector: the words' search, and the person « M.
+    // Durand » the recognisers found (SPEC A2) among the entities.
     let r = reads.search(ws, &inv, "Durand", 20).unwrap();
     assert!(r.selector.is_none());
     assert_eq!(r.hits.len(), 2);
-    assert!(r.entities.items.is_empty() && r.entities.kinds.is_empty(), "no entity is named Durand…");
+    let named: Vec<(&str, &str)> = r.entities.items.iter().map(|e| (e.kind.as_str(), e.name.as_str())).collect();
+    assert_eq!(named, [("person", "Durand")], "found by its honorific");
     // Entities are found by the beginning of their name, any case, the
     // most mentioned first, with their kinds counted.
     let r = reads.search(ws, &inv, "fr", 20).unwrap();
@@ -285,4 +287,50 @@ fn a_selector_query_finds_every_piece_mentioning_it_whatever_the_spelling() {
     assert_eq!(r.selector.as_ref().map(|s| s.pieces), Some(1));
     let r = reads.search(ws, &inv, "DE89 3704 0044 0532 0130 00", 20).unwrap();
     assert_eq!(r.selector.as_ref().map(|s| (s.pieces, s.entities.len())), Some((0, 0)));
+}
+
+/// SPEC A2: people and organisations become entities like selectors do;
+/// each mention names the rule that found it, and the `mentions` relation
+/// carries that rule's confidence.
+#[test]
+fn people_and_organisations_are_entities_with_their_rule_and_confidence() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Lemaître", "analyst").unwrap();
+    let ws = ws.id();
+    let text =
+        "Rédigée par Hélène Marchetti au sujet de Transports Lemaître et Fils SARL ; Mme Kowalczyk a reçu les fonds.";
+    let ev = store.add_note(ws, &inv, &note("Synthèse", text), "analyst").unwrap();
+    let rule_and_confidence = |kind: &str, name: &str| -> (String, f64) {
+        let (id, n) = entity(&store, &inv, kind, name).unwrap_or_else(|| panic!("{kind} {name} is an entity"));
+        assert_eq!(n, 1);
+        let rule: String = store
+            .conn()
+            .query_row(
+                "SELECT extractor FROM mentions WHERE evidence_id = ?1 AND entity_id = ?2",
+                params![ev.id().to_string(), id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let confidence: f64 = store
+            .conn()
+            .query_row(
+                "SELECT confidence FROM relations WHERE src = ?1 AND dst = ?2 AND kind = 'mentions'",
+                params![ev.to_string(), format!("entity:{id}")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (rule, confidence)
+    };
+    assert_eq!(rule_and_confidence("person", "Hélène Marchetti"), ("person/given_name".into(), 0.85));
+    assert_eq!(
+        rule_and_confidence("organisation", "Transports Lemaître et Fils SARL"),
+        ("organisation/legal_form".into(), 0.9)
+    );
+    assert_eq!(rule_and_confidence("person", "Kowalczyk"), ("person/honorific".into(), 0.8));
+    // A hand-made person keeps its name as typed (no recogniser decides it).
+    store
+        .create_entity(ws, &inv, &NewEntity { kind: "person".into(), name: "  Zoé   Martin ".into() }, "analyst")
+        .unwrap();
+    assert!(entity(&store, &inv, "person", "Zoé Martin").is_some());
 }

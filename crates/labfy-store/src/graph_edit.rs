@@ -79,8 +79,10 @@ fn normal_name(kind: &str, name: &str) -> Result<String> {
         return Err(StoreError::Invalid(format!("unknown entity kind `{kind}` (one of {})", ENTITY_KINDS.join(", "))));
     }
     let name = name.trim();
-    let Some(k) = labfy_extract::Kind::parse(kind) else {
-        return Ok(name.to_owned());
+    // A name (a person, an organisation) is kept as written, spaces
+    // collapsed: the recognisers find names, they do not define them.
+    let Some(k) = labfy_extract::Kind::parse(kind).filter(|k| k.is_selector()) else {
+        return Ok(name.split_whitespace().collect::<Vec<_>>().join(" "));
     };
     // A trailing dot (a domain's root, or the sentence it was copied from)
     // is not part of the value.
