@@ -86,8 +86,13 @@ fn demo_agent_grant_and_resume_through_labfy_up() {
     // An upload under way when the server dies (K3): its job is ended at
     // the next start, with the reason, not left running for ever.
     let inv = first_investigation(port, &cookie);
-    let (s, import) =
-        post(port, &cookie, &csrf, &format!("/api/v1/investigations/{inv}/imports"), &json!({"expected": 3}));
+    let (s, import) = post(
+        port,
+        &cookie,
+        &csrf,
+        &format!("/api/v1/investigations/{inv}/imports"),
+        &json!({"expected": 3, "into_specimen": true}),
+    );
     assert_eq!(s, 201, "{import}");
     let import = import["job"].as_str().unwrap().to_owned();
     // What a client was shown before the kill: its cursor over the events.

@@ -403,7 +403,8 @@ fn scenario(a: &mut Appliance) -> Result<(), Crashed> {
     a.acknowledged("POST /api/v1/tool-requests/{request}/refuse")?;
 
     // An import: a job, a file, its end.
-    let (s, v) = a.post(&format!("/api/v1/investigations/{inv}/imports"), &json!({"expected": 1}))?;
+    let (s, v) =
+        a.post(&format!("/api/v1/investigations/{inv}/imports"), &json!({"expected": 1, "into_specimen": true}))?;
     assert_eq!(s, 201, "{v}");
     let job = v["job"].as_str().unwrap().to_owned();
     a.acked.push(Ack::Job(job.clone(), None));

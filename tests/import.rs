@@ -338,12 +338,23 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
     let run = support::runtime_dir(&data);
     let (cookie, csrf) = support::login(port, &run);
     let inv = support::first_investigation(port, &cookie);
+    // The workspace `labfy up` serves is SPECIMEN: real files go into it
+    // only when the analyst says so (SPEC I5).
     let (status, v) = support::post(
         port,
         &cookie,
         &csrf,
         &format!("/api/v1/investigations/{inv}/imports"),
         &serde_json::json!({"expected": 4}),
+    );
+    assert_eq!(status, 409, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("SPECIMEN (synthetic data)"), "{v}");
+    let (status, v) = support::post(
+        port,
+        &cookie,
+        &csrf,
+        &format!("/api/v1/investigations/{inv}/imports"),
+        &serde_json::json!({"expected": 4, "into_specimen": true}),
     );
     assert_eq!(status, 201, "{v}");
     let job = v["job"].as_str().unwrap().to_owned();

@@ -2152,7 +2152,13 @@ async function scenarioImport({ page, base }) {
   assert(/Enquête « Piste des virements » créée/.test(await textOf(page, tid('status'))), 'creation not said');
   const picked = await page.$eval(tid('investigation-select'), (s) => s.selectedOptions[0]?.textContent);
   assert(picked === 'Piste des virements', `the picker shows ${picked}`);
+  // Chosen, it stays chosen across a reload (I5).
+  await page.reload({ waitUntil: 'domcontentloaded' });
+  await page.waitForSelector(`${tid('view')}[data-view="overview"][data-state="ready"]`, { timeout: STEP_TIMEOUT_MS });
+  const kept = await page.$eval(tid('investigation-select'), (s) => s.selectedOptions[0]?.textContent);
+  assert(kept === 'Piste des virements' && await textOf(page, tid('overview-title')) === 'Piste des virements', `after a reload: ${kept}`);
   await page.waitForSelector(tid('import-form'), { timeout: STEP_TIMEOUT_MS });
+  assert(!(await page.$(tid('import-specimen'))), 'a REAL workspace asks nothing before an import');
   const latin1 = Buffer.from('Le tr\xe9sorier a \xe9crit depuis tresorier@durand.example ; serveur 203.0.113.41.', 'latin1');
   const page1 = Buffer.from('<html><head><meta charset="utf-8"><title>Société Durand — contacts</title></head>'
     + '<body><p>Écrire à direction@durand.example ou voir https://durand.example/equipe</p><script>alert(1)</script></body></html>');
@@ -2290,6 +2296,19 @@ async function scenarioImport({ page, base }) {
 // hostile names; then searched and every document opened. Nothing runs, no
 // element becomes active, nothing is fetched, markup and file names read as
 // text, and the highlight markers a document carries mark nothing.
+// A SPECIMEN workspace takes real files only when the analyst says so (I5):
+// the import form asks first, in French.
+async function scenarioSpecimenImportAsks({ page, base }) {
+  await openOverview(page, base);
+  await page.waitForSelector(tid('import-specimen'), { timeout: STEP_TIMEOUT_MS });
+  const label = await textOf(page, tid('import-specimen'));
+  assert(/^Cet espace contient des données synthétiques \(SPECIMEN\) : importer quand même de vrais fichiers dans cette enquête$/.test(label), `label: ${label}`);
+  assert(await page.$eval(tid('import-pick-files'), (b) => b.disabled), 'files can be picked before the box is ticked');
+  await page.check(tid('import-into-specimen'));
+  assert(!(await page.$eval(tid('import-pick-files'), (b) => b.disabled)), 'the box ticked, files still cannot be picked');
+  await page.uncheck(tid('import-into-specimen'));
+}
+
 async function scenarioInjectionCorpus({ page, base }) {
   const before = eventCounts();
   const dir = path.join(REPO, 'tests', 'fixtures', 'injection');
@@ -2800,6 +2819,7 @@ const SCENARIOS = [
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
   ['overview screenshot', scenarioOverviewScreenshot],
+  ['a SPECIMEN workspace asks before real files are imported into it (I5)', scenarioSpecimenImportAsks],
   ['accessibility: axe-core on every view and the agent drawer, no violation of any impact (U7)', scenarioAccessibility],
   ['agent demo flow (plan, tool cards, review: selection by title, risk « moyen », campaign « élevé », fingerprint; grant, resume, summary; screenshot)', scenarioAgentDemo, { agent: true }],
   ['agent: hostile evidence in tool results stays text (no script, no dialog); the request is refused', scenarioAgentHostile, { agent: true }],

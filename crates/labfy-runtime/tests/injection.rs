@@ -268,7 +268,7 @@ fn ingest(data: &Path, ws: uuid::Uuid, inv: &ObjectRef, t: &Targets) -> Vec<Doc>
                     Err(_) => bytes,
                 };
                 let name = fill(d["import_name"].as_str().unwrap(), &token, t);
-                let job = store.start_import(ws, inv, Some(1), "analyst").unwrap();
+                let job = store.start_import(ws, inv, Some(1), false, "analyst").unwrap();
                 let blob = blobs.put(&mut &bytes[..], bytes.len() as u64).unwrap();
                 // What the confined import worker runs, in process here.
                 let mut parse = |b: &labfy_store::blobs::Blob, n: &str| {

@@ -22,7 +22,7 @@ import { enumLabel, fmtNumber, hasLabel, lang, switchLang, t, tn } from './i18n.
 import { renderList } from './lists.js';
 import { renderNode } from './node.js';
 import { renderOverview } from './overview.js';
-import { chrome, parseHash, registerViews, route, showError, state } from './page.js';
+import { chooseInvestigation, chrome, parseHash, registerViews, rememberedInvestigation, route, showError, state } from './page.js';
 import { renderProvenance } from './provenance.js';
 import { renderEvidence } from './reader.js';
 import { bindResources, renderResources, resBoot } from './resources.js';
@@ -111,7 +111,7 @@ function bindChrome() {
     btn.addEventListener('click', () => setLang(btn.dataset.lang));
   }
   $('investigation-select').addEventListener('change', (ev) => {
-    state.investigationId = ev.target.value;
+    chooseInvestigation(ev.target.value);
     state.search = null;
     renderSearchResults();
     if (location.hash === '#/' || location.hash === '') route();
@@ -314,7 +314,10 @@ async function boot() {
       const { investigations = [] } = await api(`/api/v1/workspaces/${seg(state.workspaceId)}/investigations`);
       state.investigations = investigations;
       const inUse = investigations.filter((i) => !i.archived_at);
-      state.investigationId = (inUse[0] ?? investigations[0])?.id ?? null;
+      // The one chosen last in this workspace, if it is still there.
+      const remembered = rememberedInvestigation(state.workspaceId);
+      const chosen = investigations.find((i) => i.id === remembered);
+      state.investigationId = (chosen ?? inUse[0] ?? investigations[0])?.id ?? null;
     }
   } catch (err) {
     state.bootError = err;

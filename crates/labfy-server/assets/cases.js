@@ -5,7 +5,7 @@
 import { api, ApiError, errorText } from './api.js';
 import { $, clear, h, section, seg, timeEl } from './dom.js';
 import { hasLabel, t, tn } from './i18n.js';
-import { beginView, chrome, failView, finishView, formSay, setStatus, setStatusAfterRoute, setTitle, showError, state } from './page.js';
+import { beginView, chooseInvestigation, chrome, failView, finishView, formSay, setStatus, setStatusAfterRoute, setTitle, showError, state } from './page.js';
 
 // How long the page waits for the server to come back on another workspace (SPEC C1).
 const WORKSPACE_SWITCH_TIMEOUT_MS = 60000;
@@ -17,7 +17,7 @@ async function reloadInvestigations() {
 }
 
 function openInvestigation(id) {
-  state.investigationId = id;
+  chooseInvestigation(id);
   state.search = null;
   chrome.renderSearchResults();
   chrome.renderWorkspace();

@@ -135,7 +135,9 @@ function importLine(l) {
       : null);
 }
 
-export function renderImportForm(ctx, inv) {
+// `specimen`: the workspace holds synthetic data (SPEC I5): real files go
+// into it only once the analyst ticks the box that says so.
+export function renderImportForm(ctx, inv, { specimen = false } = {}) {
   const pickFiles = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-files' });
   const pickFolder = h('input', { type: 'file', multiple: true, hidden: true, testid: 'import-folder' });
   pickFolder.webkitdirectory = true;
@@ -163,14 +165,24 @@ export function renderImportForm(ctx, inv) {
     reportHead.hidden = !sorted.length;
     if (imp.summary) say(imp.summary, imp.kind);
   };
+  const ask = specimen ? h('input', { type: 'checkbox', testid: 'import-into-specimen', id: 'import-into-specimen' }) : null;
+  const asked = () => !specimen || ask.checked;
+  let running = false;
   const busy = (on) => {
-    filesButton.disabled = on;
-    folderButton.disabled = on;
+    running = on;
+    filesButton.disabled = on || !asked();
+    folderButton.disabled = on || !asked();
     zone.classList.toggle('busy', on);
   };
+  if (ask) ask.addEventListener('change', () => busy(running));
+  busy(false);
   const run = async (list) => {
     const files = Array.from(list || []);
     if (!files.length) return;
+    if (!asked()) {
+      say(t('import_specimen_first'), 'error');
+      return;
+    }
     busy(true);
     lastImport = { inv, lines: [], summary: '', kind: 'info' };
     show(lastImport);
@@ -185,7 +197,8 @@ export function renderImportForm(ctx, inv) {
       say(t('import_sending', { done: fmtNumber(done), total: fmtNumber(files.length), sent: fmtBytes(sentBefore + sentNow), bytes: fmtBytes(total) }), 'info');
     };
     try {
-      const { job } = await api(`/api/v1/investigations/${seg(inv)}/imports`, { method: 'POST', body: { expected: files.length } });
+      const body = specimen ? { expected: files.length, into_specimen: true } : { expected: files.length };
+      const { job } = await api(`/api/v1/investigations/${seg(inv)}/imports`, { method: 'POST', body });
       let batch = [];
       let batchBytes = 0;
       const flush = async () => {
@@ -246,6 +259,8 @@ export function renderImportForm(ctx, inv) {
   });
   show(lastImport);
   return h('div', { class: 'import-form', testid: 'import-form' },
+    ask ? h('p', { class: 'import-specimen small', testid: 'import-specimen' },
+      ask, ' ', h('label', { for: 'import-into-specimen', text: t('import_specimen_ask') })) : null,
     zone, pickFiles, pickFolder,
     h('p', { class: 'muted small', text: t('import_help') }),
     bar, status, reportHead, report);

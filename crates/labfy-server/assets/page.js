@@ -43,6 +43,27 @@ export const state = {
 
 // Routing
 
+// The investigation the analyst chose stays chosen across reloads and
+// restarts (SPEC I5): one key per workspace, in this origin's storage.
+const investigationKey = (ws) => `labfy.investigation.${ws}`;
+
+export function chooseInvestigation(id) {
+  state.investigationId = id;
+  try {
+    if (state.workspaceId && id) window.localStorage.setItem(investigationKey(state.workspaceId), id);
+  } catch {
+    // Storage refused (private mode): the choice lasts this page only.
+  }
+}
+
+export function rememberedInvestigation(ws) {
+  try {
+    return window.localStorage.getItem(investigationKey(ws));
+  } catch {
+    return null;
+  }
+}
+
 export function parseHash() {
   const raw = location.hash.replace(/^#\/?/, '');
   const slash = raw.indexOf('/');

@@ -405,8 +405,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path()).unwrap();
         let (ws, inv) = store.create_real_workspace("A", "t").unwrap();
-        let stale = store.start_import(ws.id(), &inv, None, "t").unwrap();
-        let moving = store.start_import(ws.id(), &inv, None, "t").unwrap();
+        let stale = store.start_import(ws.id(), &inv, None, false, "t").unwrap();
+        let moving = store.start_import(ws.id(), &inv, None, false, "t").unwrap();
         store
             .conn
             .execute("UPDATE jobs SET updated_at = '2020-01-01T00:00:00.000Z' WHERE id = ?1", [stale.id().to_string()])

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::blobs::Blob;
 use crate::error::{Result, StoreError};
 use crate::graph_edit::insert_provenance;
-use crate::model::ImportRecord;
+use crate::model::{ImportRecord, WorkspaceClass};
 use crate::now_rfc3339;
 use crate::primitives::{Inserted, TextEvidence, audit, index_evidence, insert_text_evidence};
 use crate::reads::Reads;
@@ -103,6 +103,11 @@ impl ImportOutcome {
         }
     }
 }
+
+/// Why real files are not imported into a SPECIMEN workspace unasked.
+pub const SPECIMEN_IMPORT_REFUSED: &str = "this workspace is SPECIMEN (synthetic data): real files belong in a real \
+     workspace; to import into this one all the same, say so (`labfy import --into-specimen`, or the box of the \
+     import form)";
 
 /// An outcome as read back, for a job's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -199,13 +204,18 @@ pub(crate) fn start(
     ws: Uuid,
     inv: &ObjectRef,
     expected: Option<u64>,
+    into_specimen: bool,
     actor: &str,
 ) -> Result<ObjectRef> {
     if inv.kind() != RefKind::Investigation {
         return Err(StoreError::Invalid(format!("expected an `investigation:` reference, got `{inv}`")));
     }
     let tx = conn.transaction()?;
-    Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    let reads = Reads { conn: &tx };
+    reads.require_in_workspace(ws, inv)?;
+    if reads.workspace(ws)?.class == WorkspaceClass::Specimen && !into_specimen {
+        return Err(StoreError::Conflict(SPECIMEN_IMPORT_REFUSED.into()));
+    }
     let job = Uuid::now_v7();
     let now = now_rfc3339();
     let stats = ImportStats { expected, ..ImportStats::default() };

@@ -36,7 +36,7 @@ fn import(
 fn the_same_bytes_twice_are_one_evidence_with_two_provenance_records() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
-    let job = store.start_import(ws, &inv, Some(3), "analyste").unwrap();
+    let job = store.start_import(ws, &inv, Some(3), false, "analyste").unwrap();
     let text = b"Contact : jean@alpha.example, IBAN FR76 3000 6000 0112 3456 7890 189";
     let a = import(&mut store, &blobs, ws, &job, "a.txt", text, None);
     let b = import(&mut store, &blobs, ws, &job, "copie/a.txt", text, None);
@@ -80,7 +80,7 @@ fn the_same_bytes_twice_are_one_evidence_with_two_provenance_records() {
 fn an_attachment_is_a_child_evidence_derived_from_its_message() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
-    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
     let mail = b"From: a@alpha.example\r\nSubject: Facture\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\
 Content-Type: text/plain\r\n\r\nci-joint\r\n--b\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename=f.txt\r\n\r\n\
 paye par 198.51.100.7\r\n--b--\r\n";
@@ -101,7 +101,7 @@ paye par 198.51.100.7\r\n--b--\r\n";
 fn bad_names_and_foreign_jobs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
-    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
     let blob = blobs.put(&mut &b"x"[..], 10).unwrap();
     let parsed = parse(b"x", "x.txt");
     for (name, path) in [("x.txt", "../x.txt"), ("a\nb", "a"), ("", "a")] {
@@ -110,7 +110,11 @@ fn bad_names_and_foreign_jobs_are_refused() {
     }
     let other = ObjectRef::new(RefKind::Job, uuid::Uuid::now_v7());
     assert!(store.import_refused(ws, &other, "x", "y").is_err());
-    assert!(store.start_import(ws, &ObjectRef::new(RefKind::Investigation, uuid::Uuid::now_v7()), None, "t").is_err());
+    assert!(
+        store
+            .start_import(ws, &ObjectRef::new(RefKind::Investigation, uuid::Uuid::now_v7()), None, false, "t")
+            .is_err()
+    );
 }
 
 #[test]
@@ -118,7 +122,7 @@ fn an_export_carries_the_original_bytes_and_verify_checks_them() {
     use crate::bundle::{BundleError, BundleWriter, verify};
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
-    let job = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
     let page = b"<html><head><title>Alpha</title></head><body>Voir alpha.example</body></html>";
     import(&mut store, &blobs, ws, &job, "page.html", page, None);
     import(&mut store, &blobs, ws, &job, "image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR binary", None);
@@ -149,10 +153,10 @@ fn an_export_carries_the_original_bytes_and_verify_checks_them() {
 fn a_dead_servers_imports_and_exports_are_ended_with_the_reason_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
-    let served = store.start_import(ws, &inv, Some(2), "analyste").unwrap();
+    let served = store.start_import(ws, &inv, Some(2), false, "analyste").unwrap();
     let kept = import(&mut store, &blobs, ws, &served, "a.txt", b"Une page avant le kill", None);
-    let cli = store.start_import(ws, &inv, None, "labfy import").unwrap();
-    let done = store.start_import(ws, &inv, None, "analyste").unwrap();
+    let cli = store.start_import(ws, &inv, None, false, "labfy import").unwrap();
+    let done = store.start_import(ws, &inv, None, false, "analyste").unwrap();
     store.finish_import(ws, &done, None, "analyste").unwrap();
     let export = store.start_job(ws, &inv, crate::EXPORT_JOB, "analyste").unwrap();
 
@@ -170,4 +174,21 @@ fn a_dead_servers_imports_and_exports_are_ended_with_the_reason_at_the_next_star
     assert_eq!((row.status.as_str(), row.detail.contains(why)), ("FAILED", true), "{}", row.detail);
     assert!(store.settle_interrupted_jobs("analyste", why).unwrap().is_empty());
     assert!(store.import_refused(ws, &served, "x", "y").is_err(), "an ended job takes no more files");
+}
+
+/// SPEC I5: a SPECIMEN workspace (synthetic data) takes real files only
+/// when the analyst says so; refused, nothing is started.
+#[test]
+fn a_specimen_workspace_takes_real_files_only_when_asked() {
+    let dir = TempDir::new().unwrap();
+    let (mut store, ws, inv) = crate::tests::specimen(&dir, 7, 50);
+    let jobs = |store: &Store| -> i64 {
+        store.conn().query_row("SELECT count(*) FROM jobs WHERE kind = ?1", [IMPORT_JOB], |r| r.get(0)).unwrap()
+    };
+    let before = jobs(&store);
+    let refused = store.start_import(ws, &inv, Some(1), false, "analyste").unwrap_err();
+    assert!(matches!(&refused, StoreError::Conflict(m) if m == SPECIMEN_IMPORT_REFUSED), "{refused:?}");
+    assert_eq!(jobs(&store), before, "nothing started");
+    store.start_import(ws, &inv, Some(1), true, "analyste").unwrap();
+    assert_eq!(jobs(&store), before + 1);
 }

@@ -59,7 +59,7 @@ pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity
 pub use hosts::{MAX_HOST_CHARS, check_host_pattern};
 pub use import::{
     IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportReportLine, ImportStats, ImportedFile, MAX_EMBED_DEPTH,
-    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, check_import_path, import_tree,
+    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, SPECIMEN_IMPORT_REFUSED, check_import_path, import_tree,
 };
 pub use journal::{
     JOURNAL_APPLICATION_ID, JOURNAL_FILE, JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, JournalStore,
@@ -219,9 +219,19 @@ impl Store {
     }
 
     /// Starts an import job into an investigation (SPEC C2); `expected`:
-    /// the number of files announced, for its progress.
-    pub fn start_import(&mut self, ws: Uuid, inv: &ObjectRef, expected: Option<u64>, actor: &str) -> Result<ObjectRef> {
-        import::start(&mut self.conn, ws, inv, expected, actor)
+    /// the number of files announced, for its progress. A SPECIMEN
+    /// workspace (synthetic data) takes real files only when the analyst
+    /// said so, `into_specimen` (SPEC I5); otherwise the import is refused
+    /// before anything is read.
+    pub fn start_import(
+        &mut self,
+        ws: Uuid,
+        inv: &ObjectRef,
+        expected: Option<u64>,
+        into_specimen: bool,
+        actor: &str,
+    ) -> Result<ObjectRef> {
+        import::start(&mut self.conn, ws, inv, expected, into_specimen, actor)
     }
 
     /// Records one imported file, its bytes already in the blob store.

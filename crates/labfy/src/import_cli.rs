@@ -41,6 +41,10 @@ pub struct ImportArgs {
     /// Largest file taken, in MiB; larger ones are refused.
     #[arg(long, default_value_t = DEFAULT_MAX_FILE_MIB, value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_file_mib: u64,
+    /// Import into a SPECIMEN workspace (synthetic data) all the same;
+    /// without it such an import is refused before anything is read.
+    #[arg(long)]
+    into_specimen: bool,
     /// Files and folders (folders are walked recursively).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -147,7 +151,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     }
     let max = args.max_file_mib << 20;
     let started = Instant::now();
-    let job = store.start_import(ws, &inv, Some(found.len() as u64), "labfy import")?;
+    let job = store.start_import(ws, &inv, Some(found.len() as u64), args.into_specimen, "labfy import")?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(found.len() as u64);
         bar.set_style(

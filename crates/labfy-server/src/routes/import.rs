@@ -64,6 +64,10 @@ struct StartImport {
     /// Files the browser is about to send (for the job's progress).
     #[serde(default)]
     expected: Option<u64>,
+    /// Real files into a SPECIMEN workspace: only when the analyst said so
+    /// (SPEC I5); refused otherwise.
+    #[serde(default)]
+    into_specimen: bool,
 }
 
 #[utoipa::path(
@@ -83,7 +87,8 @@ async fn start(
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
     let expected = body.expected.map(|n| n.min(1_000_000));
-    let job = st.db().write(move |store| store.start_import(ws, &inv, expected, crate::state::ANALYST)).await?;
+    let into = body.into_specimen;
+    let job = st.db().write(move |store| store.start_import(ws, &inv, expected, into, crate::state::ANALYST)).await?;
     tracing::info!(%job, "import started");
     Ok((StatusCode::CREATED, Json(json!({ "job": job }))))
 }
