@@ -2301,7 +2301,7 @@ async function scenarioImport({ page, base }) {
 async function scenarioSpecimenImportAsks({ page, base }) {
   await openOverview(page, base);
   await page.waitForSelector(tid('import-specimen'), { timeout: STEP_TIMEOUT_MS });
-  const label = await textOf(page, tid('import-specimen'));
+  const label = (await textOf(page, tid('import-specimen'))).trim();
   assert(/^Cet espace contient des données synthétiques \(SPECIMEN\) : importer quand même de vrais fichiers dans cette enquête$/.test(label), `label: ${label}`);
   assert(await page.$eval(tid('import-pick-files'), (b) => b.disabled), 'files can be picked before the box is ticked');
   await page.check(tid('import-into-specimen'));

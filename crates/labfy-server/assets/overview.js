@@ -89,7 +89,7 @@ export async function renderOverview() {
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
-          section('section_import', 'import-panel', renderImportForm(ctx, inv, { specimen: state.workspace?.class === 'specimen' })),
+          section('section_import', 'import-panel', renderImportForm(ctx, inv, { specimen: state.workspace?.class === 'SPECIMEN' })),
           section('section_export', 'export-panel', renderExportForm(ctx, inv)),
           section('section_jobs', 'jobs-panel', renderJobs(data.jobs), renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
