@@ -418,3 +418,76 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
     assert_eq!(&v["files"][3]["notes"], &scan["imports"][0]["notes"], "the upload's answer says it: {v}");
     assert!(scan["char_len"].as_u64().unwrap() > 3000, "OCR read the scanned page: {scan}");
 }
+
+/// SPEC I1: a `labfy import` killed halfway leaves its job `RUNNING` only
+/// until the next import, which sees its process gone and ends it `FAILED`
+/// with the reason; importing the same folder again takes the rest, the
+/// files already stored coming back as duplicates by their hash.
+#[test]
+fn a_killed_import_is_settled_and_the_next_one_takes_the_rest() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (_ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Epsilon", "test").unwrap();
+    let root = dir.path().join("dossier");
+    fs::create_dir_all(&root).unwrap();
+    const FILES: u64 = 400;
+    for i in 0..FILES {
+        fs::write(
+            root.join(format!("note-{i:04}.txt")),
+            format!("Note {i} : virement vers le compte {i} de la société."),
+        )
+        .unwrap();
+    }
+    let args = |data: &Path, root: &Path| {
+        vec![
+            "import".to_owned(),
+            "--data-dir".into(),
+            data.to_str().unwrap().into(),
+            "--investigation".into(),
+            inv.to_string(),
+            root.to_str().unwrap().into(),
+        ]
+    };
+    let mut child = Command::new(BIN)
+        .args(args(&data, &root))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once some files are recorded, well before the end.
+    let store = Store::open(&data).unwrap();
+    let ws = store.reads().workspace_of(&inv).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let first = loop {
+        let jobs = store.reads().jobs(ws, &inv).unwrap();
+        if let Some(j) = jobs.iter().find(|j| j.kind == "import" && j.stats["files"].as_u64().unwrap_or(0) >= 20) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break j.id;
+        }
+        assert!(std::time::Instant::now() < deadline, "no file recorded in 120 s: {jobs:?}");
+        assert!(child.try_wait().unwrap().is_none(), "the import ended before it was killed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let job = |id: &ObjectRef| store.reads().job(ws, id).unwrap();
+    let killed = job(&first);
+    assert_eq!(killed.status, "RUNNING", "nothing has ended it yet");
+    let recorded = killed.stats["imported"].as_u64().unwrap();
+    assert!(recorded < FILES, "killed before the end: {killed:?}");
+
+    let o = Command::new(BIN).args(args(&data, &root)).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("{first}, an earlier import, was interrupted")), "{err}");
+    let killed = job(&first);
+    assert_eq!(killed.status, "FAILED", "{killed:?}");
+    assert!(killed.detail.contains("process (pid") && killed.detail.contains("is gone"), "{}", killed.detail);
+    let second: ObjectRef = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let resumed = job(&second);
+    assert_eq!(resumed.status, "SUCCEEDED");
+    let (imported, duplicates) =
+        (resumed.stats["imported"].as_u64().unwrap(), resumed.stats["duplicates"].as_u64().unwrap());
+    assert!(duplicates >= recorded, "what the killed run stored comes back by its hash: {resumed:?}");
+    assert_eq!(imported + duplicates, FILES, "{resumed:?}");
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, FILES as i64, "every file once");
+}

@@ -89,42 +89,8 @@ struct Entry {
     holder: Option<Holder>,
 }
 
-/// A process as the kernel names it for good: its pid and its start time
-/// (clock ticks since boot). A pid is recycled; the pair is not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Holder {
-    /// Its pid, in the governor's pid namespace.
-    pub pid: i32,
-    /// Field 22 of `/proc/<pid>/stat`.
-    pub start: u64,
-}
-
-impl Holder {
-    /// The living process `pid`, or `None` when there is none (or only a
-    /// zombie).
-    pub fn of(pid: i32) -> Option<Self> {
-        let (state, start) = stat(pid)?;
-        (state != "Z" && state != "X").then_some(Self { pid, start })
-    }
-
-    /// Whether this very process still lives: same pid, same start time,
-    /// not a zombie.
-    pub fn alive(&self) -> bool {
-        Self::of(self.pid).is_some_and(|now| now.start == self.start)
-    }
-}
-
-/// The state and start time of `pid` from `/proc/<pid>/stat`.
-fn stat(pid: i32) -> Option<(String, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields that
-    // follow it start after its last `)`, with field 3, the state.
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.to_owned();
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
-}
+/// A process as the kernel names it for good (`labfy_core::process`).
+pub use labfy_core::process::Holder;
 
 #[derive(Debug, Default)]
 struct Inner {

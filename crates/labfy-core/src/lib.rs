@@ -7,6 +7,7 @@ pub mod json;
 pub mod leak;
 mod object_ref;
 pub mod one_line;
+pub mod process;
 mod risk;
 pub mod throttle;
 

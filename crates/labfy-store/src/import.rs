@@ -205,6 +205,7 @@ pub(crate) fn start(
     inv: &ObjectRef,
     expected: Option<u64>,
     into_specimen: bool,
+    process: Option<(i32, u64)>,
     actor: &str,
 ) -> Result<ObjectRef> {
     if inv.kind() != RefKind::Investigation {
@@ -232,10 +233,42 @@ pub(crate) fn start(
         "import.start",
         Some(ws),
         Some(&job_ref),
-        &serde_json::json!({"investigation": inv, "expected": expected}),
+        &match process {
+            Some((pid, start)) => serde_json::json!({
+                "investigation": inv, "expected": expected, "process": {"pid": pid, "start": start}
+            }),
+            None => serde_json::json!({"investigation": inv, "expected": expected}),
+        },
     )?;
     tx.commit()?;
     Ok(job_ref)
+}
+
+/// Import jobs `actor` started from a process it recorded and that are
+/// still `RUNNING`: (workspace, job, pid, start time), oldest first. Whether
+/// that process still lives is the caller's question (SPEC I1).
+pub(crate) fn running_with_process(conn: &Connection, actor: &str) -> Result<Vec<(Uuid, ObjectRef, i32, u64)>> {
+    let rows: Vec<(String, i64, i64)> = conn
+        .prepare(
+            "SELECT j.id, json_extract(a.detail, '$.process.pid'), json_extract(a.detail, '$.process.start')
+             FROM jobs j JOIN audit_log a ON a.object_ref = 'job:' || j.id AND a.action = 'import.start'
+             WHERE j.kind = ?1 AND j.status = 'RUNNING' AND a.actor = ?2
+               AND json_extract(a.detail, '$.process.pid') IS NOT NULL
+             ORDER BY j.created_at",
+        )?
+        .query_map(params![IMPORT_JOB, actor], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.into_iter()
+        .map(|(id, pid, start)| {
+            let job = ObjectRef::new(
+                RefKind::Job,
+                Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("job id {id}: {e}")))?,
+            );
+            let pid = i32::try_from(pid).map_err(|_| StoreError::Damaged(format!("{job}: pid {pid}")))?;
+            let start = u64::try_from(start).map_err(|_| StoreError::Damaged(format!("{job}: start {start}")))?;
+            Ok((Reads { conn }.workspace_of(&job)?, job, pid, start))
+        })
+        .collect()
 }
 
 /// Records one file (and counts it in the job unless it is embedded).

@@ -231,7 +231,36 @@ impl Store {
         into_specimen: bool,
         actor: &str,
     ) -> Result<ObjectRef> {
-        import::start(&mut self.conn, ws, inv, expected, into_specimen, actor)
+        import::start(&mut self.conn, ws, inv, expected, into_specimen, None, actor)
+    }
+
+    /// [`Store::start_import`] by a process that records itself on the job
+    /// (`labfy import`: its pid and start time), so that a later import can
+    /// tell the job of a killed process from one still running
+    /// ([`Store::running_imports_with_process`], SPEC I1).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_import_as_process(
+        &mut self,
+        ws: Uuid,
+        inv: &ObjectRef,
+        expected: Option<u64>,
+        into_specimen: bool,
+        process: (i32, u64),
+        actor: &str,
+    ) -> Result<ObjectRef> {
+        import::start(&mut self.conn, ws, inv, expected, into_specimen, Some(process), actor)
+    }
+
+    /// Import jobs `actor` started as a process (pid, start time) that are
+    /// still `RUNNING`: (workspace, job, pid, start time).
+    pub fn running_imports_with_process(&self, actor: &str) -> Result<Vec<(Uuid, ObjectRef, i32, u64)>> {
+        import::running_with_process(&self.conn, actor)
+    }
+
+    /// Ends an import job `FAILED` with `why` (its process is gone: the
+    /// files it recorded stay, its figures are kept).
+    pub fn fail_import(&mut self, ws: Uuid, job: &ObjectRef, why: &str, actor: &str) -> Result<()> {
+        import::finish(&mut self.conn, ws, job, Some(why), actor).map(drop)
     }
 
     /// Records one imported file, its bytes already in the blob store.

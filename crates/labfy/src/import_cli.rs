@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use clap::Args;
 use labfy::Failure;
+use labfy_core::process::Holder;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
 use labfy_store::blobs::{Blob, BlobError, BlobStore};
 use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
@@ -128,6 +129,29 @@ fn walk(root: &Path, out: &mut Vec<Found>) {
     }
 }
 
+/// Who `labfy import` is in the audit log and on its jobs.
+const IMPORT_ACTOR: &str = "labfy import";
+
+/// Ends `FAILED` the jobs of earlier `labfy import` runs whose process is
+/// gone (killed, the machine stopped): the files they recorded stay, and
+/// importing the same files again takes the rest — those already stored
+/// come back as duplicates, by their hash (SPEC I1). A job whose process
+/// still runs is left alone.
+fn settle_killed_imports(store: &mut Store) -> Result<(), Failure> {
+    for (ws, job, pid, start) in store.running_imports_with_process(IMPORT_ACTOR)? {
+        if (Holder { pid, start }).alive() {
+            continue;
+        }
+        let why = format!(
+            "interrupted: the `labfy import` process (pid {pid}) is gone; the files it recorded are kept, \
+             importing the same files again takes the rest"
+        );
+        store.fail_import(ws, &job, &why, IMPORT_ACTOR)?;
+        eprintln!("labfy: {job}, an earlier import, was interrupted (its process is gone): marked FAILED");
+    }
+    Ok(())
+}
+
 /// Runs an import job over `args.paths`, with a progress bar on a terminal,
 /// and prints its summary and each refusal.
 pub fn import(args: ImportArgs) -> Result<(), Failure> {
@@ -150,8 +174,17 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         walk(p, &mut found);
     }
     let max = args.max_file_mib << 20;
+    settle_killed_imports(&mut store)?;
     let started = Instant::now();
-    let job = store.start_import(ws, &inv, Some(found.len() as u64), args.into_specimen, "labfy import")?;
+    let expected = Some(found.len() as u64);
+    // The job names this process, so a later import can tell it was killed
+    // (SPEC I1).
+    let job = match Holder::current() {
+        Some(me) => {
+            store.start_import_as_process(ws, &inv, expected, args.into_specimen, (me.pid, me.start), IMPORT_ACTOR)?
+        }
+        None => store.start_import(ws, &inv, expected, args.into_specimen, IMPORT_ACTOR)?,
+    };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(found.len() as u64);
         bar.set_style(
@@ -219,7 +252,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                             Some(p) if b.sha256 == blob.sha256 => p,
                             _ => parse_one(b, n),
                         };
-                        let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, "labfy import");
+                        let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, IMPORT_ACTOR);
                         match import_tree(&blobs, &name, &f.shown, &blob, &mut parse, &mut record) {
                             Ok(_) => Ok(()),
                             Err(labfy_store::StoreError::Invalid(why)) => Err(why),
@@ -242,7 +275,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let stats = store.finish_import(ws, &job, failure.as_deref(), "labfy import")?;
+    let stats = store.finish_import(ws, &job, failure.as_deref(), IMPORT_ACTOR)?;
     let secs = started.elapsed().as_secs_f64();
     for (path, why) in &refusals {
         eprintln!("labfy: refused {}: {why}", path.escape_debug());
