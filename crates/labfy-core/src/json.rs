@@ -5,6 +5,12 @@
 //!
 //! Keys are compared after `serde_json` decoded their escapes (`"a"` and
 //! `"\u0061"` are the same key), with its own tokenizer; nesting is bounded.
+//!
+//! And JSON with one spelling: [`canonical`], object keys sorted by their
+//! UTF-8 bytes, no insignificant whitespace, serde_json's number and string
+//! spelling. Fingerprints (R5), call intents (G7) and the STIX ids of
+//! observables (I3) hash this form, so they do not depend on key order or
+//! on whether some dependency switches serde_json to insertion order.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -89,6 +95,43 @@ impl Unique {
     }
 }
 
+/// The canonical text of `value`.
+pub fn canonical(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::from(k.as_str()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -119,5 +162,26 @@ mod tests {
         assert!(check_unique_keys(b"{\"a\":").is_err());
         assert!(check_unique_keys(b"{} {}").is_err());
         assert!(check_unique_keys(b"").is_err());
+    }
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use serde_json::json;
+
+    use super::canonical as canonical_json;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_matter() {
+        let a: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "é"}}"#).unwrap();
+        let b = json!({"a": {"x": "é", "y": [1, 2]}, "b": 1});
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":"é","y":[1,2]},"b":1}"#);
+    }
+
+    #[test]
+    fn different_values_differ() {
+        assert_ne!(canonical_json(&json!({"a": 1})), canonical_json(&json!({"a": "1"})));
+        assert_ne!(canonical_json(&json!([1, 2])), canonical_json(&json!([2, 1])));
     }
 }

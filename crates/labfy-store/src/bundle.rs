@@ -15,7 +15,8 @@
 //!   provenance.jsonl  provenance_inputs.jsonl  fetch_provenance.jsonl
 //!   research_requests.jsonl  grants.jsonl  campaigns.jsonl  campaign_items.jsonl  jobs.jsonl
 //!   audit.jsonl              the workspace's audit log
-//!   graph.stix.json          the graph as a STIX 2.1 bundle
+//!   graph.stix.json          the graph as a STIX 2.1 bundle (the OASIS validator passes it)
+//!   graph.stix.coverage.json what the STIX graph holds, and where what STIX cannot say lies
 //!   egress/grants.jsonl  egress/fetch_log.jsonl   egress's own ledger rows of those grants and its
 //!                            fetch log (`labfy export` adds them; the UI's export cannot)
 //! ```
@@ -667,9 +668,21 @@ fn export_snapshot(
     stix(conn, inv, w)
 }
 
-/// STIX 2.1 type of an entity kind, and whether it is a cyber-observable
-/// (`value`) or a domain object (`name`). Kinds without a STIX type are
-/// `x-labfy-selector` custom objects.
+/// OpenCTI's extension for the observables STIX 2.1 lacks (bank accounts,
+/// phone numbers, cryptocurrency wallets): OpenCTI reads these types under
+/// it (SPEC I3).
+const OPENCTI_NEW_SCO: &str = "extension-definition--f93e2c80-4231-4f9a-af8b-95c9bd566a82";
+
+/// STIX's namespace for the UUIDv5 of cyber-observables (STIX 2.1, 2.9).
+const STIX_SCO_NAMESPACE: uuid::Uuid = uuid::uuid!("00abedb4-aa42-466c-9c01-fed23315a9b7");
+
+/// The file where the bundle says what its STIX graph holds and what STIX
+/// cannot say (SPEC I3: nothing left out silently).
+pub const STIX_COVERAGE: &str = "graph.stix.coverage.json";
+
+/// STIX 2.1 type of an entity kind: a cyber-observable (`value`, `iban`,
+/// `hashes`), an identity, or a Labfy custom object for what neither STIX
+/// nor OpenCTI models (a location with a name only).
 fn stix_type(kind: &str) -> &'static str {
     match kind {
         "domain" | "onion" => "domain-name",
@@ -679,17 +692,52 @@ fn stix_type(kind: &str) -> &'static str {
         "ipv6" => "ipv6-addr",
         "file_hash" => "file",
         "person" | "organisation" => "identity",
+        "iban" => "bank-account",
+        "phone" => "phone-number",
+        "btc_address" | "eth_address" => "cryptocurrency-wallet",
         _ => "x-labfy-selector",
     }
 }
 
+/// An observable's id: UUIDv5 of its id-contributing properties in STIX's
+/// namespace, as the specification asks (the same value, the same id, in
+/// any tool).
+fn sco_id(t: &str, contributing: &Value) -> String {
+    let canonical = labfy_core::json::canonical(contributing);
+    format!("{t}--{}", uuid::Uuid::new_v5(&STIX_SCO_NAMESPACE, canonical.as_bytes()))
+}
+
+/// A domain or relationship object's id: a version-4 UUID drawn from the
+/// object's Labfy reference, so one export and the next name it alike.
+fn sdo_id(t: &str, labfy_ref: &str) -> String {
+    let digest = Sha256::digest(format!("labfy-stix:{labfy_ref}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    format!("{t}--{}", uuid::Builder::from_random_bytes(bytes).into_uuid())
+}
+
+/// A timestamp as STIX writes it: UTC, to the millisecond
+/// (`2026-01-05T08:00:00.000Z`).
+fn stix_time(t: &str) -> String {
+    let Some(body) = t.strip_suffix('Z') else { return t.to_owned() };
+    let (whole, fraction) = body.split_once('.').unwrap_or((body, ""));
+    let mut ms: String = fraction.chars().take_while(char::is_ascii_digit).take(3).collect();
+    while ms.len() < 3 {
+        ms.push('0');
+    }
+    format!("{whole}.{ms}Z")
+}
+
 fn stix_entity(id: &str, kind: &str, name: &str, created: &str) -> Value {
     let t = stix_type(kind);
-    let sid = format!("{t}--{id}");
+    let labfy_ref = format!("entity:{id}");
+    let created = stix_time(created);
+    let opencti = json!({ OPENCTI_NEW_SCO: {"extension_type": "new-sco"} });
     match t {
         "identity" => json!({
-            "type": t, "spec_version": "2.1", "id": sid, "created": created, "modified": created, "name": name,
-            "identity_class": if kind == "person" { "individual" } else { "organization" },
+            "type": t, "spec_version": "2.1", "id": sdo_id(t, &labfy_ref), "created": created, "modified": created,
+            "name": name, "identity_class": if kind == "person" { "individual" } else { "organization" },
+            "x_labfy_ref": labfy_ref,
         }),
         "file" => {
             let algo = match name.len() {
@@ -697,30 +745,46 @@ fn stix_entity(id: &str, kind: &str, name: &str, created: &str) -> Value {
                 40 => "SHA-1",
                 _ => "SHA-256",
             };
-            json!({"type": t, "spec_version": "2.1", "id": sid, "hashes": {algo: name}})
+            let hashes = json!({ algo: name });
+            json!({"type": t, "spec_version": "2.1", "id": sco_id(t, &json!({"hashes": hashes})), "hashes": hashes,
+                   "x_labfy_ref": labfy_ref})
         }
-        "x-labfy-selector" => json!({
-            "type": t, "spec_version": "2.1", "id": sid, "created": created, "modified": created,
-            "x_labfy_kind": kind, "name": name,
+        "bank-account" => json!({
+            "type": t, "spec_version": "2.1", "id": sco_id(t, &json!({"iban": name})), "iban": name,
+            "extensions": opencti, "x_labfy_ref": labfy_ref,
         }),
-        _ => json!({"type": t, "spec_version": "2.1", "id": sid, "value": name}),
+        "phone-number" | "cryptocurrency-wallet" => json!({
+            "type": t, "spec_version": "2.1", "id": sco_id(t, &json!({"value": name})), "value": name,
+            "extensions": opencti, "x_labfy_ref": labfy_ref,
+        }),
+        "x-labfy-selector" => json!({
+            "type": t, "spec_version": "2.1", "id": sdo_id(t, &labfy_ref), "created": created, "modified": created,
+            "x_labfy_kind": kind, "name": name, "x_labfy_ref": labfy_ref,
+        }),
+        _ => json!({"type": t, "spec_version": "2.1", "id": sco_id(t, &json!({"value": name})), "value": name,
+                    "x_labfy_ref": labfy_ref}),
     }
 }
 
 /// `graph.stix.json`: evidence as `file` objects (title, SHA-256, size, media
 /// type), entities by kind, relations as `relationship` objects whose ends
-/// are in the bundle. Streamed, one object at a time.
+/// are in the bundle, each object with its Labfy reference
+/// (`x_labfy_ref`). Streamed, one object at a time. Then
+/// [`STIX_COVERAGE`]: how many objects of each type, the relations left
+/// out and why, and where in the bundle lies what STIX cannot say.
 fn stix(conn: &Connection, inv: &str, w: &mut BundleWriter) -> Result<()> {
     let rel = "graph.stix.json";
     let path = w.dir.join(rel);
     let mut out = w.open(rel)?;
     let mut first = true;
+    let mut counts: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let mut put = |out: &mut Hashed, o: &Value| -> Result<()> {
         out.write_all(if first { b"\n" } else { b",\n" }).map_err(io(&path))?;
         first = false;
+        *counts.entry(o["type"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
         serde_json::to_writer(&mut *out, o).map_err(|e| BundleError::Io { path: path.clone(), source: e.into() })
     };
-    write!(out, "{{\"type\":\"bundle\",\"id\":\"bundle--{inv}\",\"objects\":[").map_err(io(&path))?;
+    write!(out, "{{\"type\":\"bundle\",\"id\":\"{}\",\"objects\":[", sdo_id("bundle", inv)).map_err(io(&path))?;
     let mut ids: HashMap<String, String> = HashMap::new();
     each_row(
         conn,
@@ -729,12 +793,14 @@ fn stix(conn: &Connection, inv: &str, w: &mut BundleWriter) -> Result<()> {
         &[inv],
         &[],
         |e| {
-            let sid = format!("file--{}", e["id"].as_str().unwrap_or_default());
-            ids.insert(format!("evidence:{}", e["id"].as_str().unwrap_or_default()), sid.clone());
+            let labfy_ref = format!("evidence:{}", e["id"].as_str().unwrap_or_default());
+            let hashes = json!({"SHA-256": e["sha256"]});
+            let sid = sco_id("file", &json!({"hashes": hashes, "name": e["title"]}));
+            ids.insert(labfy_ref.clone(), sid.clone());
             put(
                 &mut out,
                 &json!({"type": "file", "spec_version": "2.1", "id": sid, "name": e["title"],
-                                   "hashes": {"SHA-256": e["sha256"]}, "size": e["byte_len"], "mime_type": e["mime"]}),
+                        "hashes": hashes, "size": e["byte_len"], "mime_type": e["mime"], "x_labfy_ref": labfy_ref}),
             )
         },
     )?;
@@ -751,6 +817,7 @@ fn stix(conn: &Connection, inv: &str, w: &mut BundleWriter) -> Result<()> {
             put(&mut out, &o)
         },
     )?;
+    let mut left_out = 0u64;
     each_row(
         conn,
         "",
@@ -759,21 +826,53 @@ fn stix(conn: &Connection, inv: &str, w: &mut BundleWriter) -> Result<()> {
         &[],
         |r| {
             let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
-            let (Some(s), Some(d)) = (ids.get(text("src")), ids.get(text("dst"))) else { return Ok(()) };
+            let (Some(s), Some(d)) = (ids.get(text("src")), ids.get(text("dst"))) else {
+                left_out += 1;
+                return Ok(());
+            };
             let confidence = r.get("confidence").and_then(Value::as_f64).unwrap_or(1.0);
+            let created = stix_time(text("created_at"));
             put(
                 &mut out,
                 &json!({
-                    "type": "relationship", "spec_version": "2.1", "id": format!("relationship--{}", text("id")),
-                    "created": text("created_at"), "modified": text("created_at"),
+                    "type": "relationship", "spec_version": "2.1",
+                    "id": sdo_id("relationship", &format!("relation:{}", text("id"))),
+                    "created": created, "modified": created,
                     "relationship_type": text("kind").replace('_', "-"),
                     "source_ref": s, "target_ref": d, "confidence": (confidence * 100.0).round() as i64,
+                    "x_labfy_ref": format!("relation:{}", text("id")),
                 }),
             )
         },
     )?;
     out.write_all(b"\n]}\n").map_err(io(&path))?;
-    w.close(rel, out)
+    w.close(rel, out)?;
+    let coverage = json!({
+        "graph": rel,
+        "objects": counts,
+        "relations_left_out": {
+            "count": left_out,
+            "why": "an end of the relation is neither an evidence item nor an entity of the investigation",
+        },
+        "identifiers": "observables: UUIDv5 of their value in STIX's namespace; other objects: a UUID drawn from \
+                        their Labfy reference, which each object carries as `x_labfy_ref`",
+        "opencti": format!("bank accounts, phone numbers and cryptocurrency wallets as OpenCTI's observables \
+                            (`bank-account`, `phone-number`, `cryptocurrency-wallet`, extension {OPENCTI_NEW_SCO})"),
+        "not_in_stix": {
+            "evidence text": "evidence/<id>.txt, evidence.jsonl",
+            "originals": "blobs/<sha256>",
+            "mentions (offset, length, rule)": "mentions.jsonl",
+            "provenance": "provenance.jsonl, provenance_inputs.jsonl",
+            "fetches through Tor": "fetch_provenance.jsonl, campaigns.jsonl, campaign_items.jsonl, grants.jsonl",
+            "imports": "imports.jsonl, import_outcomes.jsonl",
+            "aliases": "entity_aliases.jsonl",
+            "audit": "audit.jsonl",
+            "locations (a name without coordinates or country)": "x-labfy-selector objects",
+        },
+    });
+    let mut text = serde_json::to_vec_pretty(&coverage).map_err(|e| BundleError::Manifest(e.to_string()))?;
+    text.push(b'\n');
+    w.add_file(STIX_COVERAGE, &text)
 }
 
 fn sha256_file(path: &Path) -> Result<(String, u64)> {

@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
 use crate::bundle::{
-    BundleError, BundleFile, BundleWriter, FETCHED_EVIDENCE, FetchedCheck, MANIFEST, SHA256SUMS, add_egress_ledger,
-    verify,
+    BundleError, BundleFile, BundleWriter, FETCHED_EVIDENCE, FetchedCheck, MANIFEST, SHA256SUMS, STIX_COVERAGE,
+    add_egress_ledger, verify,
 };
 use crate::research_tests::{decision, request};
 use crate::tests::specimen;
@@ -28,7 +28,11 @@ fn exported() -> (TempDir, std::path::PathBuf, String, ObjectRef) {
         .add_note(
             ws,
             &inv,
-            &NewNote { title: "Note".into(), content: "Vu 198.51.100.4".into(), source: None },
+            &NewNote {
+                title: "Note".into(),
+                content: "Vu 198.51.100.4 ; virement FR76 3000 6000 0112 3456 7890 189".into(),
+                source: None,
+            },
             "analyst",
         )
         .unwrap();
@@ -516,4 +520,52 @@ fn without_egress_fetch_log_fetched_pieces_are_unverifiable() {
         matches!(&err, BundleError::Manifest(m) if m.contains(FETCHED_EVIDENCE) && m.contains("has no egress/fetch_log.jsonl")),
         "{err}"
     );
+}
+
+/// SPEC I3: STIX that other tools accept — observables named by the UUIDv5
+/// of their value in STIX's namespace (the same IBAN, the same id in any
+/// tool), other objects by a version-4 UUID drawn from their Labfy
+/// reference (the same in the next export), timestamps to the millisecond,
+/// OpenCTI's types for what STIX lacks, and a coverage file that says what
+/// STIX cannot hold and where it lies instead.
+#[test]
+fn the_stix_graph_names_objects_as_stix_asks_and_says_what_it_leaves_out() {
+    let (d, out, _fp, inv) = exported();
+    let stix: serde_json::Value = serde_json::from_slice(&fs::read(out.join("graph.stix.json")).unwrap()).unwrap();
+    let objects = stix["objects"].as_array().unwrap();
+    let uuid_of = |id: &str| uuid::Uuid::parse_str(id.split_once("--").unwrap().1).unwrap();
+    let iban = objects.iter().find(|o| o["type"] == "bank-account").expect("an IBAN as OpenCTI's bank account");
+    let namespace = uuid::uuid!("00abedb4-aa42-466c-9c01-fed23315a9b7");
+    let want =
+        uuid::Uuid::new_v5(&namespace, format!("{{\"iban\":\"{}\"}}", iban["iban"].as_str().unwrap()).as_bytes());
+    assert_eq!(uuid_of(iban["id"].as_str().unwrap()), want, "{iban}");
+    assert!(
+        iban["extensions"]["extension-definition--f93e2c80-4231-4f9a-af8b-95c9bd566a82"]["extension_type"] == "new-sco"
+    );
+    for o in objects {
+        let id = uuid_of(o["id"].as_str().unwrap());
+        let observable = !matches!(o["type"].as_str().unwrap(), "identity" | "relationship" | "x-labfy-selector");
+        assert_eq!(id.get_version_num(), if observable { 5 } else { 4 }, "{o}");
+        assert!(o["x_labfy_ref"].as_str().is_some_and(|r| r.contains(':')), "{o}");
+        for t in ["created", "modified"] {
+            if let Some(ts) = o[t].as_str() {
+                assert!(ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.', "{t}: {ts}");
+            }
+        }
+    }
+    let coverage: serde_json::Value = serde_json::from_slice(&fs::read(out.join(STIX_COVERAGE)).unwrap()).unwrap();
+    let counted: u64 = coverage["objects"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(counted, objects.len() as u64);
+    assert_eq!(coverage["not_in_stix"]["mentions (offset, length, rule)"], "mentions.jsonl");
+    // The same investigation exported again names every object alike.
+    let again = d.path().join("bundle-again");
+    let ro = ReadOnlyStore::open(d.path()).unwrap();
+    let mut w = BundleWriter::create(&again).unwrap();
+    let header = ro.export(&inv, &mut w).unwrap();
+    w.finish(header).unwrap();
+    let ids = |p: &Path| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(p.join("graph.stix.json")).unwrap()).unwrap();
+        v["objects"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(ids(&out), ids(&again));
 }
