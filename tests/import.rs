@@ -491,3 +491,54 @@ fn a_killed_import_is_settled_and_the_next_one_takes_the_rest() {
     assert_eq!(imported + duplicates, FILES, "{resumed:?}");
     assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, FILES as i64, "every file once");
 }
+
+/// SPEC I2: an archive is a container — a zip and a `.tar.gz` imported,
+/// each member evidence derived from its archive with its path inside, its
+/// selectors found; a member climbing out (`../`) left out and said.
+#[test]
+fn an_archive_is_opened_and_its_members_are_evidence_with_their_path() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Zêta", "test").unwrap();
+    let root = dir.path().join("dossier");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(
+        root.join("pieces.zip"),
+        fixtures::zip(&[
+            ("releves/mars.txt", b"Virement vers FR76 3000 6000 0112 3456 7890 189."),
+            ("../evasion.txt", b"hors de l'archive"),
+            ("lisez-moi.txt", b"Contact : zeta@exemple.example"),
+        ]),
+    )
+    .unwrap();
+    fs::write(root.join("journaux.tar.gz"), fixtures::tar_gz(&[("serveur/acces.log", b"198.51.100.77 GET /")]))
+        .unwrap();
+    let o = labfy(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--investigation",
+        &inv.to_string(),
+        root.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let job: ObjectRef = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let store = Store::open(&data).unwrap();
+    let reads = store.reads();
+    let stats = reads.job(ws.id(), &job).unwrap().stats;
+    assert_eq!((stats["imported"].as_u64(), stats["embedded"].as_u64()), (Some(2), Some(3)), "{stats}");
+    let report = reads.import_report(ws.id(), &job, None, 10).unwrap();
+    let zip = report.iter().find(|l| l.path.ends_with("pieces.zip")).unwrap();
+    assert!(zip.notes.iter().any(|n| n.contains("1 members left out") && n.contains("climbs out")), "{zip:?}");
+    let archive = reads.evidence_summary(ws.id(), zip.evidence.as_ref().unwrap()).unwrap();
+    assert_eq!(archive.imports[0].format, "archive");
+    // The members: their path inside the archive, their selectors.
+    let found = reads.search(ws.id(), &inv, "FR7630006000011234567890189", 10).unwrap();
+    let member = reads.evidence_summary(ws.id(), &found.hits[0].id).unwrap();
+    assert!(member.imports[0].original_path.ends_with("dossier/pieces.zip!releves/mars.txt"), "{member:?}");
+    assert_eq!(member.imports[0].original_name, "mars.txt");
+    let log = reads.search(ws.id(), &inv, "198.51.100.77", 10).unwrap();
+    let log = reads.evidence_summary(ws.id(), &log.hits[0].id).unwrap();
+    assert!(log.imports[0].original_path.ends_with("journaux.tar.gz!serveur/acces.log"), "{log:?}");
+    assert_eq!(reads.overview(ws.id(), &inv).unwrap().counts.evidence, 5, "2 archives and 3 members, nothing else");
+}

@@ -209,7 +209,10 @@ pub(crate) fn worker(
     charset: Option<&str>,
     deadline: Instant,
 ) -> Parsed {
-    let max_reply = MAX_TEXT_BYTES as u64 + input_len.saturating_mul(2) + (1 << 20);
+    // Children travel as base64 (4 bytes for 3): the input's own bytes, or
+    // an archive's members within its bounds.
+    let children = input_len.max(crate::archive::max_inflated(input_len));
+    let max_reply = MAX_TEXT_BYTES as u64 + children.saturating_mul(2) + (1 << 20);
     let child_args = |i, o| args(i, o, input_len, name, charset);
     let x = match exchange(how, program, input, &child_args, deadline, max_reply) {
         Ok(x) => x,

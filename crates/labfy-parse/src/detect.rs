@@ -2,17 +2,8 @@
 //! second (an extension is a claim; a signature is what the bytes are).
 
 use crate::Format;
+use crate::filename::{OFFICE, extension};
 
-/// Lower-case extension of `name`, without the dot.
-pub(crate) fn extension(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    match base.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => ext.to_ascii_lowercase(),
-        _ => String::new(),
-    }
-}
-
-const OFFICE: &[&str] = &["docx", "xlsx", "pptx", "odt", "ods", "odp"];
 const MAIL_HEADERS: &[&str] =
     &["return-path:", "received:", "from:", "message-id:", "date:", "mime-version:", "delivered-to:", "subject:"];
 
@@ -39,7 +30,10 @@ pub(crate) fn format(bytes: &[u8], name: &str) -> Format {
         return Format::Pdf;
     }
     if bytes.starts_with(b"PK\x03\x04") {
-        return if OFFICE.contains(&ext.as_str()) { Format::Office } else { Format::Binary };
+        return if OFFICE.contains(&ext.as_str()) { Format::Office } else { Format::Archive };
+    }
+    if crate::archive::kind(bytes, name).is_some() {
+        return Format::Archive;
     }
     if infer::get(bytes).is_some_and(|t| !matches!(t.matcher_type(), infer::MatcherType::Text)) || !is_text(bytes) {
         return Format::Binary;
@@ -74,7 +68,7 @@ mod tests {
     fn the_signature_wins_over_the_extension() {
         assert_eq!(format(b"%PDF-1.7\n...", "notes.txt"), Format::Pdf);
         assert_eq!(format(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "page.html"), Format::Binary);
-        assert_eq!(format(b"PK\x03\x04rest", "archive.zip"), Format::Binary);
+        assert_eq!(format(b"PK\x03\x04rest", "archive.zip"), Format::Archive);
         assert_eq!(format(b"PK\x03\x04rest", "rapport.docx"), Format::Office);
     }
 

@@ -1,6 +1,6 @@
 //! Real documents made on the spot, for tests and `labfy-bench import`
 //! (no fixture is fetched): a PDF with a text layer, a `.docx`, an e-mail
-//! with an attachment, a mailbox.
+//! with an attachment, a mailbox, a zip and a `.tar.gz`.
 
 use std::io::{Cursor, Write};
 
@@ -89,6 +89,35 @@ pub fn mbox(messages: &[(&str, &str, &str)]) -> Vec<u8> {
         ));
     }
     out.into_bytes()
+}
+
+/// A zip archive of `files` (names as given, `..` included: a test's hostile
+/// archive).
+pub fn zip(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (name, data) in files {
+        // Writing into memory cannot fail.
+        let _ = z.start_file(*name, opts);
+        let _ = z.write_all(data);
+    }
+    z.finish().map(Cursor::into_inner).unwrap_or_default()
+}
+
+/// A gzip-compressed tar archive of `files`.
+pub fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        // Writing into memory cannot fail.
+        let _ = b.append_data(&mut h, name, *data);
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = gz.write_all(&b.into_inner().unwrap_or_default());
+    gz.finish().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+pub mod archive;
 mod child;
 mod detect;
+mod filename;
 #[doc(hidden)]
 pub mod fixtures;
 mod mail;
@@ -46,6 +48,9 @@ pub enum Format {
     Html,
     /// A PDF document.
     Pdf,
+    /// An archive (zip, tar, compressed with gzip, xz or zstd): its members
+    /// are its children (SPEC I2).
+    Archive,
     /// One e-mail message (RFC 5322).
     Email,
     /// A mailbox of messages (mbox).
@@ -63,6 +68,7 @@ impl Format {
             Format::Text => "text",
             Format::Html => "html",
             Format::Pdf => "pdf",
+            Format::Archive => "archive",
             Format::Email => "email",
             Format::Mbox => "mbox",
             Format::Office => "office",
@@ -211,8 +217,14 @@ impl Reply {
             total += c.bytes.len();
         }
         // Children are parts of the input (decoded: base64 shrinks, never
-        // grows), so together they cannot exceed it.
-        if total > input_len {
+        // grows), so together they cannot exceed it — unless they were
+        // inflated from an archive, within the archive's bounds.
+        let bound = if p.format == Format::Archive {
+            usize::try_from(archive::max_inflated(input_len as u64)).unwrap_or(usize::MAX)
+        } else {
+            input_len
+        };
+        if total > bound {
             return Err(BadReply(format!("children of {total} bytes from an input of {input_len}")));
         }
         Ok(reply)
@@ -253,6 +265,10 @@ pub fn parse_declared(bytes: &[u8], name: &str, charset: Option<&str>) -> Parsed
         Format::Text => text::plain(bytes, transport),
         Format::Html => text::html(bytes, transport),
         Format::Pdf => pdf(bytes),
+        Format::Archive => match archive::kind(bytes, name) {
+            Some(kind) => archive::read(bytes, name, kind),
+            None => Parsed::binary(&detect::binary_mime(bytes)),
+        },
         Format::Email => mail::message(bytes),
         Format::Mbox => mail::mbox(bytes),
         Format::Office => office::document(bytes, name),

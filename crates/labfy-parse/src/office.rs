@@ -9,7 +9,7 @@ use std::io::{Cursor, Read};
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
-use crate::{Format, Parsed, detect};
+use crate::{Format, Parsed};
 
 /// Most bytes inflated from one archive, all parts together.
 const MAX_INFLATED: u64 = 64 << 20;
@@ -112,7 +112,7 @@ fn core_title(xml: &[u8]) -> Option<String> {
 
 /// An office document.
 pub(crate) fn document(bytes: &[u8], name: &str) -> Parsed {
-    let ext = detect::extension(name);
+    let ext = crate::filename::extension(name);
     let mime = mime(&ext);
     let mut archive = match zip::ZipArchive::new(Cursor::new(bytes)) {
         Ok(a) => a,

@@ -98,6 +98,10 @@ const IMPORT_PHRASES = [
     ? `seuls les ${m[1]} premiers des ${fmtNumber(m[3])} messages ont été pris`
     : `seules les ${m[1]} premières pièces jointes ont été prises`)],
   [/^inflated size above (\d+) bytes: text cut$/, (m) => `plus de ${fmtNumber(m[1])} octets une fois décompressé : texte coupé`],
+  // Archives (SPEC I2).
+  [/^inflated size above (\d+) bytes at (.*) \(a compression bomb\?\): the rest left out$/, (m) => `plus de ${fmtNumber(m[1])} octets une fois décompressée, à ${m[2]} (une bombe de décompression ?) : le reste est laissé de côté`],
+  [/^only the first (\d+) of (\d+) members were taken$/, (m) => `seuls les ${fmtNumber(m[1])} premiers des ${fmtNumber(m[2])} fichiers de l’archive ont été pris`],
+  [/^(\d+) members left out: (.*)$/, (m) => `${fmtNumber(m[1])} fichier(s) de l’archive laissé(s) de côté : ${m[2].replace(/climbs out of the archive \(`\.\.`\)/g, 'sort de l’archive (« .. »)').replace(/climbs out of the archive/g, 'sort de l’archive').replace(/a symbolic link/g, 'un lien symbolique').replace(/a link/g, 'un lien').replace(/not a regular file/g, 'pas un fichier ordinaire').replace(/an absolute path/g, 'un chemin absolu')}`],
 ];
 
 // Why pages without text were not read by OCR, in French.

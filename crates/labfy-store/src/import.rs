@@ -576,9 +576,14 @@ pub fn import_tree(
     let mut queue: Vec<(ObjectRef, String, Parsed, usize)> = vec![(*outcome.evidence(), path.to_owned(), parsed, 1)];
     while let Some((parent, parent_path, parsed, depth)) = queue.pop() {
         for child in parsed.children {
-            let name =
-                if child.name.is_empty() { "(sans nom)".to_owned() } else { child.name.replace(['/', '\\'], "_") };
-            let child_path = format!("{parent_path}!{name}");
+            // An archive's member keeps its path inside (`pieces.zip!dossier/
+            // note.txt`, SPEC I2); its name is the path's last part. The
+            // path check refuses a `..` part: nothing climbs out.
+            let inner = child.name.replace('\\', "/");
+            let inner = inner.trim_matches('/');
+            let name = inner.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("(sans nom)").to_owned();
+            let child_path =
+                if inner.is_empty() { format!("{parent_path}!{name}") } else { format!("{parent_path}!{inner}") };
             if check_import_path("path", &child_path, MAX_IMPORT_PATH_CHARS)
                 .and_then(|()| check_import_path("file name", &name, MAX_IMPORT_NAME_CHARS))
                 .is_err()
