@@ -319,3 +319,70 @@ fn a_confined_document_tool_reads_no_data_writes_nothing_and_opens_no_socket() {
     }
     assert_eq!(control.len(), confined.len(), "{log}");
 }
+
+/// Ubuntu's rule, or any policy that denies user namespaces (issue 46 item
+/// 4): `labfy up` run by an unprivileged user under a seccomp filter that
+/// refuses `unshare(CLONE_NEWUSER)` stops before anything starts, naming
+/// the step that failed, the cause and the fix. Its control, the same user
+/// without the filter, passes the check (and stops later, on the data
+/// directory it may not write).
+#[test]
+fn a_system_that_denies_user_namespaces_is_refused_with_the_reason_and_the_fix() {
+    use std::os::unix::process::CommandExt;
+
+    use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
+
+    if !labfy_testkit::present(nix_euid() == 0, "root", "the test runs labfy as another user (nobody)") {
+        return;
+    }
+    let dir = TempDir::new().unwrap();
+    let newuser = libc::CLONE_NEWUSER as u64;
+    let cond = SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(newuser), newuser).unwrap();
+    let rules = [(libc::SYS_unshare, vec![SeccompRule::new(vec![cond]).unwrap()])].into_iter().collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let program: seccompiler::BpfProgram = filter.try_into().unwrap();
+    let run = |deny: bool| {
+        let program = program.clone();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["up", "--port", "0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--runtime-dir")
+            .arg(dir.path().join("run"))
+            .uid(65_534)
+            .gid(65_534)
+            .env_remove("LABFY_DATA_DIR")
+            .stdin(Stdio::null());
+        if deny {
+            // SAFETY: after the fork, before the exec: two system calls on
+            // memory prepared before the fork.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    seccompiler::apply_filter(&program).map_err(std::io::Error::other)
+                });
+            }
+        }
+        let out = cmd.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, said) = run(true);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("cannot start: this system does not let Labfy's user confine its processes in user namespaces")
+            && said.contains("unshare(CLONE_NEWUSER | CLONE_NEWNS) failed: Operation not permitted"),
+        "{said}"
+    );
+    assert!(said.contains("seccomp") || said.contains("apparmor_parser") || said.contains("sysctl"), "the fix: {said}");
+    let (ok, said) = run(false);
+    assert!(!ok, "nobody cannot write the data directory: {said}");
+    assert!(!said.contains("user namespaces"), "the control passes the check: {said}");
+}

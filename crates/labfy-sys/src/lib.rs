@@ -12,6 +12,7 @@ mod root;
 pub mod seccomp;
 pub mod steps;
 mod tmpfs;
+pub mod userns;
 pub mod worker;
 
 pub use child::{ConfinedChild, pipe};

@@ -345,6 +345,10 @@ fn up(
     arti_config: Option<PathBuf>,
     max_body_mib: u64,
 ) -> Result<(), Failure> {
+    // A service user confines its children in user namespaces: a system
+    // that denies them (Ubuntu's AppArmor rule, a sysctl, a seccomp policy)
+    // is refused here, with the reason and the fix, before anything starts.
+    labfy_sys::userns::check().map_err(|why| Failure::new(ErrorKind::Unavailable, format!("cannot start: {why}")))?;
     let data_dir = match data_dir {
         Some(d) => d,
         None => default_data_dir()?,
