@@ -2185,6 +2185,17 @@ async function scenarioImport({ page, base }) {
   // The overview came back with the new items and the job, named in French.
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="job"] .job-kind')].some((e) => e.textContent === 'Import de fichiers'),
     null, { timeout: STEP_TIMEOUT_MS });
+  // The scanned page named « Mme Kowalczyk » and « Sabine Kowalczyk »: one
+  // person maybe, proposed for a merge, merged by the analyst (A2).
+  const surname = `${tid('name-variant-group')}[data-reason="surname"]:has(${tid('name-variant')}:has-text("Sabine Kowalczyk"))`;
+  await page.waitForSelector(surname, { timeout: STEP_TIMEOUT_MS });
+  const why = await textOf(page, `${surname} .muted`);
+  assert(why === 'un nom de famille seul à côté de noms complets', `variant reason: ${why}`);
+  await page.click(`${surname} ${tid('name-variant-merge')}`);
+  await page.waitForFunction(() => /fusionné dans « .+ » \(l’ancien nom reste un alias\)/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('name-variants')} ${tid('name-variant-groups')}, ${tid('name-variants-empty')}`, { timeout: STEP_TIMEOUT_MS });
+  assert(!(await page.$(surname)), 'the merged names are no longer proposed');
   for (const [w, hgt, name] of [[1440, 900, 'import-1440.png'], [1024, 700, 'import-1024.png']]) {
     await page.setViewportSize({ width: w, height: hgt });
     const panel = await page.$(tid('import-panel'));

@@ -639,7 +639,9 @@ fn run_forward(text: &str, ws: &[Word], from: usize, max: usize, how: Run) -> Op
     last
 }
 
-fn is_legal_form(w: &str) -> bool {
+/// Whether `w` is a legal form the organisation rule knows (`SARL`,
+/// `GmbH`, `Inc.`…), as written.
+pub fn is_legal_form(w: &str) -> bool {
     LEGAL_FORMS.iter().any(|(f, _)| *f == w)
 }
 

@@ -71,6 +71,8 @@ export async function renderOverview() {
 
   const correlations = h('div', { class: 'panel-body', testid: 'correlations' },
     h('p', { class: 'muted', text: t('loading') }));
+  const variants = h('div', { class: 'panel-body', testid: 'name-variants' },
+    h('p', { class: 'muted', text: t('loading') }));
   const processes = h('div', { class: 'panel-body', testid: 'processes' },
     h('p', { class: 'muted', text: t('loading') }));
 
@@ -86,6 +88,7 @@ export async function renderOverview() {
         h('div', { class: 'col' },
           section('section_top_entities', 'top-entities-panel', renderTopEntities(data.top_entities)),
           section('section_correlations', 'correlations-panel', correlations),
+          section('section_name_variants', 'name-variants-panel', variants),
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
@@ -99,6 +102,12 @@ export async function renderOverview() {
     if (ctx.live()) clear(processes).append(renderProcesses(st));
   }, (err) => {
     if (ctx.live()) clear(processes).append(h('p', { class: 'error-box', text: errorText(err) }));
+  });
+
+  api(`/api/v1/investigations/${seg(inv)}/name-variants?limit=${VARIANTS_LIMIT}`).then((v) => {
+    if (ctx.live()) clear(variants).append(renderNameVariants(v.groups, ctx));
+  }, (err) => {
+    if (ctx.live()) clear(variants).append(h('p', { class: 'error-box', text: errorText(err) }));
   });
 
   try {
@@ -132,6 +141,42 @@ function renderTopEntities(items) {
     items.map((e) => h('li', null,
       objectLink({ id: e.id, kind: e.kind, label: e.name }, 'top-entity'),
       h('span', { class: 'muted small', text: tn('in_evidence', Number(e.evidence_count ?? 0)) }))));
+}
+
+const VARIANTS_LIMIT = 12;
+
+// Names that may be one person or one organisation (SPEC A2), proposed,
+// never merged: each name beside the first, the most mentioned, has its
+// « Fusionner » button — the graph's merge, the old name kept as an alias.
+function renderNameVariants(groups, ctx) {
+  if (!Array.isArray(groups) || groups.length === 0) return emptyNote('name_variants_none', 'name-variants-empty');
+  return h('ol', { class: 'rows', testid: 'name-variant-groups' },
+    groups.map((g) => {
+      const entities = Array.isArray(g.entities) ? g.entities : [];
+      const keep = entities[0];
+      return h('li', { class: 'name-variants', testid: 'name-variant-group', dataset: { reason: String(g.reason ?? '') } },
+        h('span', { class: 'muted small', text: t(`name_variants_${g.reason}`) }),
+        h('ul', { class: 'plain' }, entities.map((e, i) => h('li', null,
+          objectLink({ id: e.id, kind: e.kind, label: e.name }, 'name-variant'),
+          h('span', { class: 'muted small', text: ` ${tn('in_evidence', Number(e.evidence_count ?? 0))}` }),
+          i > 0 && keep ? mergeButton(e, keep, ctx) : null))));
+    }));
+}
+
+function mergeButton(e, keep, ctx) {
+  const b = h('button', { type: 'button', class: 'secondary small', testid: 'name-variant-merge', text: t('name_variants_merge', { name: keep.name }) });
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    try {
+      await api(`/api/v1/entities/${seg(e.id)}/merge`, { method: 'POST', body: { into: keep.id } });
+      setStatusAfterRoute(t('name_variants_merged', { gone: e.name, kept: keep.name }), 'ok');
+      if (ctx.live()) route();
+    } catch (err) {
+      b.disabled = false;
+      showError(err);
+    }
+  });
+  return b;
 }
 
 function renderCorrelations(items) {

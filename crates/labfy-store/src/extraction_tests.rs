@@ -334,3 +334,42 @@ fn people_and_organisations_are_entities_with_their_rule_and_confidence() {
         .unwrap();
     assert!(entity(&store, &inv, "person", "Zoé Martin").is_some());
 }
+
+/// SPEC A2: variants of a name are proposed for a merge, never merged —
+/// accents and case, a legal form, a surname alone, an initial.
+#[test]
+fn name_variants_are_proposed_and_nothing_is_merged() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Lemaître", "analyst").unwrap();
+    let ws = ws.id();
+    for (title, text) in [
+        ("A", "Rédigée par Hélène Marchetti. Fleuve Logistique SAS facture ; Mme Kowalczyk paie."),
+        ("B", "Copie à HÉLÈNE MARCHETTI. La société Fleuve Logistique, dont Sabine Kowalczyk est cliente."),
+        ("C", "Le destinataire signe Marc D. pour Marc Delmas ; Jérôme Lemaître et François Lemaître."),
+    ] {
+        store.add_note(ws, &inv, &note(title, text), "analyst").unwrap();
+    }
+    let count = |store: &Store| -> i64 {
+        store
+            .conn()
+            .query_row("SELECT count(*) FROM entities WHERE kind IN ('person', 'organisation')", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = count(&store);
+    let v = store.reads().name_variants(ws, &inv, 50).unwrap();
+    let groups: Vec<(&str, Vec<&str>)> =
+        v.groups.iter().map(|g| (g.reason, g.entities.iter().map(|e| e.name.as_str()).collect())).collect();
+    let has = |reason: &str, names: &[&str]| {
+        groups.iter().any(|(r, n)| *r == reason && names.iter().all(|x| n.contains(x)) && n.len() == names.len())
+    };
+    assert!(has("same_letters", &["Hélène Marchetti", "HÉLÈNE MARCHETTI"]), "{groups:?}");
+    assert!(has("same_letters", &["Fleuve Logistique SAS", "Fleuve Logistique"]), "{groups:?}");
+    assert!(has("surname", &["Kowalczyk", "Sabine Kowalczyk"]), "{groups:?}");
+    assert!(has("initial", &["Marc D.", "Marc Delmas"]), "{groups:?}");
+    assert!(
+        !groups.iter().any(|(_, n)| n.contains(&"Jérôme Lemaître") && n.contains(&"François Lemaître")),
+        "{groups:?}"
+    );
+    assert_eq!(count(&store), before, "nothing merged");
+}

@@ -25,6 +25,7 @@ mod research;
 mod search;
 pub mod specimen;
 mod tool_requests;
+mod variants;
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +86,7 @@ pub use tool_requests::{
     CapabilityStanding, MAX_TOOL_DECISION_NOTE_CHARS, MAX_TOOL_REASON_CHARS, MAX_TOOL_REQUEST_JSON_BYTES,
     MAX_TOOL_REQUEST_LIST, NewToolRequest, PromotedManifest, ToolDecision, ToolRequest, ToolRequestKind,
 };
+pub use variants::{MAX_VARIANT_NAMES, NameVariantList, NameVariants};
 
 /// Current time as RFC 3339 UTC with millisecond precision.
 pub(crate) fn now_rfc3339() -> String {

@@ -33,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/overview", get(overview))
         .route("/api/v1/investigations/{investigation}/search", get(search))
         .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
+        .route("/api/v1/investigations/{investigation}/name-variants", get(name_variants))
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
         .route("/api/v1/investigations/{investigation}/lists/{list}", get(list))
         .route("/api/v1/investigations/{investigation}/evidence", axum::routing::post(add_note))
@@ -672,6 +673,32 @@ async fn add_note(
 }
 
 /// This module's routes in the OpenAPI document (`crate::openapi`).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct VariantParams {
+    #[serde(default = "default_search_limit")]
+    limit: u32,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/name-variants",
+    tag = "read",
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace"), VariantParams),
+    responses((status = 200, description = "People and organisations whose names may be one entity's, proposed for a merge (SPEC A2).", body = Object))
+)]
+async fn name_variants(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiQuery(p): ApiQuery<VariantParams>,
+) -> ApiResult<Json<labfy_store::NameVariantList>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.name_variants(ws, &inv, p.limit)).await?))
+}
+
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
     session,
@@ -682,6 +709,7 @@ async fn add_note(
     overview,
     search,
     correlations,
+    name_variants,
     jobs,
     list,
     add_note,
