@@ -577,13 +577,21 @@ pub fn import_tree(
     while let Some((parent, parent_path, parsed, depth)) = queue.pop() {
         for child in parsed.children {
             // An archive's member keeps its path inside (`pieces.zip!dossier/
-            // note.txt`, SPEC I2); its name is the path's last part. The
-            // path check refuses a `..` part: nothing climbs out.
+            // note.txt`, SPEC I2); its name is the path's last part. A name
+            // that is no clean path (an attachment called
+            // `../../../etc/passwd`) is kept flat, its separators made `_`,
+            // so its hostile spelling stays visible and nothing climbs out.
             let inner = child.name.replace('\\', "/");
-            let inner = inner.trim_matches('/');
-            let name = inner.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("(sans nom)").to_owned();
-            let child_path =
-                if inner.is_empty() { format!("{parent_path}!{name}") } else { format!("{parent_path}!{inner}") };
+            let clean = !inner.is_empty() && inner.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+            let (name, child_path) = if child.name.is_empty() {
+                ("(sans nom)".to_owned(), format!("{parent_path}!(sans nom)"))
+            } else if clean {
+                let last = inner.rsplit('/').next().unwrap_or(&inner).to_owned();
+                (last, format!("{parent_path}!{inner}"))
+            } else {
+                let flat = child.name.replace(['/', '\\'], "_");
+                (flat.clone(), format!("{parent_path}!{flat}"))
+            };
             if check_import_path("path", &child_path, MAX_IMPORT_PATH_CHARS)
                 .and_then(|()| check_import_path("file name", &name, MAX_IMPORT_NAME_CHARS))
                 .is_err()
