@@ -664,8 +664,9 @@ pub(crate) fn organisations(text: &str, out: &mut BTreeSet<Found>) {
             continue;
         }
         // The name before it: the words ending just before (« Acme, Inc. »
-        // has a comma between).
-        let prev = ws.iter().rposition(|w| w.end <= m.start());
+        // has a comma between). Words are in text order: a binary search,
+        // so a text full of legal forms stays linear in its length.
+        let prev = ws.partition_point(|w| w.end <= m.start()).checked_sub(1);
         if let Some(last) = prev.filter(|&i| joined(text, ws[i].end, m.start(), true)) {
             if let Some(first) = run_back(text, &ws, last, 6) {
                 push(out, text, ws[first].start, m.end(), Kind::Organisation, "organisation/legal_form", 90);
@@ -674,7 +675,7 @@ pub(crate) fn organisations(text: &str, out: &mut BTreeSet<Found>) {
         }
         // A French form before the name (« la SCI Les Tilleuls »).
         if LEADING_FORMS.contains(&m.as_str()) {
-            let next = ws.iter().position(|w| w.start >= m.end());
+            let next = Some(ws.partition_point(|w| w.start < m.end())).filter(|&i| i < ws.len());
             if let Some(first) = next.filter(|&i| joined(text, m.end(), ws[i].start, false)) {
                 if let Some(last) = run_forward(text, &ws, first, 6, Run::AfterForm) {
                     push(out, text, m.start(), ws[last].end, Kind::Organisation, "organisation/legal_form", 85);
@@ -813,18 +814,23 @@ fn title_case(w: &str) -> String {
 
 /// Drops a person or organisation found inside a longer one (« Jean
 /// Dupont » in « Jean Dupont SARL »), and of two mentions on one span
-/// keeps the more confident.
+/// keeps the more confident. One sort and one pass: a text of millions of
+/// names stays `n log n`.
 pub(crate) fn settle(out: &mut BTreeSet<Found>) {
-    let names: Vec<Found> =
+    let mut names: Vec<Found> =
         out.iter().filter(|f| matches!(f.kind, Kind::Person | Kind::Organisation)).cloned().collect();
-    for f in &names {
-        let inside = names.iter().any(|g| {
-            (g.start <= f.start && f.end <= g.end && (g.end - g.start) > (f.end - f.start))
-                || (g.start == f.start && g.end == f.end && (g.confidence, g.kind) > (f.confidence, f.kind))
-        });
-        if inside {
-            out.remove(f);
+    // By start; on one start the longest first; on one span the most
+    // confident first. Every span seen before `f` starts at or before it,
+    // so `f` lies inside one of them exactly when one reaches its end.
+    names.sort_by(|a, b| {
+        a.start.cmp(&b.start).then(b.end.cmp(&a.end)).then((b.confidence, b.kind).cmp(&(a.confidence, a.kind)))
+    });
+    let mut reach = 0usize;
+    for f in names {
+        if f.end <= reach {
+            out.remove(&f);
         }
+        reach = reach.max(f.end);
     }
 }
 

@@ -102,11 +102,13 @@ impl Reads<'_> {
         // People: a surname alone beside full names; a given name and an
         // initial beside the full name.
         let mut by_surname: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_given: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, (e, w)) in names.iter().enumerate() {
             if e.kind == "person" && w.len() >= 2 {
                 if let Some(last) = w.last() {
                     by_surname.entry(last.as_str()).or_default().push(i);
                 }
+                by_given.entry(w[0].as_str()).or_default().push(i);
             }
         }
         for (i, (e, w)) in names.iter().enumerate() {
@@ -122,16 +124,14 @@ impl Reads<'_> {
                     }
                 }
                 [given, initial] if initial.chars().count() == 1 => {
-                    let full: Vec<usize> = names
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, (o, ow))| {
-                            o.kind == "person"
-                                && ow.len() >= 2
-                                && ow[0] == *given
-                                && ow.last().is_some_and(|s| s.starts_with(initial.as_str()) && s.chars().count() > 1)
+                    let full: Vec<usize> = by_given
+                        .get(given.as_str())
+                        .into_iter()
+                        .flatten()
+                        .copied()
+                        .filter(|&j| {
+                            names[j].1.last().is_some_and(|s| s.starts_with(initial.as_str()) && s.chars().count() > 1)
                         })
-                        .map(|(j, _)| j)
                         .collect();
                     if !full.is_empty() {
                         let mut g = vec![i];
