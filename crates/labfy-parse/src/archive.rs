@@ -103,6 +103,25 @@ impl Budget {
         Budget { left: max_inflated(input_len as u64), members: 0, cut: None, left_out: Vec::new() }
     }
 
+    /// One member: left out with its reason when its path is not one,
+    /// counted, and taken while the member bound and the budget allow.
+    fn member(&mut self, path: Result<String, String>, r: impl Read, p: &mut Parsed) {
+        let path = match path {
+            Ok(path) => path,
+            Err(why) => {
+                self.left_out.push(why);
+                return;
+            }
+        };
+        self.members += 1;
+        if self.members > MAX_CHILDREN {
+            return;
+        }
+        if let Some(data) = self.take(r, &path) {
+            p.children.push(Child { name: path, bytes: data });
+        }
+    }
+
     /// Reads `r` within what is left; `None` (and the cut noted) past it.
     fn take(&mut self, r: impl Read, what: &str) -> Option<Vec<u8>> {
         let mut out = Vec::new();
@@ -237,24 +256,11 @@ fn zip_members(bytes: &[u8], budget: &mut Budget, p: &mut Parsed) {
             continue;
         }
         // `enclosed_name` refuses what climbs out or is absolute.
-        let path = match file
+        let path = file
             .enclosed_name()
             .ok_or_else(|| format!("{}: climbs out of the archive", raw.escape_debug()))
-            .and_then(|p| member_path(&p))
-        {
-            Ok(path) => path,
-            Err(why) => {
-                budget.left_out.push(why);
-                continue;
-            }
-        };
-        budget.members += 1;
-        if budget.members > MAX_CHILDREN {
-            continue;
-        }
-        if let Some(data) = budget.take(&mut file, &path) {
-            p.children.push(Child { name: path, bytes: data });
-        }
+            .and_then(|p| member_path(&p));
+        budget.member(path, &mut file, p);
     }
 }
 
@@ -289,21 +295,8 @@ fn tar_members(bytes: &[u8], budget: &mut Budget, p: &mut Parsed) {
             budget.left_out.push(format!("{}: {what}", raw.escape_debug()));
             continue;
         }
-        let path = match entry.path().map_err(|e| format!("{}: {e}", raw.escape_debug())).and_then(|p| member_path(&p))
-        {
-            Ok(path) => path,
-            Err(why) => {
-                budget.left_out.push(why);
-                continue;
-            }
-        };
-        budget.members += 1;
-        if budget.members > MAX_CHILDREN {
-            continue;
-        }
-        if let Some(data) = budget.take(&mut entry, &path) {
-            p.children.push(Child { name: path, bytes: data });
-        }
+        let path = entry.path().map_err(|e| format!("{}: {e}", raw.escape_debug())).and_then(|p| member_path(&p));
+        budget.member(path, &mut entry, p);
     }
 }
 
@@ -313,27 +306,7 @@ mod tests {
 
     use super::*;
 
-    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, data) in files {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(data.len() as u64);
-            h.set_mode(0o644);
-            h.set_cksum();
-            b.append_data(&mut h, name, *data).expect("append");
-        }
-        b.into_inner().expect("tar")
-    }
-
-    fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
-        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-        for (name, data) in files {
-            z.start_file(*name, opts).expect("start");
-            z.write_all(data).expect("write");
-        }
-        z.finish().expect("zip").into_inner()
-    }
+    use crate::fixtures::{tar as tar_of, zip as zip_of};
 
     fn names(p: &Parsed) -> Vec<&str> {
         p.children.iter().map(|c| c.name.as_str()).collect()

@@ -104,8 +104,8 @@ pub fn zip(files: &[(&str, &[u8])]) -> Vec<u8> {
     z.finish().map(Cursor::into_inner).unwrap_or_default()
 }
 
-/// A gzip-compressed tar archive of `files`.
-pub fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
+/// A tar archive of `files`.
+pub fn tar(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     for (name, data) in files {
         let mut h = tar::Header::new_gnu();
@@ -115,8 +115,14 @@ pub fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
         // Writing into memory cannot fail.
         let _ = b.append_data(&mut h, name, *data);
     }
+    b.into_inner().unwrap_or_default()
+}
+
+/// A gzip-compressed tar archive of `files`.
+pub fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    let _ = gz.write_all(&b.into_inner().unwrap_or_default());
+    // Writing into memory cannot fail.
+    let _ = gz.write_all(&tar(files));
     gz.finish().unwrap_or_default()
 }
 

@@ -105,6 +105,27 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> 
     Ok(())
 }
 
+/// The limits a worker and a document tool put on themselves — memory,
+/// CPU, no file written, no core dump, at most `files` descriptors — then
+/// no new privileges; the step that failed on an error.
+fn limit_self(limits: WorkerLimits, files: u64) -> Result<(), (&'static str, io::Error)> {
+    set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| ("RLIMIT_AS", e))?;
+    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| ("RLIMIT_CPU", e))?;
+    set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| ("RLIMIT_FSIZE", e))?;
+    set_limit(libc::RLIMIT_CORE, 0).map_err(|e| ("RLIMIT_CORE", e))?;
+    set_limit(libc::RLIMIT_NOFILE, files).map_err(|e| ("RLIMIT_NOFILE", e))?;
+    // Under the workspace server the flag is inherited, and its own filter
+    // forbids setting it again: set it only where it is not yet.
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1
+        // SAFETY: prctl with integer arguments only.
+        && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
+    {
+        return Err(("no_new_privs", io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Confines the calling process for good: limits (memory, CPU, no file
 /// written, no core dump, no new descriptor beyond a few), no new
 /// privileges, then the compute-only seccomp filter (a call outside it, or
@@ -118,20 +139,7 @@ pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
         .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
         .collect();
     let step = |what: &str, e: io::Error| SpawnError::prepare(format!("worker confinement, {what}: {e}"));
-    set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
-    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
-    set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| step("RLIMIT_FSIZE", e))?;
-    set_limit(libc::RLIMIT_CORE, 0).map_err(|e| step("RLIMIT_CORE", e))?;
-    set_limit(libc::RLIMIT_NOFILE, 16).map_err(|e| step("RLIMIT_NOFILE", e))?;
-    // Under the workspace server the flag is inherited, and its own filter
-    // forbids setting it again: set it only where it is not yet.
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1
-        // SAFETY: prctl with integer arguments only.
-        && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
-    {
-        return Err(step("no_new_privs", io::Error::last_os_error()));
-    }
+    limit_self(limits, 16).map_err(|(what, e)| step(what, e))?;
     // The `seccomp` system call itself (which the server's filter allows for
     // adding a filter), not seccompiler's helper, which sets the flag again.
     crate::raw::install_seccomp(&program).map_err(|e| step("seccomp", e))?;
@@ -235,18 +243,7 @@ pub fn confine_tool(limits: WorkerLimits, readable: &[&Path]) -> Result<ToolConf
         }
         None => None,
     };
-    set_limit(libc::RLIMIT_AS, limits.memory_bytes).map_err(|e| step("RLIMIT_AS", e))?;
-    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds).map_err(|e| step("RLIMIT_CPU", e))?;
-    set_limit(libc::RLIMIT_FSIZE, 0).map_err(|e| step("RLIMIT_FSIZE", e))?;
-    set_limit(libc::RLIMIT_CORE, 0).map_err(|e| step("RLIMIT_CORE", e))?;
-    set_limit(libc::RLIMIT_NOFILE, 64).map_err(|e| step("RLIMIT_NOFILE", e))?;
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1
-        // SAFETY: prctl with integer arguments only.
-        && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
-    {
-        return Err(step("no_new_privs", io::Error::last_os_error()));
-    }
+    limit_self(limits, 64).map_err(|(what, e)| step(what, e))?;
     if let Some(rules) = &landlock {
         rules.enforce().map_err(|e| step("Landlock", e))?;
     }
