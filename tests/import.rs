@@ -430,7 +430,7 @@ fn a_killed_import_is_settled_and_the_next_one_takes_the_rest() {
     let (_ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Epsilon", "test").unwrap();
     let root = dir.path().join("dossier");
     fs::create_dir_all(&root).unwrap();
-    const FILES: u64 = 400;
+    const FILES: u64 = 4000;
     for i in 0..FILES {
         fs::write(
             root.join(format!("note-{i:04}.txt")),
@@ -488,6 +488,15 @@ fn a_killed_import_is_settled_and_the_next_one_takes_the_rest() {
     let (imported, duplicates) =
         (resumed.stats["imported"].as_u64().unwrap(), resumed.stats["duplicates"].as_u64().unwrap());
     assert!(duplicates >= recorded, "what the killed run stored comes back by its hash: {resumed:?}");
+    // … without being read again (SPEC I1: it resumes where it stopped).
+    let known: u64 = err
+        .split("; ")
+        .find_map(|part| {
+            part.trim_end().strip_suffix(" already in the investigation, taken by their hash without being read again")
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count of files taken by their hash: {err}"));
+    assert!(known >= recorded, "{known} taken by their hash, {recorded} recorded before the kill: {err}");
     assert_eq!(imported + duplicates, FILES, "{resumed:?}");
     assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, FILES as i64, "every file once");
 }
@@ -541,4 +550,49 @@ fn an_archive_is_opened_and_its_members_are_evidence_with_their_path() {
     let log = reads.evidence_summary(ws.id(), &log.hits[0].id).unwrap();
     assert!(log.imports[0].original_path.ends_with("journaux.tar.gz!serveur/acces.log"), "{log:?}");
     assert_eq!(reads.overview(ws.id(), &inv).unwrap().counts.evidence, 5, "2 archives and 3 members, nothing else");
+}
+
+/// SPEC I1, V3: `labfy import`'s reading threads each keep one confined
+/// worker for many documents — and bound what one document can leave to
+/// the next: a worker retires after `MAX_DOCUMENTS_PER_WORKER` documents,
+/// and a worker killed between two documents (from outside here, as a
+/// document's damage would) leaves the next one read by a fresh worker,
+/// with the same answer as a worker of its own would give.
+#[test]
+fn a_serving_worker_reads_many_documents_and_is_replaced_when_it_retires_or_dies() {
+    use labfy_parse::session::Session;
+    use labfy_parse::worker::MAX_DOCUMENTS_PER_WORKER;
+    let dir = TempDir::new().unwrap();
+    let wall = std::time::Duration::from_secs(30);
+    let doc = |i: u32| {
+        let p = dir.path().join(format!("note-{i}.txt"));
+        let text = format!("Note {i} : écrire à personne{i}@societe.example depuis 198.51.100.{}.", i % 250);
+        fs::write(&p, &text).unwrap();
+        (fs::File::open(&p).unwrap(), text.len() as u64, text)
+    };
+    let mut session = Session::jailed(Path::new(BIN), 1 << 20);
+    for i in 0..3 {
+        let (f, len, text) = doc(i);
+        let p = session.parse(f, len, &format!("note-{i}.txt"), None, wall);
+        assert_eq!(p.text, text, "{:?}", p.notes);
+    }
+    assert_eq!(session.workers_started(), 1, "one worker for the first documents");
+    let pid = session.worker_pid().expect("a live worker");
+    // SAFETY: kill(2) on the pid of our own session's worker.
+    #[allow(unsafe_code)]
+    let killed = unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert_eq!(killed, 0);
+    let (f, len, text) = doc(3);
+    let p = session.parse(f, len, "note-3.txt", None, wall);
+    assert_eq!(p.text, text, "read by a fresh worker: {:?}", p.notes);
+    assert_eq!(session.workers_started(), 2);
+    assert_ne!(session.worker_pid(), Some(pid));
+    // The second worker retires after its quota; the next document starts
+    // a third.
+    for i in 4..(4 + MAX_DOCUMENTS_PER_WORKER) {
+        let (f, len, text) = doc(i);
+        let p = session.parse(f, len, "note.txt", None, wall);
+        assert_eq!(p.text, text, "{:?}", p.notes);
+    }
+    assert_eq!(session.workers_started(), 3, "a worker serves {MAX_DOCUMENTS_PER_WORKER} documents at most");
 }

@@ -20,7 +20,7 @@ use crate::worker::args;
 use crate::{MAX_TEXT_BYTES, Parsed, Reply};
 
 /// Media type of a document no worker could read.
-const UNREAD_MIME: &str = "application/octet-stream";
+pub(crate) const UNREAD_MIME: &str = "application/octet-stream";
 /// The descriptor a jailed worker reads its document on (its stdin is
 /// `/dev/null`; its stdout is the reply pipe, as for a plain child).
 const JAILED_INPUT_FD: i32 = 3;
@@ -53,7 +53,7 @@ pub(crate) enum Start {
 }
 
 /// A started worker: a plain child or a jailed one.
-enum Worker {
+pub(crate) enum Worker {
     Child(Child),
     Jailed(ConfinedChild),
 }
@@ -62,7 +62,7 @@ impl Worker {
     /// Starts a child from `program` on `input`, with the arguments
     /// `child_args` makes from its input and output descriptors; returns it,
     /// the read end of its output and the read end of its standard error.
-    fn start(
+    pub(crate) fn start(
         how: Start,
         program: &Path,
         input: File,
@@ -106,7 +106,7 @@ impl Worker {
         }
     }
 
-    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         match self {
             Self::Child(c) => c.try_wait(),
             Self::Jailed(c) => c.try_wait(),
@@ -114,7 +114,7 @@ impl Worker {
     }
 
     /// SIGKILL, then the exit.
-    fn kill(&mut self) -> io::Result<ExitStatus> {
+    pub(crate) fn kill(&mut self) -> io::Result<ExitStatus> {
         match self {
             Self::Child(c) => {
                 let _ = c.kill();
@@ -144,7 +144,7 @@ pub(crate) struct Exchange {
 
 /// Most of a child's error output kept (the first line says why a tool
 /// failed: « Incorrect password »).
-const MAX_ERR_BYTES: u64 = 4096;
+pub(crate) const MAX_ERR_BYTES: u64 = 4096;
 
 /// Runs one child on `input` until it ends or `deadline` passes (then it is
 /// killed: `Err`), reading at most `max_out` bytes of its output (the rest

@@ -11,6 +11,7 @@ mod ocr;
 mod office;
 pub mod pdf;
 pub mod run;
+pub mod session;
 mod text;
 pub mod tool;
 pub mod worker;

@@ -28,8 +28,6 @@ pub(crate) const NO_POPPLER: &str =
 pub const MAX_OCR_PAGES: usize = 12;
 /// Most bytes of one page rendered for OCR.
 const MAX_PAGE_IMAGE_BYTES: u64 = 64 << 20;
-/// Most bytes of `pdfinfo`'s answer.
-const MAX_INFO_BYTES: u64 = 64 << 10;
 
 /// Whether the stored file is a PDF (its signature, as [`crate::detect`]
 /// tells formats apart).
@@ -40,7 +38,7 @@ pub(crate) fn is_pdf(input: &File) -> bool {
 
 /// Whether `pdfinfo` and `pdftotext` are installed.
 pub(crate) fn tools_installed() -> bool {
-    Tool::PdfInfo.installed() && Tool::PdfText.installed()
+    Tool::Pdf.installed()
 }
 
 /// Reads a PDF with poppler (and Tesseract for its pages without text).
@@ -48,9 +46,11 @@ pub(crate) fn tools_installed() -> bool {
 pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, deadline: Instant) -> Parsed {
     let mut p = Parsed::binary("application/pdf");
     p.format = Format::Pdf;
-    let info = rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::PdfInfo, deadline, MAX_INFO_BYTES));
-    let info = match info {
-        Ok((out, _)) => out,
+    // One confined child: pdfinfo, then pdftotext.
+    let max = 4 + crate::tool::MAX_PDF_INFO_BYTES as u64 + MAX_TEXT_BYTES as u64 + 1;
+    let out = rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::Pdf, deadline, max));
+    let (out, over) = match out {
+        Ok(out) => out,
         Err(why) if why.contains("Incorrect password") => {
             p.metadata.insert("encrypted".into(), "yes (a password is needed to open it)".into());
             p.notes.push("text not extracted: the PDF is encrypted and needs a password to be opened".into());
@@ -58,14 +58,13 @@ pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, dead
         }
         Err(why) => return fallback(how, program, input, input_len, deadline, &why),
     };
-    metadata(&String::from_utf8_lossy(&info), &mut p);
-    let text =
-        rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::PdfText, deadline, MAX_TEXT_BYTES as u64 + 1));
-    let (text, over) = match text {
-        Ok(t) => t,
+    let (info, text) = match crate::tool::split_pdf_output(&out) {
+        Ok(parts) => parts,
         Err(why) => return fallback(how, program, input, input_len, deadline, &why),
     };
-    let text = String::from_utf8_lossy(&text);
+    metadata(&String::from_utf8_lossy(info), &mut p);
+    let over = over || text.len() > MAX_TEXT_BYTES;
+    let text = String::from_utf8_lossy(&text[..text.len().min(MAX_TEXT_BYTES)]);
     let mut pages: Vec<String> = text.split('\u{c}').map(|page| dehyphenate(&keep_printable(page))).collect();
     // pdftotext ends every page with a form feed: the last piece is empty.
     if pages.len() > 1 && pages.last().is_some_and(|l| l.trim().is_empty()) {

@@ -9,7 +9,7 @@
 //! on standard output. Only the programs and arguments of [`Tool`] can be
 //! asked for: the caller names a variant, never a path or a flag.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,11 +35,11 @@ const READABLE: [&str; 7] = ["/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cac
 /// A program and its arguments, chosen by the parser, never by the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tool {
-    /// `pdfinfo`: page count, title, author, producer, dates, encryption.
-    PdfInfo,
-    /// `pdftotext -raw`: the text in the order it was drawn, pages
-    /// separated by form feeds.
-    PdfText,
+    /// `pdfinfo` (page count, title, author, producer, dates, encryption),
+    /// then `pdftotext -raw` (the text in the order it was drawn, pages
+    /// separated by form feeds), in one confined child: its output is
+    /// `pdfinfo`'s, its length first ([`split_pdf_output`]), then the text.
+    Pdf,
     /// `pdftoppm`: one page as a greyscale image for OCR.
     PdfPage(u32),
     /// `tesseract`: the text of an image, in these languages (`fra+eng`).
@@ -50,8 +50,7 @@ impl Tool {
     /// The program's path.
     pub fn program(&self) -> &'static str {
         match self {
-            Tool::PdfInfo => "/usr/bin/pdfinfo",
-            Tool::PdfText => "/usr/bin/pdftotext",
+            Tool::Pdf => "/usr/bin/pdftotext",
             Tool::PdfPage(_) => "/usr/bin/pdftoppm",
             Tool::Ocr(_) => "/usr/bin/tesseract",
         }
@@ -69,8 +68,7 @@ impl Tool {
     fn argv(&self) -> Vec<String> {
         let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         match self {
-            Tool::PdfInfo => v(&["-enc", "UTF-8", "-isodates", "-"]),
-            Tool::PdfText => v(&["-raw", "-enc", "UTF-8", "-eol", "unix", "-", "-"]),
+            Tool::Pdf => v(&["-raw", "-enc", "UTF-8", "-eol", "unix", "-", "-"]),
             Tool::PdfPage(n) => {
                 let n = n.to_string();
                 let px = OCR_PAGE_PIXELS.to_string();
@@ -83,8 +81,7 @@ impl Tool {
     /// The variant as one argument of the child's command line.
     pub fn to_arg(&self) -> String {
         match self {
-            Tool::PdfInfo => "pdfinfo".into(),
-            Tool::PdfText => "pdftotext".into(),
+            Tool::Pdf => "pdf".into(),
             Tool::PdfPage(n) => format!("pdftoppm:{n}"),
             Tool::Ocr(langs) => format!("tesseract:{langs}"),
         }
@@ -93,8 +90,7 @@ impl Tool {
     /// The variant back from [`Tool::to_arg`]; anything else is refused.
     pub fn from_arg(arg: &str) -> Option<Tool> {
         match arg.split_once(':') {
-            None if arg == "pdfinfo" => Some(Tool::PdfInfo),
-            None if arg == "pdftotext" => Some(Tool::PdfText),
+            None if arg == "pdf" => Some(Tool::Pdf),
             Some(("pdftoppm", n)) => n.parse().ok().filter(|n| *n >= 1).map(Tool::PdfPage),
             Some(("tesseract", langs)) if !langs.is_empty() && langs.split('+').all(|l| OCR_LANGUAGES.contains(&l)) => {
                 Some(Tool::Ocr(langs.to_owned()))
@@ -103,10 +99,60 @@ impl Tool {
         }
     }
 
-    /// Whether the program is installed.
+    /// Whether the program is installed (both of them, for [`Tool::Pdf`]).
     pub fn installed(&self) -> bool {
-        Path::new(self.program()).is_file()
+        Path::new(self.program()).is_file() && (*self != Tool::Pdf || Path::new(PDFINFO).is_file())
     }
+}
+
+/// `pdfinfo`, run first by [`Tool::Pdf`].
+const PDFINFO: &str = "/usr/bin/pdfinfo";
+/// Most of `pdfinfo`'s output kept.
+pub const MAX_PDF_INFO_BYTES: usize = 64 << 10;
+
+/// [`Tool::Pdf`]'s output split: `pdfinfo`'s, then the text — or why it is
+/// not of that form (a little-endian `u32` length, at most
+/// [`MAX_PDF_INFO_BYTES`], then that many bytes).
+pub fn split_pdf_output(out: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let (len, rest) = out.split_at_checked(4).ok_or("the PDF tool's output is cut short")?;
+    let len = u32::from_le_bytes(len.try_into().map_err(|_| "the PDF tool's output is cut short")?) as usize;
+    if len > MAX_PDF_INFO_BYTES || len > rest.len() {
+        return Err("the PDF tool's output is not of the expected form".into());
+    }
+    Ok(rest.split_at(len))
+}
+
+/// [`Tool::Pdf`]'s first step, in the confined child: `pdfinfo` on the
+/// document (standard input), its output written with its length first;
+/// then standard input rewound for `pdftotext`. On `pdfinfo`'s failure, its
+/// exit status (its error output went to the parent).
+fn pdfinfo_first() -> Result<(), String> {
+    use std::io::{Read, Seek, Write};
+    let mut child = Command::new(PDFINFO)
+        .args(["-enc", "UTF-8", "-isodates", "-"])
+        .env_clear()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{PDFINFO}: {e}"))?;
+    let mut info = Vec::new();
+    let mut out = child.stdout.take().ok_or("pdfinfo's output was not connected")?;
+    let _ = (&mut out).take(MAX_PDF_INFO_BYTES as u64).read_to_end(&mut info);
+    let _ = std::io::copy(&mut out, &mut std::io::sink());
+    let status = child.wait().map_err(|e| format!("{PDFINFO}: {e}"))?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&(info.len() as u32).to_le_bytes())
+        .and_then(|()| stdout.write_all(&info))
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("output: {e}"))?;
+    // Standard input is the stored document (a file): pdftotext reads it
+    // again from its first byte.
+    let mut stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned().map_err(|e| e.to_string())?);
+    stdin.rewind().map_err(|e| format!("input: {e}"))?;
+    Ok(())
 }
 
 /// Where Tesseract's language data lies (`/usr/share/tesseract-ocr/5/tessdata`
@@ -176,6 +222,11 @@ fn run(args: &[String]) -> String {
     {
         return e.to_string();
     }
+    if tool == Tool::Pdf
+        && let Err(e) = pdfinfo_first()
+    {
+        return e;
+    }
     let e = Command::new(tool.program()).args(tool.argv()).env_clear().env("OMP_THREAD_LIMIT", "1").exec();
     format!("{}: {e}", tool.program())
 }
@@ -186,8 +237,7 @@ mod tests {
 
     #[test]
     fn only_the_tools_named_here_can_be_asked_for() {
-        for t in [Tool::PdfInfo, Tool::PdfText, Tool::PdfPage(3), Tool::Ocr("fra+eng".into()), Tool::Ocr("eng".into())]
-        {
+        for t in [Tool::Pdf, Tool::PdfPage(3), Tool::Ocr("fra+eng".into()), Tool::Ocr("eng".into())] {
             assert_eq!(Tool::from_arg(&t.to_arg()), Some(t));
         }
         for bad in [
@@ -199,6 +249,8 @@ mod tests {
             "tesseract:fra+../x",
             "tesseract:deu",
             "/usr/bin/pdftotext",
+            "pdfinfo",
+            "pdftotext",
         ] {
             assert_eq!(Tool::from_arg(bad), None, "{bad}");
         }

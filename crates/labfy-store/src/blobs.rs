@@ -107,7 +107,7 @@ impl BlobStore {
     /// blob unreadable, the worker dead, late or lying — the blob as binary
     /// with the reason (`labfy_parse::run`). The worker is a plain child of
     /// the caller, which must be confined already (the workspace server);
-    /// an unconfined caller uses [`BlobStore::parse_jailed`].
+    /// an unconfined caller uses [`BlobStore::parse_in`].
     pub fn parse_confined(
         &self,
         program: &Path,
@@ -120,17 +120,18 @@ impl BlobStore {
     }
 
     /// [`BlobStore::parse_confined`] for a caller that is not confined
-    /// itself (`labfy import` on the host, SPEC V3): the worker starts in a
-    /// jail of its own (`labfy_parse::run::parse_jailed`).
-    pub fn parse_jailed(
+    /// itself (`labfy import` on the host, SPEC V3, I1): the worker is the
+    /// `session`'s, in a jail of its own, and reads document after document
+    /// (`labfy_parse::session`).
+    pub fn parse_in(
         &self,
-        program: &Path,
+        session: &mut labfy_parse::session::Session,
         blob: &Blob,
         name: &str,
         charset: Option<&str>,
         wall: std::time::Duration,
     ) -> labfy_parse::Parsed {
-        self.parse_blob(blob, |f| labfy_parse::run::parse_jailed(program, f, blob.len, name, charset, wall))
+        self.parse_blob(blob, |f| session.parse(f, blob.len, name, charset, wall))
     }
 
     /// `parse` of the blob's file, or the blob as binary when it cannot be

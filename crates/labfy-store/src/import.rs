@@ -271,7 +271,8 @@ pub(crate) fn running_with_process(conn: &Connection, actor: &str) -> Result<Vec
         .collect()
 }
 
-/// Records one file (and counts it in the job unless it is embedded).
+/// Records one file (and counts it in the job unless it is embedded), in
+/// a transaction of its own.
 pub(crate) fn record(
     conn: &mut Connection,
     ws: Uuid,
@@ -279,10 +280,24 @@ pub(crate) fn record(
     file: &ImportedFile<'_>,
     actor: &str,
 ) -> Result<ImportOutcome> {
+    let tx = conn.transaction()?;
+    let outcome = record_in(&tx, ws, job, file, actor)?;
+    tx.commit()?;
+    labfy_core::crash::point(labfy_core::crash::IMPORT_FILE_STORED);
+    Ok(outcome)
+}
+
+/// [`record`]'s writes, in the caller's transaction.
+fn record_in(
+    tx: &Connection,
+    ws: Uuid,
+    job: &ObjectRef,
+    file: &ImportedFile<'_>,
+    actor: &str,
+) -> Result<ImportOutcome> {
     check_import_path("file name", file.name, MAX_IMPORT_NAME_CHARS).map_err(StoreError::Invalid)?;
     check_import_path("path", file.path, MAX_IMPORT_PATH_CHARS).map_err(StoreError::Invalid)?;
-    let tx = conn.transaction()?;
-    let (inv, mut stats) = running(&tx, ws, job)?;
+    let (inv, mut stats) = running(tx, ws, job)?;
     let job_id = job.id().to_string();
     let now = now_rfc3339();
     let p = file.parsed;
@@ -300,7 +315,7 @@ pub(crate) fn record(
                 RefKind::Evidence,
                 Uuid::parse_str(&id).map_err(|e| StoreError::Damaged(format!("evidence id {id}: {e}")))?,
             );
-            let prov = insert_provenance(&tx, &inv, &ev.to_string(), actor, activity, &inputs)?;
+            let prov = insert_provenance(tx, &inv, &ev.to_string(), actor, activity, &inputs)?;
             tx.execute("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1", [&inv])?;
             (ImportOutcome::Duplicate(ev), prov, 0)
         }
@@ -318,16 +333,11 @@ pub(crate) fn record(
                 at: &now,
                 original: Some(file.blob),
             };
-            let Inserted { evidence: ev, seq, provenance } = insert_text_evidence(
-                &tx,
-                &doc,
-                actor,
-                activity,
-                &file.parent.copied().into_iter().collect::<Vec<_>>(),
-            )?;
-            index_evidence(&tx, seq, seq)?;
+            let Inserted { evidence: ev, seq, provenance } =
+                insert_text_evidence(tx, &doc, actor, activity, &file.parent.copied().into_iter().collect::<Vec<_>>())?;
+            index_evidence(tx, seq, seq)?;
             if !p.text.is_empty() {
-                crate::extraction::scan_new_evidence(&tx, &inv, &ev, &p.text, &now)?;
+                crate::extraction::scan_new_evidence(tx, &inv, &ev, &p.text, &now)?;
             }
             tx.execute(
                 "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1 WHERE id = ?1",
@@ -393,32 +403,178 @@ pub(crate) fn record(
             ImportOutcome::Duplicate(_) => ("duplicate", &mut stats.duplicates),
         };
         *count += 1;
-        outcome_row(&tx, &job_id, stats.files, file.path, label, Some(outcome.evidence()), None)?;
+        outcome_row(tx, &job_id, stats.files, file.path, label, Some(outcome.evidence()), None)?;
         stats.files += 1;
         stats.bytes += file.blob.len;
     }
-    save_stats(&tx, &job_id, &stats, "RUNNING")?;
-    tx.commit()?;
-    labfy_core::crash::point(labfy_core::crash::IMPORT_FILE_STORED);
+    save_stats(tx, &job_id, &stats, "RUNNING")?;
     Ok(outcome)
+}
+
+/// Records a file whose bytes are already evidence of the job's
+/// investigation without reading it again (SPEC I1: an import run again
+/// after a kill takes what is stored by its hash): a duplicate, with its
+/// provenance and an import record whose reading is the first import's of
+/// that evidence. `None` when those bytes are not evidence there (the
+/// caller then reads the file).
+fn record_known_in(
+    tx: &Connection,
+    ws: Uuid,
+    job: &ObjectRef,
+    name: &str,
+    path: &str,
+    blob: &Blob,
+    actor: &str,
+) -> Result<Option<ImportOutcome>> {
+    check_import_path("file name", name, MAX_IMPORT_NAME_CHARS).map_err(StoreError::Invalid)?;
+    check_import_path("path", path, MAX_IMPORT_PATH_CHARS).map_err(StoreError::Invalid)?;
+    let (inv, mut stats) = running(tx, ws, job)?;
+    let existing: Option<String> = tx
+        .prepare_cached("SELECT id FROM evidence WHERE investigation_id = ?1 AND sha256 = ?2 ORDER BY seq LIMIT 1")?
+        .query_row(params![inv, blob.sha256], |r| r.get(0))
+        .optional()?;
+    let Some(id) = existing else { return Ok(None) };
+    let ev = ObjectRef::new(
+        RefKind::Evidence,
+        Uuid::parse_str(&id).map_err(|e| StoreError::Damaged(format!("evidence id {id}: {e}")))?,
+    );
+    let now = now_rfc3339();
+    let provenance = insert_provenance(tx, &inv, &ev.to_string(), actor, "import", &[])?;
+    tx.execute("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1", [&inv])?;
+    let job_id = job.id().to_string();
+    // The reading is the first import's; evidence that came another way
+    // (a note, a fetch) was never read from a file: recorded as such.
+    let first: Option<(String, i64, Option<String>, String, String)> = tx
+        .prepare_cached(
+            "SELECT format, parser_version, encoding, metadata, notes FROM imports
+             WHERE evidence_id = ?1 ORDER BY imported_at, provenance_id LIMIT 1",
+        )?
+        .query_row([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .optional()?;
+    let (format, version, encoding, metadata, notes) =
+        first.unwrap_or_else(|| ("binary".into(), i64::from(labfy_parse::VERSION), None, "{}".into(), "[]".into()));
+    tx.prepare_cached(
+        "INSERT INTO imports (provenance_id, investigation_id, evidence_id, job_id, original_name, original_path, byte_len,
+                              sha256, format, parser_version, encoding, metadata, notes, imported_by, imported_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )?
+    .execute(params![
+        provenance,
+        inv,
+        id,
+        job_id,
+        name,
+        path,
+        blob.len as i64,
+        blob.sha256,
+        format,
+        version,
+        encoding,
+        metadata,
+        notes,
+        actor,
+        now
+    ])?;
+    outcome_row(tx, &job_id, stats.files, path, "duplicate", Some(&ev), None)?;
+    stats.files += 1;
+    stats.duplicates += 1;
+    stats.bytes += blob.len;
+    save_stats(tx, &job_id, &stats, "RUNNING")?;
+    Ok(Some(ImportOutcome::Duplicate(ev)))
 }
 
 /// Records a file refused, with its reason.
 pub(crate) fn refuse(conn: &mut Connection, ws: Uuid, job: &ObjectRef, path: &str, reason: &str) -> Result<()> {
     let tx = conn.transaction()?;
-    let (_, mut stats) = running(&tx, ws, job)?;
+    refuse_in(&tx, ws, job, path, reason)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// [`refuse`]'s writes, in the caller's transaction.
+fn refuse_in(tx: &Connection, ws: Uuid, job: &ObjectRef, path: &str, reason: &str) -> Result<()> {
+    let (_, mut stats) = running(tx, ws, job)?;
     let job_id = job.id().to_string();
     // The path is shown as given, made printable: it may be the very reason.
     let path: String =
         path.chars().take(MAX_IMPORT_PATH_CHARS).map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
     let reason: String =
         reason.chars().take(MAX_IMPORT_REASON_CHARS).map(|c| if c.is_control() { ' ' } else { c }).collect();
-    outcome_row(&tx, &job_id, stats.files, &path, "refused", None, Some(&reason))?;
+    outcome_row(tx, &job_id, stats.files, &path, "refused", None, Some(&reason))?;
     stats.files += 1;
     stats.refused += 1;
-    save_stats(&tx, &job_id, &stats, "RUNNING")?;
-    tx.commit()?;
+    save_stats(tx, &job_id, &stats, "RUNNING")?;
     Ok(())
+}
+
+/// Several files of one import job recorded in one transaction (`labfy
+/// import`, SPEC I1): a WAL commit, and the pages every file touches (the
+/// job's figures, the indexes), written once for many files. Each file is
+/// a savepoint of its own, so a file refused midway leaves nothing and the
+/// batch goes on. Nothing is committed until [`ImportBatch::commit`]; a
+/// batch dropped, or a crash, loses its files (their blobs stay, and
+/// importing again takes them).
+pub struct ImportBatch<'a> {
+    tx: rusqlite::Transaction<'a>,
+    ws: Uuid,
+    job: ObjectRef,
+    actor: String,
+    files: usize,
+}
+
+impl<'a> ImportBatch<'a> {
+    pub(crate) fn begin(conn: &'a mut Connection, ws: Uuid, job: &ObjectRef, actor: &str) -> Result<Self> {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        Ok(Self { tx, ws, job: *job, actor: actor.to_owned(), files: 0 })
+    }
+
+    /// Records one file (see [`crate::Store::import_file`]).
+    pub fn record(&mut self, file: &ImportedFile<'_>) -> Result<ImportOutcome> {
+        let sp = self.tx.savepoint()?;
+        let outcome = record_in(&sp, self.ws, &self.job, file, &self.actor)?;
+        sp.commit()?;
+        self.files += 1;
+        Ok(outcome)
+    }
+
+    /// Records a file known by its hash without reading it, or `None` when
+    /// its bytes are not evidence of the investigation (see
+    /// `record_known_in`).
+    pub fn record_known(&mut self, name: &str, path: &str, blob: &Blob) -> Result<Option<ImportOutcome>> {
+        let sp = self.tx.savepoint()?;
+        let outcome = record_known_in(&sp, self.ws, &self.job, name, path, blob, &self.actor)?;
+        sp.commit()?;
+        if outcome.is_some() {
+            self.files += 1;
+        }
+        Ok(outcome)
+    }
+
+    /// Records a file refused (see [`crate::Store::import_refused`]).
+    pub fn refuse(&mut self, path: &str, reason: &str) -> Result<()> {
+        let sp = self.tx.savepoint()?;
+        refuse_in(&sp, self.ws, &self.job, path, reason)?;
+        sp.commit()?;
+        self.files += 1;
+        Ok(())
+    }
+
+    /// Documents recorded (refusals and embedded documents counted).
+    pub fn len(&self) -> usize {
+        self.files
+    }
+
+    /// Whether nothing is recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.files == 0
+    }
+
+    /// Commits every file recorded.
+    pub fn commit(self) -> Result<()> {
+        self.tx.commit()?;
+        labfy_core::crash::point(labfy_core::crash::IMPORT_FILE_STORED);
+        Ok(())
+    }
 }
 
 /// Ends an import job: `SUCCEEDED` (every file has its outcome), or
@@ -506,6 +662,15 @@ impl Reads<'_> {
         Ok(out)
     }
 
+    /// The SHA-256 of every evidence item of `inv` (an import that starts
+    /// takes the files already there by their hash, SPEC I1).
+    pub fn evidence_hashes(&self, ws: Uuid, inv: &ObjectRef) -> Result<std::collections::HashSet<String>> {
+        self.require_in_workspace(ws, inv)?;
+        let mut stmt = self.conn.prepare_cached("SELECT DISTINCT sha256 FROM evidence WHERE investigation_id = ?1")?;
+        let rows = stmt.query_map([inv.id().to_string()], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// The import records of an evidence item (one per time its bytes were
     /// imported), oldest first.
     pub fn imports_of(&self, ws: Uuid, ev: &ObjectRef) -> Result<Vec<ImportRecord>> {
@@ -557,25 +722,51 @@ impl Reads<'_> {
 /// attachment, a message attached to that).
 pub const MAX_EMBED_DEPTH: usize = 3;
 
-/// Imports one file whose bytes are already in `blobs`, reading it with
-/// `parse` (the caller's confined worker) and storing it with `record`
-/// (the caller's [`crate::Store::import_file`] for its job — called once per
-/// document, so a caller can hold its writer only for the transaction, not
-/// while a parser runs), then each document embedded in it, as children,
-/// down to [`MAX_EMBED_DEPTH`].
-pub fn import_tree(
+/// One document of a file read with what it embeds ([`read_tree`]).
+#[derive(Debug)]
+pub struct ReadDocument {
+    /// Its file name.
+    pub name: String,
+    /// Its path (`parent!child` for an embedded document).
+    pub path: String,
+    /// Its bytes, in the blob store.
+    pub blob: Blob,
+    /// What the parser read.
+    pub parsed: Parsed,
+    /// The document it is embedded in (an index into [`ReadTree::documents`]).
+    pub parent: Option<usize>,
+}
+
+/// A file and every document embedded in it, down to [`MAX_EMBED_DEPTH`],
+/// read and stored as blobs, not yet recorded: the file first, then the
+/// embedded documents, each after its parent.
+#[derive(Debug)]
+pub struct ReadTree {
+    /// The documents, the file first.
+    pub documents: Vec<ReadDocument>,
+}
+
+/// Reads one file whose bytes are already in `blobs` with `parse` (the
+/// caller's confined worker), then each document embedded in it, stored as
+/// blobs, down to [`MAX_EMBED_DEPTH`]: everything a file needs read before
+/// anything of it is written, so that a caller can read on several threads
+/// and record on one ([`record_tree`]).
+pub fn read_tree(
     blobs: &crate::blobs::BlobStore,
     name: &str,
     path: &str,
     blob: &Blob,
     parse: &mut dyn FnMut(&Blob, &str) -> Parsed,
-    record: &mut dyn FnMut(&ImportedFile<'_>) -> Result<ImportOutcome>,
-) -> Result<ImportOutcome> {
+) -> Result<ReadTree> {
     let parsed = parse(blob, name);
-    let outcome = record(&ImportedFile { name, path, blob, parsed: &parsed, parent: None })?;
-    let mut queue: Vec<(ObjectRef, String, Parsed, usize)> = vec![(*outcome.evidence(), path.to_owned(), parsed, 1)];
-    while let Some((parent, parent_path, parsed, depth)) = queue.pop() {
-        for child in parsed.children {
+    let mut documents =
+        vec![ReadDocument { name: name.to_owned(), path: path.to_owned(), blob: blob.clone(), parsed, parent: None }];
+    // Depth first, as a stack: (document, depth).
+    let mut stack: Vec<(usize, usize)> = vec![(0, 1)];
+    while let Some((parent, depth)) = stack.pop() {
+        let children = std::mem::take(&mut documents[parent].parsed.children);
+        let parent_path = documents[parent].path.clone();
+        for child in children {
             // An archive's member keeps its path inside (`pieces.zip!dossier/
             // note.txt`, SPEC I2); its name is the path's last part. A name
             // that is no clean path (an attachment called
@@ -602,18 +793,64 @@ pub fn import_tree(
                 .put(&mut &child.bytes[..], child.bytes.len() as u64)
                 .map_err(|e| StoreError::Invalid(format!("embedded document {child_path}: {e}")))?;
             let child_parsed = parse(&child_blob, &name);
-            let f = ImportedFile {
-                name: &name,
-                path: &child_path,
-                blob: &child_blob,
-                parsed: &child_parsed,
-                parent: Some(&parent),
-            };
-            let o = record(&f)?;
-            if depth < MAX_EMBED_DEPTH && matches!(o, ImportOutcome::Imported(_)) {
-                queue.push((*o.evidence(), child_path, child_parsed, depth + 1));
+            documents.push(ReadDocument {
+                name,
+                path: child_path,
+                blob: child_blob,
+                parsed: child_parsed,
+                parent: Some(parent),
+            });
+            if depth < MAX_EMBED_DEPTH {
+                stack.push((documents.len() - 1, depth + 1));
             }
         }
     }
-    Ok(outcome)
+    Ok(ReadTree { documents })
+}
+
+/// Records a file read by [`read_tree`] with `record` (the caller's
+/// [`crate::Store::import_file`], or an [`ImportBatch`]'s): the file, then
+/// its embedded documents — those of the file always, those of an
+/// embedded document only when it was new evidence (a document already
+/// known brought its own the first time).
+pub fn record_tree(
+    tree: &ReadTree,
+    record: &mut dyn FnMut(&ImportedFile<'_>) -> Result<ImportOutcome>,
+) -> Result<ImportOutcome> {
+    let mut outcomes: Vec<Option<ImportOutcome>> = Vec::with_capacity(tree.documents.len());
+    for (i, d) in tree.documents.iter().enumerate() {
+        let parent = match d.parent {
+            None => None,
+            Some(p) => match &outcomes[p] {
+                Some(o @ ImportOutcome::Imported(_)) => Some(*o.evidence()),
+                Some(o @ ImportOutcome::Duplicate(_)) if p == 0 => Some(*o.evidence()),
+                _ => {
+                    outcomes.push(None);
+                    continue;
+                }
+            },
+        };
+        let file =
+            ImportedFile { name: &d.name, path: &d.path, blob: &d.blob, parsed: &d.parsed, parent: parent.as_ref() };
+        let outcome = record(&file)?;
+        debug_assert_eq!(outcomes.len(), i);
+        outcomes.push(Some(outcome));
+    }
+    outcomes.into_iter().next().flatten().ok_or_else(|| StoreError::Invalid("nothing was read".into()))
+}
+
+/// Imports one file whose bytes are already in `blobs`: [`read_tree`] with
+/// `parse` (the caller's confined worker), then [`record_tree`] with
+/// `record` (the caller's [`crate::Store::import_file`] for its job —
+/// called once per document, so a caller holds its writer only for each
+/// transaction, never while a parser runs).
+pub fn import_tree(
+    blobs: &crate::blobs::BlobStore,
+    name: &str,
+    path: &str,
+    blob: &Blob,
+    parse: &mut dyn FnMut(&Blob, &str) -> Parsed,
+    record: &mut dyn FnMut(&ImportedFile<'_>) -> Result<ImportOutcome>,
+) -> Result<ImportOutcome> {
+    record_tree(&read_tree(blobs, name, path, blob, parse)?, record)
 }

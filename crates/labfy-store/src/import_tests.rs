@@ -192,3 +192,51 @@ fn a_specimen_workspace_takes_real_files_only_when_asked() {
     store.start_import(ws, &inv, Some(1), true, "analyste").unwrap();
     assert_eq!(jobs(&store), before + 1);
 }
+
+/// SPEC I1: `labfy import` records many files to a transaction. A file
+/// refused midway leaves nothing of itself and the batch goes on; a batch
+/// dropped uncommitted (the process killed) leaves nothing at all; a file
+/// known by its hash is recorded as a duplicate without being read, with
+/// the first import's reading.
+#[test]
+fn a_batch_commits_its_files_together_and_a_known_file_is_not_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, false, "labfy import").unwrap();
+    let put = |bytes: &[u8]| blobs.put(&mut &bytes[..], 1 << 20).unwrap();
+    let a = b"Note A : jean@alpha.example".as_slice();
+    let (blob_a, parsed_a) = (put(a), parse(a, "a.txt"));
+    let file = |name: &'static str, blob, parsed| ImportedFile { name, path: name, blob, parsed, parent: None };
+
+    // Dropped: nothing.
+    {
+        let mut batch = store.import_batch(ws, &job, "labfy import").unwrap();
+        batch.record(&file("a.txt", &blob_a, &parsed_a)).unwrap();
+        assert_eq!(batch.len(), 1);
+    }
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, 0, "a dropped batch leaves nothing");
+
+    let mut batch = store.import_batch(ws, &job, "labfy import").unwrap();
+    let first = batch.record(&file("a.txt", &blob_a, &parsed_a)).unwrap();
+    let bad = batch.record(&file("bad\u{7}.txt", &blob_a, &parsed_a));
+    assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
+    batch.refuse("bad\u{7}.txt", "file name contains control characters").unwrap();
+    let b = b"Note B".as_slice();
+    assert_eq!(batch.record_known("b.txt", "b.txt", &put(b)).unwrap(), None, "unknown bytes are to be read");
+    let again = batch.record_known("copie/a.txt", "copie/a.txt", &blob_a).unwrap();
+    assert_eq!(again, Some(ImportOutcome::Duplicate(*first.evidence())));
+    assert_eq!(batch.len(), 3);
+    batch.commit().unwrap();
+
+    let stats = store.finish_import(ws, &job, None, "labfy import").unwrap();
+    assert_eq!((stats.files, stats.imported, stats.duplicates, stats.refused), (3, 1, 1, 1));
+    let records = store.reads().imports_of(ws, first.evidence()).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].original_path, "copie/a.txt");
+    assert_eq!((&records[1].format, &records[1].encoding), (&records[0].format, &records[0].encoding));
+    assert_eq!(records[1].metadata, records[0].metadata, "the first import's reading");
+    let report = store.reads().import_report(ws, &job, None, 10).unwrap();
+    assert_eq!(report.iter().map(|l| l.outcome.as_str()).collect::<Vec<_>>(), ["imported", "refused", "duplicate"]);
+    assert!(store.reads().evidence_hashes(ws, &inv).unwrap().contains(&blob_a.sha256));
+    assert_derived_consistent(&store.conn);
+}

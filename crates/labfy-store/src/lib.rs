@@ -59,8 +59,9 @@ pub use graph::{
 pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
 pub use hosts::{MAX_HOST_CHARS, check_host_pattern};
 pub use import::{
-    IMPORT_JOB, IMPORT_PRODUCER, ImportOutcome, ImportReportLine, ImportStats, ImportedFile, MAX_EMBED_DEPTH,
-    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, SPECIMEN_IMPORT_REFUSED, check_import_path, import_tree,
+    IMPORT_JOB, IMPORT_PRODUCER, ImportBatch, ImportOutcome, ImportReportLine, ImportStats, ImportedFile,
+    MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, ReadDocument, ReadTree, SPECIMEN_IMPORT_REFUSED,
+    check_import_path, import_tree, read_tree, record_tree,
 };
 pub use journal::{
     JOURNAL_APPLICATION_ID, JOURNAL_FILE, JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, JournalStore,
@@ -274,6 +275,12 @@ impl Store {
         actor: &str,
     ) -> Result<ImportOutcome> {
         import::record(&mut self.conn, ws, job, file, actor)
+    }
+
+    /// A batch of files of the running import job `job`, recorded in one
+    /// transaction (`labfy import`, SPEC I1): see [`ImportBatch`].
+    pub fn import_batch(&mut self, ws: Uuid, job: &ObjectRef, actor: &str) -> Result<ImportBatch<'_>> {
+        ImportBatch::begin(&mut self.conn, ws, job, actor)
     }
 
     /// Records a file an import refused, with why.

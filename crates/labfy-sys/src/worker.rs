@@ -146,6 +146,19 @@ pub fn confine_self(limits: WorkerLimits) -> Result<(), SpawnError> {
     Ok(())
 }
 
+/// CPU time this process has used, user and system (`clock_gettime` on
+/// the process clock, allowed by the worker's filter): a worker serving
+/// several documents retires before its `RLIMIT_CPU` could cut the next one
+/// short.
+pub fn cpu_time_used() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec that outlives the call.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
 /// System calls a document tool is killed for: it reads one document on
 /// its standard input and writes text or an image on its standard output,
 /// so it has no use for a socket, another process's memory or signals, a

@@ -9,20 +9,25 @@
 //! duplicate, refused with its reason — and the rest of the batch goes on.
 
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::IsTerminal;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use labfy::Failure;
 use labfy_core::process::Holder;
 use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_parse::session::Session;
 use labfy_store::blobs::{Blob, BlobError, BlobStore};
-use labfy_store::{ImportedFile, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, Store, check_import_path, import_tree};
+use labfy_store::{
+    MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, ReadTree, Store, StoreError, check_import_path, read_tree,
+    record_tree,
+};
 
 /// Default bound on one imported file, in MiB.
 pub const DEFAULT_MAX_FILE_MIB: u64 = 256;
@@ -175,6 +180,9 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     }
     let max = args.max_file_mib << 20;
     settle_killed_imports(&mut store)?;
+    // What the investigation holds already is taken by its hash, not read
+    // again: an import run again after a kill goes on where it stopped.
+    let known = store.reads().evidence_hashes(ws, &inv)?;
     let started = Instant::now();
     let expected = Some(found.len() as u64);
     // The job names this process, so a later import can tell it was killed
@@ -185,43 +193,33 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         }
         None => store.start_import(ws, &inv, expected, args.into_specimen, IMPORT_ACTOR)?,
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(found.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "import {bar:40} {human_pos}/{human_len} fichiers · {per_sec} · reste {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
+    let stages = Stages::default();
+    let mut progress = Progress::new(found.len() as u64);
     let wall = std::time::Duration::from_secs(labfy_parse::worker::WORKER_WALL_SECONDS);
-    // This process runs on the host, unconfined: each worker gets a jail.
-    let parse_one = |blob: &Blob, name: &str| blobs.parse_jailed(&worker, blob, name, None, wall);
     let mut refusals = Vec::new();
     let mut noted: Vec<(String, Vec<String>)> = Vec::new();
     let mut failure = None;
-    // Files are taken and read by a few threads at once (each read is a
-    // worker process), and recorded by this one, in the walk's order — so a
-    // duplicate is always the later of two.
+    // Files are taken and read by a few threads at once, and recorded by
+    // this one, in the walk's order — so a duplicate is always the later of
+    // two — several to a transaction. This process runs on the host,
+    // unconfined: workers get a jail of their own, and each reading thread
+    // keeps one that reads document after document (`labfy_parse::session`).
     let stop = AtomicBool::new(false);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Failure> {
-        let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(2 * PARALLEL_READS);
+        let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(4 * PARALLEL_READS);
         for _ in 0..PARALLEL_READS {
             let tx = tx.clone();
-            let (found, blobs, stop, next, parse_one) = (&found, &blobs, &stop, &next, &parse_one);
+            let (found, blobs, stop, next, worker, known, stages) =
+                (&found, &blobs, &stop, &next, &worker, &known, &stages);
             scope.spawn(move || {
+                let mut session = Session::jailed(worker, max);
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(f) = found.get(i) else { break };
-                    let prepared = match take(f, blobs, max) {
-                        Err(why) => Prepared::Refused(why),
-                        Ok((name, blob)) => {
-                            let parsed = parse_one(&blob, &name);
-                            Prepared::Ready { name, blob, parsed: Box::new(parsed) }
-                        }
-                    };
+                    let prepared = prepare(f, blobs, max, known, stages, &mut |b: &Blob, n: &str| {
+                        blobs.parse_in(&mut session, b, n, None, wall)
+                    });
                     if tx.send((i, prepared)).is_err() {
                         break;
                     }
@@ -229,52 +227,68 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
             });
         }
         drop(tx);
+        // A file whose bytes went from the investigation since the start
+        // (never: evidence is not deleted) would be read here.
+        let mut session = Session::jailed(&worker, max);
         let mut waiting = BTreeMap::new();
         let mut due = 0usize;
-        for (i, prepared) in rx {
-            waiting.insert(i, prepared);
-            while let Some(prepared) = waiting.remove(&due) {
+        'batches: while let Some(first) = next_due(&rx, &mut waiting, due, None) {
+            // No transaction is open while this thread waits for the
+            // readers; one is open for at most BATCH_FILES files or
+            // BATCH_TIME.
+            let mut batch = store.import_batch(ws, &job, IMPORT_ACTOR)?;
+            let opened = Instant::now();
+            let mut item = Some(first);
+            while let Some(prepared) = item.take() {
                 let f = &found[due];
                 due += 1;
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
                 let outcome = match prepared {
                     Prepared::Refused(why) => Err(why),
-                    Prepared::Ready { name, blob, parsed } => {
-                        // The top document is already read; what it embeds is
-                        // read here, as it is found.
-                        if !parsed.notes.is_empty() {
-                            noted.push((f.shown.clone(), parsed.notes.clone()));
+                    Prepared::Failed(why) => {
+                        failure = Some(why);
+                        stop.store(true, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Prepared::Known { name, blob } => match batch.record_known(&name, &f.shown, &blob) {
+                        Ok(Some(_)) => Ok(()),
+                        Ok(None) => {
+                            let mut parse = |b: &Blob, n: &str| blobs.parse_in(&mut session, b, n, None, wall);
+                            read_tree(&blobs, &name, &f.shown, &blob, &mut parse)
+                                .and_then(|tree| record_tree(&tree, &mut |file| batch.record(file)))
+                                .map(drop)
+                                .or_else(|e| stopped(e, &mut failure, &stop))
                         }
-                        let mut first = Some(*parsed);
-                        let mut parse = |b: &Blob, n: &str| match first.take() {
-                            Some(p) if b.sha256 == blob.sha256 => p,
-                            _ => parse_one(b, n),
-                        };
-                        let mut record = |file: &ImportedFile<'_>| store.import_file(ws, &job, file, IMPORT_ACTOR);
-                        match import_tree(&blobs, &name, &f.shown, &blob, &mut parse, &mut record) {
-                            Ok(_) => Ok(()),
-                            Err(labfy_store::StoreError::Invalid(why)) => Err(why),
-                            Err(e) => {
-                                failure = Some(e.to_string());
-                                stop.store(true, Ordering::Relaxed);
-                                return Ok(());
-                            }
+                        Err(e) => stopped(e, &mut failure, &stop),
+                    },
+                    Prepared::Ready(tree) => {
+                        let top = &tree.documents[0].parsed;
+                        if !top.notes.is_empty() {
+                            noted.push((f.shown.clone(), top.notes.clone()));
                         }
+                        record_tree(&tree, &mut |file| batch.record(file))
+                            .map(drop)
+                            .or_else(|e| stopped(e, &mut failure, &stop))
                     }
                 };
                 if let Err(why) = outcome {
-                    store.import_refused(ws, &job, &f.shown, &why)?;
+                    batch.refuse(&f.shown, &why)?;
                     refusals.push((f.shown.clone(), why));
                 }
+                if failure.is_some() {
+                    batch.commit()?;
+                    break 'batches;
+                }
+                stages.recorded.fetch_add(1, Ordering::Relaxed);
+                progress.show(&stages);
+                if batch.len() < BATCH_FILES {
+                    item = next_due(&rx, &mut waiting, due, Some(opened + BATCH_TIME));
+                }
             }
+            batch.commit()?;
         }
         Ok(())
     })?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    progress.finish();
     let stats = store.finish_import(ws, &job, failure.as_deref(), IMPORT_ACTOR)?;
     let secs = started.elapsed().as_secs_f64();
     for (path, why) in &refusals {
@@ -286,14 +300,15 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     }
     eprintln!(
         "labfy: {inv}: {} files in {secs:.1} s ({:.0} files/s, {:.1} MB/s): {} imported, {} duplicates, {} refused; \
-         {} embedded documents",
+         {} embedded documents; {} already in the investigation, taken by their hash without being read again",
         stats.files,
         stats.files as f64 / secs.max(1e-9),
         stats.bytes as f64 / 1e6 / secs.max(1e-9),
         stats.imported,
         stats.duplicates,
         stats.refused,
-        stats.embedded
+        stats.embedded,
+        stages.known.load(Ordering::Relaxed)
     );
     println!("{job}");
     match failure {
@@ -302,14 +317,155 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     }
 }
 
-/// A found file, taken into the blob store and read, or refused.
+/// A found file, taken into the blob store and read (with what it
+/// embeds), known by its hash, or refused — or the import stops.
 enum Prepared {
     Refused(String),
-    Ready { name: String, blob: Blob, parsed: Box<labfy_parse::Parsed> },
+    Failed(String),
+    Known { name: String, blob: Blob },
+    Ready(Box<ReadTree>),
 }
 
-/// Files taken and read at once (each read is a worker process).
+/// Files taken and read at once (each reading thread keeps a worker).
 const PARALLEL_READS: usize = 2;
+/// Most files recorded in one transaction.
+const BATCH_FILES: usize = 128;
+/// Longest a transaction stays open for more files (the workspace server
+/// waits for it to write).
+const BATCH_TIME: Duration = Duration::from_millis(250);
+
+/// How far each stage has gone: files stored in the blob store, read by a
+/// parser (with what they embed), recorded with their extraction.
+#[derive(Default)]
+struct Stages {
+    stored: AtomicU64,
+    read: AtomicU64,
+    recorded: AtomicU64,
+    /// Of those read, taken by their hash without a parser.
+    known: AtomicU64,
+}
+
+/// Takes one found file: into the blob store, then — unless the
+/// investigation has its bytes already — read with what it embeds.
+fn prepare(
+    f: &Found,
+    blobs: &BlobStore,
+    max: u64,
+    known: &HashSet<String>,
+    stages: &Stages,
+    parse: &mut dyn FnMut(&Blob, &str) -> labfy_parse::Parsed,
+) -> Prepared {
+    let (name, blob) = match take(f, blobs, max) {
+        Ok(taken) => taken,
+        Err(why) => return Prepared::Refused(why),
+    };
+    stages.stored.fetch_add(1, Ordering::Relaxed);
+    if known.contains(&blob.sha256) {
+        stages.read.fetch_add(1, Ordering::Relaxed);
+        stages.known.fetch_add(1, Ordering::Relaxed);
+        return Prepared::Known { name, blob };
+    }
+    let prepared = match read_tree(blobs, &name, &f.shown, &blob, parse) {
+        Ok(tree) => Prepared::Ready(Box::new(tree)),
+        Err(StoreError::Invalid(why)) => Prepared::Refused(why),
+        Err(e) => Prepared::Failed(e.to_string()),
+    };
+    stages.read.fetch_add(1, Ordering::Relaxed);
+    prepared
+}
+
+/// The file due next, in the walk's order: waiting already, or as the
+/// readers send it; `None` when they are done, or at `until`.
+fn next_due(
+    rx: &mpsc::Receiver<(usize, Prepared)>,
+    waiting: &mut BTreeMap<usize, Prepared>,
+    due: usize,
+    until: Option<Instant>,
+) -> Option<Prepared> {
+    loop {
+        if let Some(p) = waiting.remove(&due) {
+            return Some(p);
+        }
+        let (i, p) = match until {
+            None => rx.recv().ok()?,
+            Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())).ok()?,
+        };
+        waiting.insert(i, p);
+    }
+}
+
+/// A store error while recording: a file refused (`Invalid`), or the import
+/// stops (recorded in `failure`).
+fn stopped(e: StoreError, failure: &mut Option<String>, stop: &AtomicBool) -> Result<(), String> {
+    match e {
+        StoreError::Invalid(why) => Err(why),
+        e => {
+            *failure = Some(e.to_string());
+            stop.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+}
+
+/// What `labfy import` shows while it runs: a bar on a terminal, a line
+/// every [`PROGRESS_EVERY`] otherwise (a log, a pipe) — each stage, files/s
+/// and the time left.
+struct Progress {
+    total: u64,
+    bar: Option<indicatif::ProgressBar>,
+    started: Instant,
+    last_line: Instant,
+}
+
+/// How often a progress line is written when stderr is no terminal.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "import {bar:30} {human_pos}/{human_len} enregistrés · {msg} · {per_sec} · reste {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Self { total, bar, started: Instant::now(), last_line: Instant::now() }
+    }
+
+    fn show(&mut self, stages: &Stages) {
+        let (stored, read, recorded) = (
+            stages.stored.load(Ordering::Relaxed),
+            stages.read.load(Ordering::Relaxed),
+            stages.recorded.load(Ordering::Relaxed),
+        );
+        if let Some(bar) = &self.bar {
+            bar.set_position(recorded);
+            bar.set_message(format!("stockés {stored} · lus {read}"));
+            return;
+        }
+        if self.last_line.elapsed() < PROGRESS_EVERY {
+            return;
+        }
+        self.last_line = Instant::now();
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = recorded as f64 / secs;
+        let left = if rate > 0.0 { (self.total.saturating_sub(recorded)) as f64 / rate } else { f64::NAN };
+        eprintln!(
+            "labfy: import: {recorded}/{} files recorded (stored {stored}, read {read}) · {rate:.0} files/s · \
+             about {left:.0} s left",
+            self.total
+        );
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
 
 /// Checks one found file and copies it into the blob store.
 fn take(f: &Found, blobs: &BlobStore, max: u64) -> Result<(String, Blob), String> {
