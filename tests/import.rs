@@ -172,6 +172,52 @@ fn a_folder_is_imported_with_an_outcome_per_file_and_exports_verifiably() {
     assert_eq!(fs::read(out.join("blobs").join(&sha)).unwrap(), pdf);
     let o = labfy(&["verify", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fingerprint = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+
+    // SPEC I4: another workstation receives it, verified, read-only, once.
+    let other = dir.path().join("other");
+    let receive = || {
+        labfy(&[
+            "import-bundle",
+            "--data-dir",
+            other.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--fingerprint",
+            &fingerprint,
+        ])
+    };
+    let o = receive();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), inv.to_string(), "the sender's reference");
+    assert!(err.contains("verified") && err.contains("read-only") && err.contains(&fingerprint), "{err}");
+    let theirs = Store::open(&other).unwrap();
+    let ov = theirs.reads().overview(ws.id(), &inv).unwrap();
+    assert_eq!(ov.counts.evidence, 11, "every piece, the embedded ones too");
+    assert_eq!(ov.investigation.received.as_ref().map(|r| r.fingerprint.as_str()), Some(fingerprint.as_str()));
+    let found = theirs.reads().search(ws.id(), &inv, "FR7630006000011234567890189", 10).unwrap();
+    assert!(!found.hits.is_empty(), "searchable there too");
+    drop(theirs);
+    let o = receive();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("received already"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = labfy(&[
+        "import",
+        "--data-dir",
+        other.to_str().unwrap(),
+        "--investigation",
+        &inv.to_string(),
+        root.join("page.html").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("read-only"), "{err}");
+    // A bundle whose verification fails is not received, with the reason.
+    let text = fs::read_dir(out.join("evidence")).unwrap().next().unwrap().unwrap().path();
+    fs::write(&text, "réécrit").unwrap();
+    let third = dir.path().join("third");
+    let o = labfy(&["import-bundle", "--data-dir", third.to_str().unwrap(), out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("not received") && err.contains("the manifest says"), "{err}");
 }
 
 #[test]

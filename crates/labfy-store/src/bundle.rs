@@ -169,7 +169,7 @@ pub enum BundleError {
 
 type Result<T> = std::result::Result<T, BundleError>;
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
     move |source| BundleError::Io { path: path.to_path_buf(), source }
 }
 
@@ -432,7 +432,7 @@ fn write_line(w: &mut impl Write, path: &Path, row: &Value) -> Result<()> {
 }
 
 /// A bundle path: relative, `/`-separated, no `.`/`..`, no control character.
-fn check_rel(rel: &str) -> Result<()> {
+pub(crate) fn check_rel(rel: &str) -> Result<()> {
     let ok = !rel.is_empty()
         && !rel.starts_with('/')
         && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
@@ -912,7 +912,11 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
 
 /// Reads a JSON Lines file of the bundle, calling `f` with each line number
 /// (1-based) and object.
-fn each_line(dir: &Path, rel: &str, mut f: impl FnMut(usize, &Map<String, Value>) -> Result<()>) -> Result<u64> {
+pub(crate) fn each_line(
+    dir: &Path,
+    rel: &str,
+    mut f: impl FnMut(usize, &Map<String, Value>) -> Result<()>,
+) -> Result<u64> {
     let path = dir.join(rel);
     let reader = BufReader::new(File::open(&path).map_err(io(&path))?);
     let mut n = 0;

@@ -51,7 +51,7 @@ fn lines(path: &Path) -> usize {
 
 /// Rewrites the manifest and SHA256SUMS with the files' current hashes, as a
 /// forger would; returns the new fingerprint.
-fn forge_manifest(dir: &Path) -> String {
+pub(crate) fn forge_manifest(dir: &Path) -> String {
     let text = fs::read(dir.join(MANIFEST)).unwrap();
     let mut manifest: serde_json::Value = serde_json::from_slice(&text).unwrap();
     let mut files: Vec<BundleFile> = serde_json::from_value(manifest["files"].clone()).unwrap();
@@ -280,14 +280,14 @@ const PAGES: [(&str, &[u8]); 3] = [
 /// A REAL investigation whose campaign stored two fetched pages as the
 /// server records them, and egress's ledger that logged those fetches (each
 /// 3 ms after it ended, as egress does), the third and a refusal.
-struct Fetched {
-    dir: TempDir,
-    inv: ObjectRef,
+pub(crate) struct Fetched {
+    pub(crate) dir: TempDir,
+    pub(crate) inv: ObjectRef,
     ledger: std::path::PathBuf,
-    pieces: Vec<ObjectRef>,
+    pub(crate) pieces: Vec<ObjectRef>,
 }
 
-fn fetched_case() -> Fetched {
+pub(crate) fn fetched_case() -> Fetched {
     let dir = TempDir::new().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Garde", "analyst").unwrap();
@@ -357,7 +357,7 @@ fn fetched_case() -> Fetched {
 impl Fetched {
     /// Exports the case into `name`, with egress's ledger as `labfy export`
     /// adds it or without, as the UI exports; the bundle and its fingerprint.
-    fn export(&self, name: &str, with_ledger: bool) -> (std::path::PathBuf, String) {
+    pub(crate) fn export(&self, name: &str, with_ledger: bool) -> (std::path::PathBuf, String) {
         let out = self.dir.path().join(name);
         let ro = ReadOnlyStore::open(self.dir.path()).unwrap();
         let mut w = BundleWriter::create(&out).unwrap();

@@ -1166,6 +1166,7 @@ impl Reads<'_> {
             .prepare_cached(
                 "SELECT workspace_id, id FROM campaigns
                  WHERE status IN ('PENDING', 'ADMITTED', 'RUNNING') AND synthetic = 0
+                   AND investigation_id IN (SELECT id FROM investigations WHERE received_at IS NULL)
                  ORDER BY created_at, id LIMIT ?1",
             )?
             .query_map([MAX_UNFINISHED_CAMPAIGNS], |r| Ok((r.get(0)?, r.get(1)?)))?

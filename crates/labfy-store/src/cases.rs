@@ -312,7 +312,7 @@ pub(crate) fn abandon_stale_jobs(conn: &mut Connection, ws: Uuid, stale_before: 
         .prepare(
             "SELECT j.id FROM jobs j JOIN investigations i ON i.id = j.investigation_id
              WHERE i.workspace_id = ?1 AND j.status = 'RUNNING' AND j.kind IN ('import', 'export')
-               AND j.updated_at < ?2",
+               AND j.updated_at < ?2 AND i.received_at IS NULL",
         )?
         .query_map(params![ws.to_string(), stale_before], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;

@@ -71,7 +71,8 @@ pub(crate) fn void_under_old_contracts(
         let stale: Vec<(String, String, String)> = tx
             .prepare(
                 "SELECT id, workspace_id, contract_fingerprint FROM research_requests
-                 WHERE status = 'PENDING' AND contract_fingerprint <> ?1",
+                 WHERE status = 'PENDING' AND contract_fingerprint <> ?1
+                   AND investigation_id IN (SELECT id FROM investigations WHERE received_at IS NULL)",
             )?
             .query_map([&prepare], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
@@ -97,7 +98,10 @@ pub(crate) fn void_under_old_contracts(
     }
 
     let pending: Vec<(String, String, String, String)> = tx
-        .prepare("SELECT id, workspace_id, kind, contract_fingerprint FROM tool_requests WHERE status = 'PENDING'")?
+        .prepare(
+            "SELECT id, workspace_id, kind, contract_fingerprint FROM tool_requests WHERE status = 'PENDING'
+             AND investigation_id IN (SELECT id FROM investigations WHERE received_at IS NULL)",
+        )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
     for (id, ws, kind, was) in pending {
@@ -124,7 +128,8 @@ pub(crate) fn void_under_old_contracts(
 
     let active: Vec<(String, String, String)> = tx
         .prepare(
-            "SELECT id, workspace_id, contract_fingerprints FROM grants WHERE revoked_at IS NULL AND expires_at > ?1",
+            "SELECT id, workspace_id, contract_fingerprints FROM grants WHERE revoked_at IS NULL AND expires_at > ?1
+             AND investigation_id IN (SELECT id FROM investigations WHERE received_at IS NULL)",
         )?
         .query_map([&now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;

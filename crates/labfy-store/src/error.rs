@@ -86,12 +86,24 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// How the triggers of a received investigation begin their refusal
+/// (`migrations`, version 10).
+const READ_ONLY_PREFIX: &str = "read-only: ";
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Self::Busy(e.to_string()),
             Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Self::Damaged(e.to_string()),
+            // A write into a received investigation, stopped by its
+            // triggers (SPEC I4): a refusal, said as such.
+            Some(ErrorCode::ConstraintViolation) => match &e {
+                rusqlite::Error::SqliteFailure(_, Some(m)) if m.starts_with(READ_ONLY_PREFIX) => {
+                    Self::Conflict(format!("this investigation was received from another appliance and is {m}"))
+                }
+                _ => Self::Sqlite(e),
+            },
             _ => Self::Sqlite(e),
         }
     }

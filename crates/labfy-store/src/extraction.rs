@@ -412,7 +412,8 @@ pub(crate) fn running(conn: &Connection, ws: Uuid) -> Result<Vec<ObjectRef>> {
     let ids: Vec<String> = conn
         .prepare_cached(
             "SELECT j.id FROM jobs j JOIN investigations i ON i.id = j.investigation_id
-             WHERE i.workspace_id = ?1 AND j.kind = ?2 AND j.status = 'RUNNING' ORDER BY j.created_at",
+             WHERE i.workspace_id = ?1 AND j.kind = ?2 AND j.status = 'RUNNING' AND i.received_at IS NULL
+             ORDER BY j.created_at",
         )?
         .query_map(params![ws.to_string(), EXTRACTION_JOB], |r| r.get(0))?
         .collect::<std::result::Result<_, _>>()?;

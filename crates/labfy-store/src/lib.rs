@@ -21,6 +21,7 @@ mod model;
 mod notes;
 mod primitives;
 mod reads;
+mod received;
 mod research;
 mod search;
 pub mod specimen;
@@ -76,6 +77,7 @@ pub use notes::{
 };
 pub use primitives::sha256_hex;
 pub use reads::*;
+pub use received::Received;
 pub use research::{
     GrantDecision, GrantOutcome, MAX_CAMPAIGN_EVIDENCE, MAX_DECISION_NOTE_CHARS, MAX_EXCLUSION_CHARS, MAX_GRANT_BYTES,
     MAX_GRANT_MINUTES, MAX_GRANT_REQUESTS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_RESEARCH_EXCLUSIONS, MAX_RESEARCH_LIST,
@@ -299,6 +301,21 @@ impl Store {
         import::finish(&mut self.conn, ws, job, failure, actor)
     }
 
+    /// Receives a bundle exported by another appliance (SPEC I4): verified,
+    /// then opened as a read-only investigation with its whole provenance;
+    /// the same bundle twice is one investigation. See `received`.
+    pub fn receive_bundle(
+        &mut self,
+        bundle: &Path,
+        fingerprint: Option<&str>,
+        actor: &str,
+    ) -> std::result::Result<Received, bundle::BundleError> {
+        let data_dir = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let blobs = blobs::BlobStore::open(&data_dir)
+            .map_err(|source| bundle::BundleError::Io { path: data_dir.clone(), source })?;
+        received::receive(&mut self.conn, &blobs, &data_dir, bundle, fingerprint, actor)
+    }
+
     /// Voids what waits for a decision, and revokes what was granted, under
     /// a contract the catalog no longer publishes (SPEC R5): `current(tool)`
     /// is the fingerprint published now. Audited; see `contracts`.
@@ -520,6 +537,8 @@ mod graph_tests;
 mod import_tests;
 #[cfg(test)]
 mod lists_tests;
+#[cfg(test)]
+mod received_tests;
 #[cfg(test)]
 mod research_tests;
 #[cfg(test)]

@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -532,3 +532,117 @@ BEGIN
     SELECT RAISE(ABORT, 'a tool request is decided once; its content never changes');
 END;
 "#;
+
+/// The triggers that keep a received investigation's rows as they came, for
+/// a table with an `investigation_id` column.
+macro_rules! received_read_only {
+    ($table:literal) => {
+        received_read_only!(
+            $table,
+            "SELECT received_at FROM investigations WHERE id = new.investigation_id",
+            "SELECT received_at FROM investigations WHERE id = old.investigation_id"
+        )
+    };
+    ($table:literal, $new:expr, $old:expr) => {
+        concat!(
+            "CREATE TRIGGER ",
+            $table,
+            "_received_insert BEFORE INSERT ON ",
+            $table,
+            " WHEN (",
+            $new,
+            ") IS NOT NULL\n",
+            "BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it came (",
+            $table,
+            ")'); END;\n",
+            "CREATE TRIGGER ",
+            $table,
+            "_received_update BEFORE UPDATE ON ",
+            $table,
+            " WHEN (",
+            $old,
+            ") IS NOT NULL\n",
+            "BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it came (",
+            $table,
+            ")'); END;\n",
+            "CREATE TRIGGER ",
+            $table,
+            "_received_delete BEFORE DELETE ON ",
+            $table,
+            " WHEN (",
+            $old,
+            ") IS NOT NULL\n",
+            "BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it came (",
+            $table,
+            ")'); END;\n",
+        )
+    };
+}
+
+/// The same, for a table whose investigation is its parent's (`$parent`
+/// rows, joined on `$column`).
+macro_rules! received_read_only_child {
+    ($table:literal, $parent:literal, $column:literal) => {
+        received_read_only!(
+            $table,
+            concat!(
+                "SELECT i.received_at FROM ",
+                $parent,
+                " p JOIN investigations i ON i.id = p.investigation_id WHERE p.id = new.",
+                $column
+            ),
+            concat!(
+                "SELECT i.received_at FROM ",
+                $parent,
+                " p JOIN investigations i ON i.id = p.investigation_id WHERE p.id = old.",
+                $column
+            )
+        )
+    };
+}
+
+/// Version 10: investigations received from another appliance (SPEC I4).
+/// `labfy import-bundle` writes a verified bundle's rows as they were
+/// exported — ids, times, decisions — then marks the investigation
+/// received with the bundle's fingerprint; from then on nothing of it
+/// changes (triggers on every table that holds its rows). What the local
+/// schema has no table for — the sender's audit log and egress's own
+/// ledger of the bundle's grants and fetches — is kept as it came, one
+/// JSON record per row, in `received_records`.
+const V10: &str = concat!(
+    "ALTER TABLE investigations ADD COLUMN received_fingerprint TEXT
+    CHECK (received_fingerprint IS NULL OR length(received_fingerprint) = 64);
+ALTER TABLE investigations ADD COLUMN received_at TEXT;
+CREATE UNIQUE INDEX investigations_received ON investigations(received_fingerprint)
+    WHERE received_fingerprint IS NOT NULL;
+CREATE TABLE received_records (
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    source           TEXT NOT NULL CHECK (source IN ('audit', 'egress_grant', 'egress_fetch')),
+    position         INTEGER NOT NULL CHECK (position >= 0),
+    record           TEXT NOT NULL CHECK (json_valid(record)),
+    PRIMARY KEY (investigation_id, source, position)
+) WITHOUT ROWID;
+CREATE TRIGGER investigations_received_update BEFORE UPDATE ON investigations WHEN old.received_at IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it came (investigations)'); END;
+CREATE TRIGGER investigations_received_delete BEFORE DELETE ON investigations WHEN old.received_at IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it came (investigations)'); END;
+",
+    received_read_only!("evidence"),
+    received_read_only!("entities"),
+    received_read_only!("entity_aliases"),
+    received_read_only!("relations"),
+    received_read_only!("provenance"),
+    received_read_only!("jobs"),
+    received_read_only!("grants"),
+    received_read_only!("campaigns"),
+    received_read_only!("research_requests"),
+    received_read_only!("imports"),
+    received_read_only!("tool_requests"),
+    received_read_only!("received_records"),
+    received_read_only_child!("mentions", "evidence", "evidence_id"),
+    received_read_only_child!("extraction_state", "evidence", "evidence_id"),
+    received_read_only_child!("provenance_inputs", "provenance", "provenance_id"),
+    received_read_only_child!("fetch_provenance", "provenance", "provenance_id"),
+    received_read_only_child!("import_outcomes", "jobs", "job_id"),
+    received_read_only_child!("campaign_items", "campaigns", "campaign_id"),
+);

@@ -67,6 +67,24 @@ pub struct InvestigationSummary {
     pub evidence_count: i64,
     /// When it was archived (RFC 3339); `None` while it is in use.
     pub archived_at: Option<String>,
+    /// Received from another appliance (SPEC I4): read-only.
+    pub received: Option<ReceivedMark>,
+}
+
+/// How an investigation received from another appliance is marked (SPEC
+/// I4): it is read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReceivedMark {
+    /// SHA-256 of the bundle's manifest, as the sender can check it.
+    pub fingerprint: String,
+    /// When it was received here (RFC 3339).
+    pub received_at: String,
+}
+
+impl ReceivedMark {
+    pub(crate) fn of(fingerprint: Option<String>, received_at: Option<String>) -> Option<Self> {
+        Some(Self { fingerprint: fingerprint?, received_at: received_at? })
+    }
 }
 
 /// Short form of the workspace inside an overview.
@@ -184,6 +202,8 @@ pub struct InvestigationBrief {
     pub summary: String,
     /// RFC 3339.
     pub created_at: String,
+    /// Received from another appliance (SPEC I4): read-only.
+    pub received: Option<ReceivedMark>,
 }
 
 /// One full-text search hit.

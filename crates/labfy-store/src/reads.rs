@@ -200,15 +200,18 @@ impl<'c> Reads<'c> {
     pub fn investigations(&self, ws: Uuid) -> Result<Vec<InvestigationSummary>> {
         self.require_in_workspace(ws, &ObjectRef::new(RefKind::Workspace, ws))?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, title, summary, created_at, evidence_count, archived_at
+            "SELECT id, title, summary, created_at, evidence_count, archived_at, received_fingerprint, received_at
              FROM investigations WHERE workspace_id = ?1 ORDER BY created_at, id",
         )?;
         let rows = stmt.query_map([ws.to_string()], |row| {
-            Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+            Ok((
+                (row.get::<_, String>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?),
+                ReceivedMark::of(row.get(6)?, row.get(7)?),
+            ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, title, summary, created_at, evidence_count, archived_at) = row?;
+            let ((id, title, summary, created_at, evidence_count, archived_at), received) = row?;
             out.push(InvestigationSummary {
                 id: parse_ref(RefKind::Investigation, &id)?,
                 title,
@@ -216,6 +219,7 @@ impl<'c> Reads<'c> {
                 created_at,
                 evidence_count,
                 archived_at,
+                received,
             });
         }
         Ok(out)
@@ -234,13 +238,20 @@ impl<'c> Reads<'c> {
         let _snapshot = self.conn.unchecked_transaction()?;
         self.require_in_workspace(ws, &inv)?;
         let inv_id = inv.id().to_string();
-        let (title, summary, created_at, evidence, relations, provenance): (String, String, String, i64, i64, i64) =
-            self.conn
-                .prepare_cached(
-                    "SELECT title, summary, created_at, evidence_count, relation_count, provenance_count
-                     FROM investigations WHERE id = ?1",
-                )?
-                .query_row([&inv_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
+        type Head = ((String, String, String, i64, i64, i64), Option<ReceivedMark>);
+        let ((title, summary, created_at, evidence, relations, provenance), received): Head = self
+            .conn
+            .prepare_cached(
+                "SELECT title, summary, created_at, evidence_count, relation_count, provenance_count,
+                        received_fingerprint, received_at
+                 FROM investigations WHERE id = ?1",
+            )?
+            .query_row([&inv_id], |r| {
+                Ok((
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
+                    ReceivedMark::of(r.get(6)?, r.get(7)?),
+                ))
+            })?;
         let w = self.workspace(ws)?;
         let counts = Counts {
             evidence,
@@ -273,7 +284,7 @@ impl<'c> Reads<'c> {
         };
         let jobs = self.jobs_of(&inv_id, 10)?;
         Ok(Overview {
-            investigation: InvestigationBrief { id: inv, title, summary, created_at },
+            investigation: InvestigationBrief { id: inv, title, summary, created_at, received },
             workspace: WorkspaceBrief { id: w.id, name: w.name, class: w.class },
             counts,
             entity_kinds,

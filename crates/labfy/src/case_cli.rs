@@ -199,6 +199,56 @@ pub fn verify(args: VerifyArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `labfy import-bundle`.
+#[derive(Args)]
+pub struct ImportBundleArgs {
+    /// Data directory.
+    #[arg(long, env = "LABFY_DATA_DIR")]
+    data_dir: PathBuf,
+    /// The bundle: the directory `labfy export` wrote, or the `.tar` the
+    /// UI's export downloads.
+    bundle: PathBuf,
+    /// The fingerprint handed over with the bundle: the manifest must be
+    /// that one.
+    #[arg(long)]
+    fingerprint: Option<String>,
+}
+
+/// Receives a bundle (SPEC I4) and prints the investigation's reference; a
+/// bundle that fails verification is not received, with the reason.
+pub fn import_bundle(args: ImportBundleArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let mut store = Store::open(&args.data_dir)?;
+    let shown = args.bundle.display().to_string();
+    let r = store.receive_bundle(&args.bundle, args.fingerprint.as_deref(), "labfy import-bundle").map_err(|e| {
+        let kind = match &e {
+            BundleError::Store(s) => s.kind(),
+            BundleError::Io { .. } => ErrorKind::Unavailable,
+            _ => ErrorKind::Conflict,
+        };
+        Failure::new(kind, format!("{shown}: not received: {e}"))
+    })?;
+    if r.already {
+        eprintln!(
+            "labfy: {shown} was received already (fingerprint {}): it is {} of {}; nothing written",
+            r.fingerprint, r.investigation, r.workspace
+        );
+    } else if let Some(v) = &r.verified {
+        let (summary, unverifiable) =
+            verify_report(&shown, v, started.elapsed().as_secs_f64(), args.fingerprint.is_some());
+        eprintln!("labfy: {summary}");
+        if let Some(why) = unverifiable {
+            eprintln!("labfy: warning: {why}");
+        }
+        eprintln!(
+            "labfy: received as {} in {} ({} rows, read-only, fingerprint {}); open it with `labfy up --workspace {}`",
+            r.investigation, r.workspace, r.rows, r.fingerprint, r.workspace
+        );
+    }
+    println!("{}", r.investigation);
+    Ok(())
+}
+
 /// What `labfy verify` says of a bundle that passed: its summary line — no
 /// "verified" for the whole when fetched pieces could not be checked against
 /// egress — and, for those pieces, why they are unverifiable.

@@ -126,6 +126,13 @@ enum Command {
     /// first mismatch is named. With --fingerprint, the manifest must be the
     /// one handed over.
     Verify(crate::case_cli::VerifyArgs),
+    /// Receive a bundle exported by another appliance (SPEC I4): verified as
+    /// `labfy verify` does, then opened as a read-only investigation with
+    /// its whole provenance (fetches, grants, campaigns, the sender's audit
+    /// log, egress's fetch log), marked received with its fingerprint. The
+    /// same bundle twice is one investigation. Prints its reference
+    #[command(name = "import-bundle")]
+    ImportBundle(crate::case_cli::ImportBundleArgs),
     /// List or create workspaces.
     Workspace {
         #[command(subcommand)]
@@ -137,7 +144,8 @@ enum Command {
 enum WorkspaceWhat {
     /// List every workspace (reference, class, status, name) and, indented
     /// under it, its investigations (reference, evidence items, title);
-    /// an archived one ends with `archived <when>`.
+    /// an archived one ends with `archived <when>`, one received from
+    /// another appliance with `received <when> (read-only, bundle <fingerprint>)`.
     List {
         /// Data directory.
         #[arg(long, env = "LABFY_DATA_DIR")]
@@ -198,6 +206,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => crate::import_cli::import(args),
         Command::Export(args) => crate::case_cli::export(args),
         Command::Verify(args) => crate::case_cli::verify(args),
+        Command::ImportBundle(args) => crate::case_cli::import_bundle(args),
         Command::Workspace { what: WorkspaceWhat::List { data_dir } } => workspace_list(data_dir),
         Command::Workspace { what: WorkspaceWhat::Create { data_dir, name } } => workspace_create(data_dir, &name),
     };
@@ -241,7 +250,18 @@ fn workspace_list(data_dir: PathBuf) -> Result<(), Failure> {
         let archived = |at: &Option<String>| at.as_ref().map(|a| format!("\tarchived {a}")).unwrap_or_default();
         println!("{}\t{}\t{}\t{}{}", w.id, w.class.as_str(), w.status, w.name, archived(&w.archived_at));
         for i in store.reads().investigations(w.id.id())? {
-            println!("  {}\t{} evidence items\t{}{}", i.id, i.evidence_count, i.title, archived(&i.archived_at));
+            let received = i
+                .received
+                .as_ref()
+                .map(|r| format!("\treceived {} (read-only, bundle {})", r.received_at, r.fingerprint))
+                .unwrap_or_default();
+            println!(
+                "  {}\t{} evidence items\t{}{}{received}",
+                i.id,
+                i.evidence_count,
+                i.title,
+                archived(&i.archived_at)
+            );
         }
     }
     Ok(())
