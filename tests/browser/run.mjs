@@ -2522,6 +2522,82 @@ async function switchWorkspace(page, base) {
   assertNoNewEvents(before);
 }
 
+// SPEC I4 as a team lives it: another workstation exported its case; here
+// `labfy import-bundle` receives it into the open REAL workspace (while the
+// server runs). « Enquêtes » lists it marked received, without « Renommer »
+// or « Archiver »; opened, its overview says where it came from, with the
+// bundle's fingerprint, and offers no form that would change it; its piece
+// reads as it came. French, then English; 1440×900 and 1024×700.
+async function scenarioReceivedBundle({ page, base, server }) {
+  const before = eventCounts();
+  const sender = fs.mkdtempSync(path.join(os.tmpdir(), 'labfy-browser-sender-'));
+  tempDirs.push(sender);
+  const created = await runLabfy(['workspace', 'create', '--name', 'Dossier Lemaître', '--data-dir', sender], 30_000);
+  assert(created.code === 0, `sender workspace: ${created.out}`);
+  const listed = await runLabfy(['workspace', 'list', '--data-dir', sender], 30_000);
+  const senderInv = /investigation:[0-9a-f-]{36}/.exec(listed.out)?.[0];
+  assert(senderInv, `sender investigation: ${listed.out}`);
+  const note = path.join(sender, 'note-transports.txt');
+  fs.writeFileSync(note, 'Note de Hélène Marchetti : la société Transports Lemaître et Fils SARL a viré 12 000 € à Lemaître Holding SA (Luxembourg).\n');
+  const imported = await runLabfy(['import', '--data-dir', sender, '--investigation', senderInv, note], 60_000);
+  assert(imported.code === 0, `sender import: ${imported.out}`);
+  const bundle = path.join(sender, 'bundle');
+  const exported = await runLabfy(['export', '--data-dir', sender, senderInv, bundle], 60_000);
+  assert(exported.code === 0, `export: ${exported.out}`);
+  const fingerprint = /[0-9a-f]{64}/.exec(exported.out)?.[0];
+  const session = await page.evaluate(async () => (await __labfyFetch('/api/v1/session')).json());
+  const received = await runLabfy(['import-bundle', '--data-dir', server.dataDir, '--workspace', session.workspace_id,
+    '--fingerprint', fingerprint, bundle], 60_000);
+  assert(received.code === 0 && received.out.includes('read-only'), `import-bundle: ${received.out}`);
+
+  await openOverview(page, base);
+  await page.click(tid('nav-cases'), { timeout: STEP_TIMEOUT_MS });
+  const row = `${tid('case')}[data-ref="${senderInv}"]`;
+  await page.waitForSelector(`${row} ${tid('case-received')}`, { timeout: STEP_TIMEOUT_MS });
+  assert(await textOf(page, `${row} ${tid('case-received')}`) === 'reçue · lecture seule', 'received badge');
+  assert(!(await page.$(`${row} ${tid('case-rename')}`)) && !(await page.$(`${row} ${tid('case-archive')}`)),
+    'a received investigation offers « Renommer » or « Archiver »');
+  await page.click(`${row} ${tid('case-open')}`);
+  await page.waitForSelector(tid('overview-received'), { timeout: STEP_TIMEOUT_MS });
+  const notice = await textOf(page, tid('overview-received'));
+  assert(/Enquête reçue d’un autre poste \(paquet vérifié\)/.test(notice) && notice.includes(fingerprint), `notice: ${notice}`);
+  for (const absent of ['import-panel', 'note-panel', 'extract-start']) {
+    assert(!(await page.$(tid(absent))), `a received investigation offers ${absent}`);
+  }
+  for (const [w, hgt, name] of [[1440, 900, 'received-1440.png'], [1024, 700, 'received-1024.png']]) {
+    await page.setViewportSize({ width: w, height: hgt });
+    const shot = path.join(outDir, name);
+    await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+    screenshots.push(shot);
+  }
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction(() => /Investigation received from another workstation/
+    .test(document.querySelector('[data-testid="overview-received"]')?.textContent ?? ''), null, { timeout: STEP_TIMEOUT_MS });
+  const shot = path.join(outDir, 'received-1024-en.png');
+  await page.screenshot({ path: shot, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(shot);
+  await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+  await page.setViewportSize({ width: 1440, height: 900 });
+  // A write the UI does not offer is refused by the server all the same.
+  allowedConsole.push(/status of 409/);
+  let refused;
+  try {
+    refused = await page.evaluate(async (inv) => {
+      const s = await (await __labfyFetch('/api/v1/session', { credentials: 'same-origin' })).json();
+      const r = await __labfyFetch(`/api/v1/investigations/${inv}/evidence`, {
+        method: 'POST', credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf_token },
+        body: JSON.stringify({ title: 'Ajout', content: 'texte' }),
+      });
+      return { status: r.status, body: await r.text() };
+    }, senderInv);
+  } finally {
+    allowedConsole.pop();
+  }
+  assert(refused.status === 409 && /read-only/.test(refused.body), `a note into a received investigation: ${JSON.stringify(refused)}`);
+  assertNoNewEvents(before);
+}
+
 // The ego graph (SPEC U1): drawn beside the list, expanded by keyboard and by
 // click, filtered by kind, grown to 500 nodes (timed), in both languages at
 // 1440×900 and 1024×700.
@@ -2848,6 +2924,8 @@ const SCENARIOS = [
     scenarioImport, { real: true }],
   ['REAL case: another workspace created and opened from « Enquêtes » — the page waits while the supervisor restarts the server on it and comes back in the same session; back again; the one left archived (C1; screenshots)',
     scenarioSwitchWorkspace, { real: true }],
+  ['REAL case: a bundle from another workstation received with `labfy import-bundle` — listed « reçue · lecture seule », its overview says where it came from with its fingerprint and offers no form that changes it, a write refused (I4; screenshots FR/EN)',
+    scenarioReceivedBundle, { real: true }],
   ['REAL case: the injection corpus (32 hostile notes and files) searched and opened: all text, nothing active, no forged highlight (issue 19; screenshots)',
     scenarioInjectionCorpus, { real: true }],
   ['optional catalog: the demo agent asks to install a capability (pause A) then to integrate it (pause B), each shown and approved in French, then runs it in the sandbox; another proposal refused with its reason (X2; screenshots)',

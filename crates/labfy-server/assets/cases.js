@@ -106,6 +106,7 @@ async function waitForWorkspace(id, name) {
 
 function caseRow(inv, refresh) {
   const archived = Boolean(inv.archived_at);
+  const received = inv.received && typeof inv.received === 'object' ? inv.received : null;
   const title = String(inv.title ?? inv.id);
   const rename = h('button', { type: 'button', class: 'secondary', testid: 'case-rename', text: t('cases_rename') });
   const archive = h('button', { type: 'button', class: 'secondary', testid: archived ? 'case-unarchive' : 'case-archive', text: t(archived ? 'cases_unarchive' : 'cases_archive') });
@@ -114,10 +115,11 @@ function caseRow(inv, refresh) {
     h('div', { class: 'case-head' },
       h('strong', { class: 'case-title', testid: 'case-title', text: title }),
       inv.id === state.investigationId ? h('span', { class: 'pill status-succeeded', text: t('cases_current') }) : null,
-      archived ? h('span', { class: 'pill status-queued', testid: 'case-archived', text: t('cases_archived') }) : null),
+      archived ? h('span', { class: 'pill status-queued', testid: 'case-archived', text: t('cases_archived') }) : null,
+      received ? h('span', { class: 'pill status-queued', testid: 'case-received', title: `${t('received_fingerprint')} ${received.fingerprint}`, text: t('cases_received') }) : null),
     inv.summary ? h('p', { class: 'muted small', text: String(inv.summary) }) : null,
     h('p', { class: 'muted small' }, tn('cases_items', Number(inv.evidence_count ?? 0)), ' · ', t('created_label'), ' ', timeEl(inv.created_at)),
-    h('div', { class: 'form-actions case-actions' }, open, rename, archive));
+    h('div', { class: 'form-actions case-actions' }, open, received ? null : rename, received ? null : archive));
   open.addEventListener('click', () => openInvestigation(inv.id));
   archive.addEventListener('click', async () => {
     archive.disabled = true;

@@ -68,6 +68,9 @@ export async function renderOverview() {
   }
   const info = data.investigation || {};
   setTitle(info.title, t('nav_overview'));
+  // Received from another appliance (SPEC I4): read as it came, never
+  // changed here — the forms that would change it are not offered.
+  const received = info.received && typeof info.received === 'object' ? info.received : null;
 
   const correlations = h('div', { class: 'panel-body', testid: 'correlations' },
     h('p', { class: 'muted', text: t('loading') }));
@@ -82,7 +85,10 @@ export async function renderOverview() {
         h('p', { class: 'eyebrow', text: t('overview_heading') }),
         h('h1', { testid: 'overview-title', text: info.title ?? inv }),
         info.summary ? h('p', { class: 'summary', testid: 'overview-summary', text: info.summary }) : null,
-        info.created_at ? h('p', { class: 'muted small' }, t('created_label'), ' ', timeEl(info.created_at)) : null),
+        info.created_at ? h('p', { class: 'muted small' }, t('created_label'), ' ', timeEl(info.created_at)) : null,
+        received ? h('p', { class: 'notice', testid: 'overview-received' },
+          t('received_notice'), ' ', timeEl(received.received_at), '. ',
+          t('received_fingerprint'), ' ', h('code', { class: 'fingerprint', text: String(received.fingerprint) })) : null),
       renderCounts(data.counts || {}),
       h('div', { class: 'grid' },
         h('div', { class: 'col' },
@@ -92,11 +98,11 @@ export async function renderOverview() {
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
-          section('section_import', 'import-panel', renderImportForm(ctx, inv, { specimen: state.workspace?.class === 'SPECIMEN' })),
+          received ? null : section('section_import', 'import-panel', renderImportForm(ctx, inv, { specimen: state.workspace?.class === 'SPECIMEN' })),
           section('section_export', 'export-panel', renderExportForm(ctx, inv)),
-          section('section_jobs', 'jobs-panel', renderJobs(data.jobs), renderExtractForm(ctx, inv, data.jobs)),
+          section('section_jobs', 'jobs-panel', renderJobs(data.jobs), received ? null : renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
-          section('section_note', 'note-panel', renderNoteForm(inv))))));
+          received ? null : section('section_note', 'note-panel', renderNoteForm(inv))))));
 
   api('/api/v1/status').then((st) => {
     if (ctx.live()) clear(processes).append(renderProcesses(st));

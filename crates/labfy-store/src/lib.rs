@@ -302,18 +302,20 @@ impl Store {
     }
 
     /// Receives a bundle exported by another appliance (SPEC I4): verified,
-    /// then opened as a read-only investigation with its whole provenance;
-    /// the same bundle twice is one investigation. See `received`.
+    /// then opened as a read-only investigation with its whole provenance,
+    /// in workspace `into` (of the bundle's class) or the sender's; the same
+    /// bundle twice is one investigation. See `received`.
     pub fn receive_bundle(
         &mut self,
         bundle: &Path,
         fingerprint: Option<&str>,
+        into: Option<Uuid>,
         actor: &str,
     ) -> std::result::Result<Received, bundle::BundleError> {
         let data_dir = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
         let blobs = blobs::BlobStore::open(&data_dir)
             .map_err(|source| bundle::BundleError::Io { path: data_dir.clone(), source })?;
-        received::receive(&mut self.conn, &blobs, &data_dir, bundle, fingerprint, actor)
+        received::receive(&mut self.conn, &blobs, &data_dir, bundle, fingerprint, into, actor)
     }
 
     /// Voids what waits for a decision, and revokes what was granted, under

@@ -88,12 +88,16 @@ const LOCAL_COLUMNS: [&str; 5] =
 /// Receives `bundle` into the store whose connection is `conn` and whose
 /// data directory is `data_dir` (see the module). `fingerprint`: the one
 /// the sender handed over, when given; the manifest must be that one.
+/// `into`: a workspace of this data directory to place it in (of the
+/// bundle's class); without it, the sender's workspace (created when
+/// absent).
 pub(crate) fn receive(
     conn: &mut Connection,
     blobs: &BlobStore,
     data_dir: &Path,
     bundle: &Path,
     fingerprint: Option<&str>,
+    into: Option<Uuid>,
     actor: &str,
 ) -> Result<Received> {
     let work = Workdir::new(data_dir)?;
@@ -128,10 +132,17 @@ pub(crate) fn receive(
         )));
     }
     let inv = reference(&manifest, "investigation", RefKind::Investigation)?;
-    let ws = reference(&manifest, "workspace", RefKind::Workspace)?;
+    let sender_ws = reference(&manifest, "workspace", RefKind::Workspace)?;
+    let ws = ObjectRef::new(RefKind::Workspace, into.unwrap_or(sender_ws.id()));
     let tx = conn.transaction().map_err(StoreError::from)?;
     refuse_if_held(&tx, &inv)?;
-    let mut writer = Writer { tx: &tx, inv: inv.id().to_string(), ws: ws.id().to_string(), rows: 0 };
+    let mut writer = Writer {
+        tx: &tx,
+        inv: inv.id().to_string(),
+        sender_ws: sender_ws.id().to_string(),
+        ws: ws.id().to_string(),
+        rows: 0,
+    };
     writer.heads(&dir)?;
     writer.evidence(&dir, blobs)?;
     for (file, table) in TABLES {
@@ -234,6 +245,9 @@ fn reference(manifest: &Value, field: &str, kind: RefKind) -> Result<ObjectRef> 
 struct Writer<'a> {
     tx: &'a Connection,
     inv: String,
+    /// The workspace the rows name.
+    sender_ws: String,
+    /// The workspace they are placed in here.
     ws: String,
     rows: u64,
 }
@@ -249,12 +263,23 @@ impl Writer<'_> {
         else {
             return Err(BundleError::Manifest("investigation.json: no investigation or workspace row".into()));
         };
-        let exists: bool = self
+        let class: Option<String> = self
             .tx
-            .query_row("SELECT EXISTS (SELECT 1 FROM workspaces WHERE id = ?1)", [&self.ws], |r| r.get(0))
+            .query_row("SELECT class FROM workspaces WHERE id = ?1", [&self.ws], |r| r.get(0))
+            .optional()
             .map_err(StoreError::from)?;
-        if !exists {
-            self.insert("investigation.json", 1, "workspaces", ws, &[])?;
+        let theirs = ws.get("class").and_then(Value::as_str).unwrap_or_default();
+        match class {
+            None if self.ws == self.sender_ws => self.insert("investigation.json", 1, "workspaces", ws, &[])?,
+            None => return Err(BundleError::Store(StoreError::NotFound(format!("workspace:{}", self.ws)))),
+            Some(ours) if ours != theirs => {
+                return Err(BundleError::Store(StoreError::Conflict(format!(
+                    "the bundle's investigation is {theirs}, workspace:{} is {ours}: a {theirs} investigation goes \
+                     into a {theirs} workspace (or its own)",
+                    self.ws
+                ))));
+            }
+            Some(_) => {}
         }
         self.insert("investigation.json", 1, "investigations", inv, &LOCAL_COLUMNS)
     }
@@ -347,10 +372,10 @@ impl Writer<'_> {
             if !columns.contains(name) {
                 return Err(bad(format!("`{name}` is no column of {table} here")));
             }
-            let expected = match (table, name.as_str()) {
-                ("investigations", "id") | (_, "investigation_id") => Some(&self.inv),
-                ("workspaces", "id") | (_, "workspace_id") => Some(&self.ws),
-                _ => None,
+            let (expected, placed) = match (table, name.as_str()) {
+                ("investigations", "id") | (_, "investigation_id") => (Some(&self.inv), None),
+                ("workspaces", "id") | (_, "workspace_id") => (Some(&self.sender_ws), Some(&self.ws)),
+                _ => (None, None),
             };
             if let Some(expected) = expected
                 && value.as_str() != Some(expected.as_str())
@@ -358,7 +383,11 @@ impl Writer<'_> {
                 return Err(bad(format!("`{name}` is {value}, not the bundle's {expected}")));
             }
             names.push(format!("\"{name}\""));
-            values.push(sql_value(value));
+            // A row names the sender's workspace; here it is in `ws`.
+            values.push(match placed {
+                Some(ws) => rusqlite::types::Value::Text(ws.clone()),
+                None => sql_value(value),
+            });
         }
         let marks: Vec<String> = (1..=values.len()).map(|i| format!("?{i}")).collect();
         let sql = format!("INSERT INTO {table} ({}) VALUES ({})", names.join(", "), marks.join(", "));

@@ -28,7 +28,7 @@ fn a_bundle_from_another_appliance_is_received_whole_read_only_and_once() {
     let (bundle, fingerprint) = case.export("bundle", true);
     let here = TempDir::new().unwrap();
     let mut store = Store::open(here.path()).unwrap();
-    let r = store.receive_bundle(&bundle, Some(&fingerprint), "test").unwrap();
+    let r = store.receive_bundle(&bundle, Some(&fingerprint), None, "test").unwrap();
     assert!(!r.already);
     assert_eq!(r.investigation, case.inv, "the sender's ids are kept");
     assert_eq!(r.fingerprint, fingerprint);
@@ -119,14 +119,14 @@ fn a_bundle_from_another_appliance_is_received_whole_read_only_and_once() {
     assert_eq!(store.abandon_stale_jobs(ws, "9999-12-31T00:00:00.000Z").unwrap(), 0);
 
     // Once: the same bundle again writes nothing.
-    let again = store.receive_bundle(&bundle, None, "test").unwrap();
+    let again = store.receive_bundle(&bundle, None, None, "test").unwrap();
     assert!(again.already);
     assert_eq!(again.investigation, case.inv);
     assert_eq!(count(&store, "SELECT count(*) FROM evidence WHERE investigation_id = ?1", &case.inv), before);
     // The sender cannot receive its own investigation back.
     drop(sender);
     let mut sender = Store::open(case.dir.path()).unwrap();
-    match sender.receive_bundle(&bundle, None, "test") {
+    match sender.receive_bundle(&bundle, None, None, "test") {
         Err(BundleError::Store(StoreError::Conflict(why))) => assert!(why.contains("own"), "{why}"),
         other => panic!("{other:?}"),
     }
@@ -148,13 +148,13 @@ fn a_bundle_that_fails_verification_or_names_another_investigation_writes_nothin
     let (bundle, _) = case.export("tampered", true);
     let text = fs::read_dir(bundle.join("evidence")).unwrap().next().unwrap().unwrap().path();
     fs::write(&text, "autre chose").unwrap();
-    let e = store.receive_bundle(&bundle, None, "test").unwrap_err();
+    let e = store.receive_bundle(&bundle, None, None, "test").unwrap_err();
     assert!(matches!(e, BundleError::HashMismatch { .. }), "{e}");
     nothing(&store);
 
     // A fingerprint other than the one handed over.
     let (bundle, _) = case.export("other", true);
-    let e = store.receive_bundle(&bundle, Some(&"0".repeat(64)), "test").unwrap_err();
+    let e = store.receive_bundle(&bundle, Some(&"0".repeat(64)), None, "test").unwrap_err();
     assert!(matches!(e, BundleError::Fingerprint { .. }), "{e}");
     nothing(&store);
 
@@ -168,16 +168,18 @@ fn a_bundle_that_fails_verification_or_names_another_investigation_writes_nothin
     fs::write(&path, forged).unwrap();
     forge_manifest(&bundle);
     verify(&bundle, None).unwrap();
-    let e = store.receive_bundle(&bundle, None, "test").unwrap_err();
+    let e = store.receive_bundle(&bundle, None, None, "test").unwrap_err();
     assert!(e.to_string().contains("not the bundle's"), "{e}");
     nothing(&store);
     assert!(bundle.join(MANIFEST).is_file(), "the bundle given is left as it was");
 }
 
 /// The UI's export downloads the bundle as a `.tar` with one top folder: it
-/// is received as such.
+/// is received as such, here into a REAL workspace of the receiver's own,
+/// where it is listed beside the local investigations; a SPECIMEN
+/// workspace does not take it.
 #[test]
-fn the_tar_the_ui_downloads_is_received() {
+fn the_tar_the_ui_downloads_is_received_into_a_workspace_of_the_receiver() {
     let case = fetched_case();
     let (bundle, fingerprint) = case.export("bundle", false);
     let tar_path = case.dir.path().join("dossier.tar");
@@ -186,8 +188,19 @@ fn the_tar_the_ui_downloads_is_received() {
     b.finish().unwrap();
     drop(b);
     let here = TempDir::new().unwrap();
-    let r = Store::open(here.path()).unwrap().receive_bundle(&tar_path, Some(&fingerprint), "test").unwrap();
-    assert_eq!(r.investigation, case.inv);
+    let (mut store, specimen_ws, _) = crate::tests::specimen(&here, 5, 20);
+    let e = store.receive_bundle(&tar_path, None, Some(specimen_ws), "test").unwrap_err();
+    assert!(e.to_string().contains("a REAL investigation goes into a REAL workspace"), "{e}");
+    let (ours, local) = store.create_real_workspace("Dossier Durand", "analyst").unwrap();
+    let r = store.receive_bundle(&tar_path, Some(&fingerprint), Some(ours.id()), "test").unwrap();
+    assert_eq!((r.investigation, r.workspace), (case.inv, ours));
     let v = r.verified.unwrap();
     assert!(v.fetched.unverifiable() > 0, "no egress log in the UI's bundle: said, not hidden");
+    let listed: Vec<ObjectRef> = store.reads().investigations(ours.id()).unwrap().into_iter().map(|i| i.id).collect();
+    assert!(listed.len() == 2 && listed.contains(&local) && listed.contains(&case.inv), "{listed:?}");
+    let campaigns: i64 = store
+        .conn
+        .query_row("SELECT count(*) FROM campaigns WHERE workspace_id = ?1", [ours.id().to_string()], |r| r.get(0))
+        .unwrap();
+    assert_eq!(campaigns, 1, "its rows are placed in the receiver's workspace");
 }

@@ -212,6 +212,11 @@ pub struct ImportBundleArgs {
     /// that one.
     #[arg(long)]
     fingerprint: Option<String>,
+    /// A workspace of this data directory to receive it in
+    /// (`workspace:<uuid>`, of the bundle's class); without it, the
+    /// sender's workspace, created when absent.
+    #[arg(long)]
+    workspace: Option<String>,
 }
 
 /// Receives a bundle (SPEC I4) and prints the investigation's reference; a
@@ -220,14 +225,21 @@ pub fn import_bundle(args: ImportBundleArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let mut store = Store::open(&args.data_dir)?;
     let shown = args.bundle.display().to_string();
-    let r = store.receive_bundle(&args.bundle, args.fingerprint.as_deref(), "labfy import-bundle").map_err(|e| {
-        let kind = match &e {
-            BundleError::Store(s) => s.kind(),
-            BundleError::Io { .. } => ErrorKind::Unavailable,
-            _ => ErrorKind::Conflict,
-        };
-        Failure::new(kind, format!("{shown}: not received: {e}"))
-    })?;
+    let into = args
+        .workspace
+        .as_deref()
+        .map(|w| ObjectRef::parse_kind(w, RefKind::Workspace).map(|r| r.id()))
+        .transpose()
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--workspace: {e}")))?;
+    let r =
+        store.receive_bundle(&args.bundle, args.fingerprint.as_deref(), into, "labfy import-bundle").map_err(|e| {
+            let kind = match &e {
+                BundleError::Store(s) => s.kind(),
+                BundleError::Io { .. } => ErrorKind::Unavailable,
+                _ => ErrorKind::Conflict,
+            };
+            Failure::new(kind, format!("{shown}: not received: {e}"))
+        })?;
     if r.already {
         eprintln!(
             "labfy: {shown} was received already (fingerprint {}): it is {} of {}; nothing written",
