@@ -641,4 +641,17 @@ fn a_serving_worker_reads_many_documents_and_is_replaced_when_it_retires_or_dies
         assert_eq!(p.text, text, "{:?}", p.notes);
     }
     assert_eq!(session.workers_started(), 3, "a worker serves {MAX_DOCUMENTS_PER_WORKER} documents at most");
+
+    // PDFs go to the document tools' runner: one jail for both, each tool
+    // a confined child of its own, every word there.
+    assert_eq!(session.runners_started(), 0);
+    for i in 0..2 {
+        let p = dir.path().join(format!("rapport-{i}.pdf"));
+        fs::write(&p, fixtures::pdf(&[&format!("Rapport {i}"), "Serveur 198.51.100.23"])).unwrap();
+        let len = fs::metadata(&p).unwrap().len();
+        let parsed = session.parse(fs::File::open(&p).unwrap(), len, "rapport.pdf", None, wall);
+        assert!(parsed.text.contains(&format!("Rapport {i}")) && parsed.text.contains("198.51.100.23"), "{parsed:?}");
+        assert_eq!(parsed.metadata.get("pdf_version").map(String::as_str), Some("1.4"), "{:?}", parsed.metadata);
+    }
+    assert_eq!(session.runners_started(), 1, "one runner for both PDFs");
 }

@@ -64,6 +64,9 @@ pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
         fs::write(dir.join(name), b).map_err(|e| failed("fixture file", e))?;
     }
     let (_, inv) = Store::open(&data)?.create_real_workspace("Banc d'import", "labfy-bench import")?;
+    // The fixtures written are flushed first: otherwise the import's first
+    // flush of its blobs (one `syncfs` a batch) would write them out too.
+    labfy_core::durable::sync_file_system(&root).map_err(|e| failed("flush the fixtures", e))?;
 
     // Bare reference: read and hash every file.
     let started = Instant::now();

@@ -2,6 +2,7 @@
 
 pub mod bounded;
 pub mod crash;
+pub mod durable;
 mod error;
 pub mod json;
 pub mod leak;

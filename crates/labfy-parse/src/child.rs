@@ -68,6 +68,18 @@ impl Worker {
         input: File,
         child_args: &dyn Fn(i32, i32) -> Vec<String>,
     ) -> Result<(Self, File, File), String> {
+        Self::start_with_tmp(how, program, input, child_args, None)
+    }
+
+    /// [`Worker::start`]; a jailed child gets a `/tmp` of `tmp_bytes` when
+    /// given (the document tools' runner, [`crate::session`]).
+    pub(crate) fn start_with_tmp(
+        how: Start,
+        program: &Path,
+        input: File,
+        child_args: &dyn Fn(i32, i32) -> Vec<String>,
+        tmp_bytes: Option<u64>,
+    ) -> Result<(Self, File, File), String> {
         match how {
             Start::Child => {
                 let mut child = Command::new(program)
@@ -92,8 +104,11 @@ impl Worker {
             Start::OwnJail => {
                 let (reply, reply_end) = labfy_sys::pipe().map_err(|e| format!("the parser could not start: {e}"))?;
                 let (err, err_end) = labfy_sys::pipe().map_err(|e| format!("the parser could not start: {e}"))?;
-                let mut jail =
-                    labfy_sys::worker::jail(program).map_err(|e| format!("the parser could not be confined: {e}"))?;
+                let jail = match tmp_bytes {
+                    Some(bytes) => labfy_sys::worker::jail_with_tmp(program, bytes),
+                    None => labfy_sys::worker::jail(program),
+                };
+                let mut jail = jail.map_err(|e| format!("the parser could not be confined: {e}"))?;
                 jail.args(child_args(JAILED_INPUT_FD, 1))
                     .pass_fd(input.as_raw_fd(), JAILED_INPUT_FD)
                     .streams(reply_end.as_raw_fd(), err_end.as_raw_fd());

@@ -11,6 +11,7 @@ mod ocr;
 mod office;
 pub mod pdf;
 pub mod run;
+pub mod runner;
 pub mod session;
 mod text;
 pub mod tool;
@@ -246,6 +247,7 @@ fn clean(s: &str, max: usize) -> String {
 /// [`run`]), becomes it and never returns; otherwise returns. Call it
 /// first in the `main` of every program a parser is started from.
 pub fn run_if_child() {
+    runner::run_if_runner();
     worker::run_if_worker();
     tool::run_if_tool();
 }

@@ -46,8 +46,8 @@ pub(crate) fn tools_installed() -> bool {
 pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, deadline: Instant) -> Parsed {
     let mut p = Parsed::binary("application/pdf");
     p.format = Format::Pdf;
-    // One confined child: pdfinfo, then pdftotext.
-    let max = 4 + crate::tool::MAX_PDF_INFO_BYTES as u64 + MAX_TEXT_BYTES as u64 + 1;
+    // One confined child: the information and the text.
+    let max = MAX_HEAD_BYTES as u64 + MAX_TEXT_BYTES as u64 + 1;
     let out = rewound(&input).and_then(|f| run_tool(how, program, f, &Tool::Pdf, deadline, max));
     let (out, over) = match out {
         Ok(out) => out,
@@ -58,11 +58,21 @@ pub(crate) fn read(how: Start, program: &Path, input: File, input_len: u64, dead
         }
         Err(why) => return fallback(how, program, input, input_len, deadline, &why),
     };
-    let (info, text) = match crate::tool::split_pdf_output(&out) {
-        Ok(parts) => parts,
-        Err(why) => return fallback(how, program, input, input_len, deadline, &why),
+    let (head, text) = match split_html(&out) {
+        Some(parts) => parts,
+        None => {
+            return fallback(
+                how,
+                program,
+                input,
+                input_len,
+                deadline,
+                "pdftotext's answer is not of the expected form",
+            );
+        }
     };
-    metadata(&String::from_utf8_lossy(info), &mut p);
+    metadata(&String::from_utf8_lossy(head), &mut p);
+    file_facts(&input, &mut p);
     let over = over || text.len() > MAX_TEXT_BYTES;
     let text = String::from_utf8_lossy(&text[..text.len().min(MAX_TEXT_BYTES)]);
     let mut pages: Vec<String> = text.split('\u{c}').map(|page| dehyphenate(&keep_printable(page))).collect();
@@ -179,20 +189,34 @@ fn numbers(pages: &[usize]) -> String {
     parts.join(", ")
 }
 
-/// `pdfinfo`'s fields an analyst reads: title, author, subject, keywords,
-/// creator and producer programs, dates, pages, encryption, version.
-fn metadata(info: &str, p: &mut Parsed) {
-    for line in info.lines() {
-        let Some((key, value)) = line.split_once(':') else { continue };
+/// Most bytes of the HTML head `pdftotext -htmlmeta` writes before the text.
+const MAX_HEAD_BYTES: usize = 64 << 10;
+
+/// `pdftotext -htmlmeta`'s answer split: its head (up to `<pre>`), and the
+/// text (up to the last `</pre>`, which the text itself cannot fake: it
+/// comes after it).
+fn split_html(out: &[u8]) -> Option<(&[u8], &[u8])> {
+    const OPEN: &[u8] = b"<pre>\n";
+    const CLOSE: &[u8] = b"</pre>";
+    let start = out.windows(OPEN.len()).take(MAX_HEAD_BYTES).position(|w| w == OPEN)?;
+    let (head, rest) = out.split_at(start);
+    let rest = &rest[OPEN.len()..];
+    let end = rest.windows(CLOSE.len()).rposition(|w| w == CLOSE).unwrap_or(rest.len());
+    Some((head, &rest[..end]))
+}
+
+/// The document information an analyst reads (title, author, subject,
+/// keywords, creator and producer programs, dates), from the head
+/// `pdftotext -htmlmeta` writes.
+fn metadata(head: &str, p: &mut Parsed) {
+    if let Some(t) = between(head, "<title>", "</title>").map(unescape).filter(|t| !t.trim().is_empty()) {
+        p.title = Some(t.trim().to_owned());
+    }
+    for line in head.lines() {
+        let Some(name) = between(line, "<meta name=\"", "\"") else { continue };
+        let Some(value) = between(line, "content=\"", "\"/>").map(unescape) else { continue };
         let value = value.trim();
-        if value.is_empty() {
-            continue;
-        }
-        let name = match key.trim() {
-            "Title" => {
-                p.title = Some(value.to_owned());
-                continue;
-            }
+        let key = match name {
             "Author" => "author",
             "Subject" => "subject",
             "Keywords" => "keywords",
@@ -200,18 +224,69 @@ fn metadata(info: &str, p: &mut Parsed) {
             "Producer" => "producer",
             "CreationDate" => "created",
             "ModDate" => "modified",
-            "Pages" => "pages",
-            "Encrypted" if value != "no" => "encrypted",
-            "PDF version" => "pdf_version",
             _ => continue,
         };
-        p.metadata.insert(name.into(), value.to_owned());
+        if !value.is_empty() {
+            p.metadata.insert(key.into(), value.to_owned());
+        }
     }
 }
+
+fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = s.find(open)? + open.len();
+    let len = s[start..].find(close)?;
+    Some(&s[start..start + len])
+}
+
+/// The entities poppler writes in the head.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
+/// What the file's own bytes say: its PDF version (its header), and
+/// whether it is encrypted (an `/Encrypt` entry in its trailer, near its
+/// end).
+fn file_facts(input: &File, p: &mut Parsed) {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; 16];
+    if input.read_at(&mut head, 0).is_ok()
+        && let Some(v) = head.strip_prefix(b"%PDF-")
+    {
+        let v: String = v.iter().take_while(|b| b.is_ascii_digit() || **b == b'.').map(|b| *b as char).collect();
+        if !v.is_empty() {
+            p.metadata.insert("pdf_version".into(), v);
+        }
+    }
+    let len = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(TRAILER_BYTES);
+    let mut tail = vec![0u8; (len - from) as usize];
+    if input.read_exact_at(&mut tail, from).is_ok() && tail.windows(8).any(|w| w == b"/Encrypt") {
+        p.metadata.insert("encrypted".into(), "yes".into());
+    }
+}
+
+/// How much of a PDF's end is searched for its trailer's `/Encrypt`.
+const TRAILER_BYTES: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_information_and_the_text_come_apart() {
+        let out = "<!DOCTYPE html><html>\n<head>\n<title>Rapport &amp; annexes</title>\n\
+                   <meta name=\"Author\" content=\"H&eacute;l&amp;ne &lt;HM&gt;\"/>\n\
+                   <meta name=\"Producer\" content=\"GPL Ghostscript 10.00.0\"/>\n</head>\n<body>\n<pre>\n\
+                   Texte avec </pre> dedans\n\u{c}\n</pre>\n</body>\n</html>\n";
+        let (head, text) = split_html(out.as_bytes()).unwrap();
+        assert_eq!(std::str::from_utf8(text).unwrap(), "Texte avec </pre> dedans\n\u{c}\n");
+        let mut p = Parsed::binary("application/pdf");
+        metadata(std::str::from_utf8(head).unwrap(), &mut p);
+        assert_eq!(p.title.as_deref(), Some("Rapport & annexes"));
+        assert_eq!(p.metadata["author"], "H&eacute;l&ne <HM>");
+        assert_eq!(p.metadata["producer"], "GPL Ghostscript 10.00.0");
+        assert!(split_html(b"no pre here").is_none());
+    }
 
     #[test]
     fn page_lists_read_as_ranges() {

@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::child::{MAX_ERR_BYTES, Start, UNREAD_MIME, Worker, death, rewound};
+use crate::runner::tools_args;
 use crate::worker::{Header, serve_args};
 use crate::{MAX_TEXT_BYTES, Parsed, Reply};
 
@@ -50,9 +51,24 @@ struct Live {
 }
 
 impl Live {
-    fn start(how: Start, program: &Path, max_input: u64) -> Result<Self, String> {
+    fn start(how: Start, program: &Path, max_input: u64, kind: Kind) -> Result<Self, String> {
         let (input, input_end) = labfy_sys::pipe().map_err(|e| format!("the parser could not start: {e}"))?;
-        let (mut worker, mut out, mut err) = Worker::start(how, program, input, &|i, o| serve_args(i, o, max_input))?;
+        // The jail binds the program where it really lies: the runner starts
+        // its tools from that path.
+        let shown =
+            std::fs::canonicalize(program).unwrap_or_else(|_| program.to_owned()).to_string_lossy().into_owned();
+        let (mut worker, mut out, mut err) = match kind {
+            Kind::Parser => Worker::start(how, program, input, &|i, o| serve_args(i, o, max_input))?,
+            // The runner keeps each document in its jail's /tmp while its
+            // tools read it.
+            Kind::Tools => Worker::start_with_tmp(
+                how,
+                program,
+                input,
+                &|i, o| tools_args(i, o, max_input, &shown),
+                Some(max_input.saturating_add(1 << 20)),
+            )?,
+        };
         let (requests, to_write) = mpsc::channel::<Vec<u8>>();
         let mut input_end = File::from(input_end);
         // The writer stops at the first failure: the worker is gone, and the
@@ -199,8 +215,20 @@ pub struct Session {
     how: Start,
     program: PathBuf,
     max_input: u64,
-    live: Option<Live>,
-    started: u32,
+    /// The parser worker, and the document tools' runner (PDFs).
+    live: [Option<Live>; 2],
+    started: [u32; 2],
+}
+
+/// The two kinds of serving process of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The parser worker ([`crate::worker`], compute only).
+    Parser = 0,
+    /// The document tools' runner ([`crate::worker::TOOLS_ARG`]): PDFs
+    /// read by poppler (and Tesseract for pages without text), each tool a
+    /// confined child of its own, in one jail for many documents.
+    Tools = 1,
 }
 
 impl Session {
@@ -209,23 +237,28 @@ impl Session {
     /// `program` (a Labfy program that calls [`crate::run_if_child`] first),
     /// for documents of at most `max_input` bytes.
     pub fn jailed(program: &Path, max_input: u64) -> Self {
-        Self { how: Start::OwnJail, program: program.to_owned(), max_input, live: None, started: 0 }
+        Self { how: Start::OwnJail, program: program.to_owned(), max_input, live: [None, None], started: [0, 0] }
     }
 
     /// Workers started as plain children of a caller confined already.
     pub fn confined(program: &Path, max_input: u64) -> Self {
-        Self { how: Start::Child, program: program.to_owned(), max_input, live: None, started: 0 }
+        Self { how: Start::Child, program: program.to_owned(), max_input, live: [None, None], started: [0, 0] }
     }
 
-    /// How many workers this session has started.
+    /// How many parser workers this session has started.
     pub fn workers_started(&self) -> u32 {
-        self.started
+        self.started[Kind::Parser as usize]
     }
 
-    /// The live worker's host pid, if one is live (tests end it from
-    /// outside).
+    /// How many document tools' runners this session has started.
+    pub fn runners_started(&self) -> u32 {
+        self.started[Kind::Tools as usize]
+    }
+
+    /// The live parser worker's host pid, if one is live (tests end it
+    /// from outside).
     pub fn worker_pid(&self) -> Option<u32> {
-        self.live.as_ref().and_then(|l| match &l.worker {
+        self.live[Kind::Parser as usize].as_ref().and_then(|l| match &l.worker {
             Worker::Child(c) => Some(c.id()),
             Worker::Jailed(c) => c.id(),
         })
@@ -238,7 +271,9 @@ impl Session {
     /// this session's worker for everything else.
     pub fn parse(&mut self, input: File, input_len: u64, name: &str, charset: Option<&str>, wall: Duration) -> Parsed {
         let deadline = Instant::now() + wall;
-        if crate::pdf::is_pdf(&input) && crate::pdf::tools_installed() {
+        let pdf = crate::pdf::is_pdf(&input) && crate::pdf::tools_installed();
+        if pdf && self.how == Start::Child {
+            // Confined already: each tool is a plain child.
             return crate::pdf::read(self.how, &self.program, input, input_len, deadline);
         }
         let mut bytes = Vec::new();
@@ -252,8 +287,11 @@ impl Session {
             Ok(n) if n as u64 > self.max_input => {
                 Parsed::unread(UNREAD_MIME, &format!("larger than {} bytes", self.max_input))
             }
-            Ok(_) => self.read(bytes, name, charset, wall, deadline),
+            Ok(_) => self.read(if pdf { Kind::Tools } else { Kind::Parser }, bytes, name, charset, wall, deadline),
         };
+        if pdf {
+            return p;
+        }
         if p.format == crate::Format::Pdf {
             p.notes.push(crate::pdf::NO_POPPLER.into());
         }
@@ -263,10 +301,23 @@ impl Session {
         }
     }
 
-    /// The worker's reading of `bytes`.
-    fn read(&mut self, bytes: Vec<u8>, name: &str, charset: Option<&str>, wall: Duration, deadline: Instant) -> Parsed {
+    /// The reading of `bytes` by the serving process of `kind`.
+    fn read(
+        &mut self,
+        kind: Kind,
+        bytes: Vec<u8>,
+        name: &str,
+        charset: Option<&str>,
+        wall: Duration,
+        deadline: Instant,
+    ) -> Parsed {
         let input_len = bytes.len();
-        let header = Header { name: name.to_owned(), charset: charset.map(str::to_owned), len: input_len as u64 };
+        let header = Header {
+            name: name.to_owned(),
+            charset: charset.map(str::to_owned),
+            len: input_len as u64,
+            wall_ms: u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX),
+        };
         let Ok(header) = serde_json::to_vec(&header) else {
             return Parsed::unread(UNREAD_MIME, "the document's name could not be framed");
         };
@@ -274,11 +325,12 @@ impl Session {
         frame.extend_from_slice(&header);
         let mut bytes = Some(bytes);
         loop {
-            let mut live = match self.live.take() {
+            let slot = kind as usize;
+            let mut live = match self.live[slot].take() {
                 Some(live) => live,
-                None => match Live::start(self.how, &self.program, self.max_input) {
+                None => match Live::start(self.how, &self.program, self.max_input, kind) {
                     Ok(live) => {
-                        self.started += 1;
+                        self.started[slot] += 1;
                         live
                     }
                     Err(why) => return Parsed::unread(UNREAD_MIME, &why),
@@ -292,7 +344,7 @@ impl Session {
                     if last {
                         live.close();
                     } else {
-                        self.live = Some(live);
+                        self.live[slot] = Some(live);
                     }
                     return match Reply::check(&body, input_len) {
                         Ok(Reply::Parsed(p)) => p,
@@ -317,8 +369,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(live) = self.live.take() {
-            live.close();
+        for live in &mut self.live {
+            if let Some(live) = live.take() {
+                live.close();
+            }
         }
     }
 }

@@ -181,6 +181,10 @@ pub(crate) struct Header {
     pub(crate) name: String,
     pub(crate) charset: Option<String>,
     pub(crate) len: u64,
+    /// How long the document may take, in milliseconds (the tools'
+    /// runner: its tools are killed past it).
+    #[serde(default)]
+    pub(crate) wall_ms: u64,
 }
 
 /// A document as the worker received it.
@@ -188,6 +192,7 @@ pub(crate) struct Request {
     pub(crate) name: String,
     pub(crate) charset: Option<String>,
     pub(crate) bytes: Vec<u8>,
+    pub(crate) wall_ms: u64,
 }
 
 /// Reads the next request (`None` at the end of the input, between two
@@ -215,7 +220,7 @@ pub(crate) fn read_request(input: &mut impl Read, max: u64) -> io::Result<Option
     if bytes.len() as u64 != header.len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "document cut short"));
     }
-    Ok(Some(Request { name: header.name, charset: header.charset, bytes }))
+    Ok(Some(Request { name: header.name, charset: header.charset, bytes, wall_ms: header.wall_ms }))
 }
 
 /// Writes one reply frame.

@@ -64,6 +64,10 @@ pub struct Blob {
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     root: PathBuf,
+    /// When set ([`BlobStore::deferring_sync`]), blobs are flushed at
+    /// [`BlobStore::sync`] rather than each as it is stored: whether any
+    /// waits.
+    pending: Option<std::sync::Arc<std::sync::Mutex<bool>>>,
 }
 
 impl BlobStore {
@@ -79,12 +83,41 @@ impl BlobStore {
                 fs::remove_file(entry.path())?;
             }
         }
-        Ok(BlobStore { root })
+        Ok(BlobStore { root, pending: None })
     }
 
     /// The blob store of `data_dir`, for reading only (nothing created).
     pub fn at(data_dir: &Path) -> Self {
-        BlobStore { root: blob_dir(data_dir) }
+        BlobStore { root: blob_dir(data_dir), pending: None }
+    }
+
+    /// This store, its blobs made durable together at [`BlobStore::sync`]
+    /// instead of one by one (`labfy import`, SPEC I1: one flush for a batch
+    /// of files rather than two per file). The caller calls `sync` before
+    /// it commits any row that names them.
+    pub fn deferring_sync(mut self) -> Self {
+        self.pending = Some(std::sync::Arc::default());
+        self
+    }
+
+    /// Makes every blob stored since the last call durable, with the
+    /// folders that name them: one `syncfs` of the data directory's file
+    /// system (nothing for a store that flushes each blob).
+    pub fn sync(&self) -> io::Result<()> {
+        let Some(pending) = &self.pending else { return Ok(()) };
+        // Cleared before the flush, and not held during it: a blob stored
+        // meanwhile sets it again and waits for the next call (its rows
+        // cannot be in the batch being committed: they are recorded after
+        // it is stored).
+        let waiting = std::mem::take(&mut *pending.lock().map_err(|_| io::Error::other("blob store lock poisoned"))?);
+        if !waiting {
+            return Ok(());
+        }
+        labfy_core::durable::sync_file_system(&self.root).inspect_err(|_| {
+            if let Ok(mut w) = pending.lock() {
+                *w = true;
+            }
+        })
     }
 
     /// Where the blob named `sha256` lies (whether or not it exists).
@@ -206,7 +239,9 @@ impl BlobWriter {
     /// them if that blob is already stored).
     pub fn commit(mut self) -> Result<Blob, BlobError> {
         let file = self.file.take().ok_or_else(|| BlobError::Io(io::Error::other("blob already committed")))?;
-        file.sync_all().map_err(BlobError::of)?;
+        if self.store.pending.is_none() {
+            file.sync_all().map_err(BlobError::of)?;
+        }
         drop(file);
         let sha256 = hex::encode(std::mem::take(&mut self.hash).finalize());
         let dest = self.store.path(&sha256);
@@ -216,7 +251,13 @@ impl BlobWriter {
             fs::remove_file(&self.tmp)?;
         } else {
             fs::rename(&self.tmp, &dest).map_err(BlobError::of)?;
-            File::open(dir)?.sync_all()?;
+            match &self.store.pending {
+                // Flushed with the file at `sync`, its folder too.
+                Some(pending) => {
+                    *pending.lock().map_err(|_| BlobError::Io(io::Error::other("blob store lock poisoned")))? = true
+                }
+                None => File::open(dir)?.sync_all()?,
+            }
         }
         Ok(Blob { sha256, len: self.len })
     }

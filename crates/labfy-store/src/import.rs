@@ -147,11 +147,8 @@ pub fn check_import_path(what: &str, value: &str, max_chars: usize) -> std::resu
 
 fn stats_of(conn: &Connection, job: &str) -> Result<(String, String, ImportStats)> {
     let (inv, status, stats): (String, String, String) = conn
-        .query_row(
-            "SELECT investigation_id, status, stats FROM jobs WHERE id = ?1 AND kind = ?2",
-            params![job, IMPORT_JOB],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+        .prepare_cached("SELECT investigation_id, status, stats FROM jobs WHERE id = ?1 AND kind = ?2")?
+        .query_row(params![job, IMPORT_JOB], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?
         .ok_or_else(|| StoreError::NotFound(format!("job:{job} (an import)")))?;
     let stats =
@@ -316,7 +313,8 @@ fn record_in(
                 Uuid::parse_str(&id).map_err(|e| StoreError::Damaged(format!("evidence id {id}: {e}")))?,
             );
             let prov = insert_provenance(tx, &inv, &ev.to_string(), actor, activity, &inputs)?;
-            tx.execute("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1", [&inv])?;
+            tx.prepare_cached("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1")?
+                .execute([&inv])?;
             (ImportOutcome::Duplicate(ev), prov, 0)
         }
         None => {
@@ -339,35 +337,40 @@ fn record_in(
             if !p.text.is_empty() {
                 crate::extraction::scan_new_evidence(tx, &inv, &ev, &p.text, &now)?;
             }
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE investigations SET evidence_count = evidence_count + 1, provenance_count = provenance_count + 1 WHERE id = ?1",
-                [&inv],
-            )?;
+            )?
+            .execute([&inv])?;
             (ImportOutcome::Imported(ev), provenance, 1)
         }
     };
     let mut relations = 0;
     if let Some(parent) = file.parent {
         let ev = outcome.evidence().to_string();
-        let exists: bool = tx.query_row(
-            "SELECT EXISTS (SELECT 1 FROM relations WHERE investigation_id = ?1 AND kind = 'derived_from' AND src = ?2 AND dst = ?3)",
-            params![inv, ev, parent.to_string()],
-            |r| r.get(0),
-        )?;
+        let exists: bool = tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM relations WHERE investigation_id = ?1 AND kind = 'derived_from' AND src = ?2 AND dst = ?3)",
+            )?
+            .query_row(params![inv, ev, parent.to_string()], |r| r.get(0))?;
         if !exists && ev != parent.to_string() {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
                  VALUES (?1, ?2, 'derived_from', ?3, ?4, 1.0, ?5, ?6)",
-                params![Uuid::now_v7().to_string(), inv, ev, parent.to_string(), now, IMPORT_PRODUCER],
-            )?;
+            )?
+            .execute(params![
+                Uuid::now_v7().to_string(),
+                inv,
+                ev,
+                parent.to_string(),
+                now,
+                IMPORT_PRODUCER
+            ])?;
             relations = 1;
         }
     }
     if relations > 0 {
-        tx.execute(
-            "UPDATE investigations SET relation_count = relation_count + ?2 WHERE id = ?1",
-            params![inv, relations],
-        )?;
+        tx.prepare_cached("UPDATE investigations SET relation_count = relation_count + ?2 WHERE id = ?1")?
+            .execute(params![inv, relations])?;
     }
     let metadata = serde_json::to_string(&p.metadata).map_err(|e| StoreError::Invalid(format!("metadata: {e}")))?;
     let notes = serde_json::to_string(&p.notes).map_err(|e| StoreError::Invalid(format!("notes: {e}")))?;
@@ -440,7 +443,8 @@ fn record_known_in(
     );
     let now = now_rfc3339();
     let provenance = insert_provenance(tx, &inv, &ev.to_string(), actor, "import", &[])?;
-    tx.execute("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1", [&inv])?;
+    tx.prepare_cached("UPDATE investigations SET provenance_count = provenance_count + 1 WHERE id = ?1")?
+        .execute([&inv])?;
     let job_id = job.id().to_string();
     // The reading is the first import's; evidence that came another way
     // (a note, a fetch) was never read from a file: recorded as such.

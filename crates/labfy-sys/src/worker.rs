@@ -309,8 +309,14 @@ const JAIL_TMP_BYTES: u64 = 1 << 20;
 /// workspace server, whose seccomp policy forbids new namespaces) starts
 /// its worker as a plain child instead: the worker then shares that jail.
 pub fn jail(program: &Path) -> Result<Jail, SpawnError> {
+    jail_with_tmp(program, JAIL_TMP_BYTES)
+}
+
+/// [`jail`] with a `/tmp` of `tmp_bytes`: the document tools' runner writes
+/// each document there for its tools to read (SPEC I1).
+pub fn jail_with_tmp(program: &Path, tmp_bytes: u64) -> Result<Jail, SpawnError> {
     let mut root = Root::new();
-    root.system()?.devices()?.tmp(JAIL_TMP_BYTES)?;
+    root.system()?.devices()?.tmp(tmp_bytes)?;
     let mut jail = Jail::new(program, root);
     jail.hostname("labfy-parser")?
         .no_network()

@@ -145,17 +145,8 @@ pub fn export(args: ExportArgs) -> Result<(), Failure> {
 /// Makes every file of the bundle durable with one `syncfs(2)` of the file
 /// system that holds it, rather than one journal commit per file.
 fn sync_file_system(dir: &std::path::Path) -> Result<(), Failure> {
-    use std::os::fd::AsRawFd;
-    let d = std::fs::File::open(dir)
-        .map_err(|e| Failure::new(ErrorKind::Unavailable, format!("{}: {e}", dir.display())))?;
-    // SAFETY: syncfs takes a file descriptor this function owns for the call.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::syncfs(d.as_raw_fd()) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Failure::new(ErrorKind::Unavailable, format!("{}: cannot sync: {e}", dir.display())));
-    }
-    Ok(())
+    labfy_core::durable::sync_file_system(dir)
+        .map_err(|e| Failure::new(ErrorKind::Unavailable, format!("{}: cannot sync: {e}", dir.display())))
 }
 
 /// `labfy verify`.

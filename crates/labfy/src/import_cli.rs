@@ -172,8 +172,14 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
             return Err(Failure::new(ErrorKind::InvalidInput, format!("{inv} is not in {w}")));
         }
     }
+    // Blobs are flushed together before each batch of rows that names them
+    // is committed, not one by one (SPEC I1).
     let blobs = BlobStore::open(&args.data_dir)
-        .map_err(|e| Failure::new(ErrorKind::Storage, format!("blob store of {}: {e}", args.data_dir.display())))?;
+        .map_err(|e| Failure::new(ErrorKind::Storage, format!("blob store of {}: {e}", args.data_dir.display())))?
+        .deferring_sync();
+    let flushed = |blobs: &BlobStore| {
+        blobs.sync().map_err(|e| Failure::new(ErrorKind::Storage, format!("blob store: cannot flush: {e}")))
+    };
     let mut found = Vec::new();
     for p in &args.paths {
         walk(p, &mut found);
@@ -207,7 +213,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     let stop = AtomicBool::new(false);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Failure> {
-        let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(4 * PARALLEL_READS);
+        let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(READ_AHEAD);
         for _ in 0..PARALLEL_READS {
             let tx = tx.clone();
             let (found, blobs, stop, next, worker, known, stages) =
@@ -275,6 +281,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                     refusals.push((f.shown.clone(), why));
                 }
                 if failure.is_some() {
+                    flushed(&blobs)?;
                     batch.commit()?;
                     break 'batches;
                 }
@@ -284,6 +291,7 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                     item = next_due(&rx, &mut waiting, due, Some(opened + BATCH_TIME));
                 }
             }
+            flushed(&blobs)?;
             batch.commit()?;
         }
         Ok(())
@@ -327,12 +335,15 @@ enum Prepared {
 }
 
 /// Files taken and read at once (each reading thread keeps a worker).
-const PARALLEL_READS: usize = 2;
+const PARALLEL_READS: usize = 3;
+/// Files read ahead of the one recorded next (a slow PDF does not hold
+/// the other readers back).
+const READ_AHEAD: usize = 256;
 /// Most files recorded in one transaction.
-const BATCH_FILES: usize = 128;
+const BATCH_FILES: usize = 512;
 /// Longest a transaction stays open for more files (the workspace server
 /// waits for it to write).
-const BATCH_TIME: Duration = Duration::from_millis(250);
+const BATCH_TIME: Duration = Duration::from_millis(1000);
 
 /// How far each stage has gone: files stored in the blob store, read by a
 /// parser (with what they embed), recorded with their extraction.
