@@ -655,3 +655,49 @@ fn a_serving_worker_reads_many_documents_and_is_replaced_when_it_retires_or_dies
     }
     assert_eq!(session.runners_started(), 1, "one runner for both PDFs");
 }
+
+/// SPEC I1: the files an import refused are imported again alone, once
+/// the cause is fixed (here a bound raised): found where the first import
+/// found them, with the same checks (a link leading out stays refused), the
+/// others not read again.
+#[test]
+fn the_refused_files_alone_are_imported_again() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Zêta", "test").unwrap();
+    let root = dir.path().join("dossier");
+    fs::create_dir_all(&root).unwrap();
+    for i in 0..5 {
+        fs::write(root.join(format!("note-{i}.txt")), format!("Note {i}")).unwrap();
+    }
+    fs::write(root.join("gros.txt"), "virement ".repeat(150_000)).unwrap();
+    symlink("/etc/hostname", root.join("dehors")).unwrap();
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", "--data-dir", data.to_str().unwrap(), "--investigation"];
+        let inv = inv.to_string();
+        args.push(&inv);
+        args.extend_from_slice(extra);
+        let o = Command::new(BIN).args(&args).output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, first, err) = import(&["--max-file-mib", "1", root.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(err.contains("5 imported") && err.contains("2 refused"), "{err}");
+    let (ok, second, err) = import(&["--max-file-mib", "2", "--retry-failed", &first]);
+    assert!(ok, "{err}");
+    assert!(err.contains("refused 2 files: importing them again"), "{err}");
+    assert!(err.contains("2 files in") && err.contains("1 imported") && err.contains("1 refused"), "{err}");
+    assert!(err.contains("symbolic link pointing outside"), "{err}");
+    let store = Store::open(&data).unwrap();
+    let report = store.reads().import_report(ws.id(), &second.parse().unwrap(), None, 10).unwrap();
+    let outcomes: Vec<(&str, &str)> = report.iter().map(|l| (l.path.as_str(), l.outcome.as_str())).collect();
+    assert_eq!(outcomes, [("dossier/dehors", "refused"), ("dossier/gros.txt", "imported")]);
+    assert_eq!(store.reads().overview(ws.id(), &inv).unwrap().counts.evidence, 6);
+    // A job of another investigation, or no job, is refused.
+    let (ok, _, err) = import(&["--retry-failed", &format!("job:{}", uuid::Uuid::now_v7())]);
+    assert!(!ok && err.contains("is no import of"), "{err}");
+}

@@ -202,7 +202,7 @@ pub(crate) fn start(
     inv: &ObjectRef,
     expected: Option<u64>,
     into_specimen: bool,
-    process: Option<(i32, u64)>,
+    process: Option<(i32, u64, &[String])>,
     actor: &str,
 ) -> Result<ObjectRef> {
     if inv.kind() != RefKind::Investigation {
@@ -231,8 +231,8 @@ pub(crate) fn start(
         Some(ws),
         Some(&job_ref),
         &match process {
-            Some((pid, start)) => serde_json::json!({
-                "investigation": inv, "expected": expected, "process": {"pid": pid, "start": start}
+            Some((pid, start, roots)) => serde_json::json!({
+                "investigation": inv, "expected": expected, "process": {"pid": pid, "start": start}, "roots": roots
             }),
             None => serde_json::json!({"investigation": inv, "expected": expected}),
         },
@@ -664,6 +664,39 @@ impl Reads<'_> {
             out.push(ImportReportLine { position, path, outcome, evidence, reason, notes });
         }
         Ok(out)
+    }
+
+    /// What a failed-only re-import of job `job` takes (SPEC I1): the
+    /// files and folders it was started on (as `labfy import` recorded them,
+    /// absolute) and the paths it refused, in order, with why. Only a job
+    /// of `labfy import` has its roots.
+    pub fn import_refusals(&self, ws: Uuid, job: &ObjectRef) -> Result<(Vec<String>, Vec<(String, String)>)> {
+        if job.kind() != RefKind::Job {
+            return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
+        }
+        self.require_in_workspace(ws, job)?;
+        let roots: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(detail, '$.roots') FROM audit_log
+                 WHERE object_ref = ?1 AND action = 'import.start' ORDER BY seq LIMIT 1",
+            )?
+            .query_row([job.to_string()], |r| r.get(0))
+            .optional()?
+            .flatten();
+        let roots: Vec<String> = match roots {
+            Some(json) => serde_json::from_str(&json).map_err(|e| StoreError::Damaged(format!("{job} roots: {e}")))?,
+            None => Vec::new(),
+        };
+        let refused = self
+            .conn
+            .prepare_cached(
+                "SELECT path, coalesce(reason, '') FROM import_outcomes WHERE job_id = ?1 AND outcome = 'refused'
+                 ORDER BY position",
+            )?
+            .query_map([job.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((roots, refused))
     }
 
     /// The SHA-256 of every evidence item of `inv` (an import that starts

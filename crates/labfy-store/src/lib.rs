@@ -242,7 +242,9 @@ impl Store {
     /// [`Store::start_import`] by a process that records itself on the job
     /// (`labfy import`: its pid and start time), so that a later import can
     /// tell the job of a killed process from one still running
-    /// ([`Store::running_imports_with_process`], SPEC I1).
+    /// ([`Store::running_imports_with_process`], SPEC I1), and the files and
+    /// folders it was given (`roots`, absolute), so that the files it
+    /// refuses can be imported again alone ([`Reads::import_refusals`]).
     #[allow(clippy::too_many_arguments)]
     pub fn start_import_as_process(
         &mut self,
@@ -251,9 +253,10 @@ impl Store {
         expected: Option<u64>,
         into_specimen: bool,
         process: (i32, u64),
+        roots: &[String],
         actor: &str,
     ) -> Result<ObjectRef> {
-        import::start(&mut self.conn, ws, inv, expected, into_specimen, Some(process), actor)
+        import::start(&mut self.conn, ws, inv, expected, into_specimen, Some((process.0, process.1, roots)), actor)
     }
 
     /// Import jobs `actor` started as a process (pid, start time) that are

@@ -51,8 +51,14 @@ pub struct ImportArgs {
     /// without it such an import is refused before anything is read.
     #[arg(long)]
     into_specimen: bool,
+    /// Import again only the files an earlier `labfy import` of this
+    /// investigation refused (`job:<uuid>`, printed at its end), found again
+    /// where it found them (SPEC I1): after a fix (a file made readable, a
+    /// larger `--max-file-mib`), the rest is not read again.
+    #[arg(long, value_name = "JOB", conflicts_with = "paths")]
+    retry_failed: Option<String>,
     /// Files and folders (folders are walked recursively).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "retry_failed")]
     paths: Vec<PathBuf>,
 }
 
@@ -134,6 +140,50 @@ fn walk(root: &Path, out: &mut Vec<Found>) {
     }
 }
 
+/// The files job `job` (an earlier `labfy import` of `inv`) refused, found
+/// again by walking the files and folders it was given, as it walked them
+/// (the same checks: a link leading out is refused again), with those
+/// roots.
+fn refused_again(
+    store: &Store,
+    ws: uuid::Uuid,
+    inv: &ObjectRef,
+    job: &str,
+) -> Result<(Vec<PathBuf>, Vec<Found>), Failure> {
+    let job = ObjectRef::parse_kind(job, RefKind::Job)
+        .map_err(|e| Failure::new(ErrorKind::InvalidInput, format!("--retry-failed {job}: {e}")))?;
+    if !store.reads().jobs(ws, inv)?.iter().any(|j| j.id == job && j.kind == labfy_store::IMPORT_JOB) {
+        return Err(Failure::new(ErrorKind::InvalidInput, format!("{job} is no import of {inv}")));
+    }
+    let (roots, refused) = store.reads().import_refusals(ws, &job)?;
+    if roots.is_empty() {
+        return Err(Failure::new(
+            ErrorKind::InvalidInput,
+            format!("{job} was not a `labfy import` that recorded what it was given (an upload, or an older one)"),
+        ));
+    }
+    let wanted: std::collections::HashSet<&str> = refused.iter().map(|(p, _)| p.as_str()).collect();
+    let roots: Vec<PathBuf> = roots.into_iter().map(PathBuf::from).collect();
+    let mut all = Vec::new();
+    for r in &roots {
+        walk(r, &mut all);
+    }
+    let mut found: Vec<Found> = all.into_iter().filter(|f| wanted.contains(f.shown.as_str())).collect();
+    // What is no longer where it was is said, not silently dropped.
+    let seen: std::collections::HashSet<String> = found.iter().map(|f| f.shown.clone()).collect();
+    for (path, _) in &refused {
+        if !seen.contains(path) {
+            found.push(Found {
+                path: PathBuf::from(path),
+                shown: path.clone(),
+                refused: Some("no longer found where the first import found it".into()),
+            });
+        }
+    }
+    eprintln!("labfy: {job} refused {} files: importing them again", refused.len());
+    Ok((roots, found))
+}
+
 /// Who `labfy import` is in the audit log and on its jobs.
 const IMPORT_ACTOR: &str = "labfy import";
 
@@ -180,10 +230,19 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     let flushed = |blobs: &BlobStore| {
         blobs.sync().map_err(|e| Failure::new(ErrorKind::Storage, format!("blob store: cannot flush: {e}")))
     };
-    let mut found = Vec::new();
-    for p in &args.paths {
-        walk(p, &mut found);
-    }
+    let (roots, found) = match &args.retry_failed {
+        None => {
+            let roots: Vec<PathBuf> =
+                args.paths.iter().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())).collect();
+            let mut found = Vec::new();
+            for p in &roots {
+                walk(p, &mut found);
+            }
+            (roots, found)
+        }
+        Some(job) => refused_again(&store, ws, &inv, job)?,
+    };
+    let roots: Vec<String> = roots.iter().map(|r| r.to_string_lossy().into_owned()).collect();
     let max = args.max_file_mib << 20;
     settle_killed_imports(&mut store)?;
     // What the investigation holds already is taken by its hash, not read
@@ -194,9 +253,15 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     // The job names this process, so a later import can tell it was killed
     // (SPEC I1).
     let job = match Holder::current() {
-        Some(me) => {
-            store.start_import_as_process(ws, &inv, expected, args.into_specimen, (me.pid, me.start), IMPORT_ACTOR)?
-        }
+        Some(me) => store.start_import_as_process(
+            ws,
+            &inv,
+            expected,
+            args.into_specimen,
+            (me.pid, me.start),
+            &roots,
+            IMPORT_ACTOR,
+        )?,
         None => store.start_import(ws, &inv, expected, args.into_specimen, IMPORT_ACTOR)?,
     };
     let stages = Stages::default();
