@@ -104,6 +104,15 @@ impl ImportOutcome {
     }
 }
 
+/// What a failed-only re-import takes ([`Reads::import_refusals`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportRefusals {
+    /// The files and folders the job was given, absolute.
+    pub roots: Vec<String>,
+    /// The paths it refused, in order, with why.
+    pub refused: Vec<(String, String)>,
+}
+
 /// Why real files are not imported into a SPECIMEN workspace unasked.
 pub const SPECIMEN_IMPORT_REFUSED: &str = "this workspace is SPECIMEN (synthetic data): real files belong in a real \
      workspace; to import into this one all the same, say so (`labfy import --into-specimen`, or the box of the \
@@ -670,7 +679,7 @@ impl Reads<'_> {
     /// files and folders it was started on (as `labfy import` recorded them,
     /// absolute) and the paths it refused, in order, with why. Only a job
     /// of `labfy import` has its roots.
-    pub fn import_refusals(&self, ws: Uuid, job: &ObjectRef) -> Result<(Vec<String>, Vec<(String, String)>)> {
+    pub fn import_refusals(&self, ws: Uuid, job: &ObjectRef) -> Result<ImportRefusals> {
         if job.kind() != RefKind::Job {
             return Err(StoreError::Invalid(format!("expected a `job:` reference, got `{job}`")));
         }
@@ -696,7 +705,7 @@ impl Reads<'_> {
             )?
             .query_map([job.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        Ok((roots, refused))
+        Ok(ImportRefusals { roots, refused })
     }
 
     /// The SHA-256 of every evidence item of `inv` (an import that starts

@@ -60,9 +60,9 @@ pub use graph::{
 pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
 pub use hosts::{MAX_HOST_CHARS, check_host_pattern};
 pub use import::{
-    IMPORT_JOB, IMPORT_PRODUCER, ImportBatch, ImportOutcome, ImportReportLine, ImportStats, ImportedFile,
-    MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, ReadDocument, ReadTree, SPECIMEN_IMPORT_REFUSED,
-    check_import_path, import_tree, read_tree, record_tree,
+    IMPORT_JOB, IMPORT_PRODUCER, ImportBatch, ImportOutcome, ImportRefusals, ImportReportLine, ImportStats,
+    ImportedFile, MAX_EMBED_DEPTH, MAX_IMPORT_NAME_CHARS, MAX_IMPORT_PATH_CHARS, ReadDocument, ReadTree,
+    SPECIMEN_IMPORT_REFUSED, check_import_path, import_tree, read_tree, record_tree,
 };
 pub use journal::{
     JOURNAL_APPLICATION_ID, JOURNAL_FILE, JOURNAL_KEEP, JournalKind, JournalLayer, JournalRecord, JournalStore,

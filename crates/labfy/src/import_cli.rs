@@ -155,7 +155,7 @@ fn refused_again(
     if !store.reads().jobs(ws, inv)?.iter().any(|j| j.id == job && j.kind == labfy_store::IMPORT_JOB) {
         return Err(Failure::new(ErrorKind::InvalidInput, format!("{job} is no import of {inv}")));
     }
-    let (roots, refused) = store.reads().import_refusals(ws, &job)?;
+    let labfy_store::ImportRefusals { roots, refused } = store.reads().import_refusals(ws, &job)?;
     if roots.is_empty() {
         return Err(Failure::new(
             ErrorKind::InvalidInput,
