@@ -1,7 +1,7 @@
-//! `labfy-bench pdf`: PDF text the way Labfy reads it — poppler's `pdfinfo`
-//! and `pdftotext` in confined children started by the confined parser path
-//! (`labfy_parse::run::parse_jailed`, as `labfy import` does) — in pages per
-//! second, against bare `pdftotext -raw` on the same files in the same run,
+//! `labfy-bench pdf`: PDF text the way Labfy reads it — poppler's
+//! `pdftotext -raw -htmlmeta` in a confined child with a jail of its own
+//! for each PDF (`labfy_parse::run::parse_jailed`; `labfy import` keeps one
+//! jail for many, `labfy_parse::session`) — in pages per second, against bare `pdftotext -raw` on the same files in the same run,
 //! and the built-in `pdf-extract` beside them; then OCR seconds per page of
 //! the corpus's scan, confined against bare `pdftoppm | tesseract`
 //! (SPEC A1, docs/PERFORMANCE.md).
@@ -92,7 +92,7 @@ pub fn pdf(args: PdfBenchArgs) -> Result<(), Failure> {
     let rate = |t: f64| f64::from(total_pages) / t;
     println!(
         "{:<44} {total_pages} pages in {t_confined:.2} s: {:.1} pages/s (confined/bare: {:.2}× the time)",
-        "confined pdfinfo + pdftotext (labfy import)",
+        "confined pdftotext, a jail a PDF",
         rate(t_confined),
         t_confined / t_bare
     );
