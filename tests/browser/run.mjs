@@ -2211,6 +2211,15 @@ async function scenarioImport({ page, base }) {
   assert(link, 'no link to the imported page');
   const scanHref = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /page-numerisee\.png/.test(e.textContent))?.getAttribute('href'));
   assert(scanHref, 'no link to the scanned page');
+  // The refused file alone, sent again from the page (SPEC I1): refused
+  // again, for the same reason, and nothing else read.
+  await page.waitForSelector(`${tid('import-retry')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
+  assert(await textOf(page, tid('import-retry')) === 'Réimporter le fichier refusé', 'retry button');
+  await page.click(tid('import-retry'));
+  await page.waitForFunction(() => /Import terminé : 0 importé, 0 doublon, 1 refusé/.test(document.querySelector('[data-testid="import-status"]')?.textContent ?? ''),
+    null, { timeout: 60_000 });
+  const again = await page.$$eval(tid('import-line'), (els) => els.map((e) => e.textContent));
+  assert(again.length === 1 && /vide\.txt/.test(again[0]), `retry report: ${JSON.stringify(again)}`);
   await page.goto(`${base}/${link}`);
   await page.waitForSelector(tid('evidence-imports'), { timeout: STEP_TIMEOUT_MS });
   assert(await textOf(page, tid('evidence-title')) === 'Société Durand — contacts', 'imported page title');

@@ -16,7 +16,7 @@ const NOTE_SOURCE = 'analyste:navigateur';
 const IMPORT_BATCH_FILES = 50;
 const IMPORT_BATCH_BYTES = 64 * 1024 * 1024;
 const IMPORT_REQUEST_TIMEOUT_MS = 10 * 60 * 1000;
-let lastImport = null; // { inv, lines: [{path, outcome, evidence, reason}], summary, kind }
+let lastImport = null; // { inv, lines: [{path, outcome, evidence, reason}], summary, kind, files }
 
 // A link to a file the server sends (an export, an original): a click
 // fetches it with the session (a plain link cannot carry it, SPEC V1) and
@@ -157,11 +157,23 @@ export function renderImportForm(ctx, inv, { specimen = false } = {}) {
   const status = h('p', { class: 'form-status', testid: 'import-status', role: 'status', hidden: true });
   const report = h('ol', { class: 'rows import-report', testid: 'import-report' });
   const reportHead = h('h3', { class: 'small', text: t('import_report'), hidden: true });
+  // The files an import refused, sent again alone (SPEC I1): the page
+  // still holds them, by the path each was sent with.
+  const retry = h('button', { type: 'button', class: 'secondary', testid: 'import-retry', hidden: true });
   const say = formSay(status);
+  const refusedFiles = (imp) => {
+    if (!imp || !imp.files) return [];
+    const refused = new Set(imp.lines.filter((l) => l.outcome === 'refused').map((l) => l.path));
+    return imp.files.filter((f) => refused.has(f.webkitRelativePath || f.name));
+  };
   const show = (imp) => {
     clear(report);
     reportHead.hidden = true;
+    retry.hidden = true;
     if (!imp || imp.inv !== inv) return;
+    const again = imp.summary ? refusedFiles(imp) : [];
+    retry.hidden = !again.length;
+    retry.textContent = tn('import_retry', again.length);
     // Refusals first: they are what needs the analyst's eye.
     const order = { refused: 0, imported: 1, duplicate: 2 };
     const sorted = [...imp.lines].sort((a, b) => (order[a.outcome] ?? 3) - (order[b.outcome] ?? 3));
@@ -188,17 +200,26 @@ export function renderImportForm(ctx, inv, { specimen = false } = {}) {
       return;
     }
     busy(true);
-    lastImport = { inv, lines: [], summary: '', kind: 'info' };
+    lastImport = { inv, lines: [], summary: '', kind: 'info', files };
     show(lastImport);
     const total = files.reduce((n, f) => n + f.size, 0);
     let sentBefore = 0;
     let done = 0;
+    let sentFiles = 0;
+    const started = performance.now();
     bar.hidden = false;
     bar.max = String(Math.max(total, 1));
     bar.value = '0';
+    // Each stage (sent; read, recorded and searched — one request does
+    // those), files/s and the time left once a batch has come back.
     const progress = (sentNow) => {
       bar.value = String(Math.min(total, sentBefore + sentNow));
-      say(t('import_sending', { done: fmtNumber(done), total: fmtNumber(files.length), sent: fmtBytes(sentBefore + sentNow), bytes: fmtBytes(total) }), 'info');
+      const secs = (performance.now() - started) / 1000;
+      const rate = done > 0 && secs > 0 ? done / secs : 0;
+      const pace = rate > 0
+        ? ` · ${t('import_pace', { rate: fmtNumber(Math.round(rate * 10) / 10), left: fmtNumber(Math.ceil((files.length - done) / rate)) })}`
+        : '';
+      say(`${t('import_sending', { sentFiles: fmtNumber(sentFiles), done: fmtNumber(done), total: fmtNumber(files.length), sent: fmtBytes(sentBefore + sentNow), bytes: fmtBytes(total) })}${pace}`, 'info');
     };
     try {
       const body = specimen ? { expected: files.length, into_specimen: true } : { expected: files.length };
@@ -210,8 +231,8 @@ export function renderImportForm(ctx, inv, { specimen = false } = {}) {
         const size = batchBytes;
         progress(0);
         const lines = await paced(() => uploadBatch(job, batch, (n) => {
+          if (n >= size) sentFiles = done + batch.length;
           progress(n);
-          if (n >= size) say(t('import_reading'), 'info');
         }));
         sentBefore += size;
         done += batch.length;
@@ -247,6 +268,10 @@ export function renderImportForm(ctx, inv, { specimen = false } = {}) {
       bar.hidden = true;
     }
   };
+  retry.addEventListener('click', () => {
+    const again = refusedFiles(lastImport);
+    if (again.length) run(again);
+  });
   filesButton.addEventListener('click', () => pickFiles.click());
   folderButton.addEventListener('click', () => pickFolder.click());
   pickFiles.addEventListener('change', () => run(pickFiles.files).finally(() => { pickFiles.value = ''; }));
@@ -267,7 +292,7 @@ export function renderImportForm(ctx, inv, { specimen = false } = {}) {
       ask, ' ', h('label', { for: 'import-into-specimen', text: t('import_specimen_ask') })) : null,
     zone, pickFiles, pickFolder,
     h('p', { class: 'muted small', text: t('import_help') }),
-    bar, status, reportHead, report);
+    bar, status, retry, reportHead, report);
 }
 
 // The files of a drop, folders walked (their files carry their relative
