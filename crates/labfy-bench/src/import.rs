@@ -21,6 +21,10 @@ pub struct ImportBenchArgs {
     /// Number of files.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     files: u64,
+    /// Write the files into this new folder and keep it (to profile
+    /// `labfy import` on them); by default a temporary one.
+    #[arg(long)]
+    keep: Option<std::path::PathBuf>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
@@ -54,7 +58,7 @@ fn file(i: u64) -> (String, Vec<u8>) {
 pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
     let tmp = tempfile::tempdir().map_err(|e| failed("temporary directory", e))?;
     let data = tmp.path().join("data");
-    let root = tmp.path().join("dossier");
+    let root = args.keep.clone().unwrap_or_else(|| tmp.path().join("dossier"));
     let mut bytes = 0u64;
     for i in 0..args.files {
         let (name, b) = file(i);

@@ -240,3 +240,22 @@ fn a_batch_commits_its_files_together_and_a_known_file_is_not_read_again() {
     assert!(store.reads().evidence_hashes(ws, &inv).unwrap().contains(&blob_a.sha256));
     assert_derived_consistent(&store.conn);
 }
+
+/// SPEC I1: what an import asks for each file is answered by an index on
+/// what the file names, never by a walk over the investigation (an import
+/// would slow as the investigation grows: it did, for embedded documents).
+#[test]
+fn an_import_asks_nothing_that_walks_the_investigation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, _, _) = real(&dir);
+    let plan = |sql: &str, args: usize| -> String {
+        let marks: Vec<String> = (1..=args).map(|i| format!("x{i}")).collect();
+        let mut stmt = store.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt.query_map(rusqlite::params_from_iter(marks), |r| r.get::<_, String>(3)).unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    };
+    let derived = plan(crate::import::DERIVED_EXISTS, 3);
+    assert!(derived.contains("relations_src (src=? AND kind=?)"), "{derived}");
+    let same = plan("SELECT id FROM evidence WHERE investigation_id = ?1 AND sha256 = ?2 ORDER BY seq LIMIT 1", 2);
+    assert!(same.contains("evidence_sha256"), "{same}");
+}
