@@ -2570,7 +2570,7 @@ async function scenarioReceivedBundle({ page, base, server }) {
   await page.waitForSelector(tid('overview-received'), { timeout: STEP_TIMEOUT_MS });
   const notice = await textOf(page, tid('overview-received'));
   assert(/Enquête reçue d’un autre poste \(paquet vérifié\)/.test(notice) && notice.includes(fingerprint), `notice: ${notice}`);
-  for (const absent of ['import-panel', 'note-panel', 'extract-start']) {
+  for (const absent of ['import-panel', 'note-panel', 'extract-start', 'export-panel']) {
     assert(!(await page.$(tid(absent))), `a received investigation offers ${absent}`);
   }
   for (const [w, hgt, name] of [[1440, 900, 'received-1440.png'], [1024, 700, 'received-1024.png']]) {

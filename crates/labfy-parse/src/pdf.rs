@@ -257,15 +257,19 @@ fn file_facts(input: &File, p: &mut Parsed) {
             p.metadata.insert("pdf_version".into(), v);
         }
     }
+    // The trailer is at the end, or — a linearised file — at the start.
     let len = input.metadata().map(|m| m.len()).unwrap_or(0);
-    let from = len.saturating_sub(TRAILER_BYTES);
-    let mut tail = vec![0u8; (len - from) as usize];
-    if input.read_exact_at(&mut tail, from).is_ok() && tail.windows(8).any(|w| w == b"/Encrypt") {
+    let ends = [(0, len.min(TRAILER_BYTES)), (len.saturating_sub(TRAILER_BYTES), len)];
+    let encrypted = ends.iter().any(|&(from, to)| {
+        let mut part = vec![0u8; (to - from) as usize];
+        input.read_exact_at(&mut part, from).is_ok() && part.windows(8).any(|w| w == b"/Encrypt")
+    });
+    if encrypted {
         p.metadata.insert("encrypted".into(), "yes".into());
     }
 }
 
-/// How much of a PDF's end is searched for its trailer's `/Encrypt`.
+/// How much of each end of a PDF is searched for its trailer's `/Encrypt`.
 const TRAILER_BYTES: u64 = 1 << 20;
 
 #[cfg(test)]

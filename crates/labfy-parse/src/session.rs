@@ -209,6 +209,13 @@ fn read_frame(out: &mut File, max_reply: u64) -> Frame {
     }
 }
 
+/// What the document tools' runner keeps of a document's time for its own
+/// answer, so that it stops its tools before the parent stops it.
+const RUNNER_MARGIN: Duration = Duration::from_millis(500);
+/// Largest document asked of a fresh worker again when the one that had
+/// read others died on it (a copy is kept meanwhile).
+const MAX_RETRIED_BYTES: usize = 16 << 20;
+
 /// Reads documents in a serving worker, started when first needed and
 /// again after each one that retires or dies.
 pub struct Session {
@@ -312,19 +319,22 @@ impl Session {
         deadline: Instant,
     ) -> Parsed {
         let input_len = bytes.len();
-        let header = Header {
-            name: name.to_owned(),
-            charset: charset.map(str::to_owned),
-            len: input_len as u64,
-            wall_ms: u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX),
-        };
-        let Ok(header) = serde_json::to_vec(&header) else {
-            return Parsed::unread(UNREAD_MIME, "the document's name could not be framed");
-        };
-        let mut frame = (header.len() as u32).to_le_bytes().to_vec();
-        frame.extend_from_slice(&header);
         let mut bytes = Some(bytes);
         loop {
+            // The time left, as of this try (a jail to start, a first try
+            // spent): the runner stops its tools before the parent stops it.
+            let left = deadline.saturating_duration_since(Instant::now()).saturating_sub(RUNNER_MARGIN);
+            let header = Header {
+                name: name.to_owned(),
+                charset: charset.map(str::to_owned),
+                len: input_len as u64,
+                wall_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+            };
+            let Ok(header) = serde_json::to_vec(&header) else {
+                return Parsed::unread(UNREAD_MIME, "the document's name could not be framed");
+            };
+            let mut frame = (header.len() as u32).to_le_bytes().to_vec();
+            frame.extend_from_slice(&header);
             let slot = kind as usize;
             let mut live = match self.live[slot].take() {
                 Some(live) => live,
@@ -337,8 +347,13 @@ impl Session {
                 },
             };
             let fresh = live.served == 0;
-            // The bytes are kept for a second try only when one may come.
-            let body = if fresh { bytes.take().unwrap_or_default() } else { bytes.clone().unwrap_or_default() };
+            // The bytes are kept for a second try only when one may come
+            // (and not for a large document: it is not tried twice).
+            let body = if fresh || input_len > MAX_RETRIED_BYTES {
+                bytes.take().unwrap_or_default()
+            } else {
+                bytes.clone().unwrap_or_default()
+            };
             match live.ask(frame.clone(), body, deadline) {
                 Asked::Replied { last, body } => {
                     if last {
@@ -360,7 +375,7 @@ impl Session {
                 }
                 // A worker that had read others may have died of what they
                 // left: once more, in a fresh one.
-                Asked::Died(_) if !fresh && Instant::now() < deadline => continue,
+                Asked::Died(_) if !fresh && bytes.is_some() && Instant::now() < deadline => continue,
                 Asked::Died(why) => return Parsed::unread(UNREAD_MIME, &why),
             }
         }

@@ -99,7 +99,8 @@ export async function renderOverview() {
         h('div', { class: 'col' },
           section('section_recent_evidence', 'recent-evidence-panel', renderRecentEvidence(data.recent_evidence)),
           received ? null : section('section_import', 'import-panel', renderImportForm(ctx, inv, { specimen: state.workspace?.class === 'SPECIMEN' })),
-          section('section_export', 'export-panel', renderExportForm(ctx, inv)),
+          // A received investigation is exported where it came from (`labfy export` reads it as it is).
+          received ? null : section('section_export', 'export-panel', renderExportForm(ctx, inv)),
           section('section_jobs', 'jobs-panel', renderJobs(data.jobs), received ? null : renderExtractForm(ctx, inv, data.jobs)),
           section('section_processes', 'processes-panel', processes),
           received ? null : section('section_note', 'note-panel', renderNoteForm(inv))))));

@@ -60,6 +60,10 @@ pub struct Blob {
     pub len: u64,
 }
 
+/// How old a file of `tmp/` must be to be taken for the leftover of an
+/// interrupted write.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The blob store of one data directory.
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -72,14 +76,19 @@ pub struct BlobStore {
 
 impl BlobStore {
     /// Opens (creating) `<data>/blobs`, removing what an interrupted write
-    /// left in its `tmp/`.
+    /// left in its `tmp/` (files untouched for an hour).
     pub fn open(data_dir: &Path) -> io::Result<Self> {
         let root = blob_dir(data_dir);
         fs::create_dir_all(root.join("tmp"))?;
         fs::create_dir_all(root.join("sha256"))?;
+        // What an interrupted write left — not what another process (the
+        // workspace server, `labfy import`) is writing now: a writer's file
+        // changes as it writes.
+        let stale = std::time::SystemTime::now() - STALE_TMP;
         for entry in fs::read_dir(root.join("tmp"))? {
             let entry = entry?;
-            if entry.file_type()?.is_file() {
+            let meta = entry.metadata()?;
+            if meta.is_file() && meta.modified().is_ok_and(|m| m < stale) {
                 fs::remove_file(entry.path())?;
             }
         }
@@ -247,16 +256,22 @@ impl BlobWriter {
         let dest = self.store.path(&sha256);
         let dir = dest.parent().ok_or_else(|| BlobError::Io(io::Error::other("blob path has no parent")))?;
         fs::create_dir_all(dir).map_err(BlobError::of)?;
-        if dest.exists() {
+        // Deferred: marked waiting before the name exists, so that no row
+        // naming it is committed before the next `sync` — this writer's, or
+        // another's that finds the name already there.
+        if let Some(pending) = &self.store.pending {
+            *pending.lock().map_err(|_| BlobError::Io(io::Error::other("blob store lock poisoned")))? = true;
+        }
+        // A blob already stored is kept — unless it is not whole (a crash
+        // before a deferred flush can leave its name on fewer bytes): then
+        // these bytes, which hash to its name, take its place.
+        let whole = fs::metadata(&dest).is_ok_and(|m| m.len() == self.len);
+        if whole {
             fs::remove_file(&self.tmp)?;
         } else {
             fs::rename(&self.tmp, &dest).map_err(BlobError::of)?;
-            match &self.store.pending {
-                // Flushed with the file at `sync`, its folder too.
-                Some(pending) => {
-                    *pending.lock().map_err(|_| BlobError::Io(io::Error::other("blob store lock poisoned")))? = true
-                }
-                None => File::open(dir)?.sync_all()?,
+            if self.store.pending.is_none() {
+                File::open(dir)?.sync_all()?;
             }
         }
         Ok(Blob { sha256, len: self.len })
@@ -299,14 +314,37 @@ mod tests {
     }
 
     #[test]
-    fn what_a_crash_left_in_tmp_is_removed_at_open() {
+    fn what_a_crash_left_in_tmp_is_removed_at_open_not_what_another_process_writes() {
         let dir = tempfile::tempdir().expect("tmp");
         let store = BlobStore::open(dir.path()).expect("open");
+        let tmp = || fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count();
+        // Another process writing now (the server, `labfy import`).
         let w = store.writer(10).expect("writer");
         std::mem::forget(w);
-        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 1);
         BlobStore::open(dir.path()).expect("reopen");
-        assert_eq!(fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp").count(), 0);
+        assert_eq!(tmp(), 1, "a file being written is left alone");
+        // Left two hours ago by a write that was interrupted.
+        for e in fs::read_dir(blob_dir(dir.path()).join("tmp")).expect("tmp") {
+            let f = File::options().write(true).open(e.expect("entry").path()).expect("open");
+            f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200)).expect("mtime");
+        }
+        BlobStore::open(dir.path()).expect("reopen");
+        assert_eq!(tmp(), 0);
+    }
+
+    /// A crash before a deferred flush can leave a blob's name on fewer
+    /// bytes: the same bytes stored again take its place.
+    #[test]
+    fn a_blob_cut_short_is_replaced_by_the_same_bytes_stored_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = BlobStore::open(dir.path()).expect("open").deferring_sync();
+        let bytes = b"le texte entier".to_vec();
+        let blob = store.put(&mut &bytes[..], 100).expect("put");
+        store.sync().expect("sync");
+        fs::write(store.path(&blob.sha256), &bytes[..4]).expect("cut");
+        let again = store.put(&mut &bytes[..], 100).expect("put again");
+        assert_eq!(again, blob);
+        assert_eq!(fs::read(store.path(&blob.sha256)).expect("read"), bytes);
     }
 
     #[test]

@@ -538,12 +538,14 @@ pub struct ImportBatch<'a> {
     job: ObjectRef,
     actor: String,
     files: usize,
+    /// `files` when the file begun ([`ImportBatch::begin_file`]) began.
+    file_start: usize,
 }
 
 impl<'a> ImportBatch<'a> {
     pub(crate) fn begin(conn: &'a mut Connection, ws: Uuid, job: &ObjectRef, actor: &str) -> Result<Self> {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Ok(Self { tx, ws, job: *job, actor: actor.to_owned(), files: 0 })
+        Ok(Self { tx, ws, job: *job, actor: actor.to_owned(), files: 0, file_start: 0 })
     }
 
     /// Records one file (see [`crate::Store::import_file`]).
@@ -566,6 +568,26 @@ impl<'a> ImportBatch<'a> {
             self.files += 1;
         }
         Ok(outcome)
+    }
+
+    /// Begins one file: what [`ImportBatch::end_file`] keeps or undoes
+    /// whole (the file and every document it embeds).
+    pub fn begin_file(&mut self) -> Result<()> {
+        self.tx.execute_batch("SAVEPOINT import_file")?;
+        self.file_start = self.files;
+        Ok(())
+    }
+
+    /// Ends the file begun: kept, or undone whole (`keep` false: it was
+    /// refused midway, or the import stops).
+    pub fn end_file(&mut self, keep: bool) -> Result<()> {
+        if keep {
+            self.tx.execute_batch("RELEASE import_file")?;
+        } else {
+            self.tx.execute_batch("ROLLBACK TO import_file; RELEASE import_file")?;
+            self.files = self.file_start;
+        }
+        Ok(())
     }
 
     /// Records a file refused (see [`crate::Store::import_refused`]).
@@ -713,11 +735,19 @@ impl Reads<'_> {
         Ok(ImportRefusals { roots, refused })
     }
 
-    /// The SHA-256 of every evidence item of `inv` (an import that starts
-    /// takes the files already there by their hash, SPEC I1).
+    /// The SHA-256 of the evidence of `inv` imported as files of their own
+    /// (an import that starts takes the files already there by their hash,
+    /// SPEC I1).
     pub fn evidence_hashes(&self, ws: Uuid, inv: &ObjectRef) -> Result<std::collections::HashSet<String>> {
         self.require_in_workspace(ws, inv)?;
-        let mut stmt = self.conn.prepare_cached("SELECT DISTINCT sha256 FROM evidence WHERE investigation_id = ?1")?;
+        // Only bytes imported as a file of their own: those were read, with
+        // what they embed, the first time (a note, a fetched page or an
+        // attachment with the same bytes is read as a file now).
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT DISTINCT e.sha256 FROM evidence e
+             WHERE e.investigation_id = ?1
+               AND EXISTS (SELECT 1 FROM imports i WHERE i.evidence_id = e.id AND instr(i.original_path, '!') = 0)",
+        )?;
         let rows = stmt.query_map([inv.id().to_string()], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

@@ -217,7 +217,15 @@ fn a_batch_commits_its_files_together_and_a_known_file_is_not_read_again() {
     assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, 0, "a dropped batch leaves nothing");
 
     let mut batch = store.import_batch(ws, &job, "labfy import").unwrap();
+    // A file undone whole leaves nothing, and the batch goes on.
+    batch.begin_file().unwrap();
+    batch.record(&file("a.txt", &blob_a, &parsed_a)).unwrap();
+    batch.end_file(false).unwrap();
+    assert_eq!(batch.len(), 0);
+    batch.begin_file().unwrap();
     let first = batch.record(&file("a.txt", &blob_a, &parsed_a)).unwrap();
+    batch.end_file(true).unwrap();
+    assert!(matches!(first, ImportOutcome::Imported(_)), "undone, then imported anew: {first:?}");
     let bad = batch.record(&file("bad\u{7}.txt", &blob_a, &parsed_a));
     assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
     batch.refuse("bad\u{7}.txt", "file name contains control characters").unwrap();

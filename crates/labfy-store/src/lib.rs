@@ -316,8 +316,8 @@ impl Store {
         actor: &str,
     ) -> std::result::Result<Received, bundle::BundleError> {
         let data_dir = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let blobs = blobs::BlobStore::open(&data_dir)
-            .map_err(|source| bundle::BundleError::Io { path: data_dir.clone(), source })?;
+        // Not `open`: the server or `labfy import` may be writing blobs now.
+        let blobs = blobs::BlobStore::at(&data_dir);
         received::receive(&mut self.conn, &blobs, &data_dir, bundle, fingerprint, into, actor)
     }
 

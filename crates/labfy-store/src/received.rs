@@ -320,6 +320,18 @@ impl Writer<'_> {
                         .map_err(StoreError::from)?;
                 }
             }
+            // An item names the original the bundle carries, or none: never
+            // a blob of the receiver's it did not bring.
+            let original = row.get("original").and_then(Value::as_str).and_then(|o| o.strip_prefix("blobs/"));
+            if let Some(named) = row.get("blob_sha256").and_then(Value::as_str)
+                && original != Some(named)
+            {
+                return Err(BundleError::Reference {
+                    file: "evidence.jsonl".into(),
+                    line,
+                    detail: format!("`blob_sha256` {named} is not the original the bundle carries for it"),
+                });
+            }
             let mut row = row.clone();
             row.insert("content".into(), Value::String(content));
             self.insert("evidence.jsonl", line, "evidence", &row, &["seq", "text", "original"])?;
@@ -382,6 +394,23 @@ impl Writer<'_> {
             {
                 return Err(bad(format!("`{name}` is {value}, not the bundle's {expected}")));
             }
+            // A row pointing at another row points inside this
+            // investigation: ids are shared between appliances, and a
+            // forged row must not hang on the receiver's own.
+            if let Some((_, parent)) = parents(table).iter().find(|(c, _)| *c == name.as_str())
+                && let Some(id) = value.as_str()
+            {
+                let inside: bool = self
+                    .tx
+                    .prepare_cached(&format!(
+                        "SELECT EXISTS (SELECT 1 FROM {parent} WHERE id = ?1 AND investigation_id = ?2)"
+                    ))
+                    .and_then(|mut st| st.query_row(params![id, self.inv], |r| r.get(0)))
+                    .map_err(StoreError::from)?;
+                if !inside {
+                    return Err(bad(format!("`{name}` {id} is no {parent} row of the bundle's investigation")));
+                }
+            }
             names.push(format!("\"{name}\""));
             // A row names the sender's workspace; here it is in `ws`.
             values.push(match placed {
@@ -397,6 +426,22 @@ impl Writer<'_> {
             .map_err(|e| bad(format!("not written into {table}: {e}")))?;
         self.rows += 1;
         Ok(())
+    }
+}
+
+/// The columns of `table` that name a row of `parent` (a table with an
+/// `investigation_id`), which must be the bundle's investigation's.
+fn parents(table: &str) -> &'static [(&'static str, &'static str)] {
+    match table {
+        "entity_aliases" => &[("entity_id", "entities")],
+        "mentions" => &[("evidence_id", "evidence"), ("entity_id", "entities")],
+        "provenance_inputs" | "fetch_provenance" => &[("provenance_id", "provenance")],
+        "import_outcomes" => &[("job_id", "jobs"), ("evidence_id", "evidence")],
+        "imports" => &[("evidence_id", "evidence"), ("provenance_id", "provenance"), ("job_id", "jobs")],
+        "research_requests" => &[("grant_id", "grants")],
+        "campaigns" => &[("grant_id", "grants"), ("research_request_id", "research_requests")],
+        "campaign_items" => &[("campaign_id", "campaigns"), ("evidence_id", "evidence")],
+        _ => &[],
     }
 }
 
@@ -435,6 +480,14 @@ impl Workdir {
     fn new(data_dir: &Path) -> Result<Self> {
         let base = data_dir.join("receiving");
         fs::DirBuilder::new().recursive(true).mode(0o700).create(&base).map_err(io(&base))?;
+        // What a receive that was killed left (a day old: another one may
+        // be copying now).
+        let stale = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+        for e in fs::read_dir(&base).map_err(io(&base))?.flatten() {
+            if e.metadata().and_then(|m| m.modified()).is_ok_and(|m| m < stale) {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
         let path = base.join(Uuid::now_v7().to_string());
         fs::DirBuilder::new().mode(0o700).create(&path).map_err(io(&path))?;
         Ok(Self { path })

@@ -171,6 +171,22 @@ fn a_bundle_that_fails_verification_or_names_another_investigation_writes_nothin
     let e = store.receive_bundle(&bundle, None, None, "test").unwrap_err();
     assert!(e.to_string().contains("not the bundle's"), "{e}");
     nothing(&store);
+
+    // A piece made to name a blob the bundle does not carry (the
+    // receiver's own, say), the manifest made to agree: refused.
+    let (bundle, _) = case.export("blobless", true);
+    let path = bundle.join("evidence.jsonl");
+    let mut rows: Vec<serde_json::Value> =
+        fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let row = rows.iter_mut().find(|r| r.get("original").is_some()).expect("a piece with its original");
+    let other = crate::sha256_hex(b"un original du destinataire");
+    row.as_object_mut().unwrap().insert("blob_sha256".into(), serde_json::json!(other));
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    fs::write(&path, text).unwrap();
+    forge_manifest(&bundle);
+    let e = store.receive_bundle(&bundle, None, None, "test").unwrap_err();
+    assert!(e.to_string().contains("is not the original the bundle carries"), "{e}");
+    nothing(&store);
     assert!(bundle.join(MANIFEST).is_file(), "the bundle given is left as it was");
 }
 

@@ -168,17 +168,22 @@ fn refused_again(
     for r in &roots {
         walk(r, &mut all);
     }
-    let mut found: Vec<Found> = all.into_iter().filter(|f| wanted.contains(f.shown.as_str())).collect();
+    // A refused file, or the files of a refused folder (unreadable then).
+    let refused_here = |shown: &str| {
+        wanted.contains(shown) || wanted.iter().any(|w| shown.strip_prefix(w).is_some_and(|rest| rest.starts_with('/')))
+    };
+    let mut found: Vec<Found> = all.into_iter().filter(|f| refused_here(&f.shown)).collect();
     // What is no longer where it was is said, not silently dropped.
-    let seen: std::collections::HashSet<String> = found.iter().map(|f| f.shown.clone()).collect();
-    for (path, _) in &refused {
-        if !seen.contains(path) {
-            found.push(Found {
-                path: PathBuf::from(path),
-                shown: path.clone(),
-                refused: Some("no longer found where the first import found it".into()),
-            });
-        }
+    let seen = |path: &str| {
+        found.iter().any(|f| f.shown == path || f.shown.strip_prefix(path).is_some_and(|rest| rest.starts_with('/')))
+    };
+    let gone: Vec<String> = refused.iter().map(|(p, _)| p.clone()).filter(|p| !seen(p)).collect();
+    for path in gone {
+        found.push(Found {
+            path: PathBuf::from(&path),
+            shown: path,
+            refused: Some("no longer found where the first import found it".into()),
+        });
     }
     eprintln!("labfy: {job} refused {} files: importing them again", refused.len());
     Ok((roots, found))
@@ -277,17 +282,23 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     // keeps one that reads document after document (`labfy_parse::session`).
     let stop = AtomicBool::new(false);
     let next = AtomicUsize::new(0);
+    // The index of the next file the recorder takes: the readers stay at
+    // most READ_AHEAD files ahead of it (what waits is held in memory).
+    let taken = AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Failure> {
         let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(READ_AHEAD);
         for _ in 0..PARALLEL_READS {
             let tx = tx.clone();
-            let (found, blobs, stop, next, worker, known, stages) =
-                (&found, &blobs, &stop, &next, &worker, &known, &stages);
+            let (found, blobs, stop, next, worker, known, stages, taken) =
+                (&found, &blobs, &stop, &next, &worker, &known, &stages, &taken);
             scope.spawn(move || {
                 let mut session = Session::jailed(worker, max);
                 while !stop.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(f) = found.get(i) else { break };
+                    while i >= taken.load(Ordering::Acquire) + READ_AHEAD && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     let prepared = prepare(f, blobs, max, known, stages, &mut |b: &Blob, n: &str| {
                         blobs.parse_in(&mut session, b, n, None, wall)
                     });
@@ -298,21 +309,32 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
             });
         }
         drop(tx);
-        // A file whose bytes went from the investigation since the start
-        // (never: evidence is not deleted) would be read here.
-        let mut session = Session::jailed(&worker, max);
         let mut waiting = BTreeMap::new();
         let mut due = 0usize;
         'batches: while let Some(first) = next_due(&rx, &mut waiting, due, None) {
-            // No transaction is open while this thread waits for the
-            // readers; one is open for at most BATCH_FILES files or
-            // BATCH_TIME.
-            let mut batch = store.import_batch(ws, &job, IMPORT_ACTOR)?;
+            // A batch's files are gathered with no transaction open (the
+            // workspace server may be writing), for at most BATCH_FILES
+            // files or BATCH_TIME; the blobs they name are made durable;
+            // then they are recorded in one transaction.
             let opened = Instant::now();
-            let mut item = Some(first);
-            while let Some(prepared) = item.take() {
+            let mut items = vec![first];
+            taken.store(due + 1, Ordering::Release);
+            while items.len() < BATCH_FILES {
+                match next_due(&rx, &mut waiting, due + items.len(), Some(opened + BATCH_TIME)) {
+                    Some(p) => {
+                        items.push(p);
+                        taken.store(due + items.len(), Ordering::Release);
+                    }
+                    None => break,
+                }
+            }
+            flushed(&blobs)?;
+            let mut batch = store.import_batch(ws, &job, IMPORT_ACTOR)?;
+            for prepared in items {
                 let f = &found[due];
                 due += 1;
+                // A file and what it embeds are recorded whole or not at all.
+                batch.begin_file()?;
                 let outcome = match prepared {
                     Prepared::Refused(why) => Err(why),
                     Prepared::Failed(why) => {
@@ -322,13 +344,10 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                     }
                     Prepared::Known { name, blob } => match batch.record_known(&name, &f.shown, &blob) {
                         Ok(Some(_)) => Ok(()),
-                        Ok(None) => {
-                            let mut parse = |b: &Blob, n: &str| blobs.parse_in(&mut session, b, n, None, wall);
-                            read_tree(&blobs, &name, &f.shown, &blob, &mut parse)
-                                .and_then(|tree| record_tree(&tree, &mut |file| batch.record(file)))
-                                .map(drop)
-                                .or_else(|e| stopped(e, &mut failure, &stop))
-                        }
+                        // Evidence is never deleted: this cannot be.
+                        Ok(None) => Err("its bytes were in the investigation when the import began, and are no \
+                                         longer: import it again"
+                            .to_owned()),
                         Err(e) => stopped(e, &mut failure, &stop),
                     },
                     Prepared::Ready(tree) => {
@@ -341,22 +360,18 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
                             .or_else(|e| stopped(e, &mut failure, &stop))
                     }
                 };
+                batch.end_file(outcome.is_ok() && failure.is_none())?;
                 if let Err(why) = outcome {
                     batch.refuse(&f.shown, &why)?;
                     refusals.push((f.shown.clone(), why));
                 }
                 if failure.is_some() {
-                    flushed(&blobs)?;
                     batch.commit()?;
                     break 'batches;
                 }
                 stages.recorded.fetch_add(1, Ordering::Relaxed);
                 progress.show(&stages);
-                if batch.len() < BATCH_FILES {
-                    item = next_due(&rx, &mut waiting, due, Some(opened + BATCH_TIME));
-                }
             }
-            flushed(&blobs)?;
             batch.commit()?;
         }
         Ok(())
