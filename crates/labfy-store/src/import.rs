@@ -285,6 +285,11 @@ pub(crate) fn running_with_process(conn: &Connection, actor: &str) -> Result<Vec
 pub(crate) const DERIVED_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM relations
      WHERE src = ?2 AND kind = 'derived_from' AND +dst = ?3 AND +investigation_id = ?1)";
 
+/// One import record: a file read (or taken by its hash) into the job.
+const INSERT_IMPORT: &str = "INSERT INTO imports (provenance_id, investigation_id, evidence_id, job_id, original_name,
+         original_path, byte_len, sha256, format, parser_version, encoding, metadata, notes, imported_by, imported_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+
 /// Records one file (and counts it in the job unless it is embedded), in
 /// a transaction of its own.
 pub(crate) fn record(
@@ -388,12 +393,7 @@ fn record_in(
     }
     let metadata = serde_json::to_string(&p.metadata).map_err(|e| StoreError::Invalid(format!("metadata: {e}")))?;
     let notes = serde_json::to_string(&p.notes).map_err(|e| StoreError::Invalid(format!("notes: {e}")))?;
-    tx.prepare_cached(
-        "INSERT INTO imports (provenance_id, investigation_id, evidence_id, job_id, original_name, original_path, byte_len,
-                              sha256, format, parser_version, encoding, metadata, notes, imported_by, imported_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?
-    .execute(params![
+    tx.prepare_cached(INSERT_IMPORT)?.execute(params![
         provenance,
         inv,
         outcome.evidence().id().to_string(),
@@ -471,12 +471,7 @@ fn record_known_in(
         .optional()?;
     let (format, version, encoding, metadata, notes) =
         first.unwrap_or_else(|| ("binary".into(), i64::from(labfy_parse::VERSION), None, "{}".into(), "[]".into()));
-    tx.prepare_cached(
-        "INSERT INTO imports (provenance_id, investigation_id, evidence_id, job_id, original_name, original_path, byte_len,
-                              sha256, format, parser_version, encoding, metadata, notes, imported_by, imported_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?
-    .execute(params![
+    tx.prepare_cached(INSERT_IMPORT)?.execute(params![
         provenance,
         inv,
         id,
