@@ -463,6 +463,19 @@ fn the_confined_server_parses_an_upload_in_its_worker() {
     assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("text read by OCR")), "{scan}");
     assert_eq!(&v["files"][3]["notes"], &scan["imports"][0]["notes"], "the upload's answer says it: {v}");
     assert!(scan["char_len"].as_u64().unwrap() > 3000, "OCR read the scanned page: {scan}");
+    // Read under a parser worker the governor admitted for the request, and
+    // given back at its end (SPEC A1).
+    let o = Command::new(BIN).args(["resources", "--json", "--runtime-dir", run.to_str().unwrap()]).output().unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mine: Vec<&serde_json::Value> =
+        state["decisions"].as_array().unwrap().iter().filter(|d| d["owner"] == job.as_str()).collect();
+    assert!(mine.iter().any(|d| d["kind"] == "reading" && d["outcome"] == "admitted"), "{state}");
+    support::wait_for("the reading given back", || {
+        let o =
+            Command::new(BIN).args(["resources", "--json", "--runtime-dir", run.to_str().unwrap()]).output().unwrap();
+        let state: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        state["reservations"].as_array().unwrap().iter().all(|r| r["owner"] != job.as_str()).then_some(())
+    });
 }
 
 /// SPEC I1: a `labfy import` killed halfway leaves its job `RUNNING` only
@@ -700,4 +713,117 @@ fn the_refused_files_alone_are_imported_again() {
     // A job of another investigation, or no job, is refused.
     let (ok, _, err) = import(&["--retry-failed", &format!("job:{}", uuid::Uuid::now_v7())]);
     assert!(!ok && err.contains("is no import of"), "{err}");
+}
+
+/// SPEC A1, I1: the parser workers of `labfy import` — text, and OCR inside
+/// them — are CPU work the governor of a running appliance admits. With its
+/// one core held by another reading, the import is refused before anything
+/// is read, with the governor's reason and who holds the core, and its job
+/// ends `FAILED` saying so; once the core is free the same import is
+/// admitted, reads under its reservation, and gives it back at its end.
+#[test]
+fn the_governor_admits_the_reading_of_an_import() {
+    use labfy_ipc::client::Client;
+    use labfy_ipc::messages::Boundary;
+    use labfy_ipc::messages::governor::{
+        DecisionOutcome, GovernorRequest as Req, GovernorResponse as Resp, ReadingAsk, ReservationKind,
+    };
+
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("data");
+    let (ws, inv) = Store::open(&data).unwrap().create_real_workspace("Affaire Zêta", "test").unwrap();
+    let root = dir.path().join("dossier");
+    fs::create_dir_all(&root).unwrap();
+    for i in 0..20 {
+        fs::write(root.join(format!("note-{i}.txt")), format!("Note {i} : la société Zêta.")).unwrap();
+    }
+    fs::write(
+        root.join("scan.png"),
+        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pdf-corpus/scan-page-1.png"))
+            .unwrap(),
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    labfy_ipc::secret::create_private_dir(&run).unwrap();
+    let secret = labfy_ipc::secret::create_secret(&run).unwrap();
+    let governor = Path::new(BIN).with_file_name("labfy-governor");
+    let child = Command::new(&governor)
+        .args(["--runtime-dir", run.to_str().unwrap(), "--scratch-dir", dir.path().join("scratch").to_str().unwrap()])
+        .args(["--no-rocm-smi", "--no-nvml", "--cores", "1"])
+        .env("LABFY_LOG", "warn")
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", governor.display()));
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let operator = labfy_ipc::daemon::operator_socket(&run, Boundary::Governor);
+    support::wait_for("the governor's operator socket", || operator.exists().then_some(()));
+    let guard = Kill(child);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ask = |req: Req| -> Resp {
+        rt.block_on(async {
+            let mut c: Client<Req, Resp> = Client::connect(&operator, Boundary::Governor, &secret).await.unwrap();
+            c.call(req).await.unwrap()
+        })
+    };
+    // The governor admits once it has a sample: another reading takes the
+    // one core it counts.
+    let other: labfy_core::JobRef = format!("job:{}", uuid::Uuid::new_v4()).parse().unwrap();
+    let held = support::wait_for("the first admission", || {
+        match ask(Req::AdmitReading(ReadingAsk {
+            job: other,
+            workers: 2,
+            min_workers: 1,
+            ram_per_worker: 64 << 20,
+            priority: 10,
+        })) {
+            Resp::AdmittedReading { reservation, workers } => Some((reservation, workers)),
+            _ => None,
+        }
+    });
+    assert_eq!(held.1, 1, "as many workers as cores, no more");
+
+    let import = || {
+        Command::new(BIN)
+            .args(["import", "--data-dir", data.to_str().unwrap(), "--investigation", &inv.to_string()])
+            .args(["--runtime-dir", run.to_str().unwrap(), root.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let o = import();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("import not admitted, nothing read: refused by the governor: CPU: 1 core asked, 0 admissible"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("held by {other}")), "who holds the core is named: {err}");
+    let store = Store::open(&data).unwrap();
+    let ws = ws.id();
+    let refused: ObjectRef = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let job = store.reads().job(ws, &refused).unwrap();
+    assert_eq!(job.status, "FAILED", "{job:?}");
+    assert!(job.detail.contains("stopped: not admitted: refused by the governor: CPU"), "{}", job.detail);
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, 0, "nothing read, nothing recorded");
+
+    assert!(matches!(ask(Req::Release { reservation: held.0 }), Resp::Released {}));
+    let o = import();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("admitted by the governor: 1 parser worker ("), "{err}");
+    assert_eq!(store.reads().overview(ws, &inv).unwrap().counts.evidence, 21, "every file, the scan by OCR");
+    let done: ObjectRef = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let Resp::State(state) = ask(Req::State {}) else { panic!("no state") };
+    assert!(state.reservations.is_empty(), "given back at the end: {:?}", state.reservations);
+    let mine: Vec<_> = state.decisions.iter().filter(|d| d.owner == done.to_string()).collect();
+    assert!(
+        mine.iter().any(|d| d.kind == ReservationKind::Reading && d.outcome == DecisionOutcome::Admitted),
+        "{mine:?}"
+    );
+    assert!(mine.iter().any(|d| d.outcome == DecisionOutcome::Released), "{mine:?}");
+    drop(guard);
 }

@@ -81,6 +81,10 @@ pub struct Args {
     /// Samples in a row under pressure before the lowest-priority run is stopped (0: never stop).
     #[arg(long, env = "LABFY_GOVERNOR_PRESSURE_STOP_AFTER", default_value_t = DEFAULT_PRESSURE_STOP_AFTER)]
     pub pressure_stop_after: u32,
+    /// CPU cores handed out to parser workers and sandbox runs (default:
+    /// the cores this process may run on; fewer keeps some for the desktop).
+    #[arg(long, env = "LABFY_GOVERNOR_CORES", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub cores: Option<u32>,
     /// Context of the local model when a start names none.
     #[arg(long, env = "LABFY_GOVERNOR_MODEL_CTX", default_value_t = DEFAULT_MODEL_CTX)]
     pub model_ctx: u32,
@@ -200,6 +204,7 @@ impl GovernorConfig {
                 swap_pressure_percent: a.swap_pressure_percent,
                 psi_some_pressure: a.psi_pressure,
                 sample_period_ms: a.sample_ms,
+                cores: a.cores.unwrap_or_else(crate::ledger::available_cores),
             },
             model: ModelSettings {
                 llama_server: a.llama_server,

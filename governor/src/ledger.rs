@@ -51,6 +51,15 @@ pub struct LedgerConfig {
     pub psi_some_pressure: f64,
     /// Sampling period, milliseconds (staleness is counted in periods).
     pub sample_period_ms: u64,
+    /// CPU cores the governor hands out to work that holds cores (parser
+    /// workers, sandbox runs; SPEC A1): the machine's, or fewer set by the
+    /// operator to keep some for the desktop.
+    pub cores: u32,
+}
+
+/// The cores this process may run on (its CPU affinity), at least 1.
+pub fn available_cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
 }
 
 impl Default for LedgerConfig {
@@ -60,6 +69,7 @@ impl Default for LedgerConfig {
             swap_pressure_percent: 50,
             psi_some_pressure: 20.0,
             sample_period_ms: 1000,
+            cores: available_cores(),
         }
     }
 }
@@ -73,6 +83,8 @@ pub struct Ask {
     pub kind: ReservationKind,
     /// Bytes per resource.
     pub amounts: Amounts,
+    /// CPU cores held (0: none counted).
+    pub cores: u32,
     /// Higher is more important.
     pub priority: u8,
     /// Lease length in milliseconds; `None`: held until released.
@@ -158,6 +170,11 @@ pub fn free_in(sample: &Sample) -> Amounts {
         swap: h.swap_total.saturating_sub(h.swap_used),
         scratch: sample.scratch.as_ref().map_or(0, |s| s.free),
     }
+}
+
+/// `1 core`, `3 cores`.
+fn cores_text(n: u32) -> String {
+    if n == 1 { "1 core".into() } else { format!("{n} cores") }
 }
 
 /// Formats bytes for reasons: `512 MiB`, `1.5 GiB`.
@@ -252,9 +269,13 @@ impl Ledger {
     /// Admits `ask` or refuses it with a reason (SPEC Q2). Atomic: the
     /// check and the reservation happen under one lock.
     pub fn admit(&self, ask: Ask, now_ms: u64) -> Result<Reservation, Refusal> {
-        let owner: String = ask.owner.chars().take(MAX_OWNER_CHARS).collect();
         let mut g = self.lock();
-        let verdict = self.check(&g, &ask, now_ms);
+        self.admit_in(&mut g, ask, now_ms)
+    }
+
+    fn admit_in(&self, g: &mut Inner, ask: Ask, now_ms: u64) -> Result<Reservation, Refusal> {
+        let owner: String = ask.owner.chars().take(MAX_OWNER_CHARS).collect();
+        let verdict = self.check(g, &ask, now_ms);
         let decision = |outcome: DecisionOutcome, reason: String, blocked_by: Vec<String>| Decision {
             at_ms: now_ms,
             owner: owner.clone(),
@@ -271,19 +292,24 @@ impl Ledger {
                     owner: owner.clone(),
                     kind: ask.kind,
                     reserved: ask.amounts,
+                    cores: ask.cores,
                     measured_peak: None,
                     priority: ask.priority,
                     lease_expires_ms: ask.lease_ms.map(|l| now_ms.saturating_add(l)),
                     admitted_ms: now_ms,
                 };
                 g.reservations.push(Entry { view: view.clone(), current: Amounts::default(), holder: None });
-                let reason = format!("admitted as {}", view.id);
-                push_decision(&mut g, decision(DecisionOutcome::Admitted, reason, Vec::new()));
+                let reason = if view.cores > 0 {
+                    format!("admitted as {} ({})", view.id, cores_text(view.cores))
+                } else {
+                    format!("admitted as {}", view.id)
+                };
+                push_decision(g, decision(DecisionOutcome::Admitted, reason, Vec::new()));
                 Ok(view)
             }
             Err(refusal) => {
                 push_decision(
-                    &mut g,
+                    g,
                     decision(DecisionOutcome::Refused, refusal.reason.clone(), refusal.blocked_by.clone()),
                 );
                 Err(refusal)
@@ -355,7 +381,57 @@ impl Ledger {
                 }
             }
         }
+        if ask.cores > 0 {
+            let held: u32 = g.reservations.iter().map(|e| e.view.cores).sum();
+            let admissible = self.config.cores.saturating_sub(held);
+            if ask.cores > admissible {
+                reasons.push(format!(
+                    "CPU: {} asked, {admissible} admissible ({} counted − {held} held)",
+                    cores_text(ask.cores),
+                    cores_text(self.config.cores)
+                ));
+                for e in g.reservations.iter().filter(|e| e.view.cores > 0) {
+                    let h = format!("{} ({})", e.view.owner, e.view.id);
+                    if !blocked_by.contains(&h) {
+                        blocked_by.push(h);
+                    }
+                }
+                if held == 0 {
+                    blocked_by.push("cores counted".into());
+                }
+            }
+        }
         if reasons.is_empty() { Ok(()) } else { refuse(reasons.join("; "), blocked_by) }
+    }
+
+    /// Admits work made of like workers (SPEC A1: parser workers): as many
+    /// as fit, from `most` down to `fewest`, each holding one core and
+    /// `per_worker`; `ask`'s own amounts and cores are replaced. Atomic like
+    /// [`Ledger::admit`]; a refusal gives the reason for `fewest`. Returns
+    /// the reservation (its `cores` is the number of workers).
+    pub fn admit_workers(
+        &self,
+        ask: Ask,
+        per_worker: Amounts,
+        most: u32,
+        fewest: u32,
+        now_ms: u64,
+    ) -> Result<Reservation, Refusal> {
+        let fewest = fewest.clamp(1, most.max(1));
+        let sized = |n: u32| Ask {
+            amounts: Amounts {
+                vram: per_worker.vram.saturating_mul(u64::from(n)),
+                ram: per_worker.ram.saturating_mul(u64::from(n)),
+                swap: per_worker.swap.saturating_mul(u64::from(n)),
+                scratch: per_worker.scratch.saturating_mul(u64::from(n)),
+            },
+            cores: n,
+            ..ask.clone()
+        };
+        let mut g = self.lock();
+        let n =
+            (fewest..=most.max(fewest)).rev().find(|&n| self.check(&g, &sized(n), now_ms).is_ok()).unwrap_or(fewest);
+        self.admit_in(&mut g, sized(n), now_ms)
     }
 
     /// Ties reservation `id` to the process that holds it: it is released
@@ -588,6 +664,7 @@ mod tests {
             owner: owner.into(),
             kind: ReservationKind::Campaign,
             amounts: Amounts { ram, ..Amounts::default() },
+            cores: 0,
             priority: 10,
             lease_ms: None,
         }
@@ -857,5 +934,40 @@ mod tests {
         assert_eq!(human(2 * GIB), "2 GiB");
         assert_eq!(human(3 * GIB / 2), "1.5 GiB");
         assert_eq!(human(12 * GIB), "12.0 GiB");
+    }
+
+    fn reading(owner: &str) -> Ask {
+        Ask { kind: ReservationKind::Reading, lease_ms: Some(60_000), ..ask(owner, 0) }
+    }
+
+    #[test]
+    fn workers_are_admitted_as_many_as_fit_each_a_core() {
+        let l = Ledger::new(LedgerConfig { cores: 2, ..LedgerConfig::default() });
+        l.observe(sample(8 * GIB), 1_000);
+        let per = Amounts { ram: 512 * MIB, ..Amounts::default() };
+        // Three asked, two cores counted: two.
+        let first = l.admit_workers(reading("job:a"), per, 3, 1, 1_000).unwrap();
+        assert_eq!((first.cores, first.reserved.ram), (2, GIB));
+        assert_eq!(first.kind, ReservationKind::Reading);
+        // None left: refused, with the reason and who holds them.
+        let refused = l.admit_workers(reading("job:b"), per, 3, 1, 1_000).unwrap_err();
+        assert_eq!(refused.reason, "CPU: 1 core asked, 0 admissible (2 cores counted − 2 held)");
+        assert_eq!(refused.blocked_by, [format!("job:a ({})", first.id)]);
+        // A sandbox run holds a core too.
+        let sandbox = Ask { kind: ReservationKind::Sandbox, cores: 1, ..ask("sandbox:x", MIB) };
+        assert!(l.admit(sandbox, 1_000).is_err());
+        assert!(l.release(&first.id, "done", 1_000));
+        // RAM decides too: 7 GiB admissible (8 free − 1 headroom), 3 GiB a
+        // worker — two fit, not three, whatever the cores.
+        let l = Ledger::new(LedgerConfig { cores: 8, ..LedgerConfig::default() });
+        l.observe(sample(8 * GIB), 1_000);
+        let big = Amounts { ram: 3 * GIB, ..Amounts::default() };
+        let r = l.admit_workers(reading("job:c"), big, 3, 1, 1_000).unwrap();
+        assert_eq!((r.cores, r.reserved.ram), (2, 6 * GIB));
+        // Fewer than the fewest asked: refused for the fewest.
+        let refused = l.admit_workers(reading("job:d"), big, 3, 1, 1_000).unwrap_err();
+        assert!(refused.reason.starts_with("RAM: 3 GiB asked, 1 GiB admissible"), "{}", refused.reason);
+        // The decision log says how many cores were admitted.
+        assert!(l.decisions().iter().any(|d| d.reason == format!("admitted as {} (2 cores)", r.id)));
     }
 }

@@ -315,6 +315,9 @@ impl LocalModelSupervisor {
             owner: format!("model:{name}"),
             kind: ReservationKind::Model,
             amounts: view.reserved,
+            // Not counted in cores: a model's threads are llama-server's
+            // own setting (`--model-threads`), and on a GPU it waits on it.
+            cores: 0,
             priority: MODEL_PRIORITY,
             lease_ms: None,
         };

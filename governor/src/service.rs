@@ -10,7 +10,7 @@ use labfy_ipc::auth::{HANDSHAKE_TIMEOUT, PeerPolicy};
 use labfy_ipc::daemon;
 use labfy_ipc::messages::governor::{
     Amounts, CampaignAsk, ConfinementStatus, Decision, DecisionOutcome, GovernorRequest, GovernorResponse,
-    GovernorState, ModelSpec, ReservationKind, SandboxRun, SandboxStatus,
+    GovernorState, MAX_READING_WORKERS, ModelSpec, ReadingAsk, ReservationKind, SandboxRun, SandboxStatus,
 };
 use labfy_ipc::messages::{Boundary, Failure, FailureCode, Health, Role};
 use labfy_ipc::server::{self, Stats};
@@ -34,6 +34,13 @@ pub const MODEL_START_WAIT: Duration = Duration::from_secs(240);
 /// Stale cgroups (of a governor that died) are swept at start and then
 /// every this many samples.
 pub const SWEEP_EVERY_SAMPLES: u64 = 300;
+/// A reading's lease, milliseconds: renewed by its holder while it reads,
+/// so that one the governor took back under pressure is told so (F5's
+/// rule for campaigns, SPEC A1).
+pub const READING_LEASE_MS: u64 = 60 * 1000;
+/// Most RAM one parser worker may ask for (SPEC A1): far above what a
+/// worker and its tools are bounded to.
+pub const MAX_READING_RAM_PER_WORKER: u64 = 16 * 1024 * 1024 * 1024;
 /// Longest owner a sandbox run's reservation keeps.
 const MAX_OWNER_CHARS: usize = 64;
 
@@ -287,6 +294,8 @@ impl Governor {
             owner,
             kind: ReservationKind::Sandbox,
             amounts: Amounts { vram: 0, ram: MEMORY_MAX, swap: 0, scratch: 0 },
+            // A run is one process confined to a core's quota at most.
+            cores: 1,
             priority: SANDBOX_PRIORITY,
             lease_ms: None,
         };
@@ -331,6 +340,8 @@ impl Governor {
             owner: ask.campaign.to_string(),
             kind: ReservationKind::Campaign,
             amounts: Amounts { vram: 0, ram, swap: 0, scratch: ask.scratch_bytes },
+            // Fetches wait on Tor, not on a core.
+            cores: 0,
             priority: ask.priority,
             lease_ms: Some(CAMPAIGN_LEASE_MS),
         };
@@ -341,6 +352,47 @@ impl Governor {
                     self.ledger.tie_to(&r.id, h);
                 }
                 GovernorResponse::Admitted { reservation: r.id }
+            }
+            Err(refusal) => GovernorResponse::Refused(refusal),
+        }
+    }
+
+    /// Document reading (SPEC A1, I1): as many parser workers as fit, each a
+    /// core and its RAM, held by the asking process under a lease it renews
+    /// — released by it, when it dies, or when the lease lapses. With no process to hold it, nothing is admitted (a
+    /// reservation no one releases would hold its cores for good).
+    fn admit_reading(&self, ask: ReadingAsk, asker: Option<Holder>) -> GovernorResponse {
+        if !(1..=MAX_READING_WORKERS).contains(&ask.workers) {
+            return failure(FailureCode::InvalidInput, format!("workers must be 1 to {MAX_READING_WORKERS}"));
+        }
+        if !(1..=ask.workers).contains(&ask.min_workers) {
+            return failure(FailureCode::InvalidInput, "min_workers must be 1 to workers");
+        }
+        if !(1..=MAX_READING_RAM_PER_WORKER).contains(&ask.ram_per_worker) {
+            return failure(
+                FailureCode::InvalidInput,
+                format!("ram_per_worker must be 1 byte to {}", human(MAX_READING_RAM_PER_WORKER)),
+            );
+        }
+        let Some(holder) = asker else {
+            return failure(
+                FailureCode::Unavailable,
+                "the asking process could not be named: a reading's reservation is held by its process",
+            );
+        };
+        let a = Ask {
+            owner: ask.job.to_string(),
+            kind: ReservationKind::Reading,
+            amounts: Amounts::default(),
+            cores: 0,
+            priority: ask.priority,
+            lease_ms: Some(READING_LEASE_MS),
+        };
+        let per_worker = Amounts { ram: ask.ram_per_worker, ..Amounts::default() };
+        match self.ledger.admit_workers(a, per_worker, ask.workers, ask.min_workers, now_ms()) {
+            Ok(r) => {
+                self.ledger.tie_to(&r.id, holder);
+                GovernorResponse::AdmittedReading { reservation: r.id, workers: r.cores }
             }
             Err(refusal) => GovernorResponse::Refused(refusal),
         }
@@ -387,6 +439,7 @@ impl Governor {
                 }
             }
             GovernorRequest::AdmitCampaign(ask) => self.admit_campaign(ask, asker.and_then(Holder::of)),
+            GovernorRequest::AdmitReading(ask) => self.admit_reading(ask, asker.and_then(Holder::of)),
             GovernorRequest::SandboxRun(run) => self.sandbox_run(*run).await,
             GovernorRequest::Release { reservation } => {
                 if self.model.holds(&reservation) {
@@ -411,7 +464,11 @@ impl Governor {
                         "this reservation has no lease: it lasts while its model or sandbox run does",
                     );
                 }
-                match self.ledger.renew(&reservation, CAMPAIGN_LEASE_MS, now_ms()) {
+                let lease = match self.ledger.reservation(&reservation) {
+                    Some(r) if r.kind == ReservationKind::Reading => READING_LEASE_MS,
+                    _ => CAMPAIGN_LEASE_MS,
+                };
+                match self.ledger.renew(&reservation, lease, now_ms()) {
                     Ok(lease_expires_ms) => GovernorResponse::Renewed { lease_expires_ms },
                     Err(why) => failure(FailureCode::NotFound, why),
                 }

@@ -24,7 +24,7 @@ use labfy_ipc::client::Client;
 use labfy_ipc::daemon::operator_socket;
 use labfy_ipc::messages::governor::{
     CampaignAsk, DecisionOutcome, GovernorRequest, GovernorResponse, GovernorState, ModelSpec, ModelState, ModelStatus,
-    ReservationKind, SandboxEnd, SandboxInput, SandboxReport, SandboxRun,
+    ReadingAsk, ReservationKind, SandboxEnd, SandboxInput, SandboxReport, SandboxRun,
 };
 use labfy_ipc::messages::{Boundary, FailureCode};
 use labfy_ipc::secret::{self, Secret};
@@ -128,6 +128,57 @@ fn campaign(ram: u64, concurrency: u32) -> CampaignAsk {
         concurrency,
         priority: 10,
     }
+}
+
+fn reading(workers: u32, min_workers: u32, ram_per_worker: u64) -> ReadingAsk {
+    ReadingAsk {
+        job: labfy_core::JobRef::new(uuid::Uuid::new_v4()),
+        workers,
+        min_workers,
+        ram_per_worker,
+        priority: 80,
+    }
+}
+
+/// SPEC A1, I1: document reading is admitted as CPU work — as many parser
+/// workers as the cores counted allow, each a core and its RAM — under a
+/// short lease its holder renews; bad asks are refused as input.
+#[tokio::test]
+async fn readings_are_admitted_by_the_cores_counted_over_ipc() {
+    let d = Daemon::start(&["--cores", "3"]).await;
+    let admitted = |a: GovernorResponse| match a {
+        GovernorResponse::AdmittedReading { reservation, workers } => (reservation, workers),
+        other => panic!("{other:?}"),
+    };
+    let (first, n) = admitted(d.ask(GovernorRequest::AdmitReading(reading(2, 1, 1 << 20))).await);
+    assert_eq!(n, 2);
+    match d.ask(GovernorRequest::AdmitReading(reading(2, 2, 1 << 20))).await {
+        GovernorResponse::Refused(r) => {
+            assert_eq!(r.reason, "CPU: 2 cores asked, 1 admissible (3 cores counted − 2 held)");
+            assert!(r.blocked_by.iter().any(|b| b.contains(&first)), "{:?}", r.blocked_by);
+        }
+        other => panic!("{other:?}"),
+    }
+    let (second, n) = admitted(d.ask(GovernorRequest::AdmitReading(reading(2, 1, 1 << 20))).await);
+    assert_eq!(n, 1, "the one core left");
+    let s = d.state().await;
+    let r = s.reservations.iter().find(|r| r.id == second).unwrap();
+    assert_eq!((r.kind, r.cores, r.reserved.ram), (ReservationKind::Reading, 1, 1 << 20));
+    // A short lease, renewed by its holder while it reads.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    match d.ask(GovernorRequest::Renew { reservation: second.clone() }).await {
+        GovernorResponse::Renewed { lease_expires_ms } => {
+            assert!((now + 50_000..now + 70_000).contains(&lease_expires_ms), "{lease_expires_ms} (now {now})");
+        }
+        other => panic!("{other:?}"),
+    }
+    for bad in [reading(0, 0, 1), reading(2, 0, 1), reading(2, 3, 1), reading(17, 1, 1), reading(1, 1, 0)] {
+        assert_eq!(failed(d.ask(GovernorRequest::AdmitReading(bad)).await).0, FailureCode::InvalidInput);
+    }
+    for id in [first, second] {
+        assert_eq!(d.ask(GovernorRequest::Release { reservation: id }).await, GovernorResponse::Released {});
+    }
+    assert!(d.state().await.reservations.is_empty());
 }
 
 #[tokio::test]

@@ -756,6 +756,7 @@ fn campaign_ask(ram: u64, concurrency: u32, scratch: u64) -> Ask {
     Ask {
         owner: format!("campaign:{}", uuid::Uuid::new_v4()),
         kind: ReservationKind::Campaign,
+        cores: 0,
         amounts: Amounts { vram: 0, ram: ram + u64::from(concurrency) * CAMPAIGN_RAM_PER_FETCH, swap: 0, scratch },
         priority: 100,
         lease_ms: Some(CAMPAIGN_LEASE_MS),

@@ -13,5 +13,5 @@ mod risk;
 pub mod throttle;
 
 pub use error::ErrorKind;
-pub use object_ref::{CampaignRef, GrantRef, ObjectRef, RefError, RefKind};
+pub use object_ref::{CampaignRef, GrantRef, JobRef, ObjectRef, RefError, RefKind};
 pub use risk::RiskLevel;

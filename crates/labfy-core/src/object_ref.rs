@@ -346,6 +346,11 @@ typed_ref! {
     CampaignRef => Campaign
 }
 
+typed_ref! {
+    /// `job:<uuid>`: a job (an import, an extraction), and nothing else.
+    JobRef => Job
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 
 /// The typed ids the messages carry (`labfy-core`'s): a peer builds them
 /// without depending on `labfy-core` itself.
-pub use labfy_core::{CampaignRef, GrantRef};
+pub use labfy_core::{CampaignRef, GrantRef, JobRef};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -393,6 +393,9 @@ pub mod governor {
         Campaign,
         /// A `sandbox.exec` run (SPEC X1).
         Sandbox,
+        /// Documents read by parser workers — text, and OCR inside them —
+        /// for an import (SPEC A1, I1).
+        Reading,
     }
 
     /// One reservation of the ledger.
@@ -407,6 +410,10 @@ pub mod governor {
         pub kind: ReservationKind,
         /// Reserved bytes (the estimate).
         pub reserved: Amounts,
+        /// CPU cores it holds (a parser worker or a sandbox run is one;
+        /// 0: none counted).
+        #[serde(default)]
+        pub cores: u32,
         /// Peak measured usage of what runs under it, when measured.
         pub measured_peak: Option<Amounts>,
         /// Higher is more important; the lowest is stopped first under pressure.
@@ -590,6 +597,30 @@ pub mod governor {
         pub ram_bytes: u64,
         /// Fetches in flight at once.
         pub concurrency: u32,
+        /// Priority (0–255; higher is more important).
+        pub priority: u8,
+    }
+
+    /// Most parser workers one reading may ask for.
+    pub const MAX_READING_WORKERS: u32 = 16;
+
+    /// Document reading to admit (SPEC A1, I1): parser workers, each one
+    /// CPU core and up to `ram_per_worker` bytes of RAM, for as long as the
+    /// asking process holds the reservation (released by it, or when it
+    /// dies). OCR runs only inside admitted workers: it is admitted as the
+    /// CPU work it is.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ReadingAsk {
+        /// The import job that reads (`job:<uuid>`).
+        pub job: JobRef,
+        /// Workers wanted (1 to [`MAX_READING_WORKERS`]).
+        pub workers: u32,
+        /// Fewest that will do (1 to `workers`): the governor admits as
+        /// many as fit, and refuses below this.
+        pub min_workers: u32,
+        /// RAM one worker may hold, in bytes.
+        pub ram_per_worker: u64,
         /// Priority (0–255; higher is more important).
         pub priority: u8,
     }
@@ -846,6 +877,8 @@ pub mod governor {
         ModelStop {},
         /// Admit a campaign.
         AdmitCampaign(CampaignAsk),
+        /// Admit document reading: parser workers, OCR included (SPEC A1).
+        AdmitReading(ReadingAsk),
         /// Release a reservation (a campaign that ended).
         Release {
             /// The reservation id.
@@ -882,6 +915,14 @@ pub mod governor {
         Admitted {
             /// The reservation id.
             reservation: String,
+        },
+        /// Document reading admitted under this reservation, with this
+        /// many workers (from the ask's `min_workers` to its `workers`).
+        AdmittedReading {
+            /// The reservation id.
+            reservation: String,
+            /// Workers admitted.
+            workers: u32,
         },
         /// Refused by admission.
         Refused(Refusal),

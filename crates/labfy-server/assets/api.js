@@ -80,6 +80,7 @@ export function errorText(err) {
   if (err instanceof ApiError) {
     if (err.status === 401) return t('err_session');
     if (err.status === 429) return t('err_rate', { s: err.retryAfter || '?' });
+    if (err.code === 'NOT_ADMITTED') return t('err_not_admitted', { message: err.message });
     return t('err_api', { status: err.status, code: err.code, message: err.message });
   }
   if (err && err.name === 'AbortError') return t('err_timeout');

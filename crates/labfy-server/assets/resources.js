@@ -16,7 +16,7 @@
 
 import { api, errorText } from './api.js';
 import { $, append, clear, cssToken, dl, h, section, svgEl } from './dom.js';
-import { LOCALES, enumLabel, fmtBytes, fmtDecimal, fmtNumber, fmtPercent, lang, num, t } from './i18n.js';
+import { LOCALES, enumLabel, fmtBytes, fmtDecimal, fmtNumber, fmtPercent, lang, num, t, tn } from './i18n.js';
 
 const RES_POLL_MS = 2000;
 // The chart shows the last 30 minutes: the governor's history (a point every
@@ -416,7 +416,7 @@ function renderResReservations(st) {
     list.map((r) => h('tr', { testid: 'res-reservation', dataset: { id: String(r.id ?? ''), kind: String(r.kind ?? '') } },
       h('td', null, h('code', { text: String(r.owner ?? '') })),
       h('td', { text: enumLabel('res_kind', r.kind) }),
-      h('td', { text: amountsText(r.reserved) }),
+      h('td', { text: num(r.cores) > 0 ? `${amountsText(r.reserved)} · ${tn('res_cores', num(r.cores))}` : amountsText(r.reserved) }),
       h('td', { text: r.measured_peak ? amountsText(r.measured_peak) : t('res_none') }),
       h('td', { class: 'num', text: fmtNumber(r.priority) }),
       h('td', null, num(r.lease_expires_ms) === null ? t('res_lease_process') : msTime(r.lease_expires_ms, true)))), [4]);

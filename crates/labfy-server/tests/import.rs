@@ -34,12 +34,21 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(None).await
+}
+
+/// A REAL workspace served with the runtime directory `run` (its governor
+/// admits the reading), or none (no supervisor: not governed).
+async fn fixture_with(run: Option<&std::path::Path>) -> Fixture {
     let dir = TempDir::new().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Affaire Alpha", "test").unwrap();
-    let state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, ws.id(), RateLimit::default())
+    let mut state = AppState::new(Db::new(store, dir.path().to_path_buf()), PORT, ws.id(), RateLimit::default())
         .unwrap()
         .with_parser(PathBuf::from(env!("CARGO_BIN_EXE_labfy-server")));
+    if let Some(run) = run {
+        state = state.with_runtime_dir(run.to_path_buf());
+    }
     let app = app(state.clone());
     let (cookie, csrf) = open_session(&app, &state).await;
     Fixture { _dir: dir, app, cookie, csrf, investigation: inv.to_string() }
@@ -248,4 +257,98 @@ async fn c2_an_upload_announced_over_the_bound_is_refused_before_it_is_read() {
         .body(Body::empty())
         .unwrap();
     assert_eq!(f.json(req).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// SPEC A1, I1: under a supervisor, an upload's documents are read by a
+/// parser worker the governor admits — asked again while it refuses (the
+/// cores held by another import), given back when the request ends; a
+/// governor that cannot admit it answers `503 NOT_ADMITTED` with its reason
+/// before a byte is kept.
+#[tokio::test]
+async fn the_governor_admits_the_reading_of_an_upload() {
+    use labfy_ipc::messages::Boundary;
+    use labfy_ipc::messages::governor::{GovernorRequest, GovernorResponse, Refusal};
+    use labfy_ipc::messages::{Failure, FailureCode};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Default)]
+    struct Seen {
+        asks: Vec<(String, u32)>,
+        released: Vec<String>,
+    }
+    let run = common::runtime_dir();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let s = seen.clone();
+    common::serve_fake(&run, Boundary::Governor, move |req: GovernorRequest, _peer| {
+        let s = s.clone();
+        async move {
+            let mut s = s.lock().unwrap();
+            match req {
+                GovernorRequest::AdmitReading(ask) => {
+                    s.asks.push((ask.job.to_string(), ask.workers));
+                    match s.asks.len() {
+                        1 => GovernorResponse::Refused(Refusal {
+                            reason: "CPU: 1 core asked, 0 admissible (2 cores counted − 2 held)".into(),
+                            blocked_by: vec!["job:other (res-0)".into()],
+                        }),
+                        2 => GovernorResponse::AdmittedReading { reservation: "res-1".into(), workers: 1 },
+                        _ => GovernorResponse::Failed(Failure {
+                            code: FailureCode::Unavailable,
+                            message: "memory pressure: swap 80 % used".into(),
+                        }),
+                    }
+                }
+                GovernorRequest::Release { reservation } => {
+                    s.released.push(reservation);
+                    GovernorResponse::Released {}
+                }
+                other => GovernorResponse::Failed(Failure {
+                    code: FailureCode::InvalidInput,
+                    message: format!("the test governor does not answer {other:?}"),
+                }),
+            }
+        }
+    });
+    let f = fixture_with(Some(&run.dir)).await;
+    let inv = &f.investigation;
+    let start = f
+        .request("POST", &format!("/api/v1/investigations/{inv}/imports"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({}).to_string()))
+        .unwrap();
+    let (status, v) = f.json(start).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let job = v["job"].as_str().unwrap().to_owned();
+    let upload = |name: &str| {
+        let body = multipart(&[(name, "Écrit par zeta@zeta.example".as_bytes())]);
+        f.request("POST", &format!("/api/v1/imports/{job}/files"))
+            .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={BOUNDARY}"))
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let (status, v) = f.json(upload("a.txt")).await;
+    assert_eq!(status, StatusCode::OK, "refused once, asked again, admitted: {v}");
+    assert_eq!(v["files"][0]["outcome"], "imported", "{v}");
+    // Given back when the request ended (by a task of its own).
+    for _ in 0..100 {
+        if !seen.lock().unwrap().released.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.lock().unwrap().released, ["res-1"]);
+    assert_eq!(seen.lock().unwrap().asks, [(job.clone(), 1), (job.clone(), 1)]);
+
+    let (status, v) = f.json(upload("b.txt")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "NOT_ADMITTED", "{v}");
+    assert_eq!(
+        v["error"]["message"],
+        "not admitted: the governor could not admit it: UNAVAILABLE: memory pressure: swap 80 % used",
+        "{v}"
+    );
+    let report = f.request("GET", &format!("/api/v1/jobs/{job}/report")).body(Body::empty()).unwrap();
+    let (_, lines) = f.json(report).await;
+    assert_eq!(lines.as_array().unwrap().len(), 1, "the refused request kept nothing: {lines}");
 }

@@ -139,6 +139,7 @@ fn canned_state() -> GovernorState {
             owner: "model:qwen.gguf".into(),
             kind: ReservationKind::Model,
             reserved: Amounts { vram: 6 * GIB, ram: GIB, swap: 0, scratch: 0 },
+            cores: 0,
             measured_peak: Some(Amounts { vram: 5 * GIB, ram: GIB / 2, swap: 0, scratch: 0 }),
             priority: 100,
             lease_expires_ms: None,

@@ -112,6 +112,7 @@ pub struct Governor {
     pub swap_pressure_percent: Option<u8>,
     pub psi_pressure: Option<f64>,
     pub pressure_stop_after: Option<u32>,
+    pub cores: Option<u32>,
     pub model_ctx: Option<u32>,
     pub model_threads: Option<u32>,
     pub model_start_timeout_s: Option<u64>,
@@ -201,6 +202,7 @@ impl ConfigFile {
         put("LABFY_GOVERNOR_SWAP_PRESSURE_PERCENT", g.swap_pressure_percent.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_PSI_PRESSURE", g.psi_pressure.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_PRESSURE_STOP_AFTER", g.pressure_stop_after.map(|v| v.to_string()));
+        put("LABFY_GOVERNOR_CORES", g.cores.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_CTX", g.model_ctx.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_THREADS", g.model_threads.map(|v| v.to_string()));
         put("LABFY_GOVERNOR_MODEL_START_TIMEOUT_S", g.model_start_timeout_s.map(|v| v.to_string()));
@@ -285,6 +287,7 @@ mod tests {
             [governor]
             headroom_ram_mib = 2048
             psi_pressure = 12.5
+            cores = 4
             sandbox_programs = ["python3=/usr/bin/python3 -I -B {script}", "jq=/usr/bin/jq -f {script}"]
             cgroup_root = "delegated"
         "#;
@@ -301,6 +304,7 @@ mod tests {
         assert_eq!(get("LABFY_AGENT_CAPABILITIES_DIR"), Some("/etc/labfy/capabilities"));
         assert_eq!(get("LABFY_GOVERNOR_HEADROOM_RAM_MIB"), Some("2048"));
         assert_eq!(get("LABFY_GOVERNOR_PSI_PRESSURE"), Some("12.5"));
+        assert_eq!(get("LABFY_GOVERNOR_CORES"), Some("4"));
         assert_eq!(
             get("LABFY_GOVERNOR_SANDBOX_PROGRAMS"),
             Some("python3=/usr/bin/python3 -I -B {script};jq=/usr/bin/jq -f {script}")

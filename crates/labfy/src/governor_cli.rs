@@ -178,11 +178,17 @@ pub fn render(s: &GovernorState) -> String {
             ReservationKind::Model => "model",
             ReservationKind::Campaign => "campaign",
             ReservationKind::Sandbox => "sandbox run",
+            ReservationKind::Reading => "document reading",
         };
         let peak = r.measured_peak.as_ref().map_or_else(|| "not measured".into(), amounts);
+        let cores = match r.cores {
+            0 => String::new(),
+            1 => ", 1 core".to_owned(),
+            n => format!(", {n} cores"),
+        };
         let _ = writeln!(
             out,
-            "  {} {kind} {} — reserved {}; peak {peak}; priority {}",
+            "  {} {kind} {} — reserved {}{cores}; peak {peak}; priority {}",
             r.id,
             r.owner,
             amounts(&r.reserved),

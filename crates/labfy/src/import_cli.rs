@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::reading::Reading;
 use clap::Args;
 use labfy::Failure;
 use labfy_core::process::Holder;
-use labfy_core::{ErrorKind, ObjectRef, RefKind};
+use labfy_core::{ErrorKind, JobRef, ObjectRef, RefKind};
 use labfy_parse::session::Session;
 use labfy_store::blobs::{Blob, BlobError, BlobStore};
 use labfy_store::{
@@ -57,6 +58,10 @@ pub struct ImportArgs {
     /// larger `--max-file-mib`), the rest is not read again.
     #[arg(long, value_name = "JOB", conflicts_with = "paths")]
     retry_failed: Option<String>,
+    /// Runtime directory of a running `labfy up`, whose governor admits
+    /// the reading (default: the supervisor's; none running: not governed).
+    #[arg(long, env = "LABFY_RUNTIME_DIR")]
+    runtime_dir: Option<PathBuf>,
     /// Files and folders (folders are walked recursively).
     #[arg(required_unless_present = "retry_failed")]
     paths: Vec<PathBuf>,
@@ -269,6 +274,17 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
         )?,
         None => store.start_import(ws, &inv, expected, args.into_specimen, IMPORT_ACTOR)?,
     };
+    // The parser workers are CPU work the governor admits (SPEC A1, I1).
+    let job_ref = JobRef::try_from(job).map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
+    let reading = match Reading::ask(args.runtime_dir.clone(), job_ref, PARALLEL_READS) {
+        Ok(r) => r,
+        Err(why) => {
+            store.fail_import(ws, &job, &format!("not admitted: {why}"), IMPORT_ACTOR)?;
+            println!("{job}");
+            return Err(Failure::new(ErrorKind::Unavailable, format!("import not admitted, nothing read: {why}")));
+        }
+    };
+    eprintln!("labfy: {}", reading.detail);
     let stages = Stages::default();
     let mut progress = Progress::new(found.len() as u64);
     let wall = std::time::Duration::from_secs(labfy_parse::worker::WORKER_WALL_SECONDS);
@@ -285,9 +301,15 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
     // The index of the next file the recorder takes: the readers stay at
     // most READ_AHEAD files ahead of it (what waits is held in memory).
     let taken = AtomicUsize::new(0);
-    std::thread::scope(|scope| -> Result<(), Failure> {
+    let done = AtomicBool::new(false);
+    let recorded = std::thread::scope(|scope| -> Result<(), Failure> {
+        // The reservation is renewed while the import reads; taken back, it
+        // stops the readers (and the recorder, below).
+        scope.spawn(|| reading.keep(&done, &stop));
+        // However the recorder ends, the renewing thread ends with it.
+        let _done = SetOnDrop(&done);
         let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(READ_AHEAD);
-        for _ in 0..PARALLEL_READS {
+        for _ in 0..reading.workers {
             let tx = tx.clone();
             let (found, blobs, stop, next, worker, known, stages, taken) =
                 (&found, &blobs, &stop, &next, &worker, &known, &stages, &taken);
@@ -375,7 +397,15 @@ pub fn import(args: ImportArgs) -> Result<(), Failure> {
             batch.commit()?;
         }
         Ok(())
-    })?;
+    });
+    let lost = reading.lost();
+    reading.release();
+    recorded?;
+    // Taken back by the governor: what was read is recorded, the rest is
+    // for the same command again.
+    if failure.is_none() {
+        failure = lost;
+    }
     progress.finish();
     let stats = store.finish_import(ws, &job, failure.as_deref(), IMPORT_ACTOR)?;
     let secs = started.elapsed().as_secs_f64();
@@ -412,6 +442,15 @@ enum Prepared {
     Failed(String),
     Known { name: String, blob: Blob },
     Ready(Box<ReadTree>),
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Files taken and read at once (each reading thread keeps a worker).

@@ -9,6 +9,7 @@ mod import_cli;
 mod launcher;
 mod logs;
 mod operator;
+mod reading;
 mod supervisor;
 
 use std::process::ExitCode;

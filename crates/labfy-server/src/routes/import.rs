@@ -123,7 +123,10 @@ fn names(part_name: Option<&str>) -> Result<(String, String), String> {
     tag = "import",
     params(("job" = String, Path, pattern = "^job:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`job:<uuid>`")),
     request_body(content = Object, content_type = "multipart/form-data", description = "One or more files, each a part with its file name."),
-    responses((status = 200, description = "What became of each file.", body = Object))
+    responses(
+        (status = 200, description = "What became of each file.", body = Object),
+        (status = 503, description = "The governor did not admit the reading (SPEC A1), with its reason.", body = Object)
+    )
 )]
 async fn files(
     State(st): State<AppState>,
@@ -144,9 +147,21 @@ async fn files(
             Err(ApiError::new(StatusCode::CONFLICT, "NOT_RUNNING", format!("{job} is not a running import")))
         }
     })?;
+    // Its documents are read — text, OCR — by a parser worker the governor
+    // admits as the CPU work it is (SPEC A1, I1), before a byte is kept.
+    let mut reading = match st.runtime_dir() {
+        Some(dir) => {
+            let job = labfy_core::JobRef::try_from(job).map_err(|e| ApiError::internal(&e))?;
+            Some(crate::governor::admit_reading(dir, job).await.map_err(not_admitted)?)
+        }
+        None => None,
+    };
     let blobs = BlobStore::at(st.db().data_dir());
     let mut outcomes = Vec::new();
     loop {
+        if let Some(r) = &mut reading {
+            r.keep().await.map_err(not_admitted)?;
+        }
         let field = match multipart.next_field().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
@@ -172,6 +187,12 @@ async fn files(
         outcomes.push(outcome);
     }
     Ok(Json(json!({ "job": job, "files": outcomes })))
+}
+
+/// The governor did not admit the reading (or took it back): `503`, with
+/// its reason; the files already answered are recorded.
+fn not_admitted(why: String) -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "NOT_ADMITTED", format!("not admitted: {why}"))
 }
 
 enum Stored {
