@@ -71,7 +71,7 @@ fn every_producers_pdf_keeps_its_words_in_order_and_a_scan_is_read_by_ocr() {
     let dir = TempDir::new().unwrap();
     let folder = dir.path().join("dossier");
     fs::create_dir_all(&folder).unwrap();
-    let born_digital = ["ghostscript-enscript", "ghostscript-groff", "pdftex", "chromium", "libreoffice"];
+    let born_digital = ["ghostscript-enscript", "ghostscript-groff", "pdftex", "chromium", "libreoffice", "abiword"];
     for name in born_digital.iter().chain(&["scan", "encrypted-password", "encrypted-owner"]) {
         fs::copy(corpus().join(format!("{name}.pdf")), folder.join(format!("{name}.pdf"))).unwrap();
     }

@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Version of the parser set, recorded with each import: a document parsed
-/// by an older set can be told apart. 2: PDFs read by poppler, OCR.
-pub const VERSION: u32 = 2;
+/// by an older set can be told apart. 2: PDFs read by poppler, OCR. 3:
+/// typographic ligatures written as their letters.
+pub const VERSION: u32 = 3;
 /// Name recorded as the parser in provenance.
 pub const PRODUCER: &str = "labfy-parse";
 /// Most text kept from one document, in bytes; the rest is cut at a
@@ -324,6 +325,7 @@ fn pdf(bytes: &[u8]) -> Parsed {
             let mut p = Parsed::binary("application/pdf");
             p.format = Format::Pdf;
             p.metadata.insert("pages".into(), pages.len().to_string());
+            let pages: Vec<String> = pages.iter().map(|page| crate::text::keep_printable(page)).collect();
             p.text = pages.join("\n\u{c}\n").trim().to_owned();
             if p.text.is_empty() {
                 p.notes.push("no text layer (a scan?)".into());

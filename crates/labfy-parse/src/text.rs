@@ -83,9 +83,21 @@ pub(crate) fn words(s: &str) -> usize {
 }
 
 /// `s` without control characters but line breaks and tabs (a tool's
-/// output is as untrusted as the file).
+/// output is as untrusted as the file), and with the typographic ligatures
+/// a typesetter drew as one glyph (`ﬁ`, `ﬀ`, `ﬃ`… U+FB00–U+FB06) written
+/// as their letters (their Unicode compatibility decomposition): a PDF from
+/// AbiWord, or Tesseract's reading, says `ﬁnancière`, and the analyst
+/// searches `financière` (SPEC A1).
 pub(crate) fn keep_printable(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if ('\u{fb00}'..='\u{fb06}').contains(&c) {
+            unicode_normalization::char::decompose_compatible(c, |d| out.push(d));
+        } else if !c.is_control() || c == '\n' || c == '\t' {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Joins words a typesetter cut at the end of a line (`Kowal-` / `czyk`),
@@ -176,6 +188,17 @@ fn join_cut(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ligatures_are_written_as_their_letters_and_controls_dropped() {
+        assert_eq!(
+            keep_printable("A\u{fb00}aire \u{fb01}nanci\u{e8}re, o\u{fb03}ce, \u{fb02}ux\u{1b}[2J\n\tfin"),
+            "Affaire financière, office, flux[2J\n\tfin"
+        );
+        assert_eq!(keep_printable("\u{fb04} \u{fb05} \u{fb06}"), "ffl st st");
+        // Other compatibility characters are the document's: kept.
+        assert_eq!(keep_printable("n° ½ ２"), "n° ½ ２");
+    }
 
     #[test]
     fn a_latin1_text_is_detected_and_decoded() {
