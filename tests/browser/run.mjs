@@ -638,6 +638,115 @@ async function scenarioExtraction({ page, base }) {
   assertNoNewEvents(before);
 }
 
+// Naming without ids (SPEC A3): a name selected in a piece's text becomes
+// an entity with its mention there (the selection's place counted as the
+// server counts, past an emoji and accents); an entity made from the
+// overview's form; the two linked by picking the second by its name in a
+// list offered as the analyst types — no reference pasted anywhere.
+async function scenarioNamingWithoutIds({ page, base }) {
+  await openOverview(page, base);
+  const stamp = Date.now().toString(36);
+  const place = `Vaucresson${stamp}`;
+  const surname = `Vasseur${stamp.replace(/[0-9]/g, (d) => 'abcdefghij'[Number(d)])}`;
+  // First a note naming « Mme <surname> »: beside « Odile <surname> » below,
+  // a merge the overview proposes, which the analyst refuses.
+  await page.fill(tid('note-title'), `Signature ${stamp}`, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('note-content'), `Le courrier est signé par Mme ${surname} pour l’étude.`, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('evidence-text')}[data-state="complete"]`, { timeout: STEP_TIMEOUT_MS });
+  await openOverview(page, base);
+  await page.fill(tid('note-title'), `Rendez-vous ${stamp}`, { timeout: STEP_TIMEOUT_MS });
+  await page.fill(tid('note-content'), `Réunion 📎 à l’étude de Maître Odile ${surname}, à ${place}, le 4 février.`, { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('evidence-text')}[data-state="complete"]`, { timeout: STEP_TIMEOUT_MS });
+  // The analyst selects « ␣Vaucresson… » (a space before it, as a mouse does).
+  await page.evaluate((needle) => {
+    const pre = document.querySelector('[data-testid="evidence-text"]');
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const i = node.data.indexOf(needle);
+      if (i < 0) continue;
+      const r = document.createRange();
+      r.setStart(node, i);
+      r.setEnd(node, i + needle.length);
+      document.getSelection().removeAllRanges();
+      document.getSelection().addRange(r);
+      return;
+    }
+    throw new Error(`${needle} is not in the text`);
+  }, ` ${place}`);
+  await page.waitForSelector(`${tid('mark-selection')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
+  assert(await textOf(page, tid('mark-selection')) === place, 'the selection, trimmed');
+  assert(await page.inputValue(tid('mark-name')) === place, 'the name proposed is the selection');
+  await page.selectOption(tid('mark-kind'), 'location');
+  await shotsAt(page, 'reader-mark', tid('mark-panel'));
+  const answered = page.waitForResponse((r) => r.url().endsWith('/mentions') && r.request().method() === 'POST', { timeout: STEP_TIMEOUT_MS });
+  await page.click(tid('mark-submit'));
+  const marked = await (await answered).json();
+  assert(marked.created === true && marked.text === place, `the mention is where the selection was: ${JSON.stringify(marked)}`);
+  await page.waitForFunction((n) => (document.querySelector('[data-testid="status"]')?.textContent ?? '').includes(`Entité « ${n} » créée, mentionnée ici.`),
+    place, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('evidence-entities'), { timeout: STEP_TIMEOUT_MS });
+  const listed = await page.$$eval(tid('evidence-entity'), (els) => els.map((e) => [e.querySelector('.kind')?.textContent, e.querySelector('.obj-label')?.textContent]));
+  assert(listed.some(([k, n]) => k === 'lieu' && n === place), `the piece names the place now: ${JSON.stringify(listed)}`);
+
+  // The proposed merge refused: « Pas la même », and it is not proposed again.
+  await openOverview(page, base);
+  const group = `${tid('name-variant-group')}:has(${tid('name-variant')}:has-text("Odile ${surname}"))`;
+  await page.waitForSelector(group, { timeout: STEP_TIMEOUT_MS });
+  await page.click(`${group} ${tid('name-variant-apart')}`);
+  await page.waitForFunction(() => /restent deux entités ; ce rapprochement ne sera plus proposé/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('name-variants')} ${tid('name-variant-groups')}, ${tid('name-variants-empty')}`, { timeout: STEP_TIMEOUT_MS });
+  assert(!(await page.$(group)), 'a pair set apart is not proposed again');
+
+  // An organisation no extractor found, made from the overview's form.
+  const firm = `Étude Vasseur ${stamp}`;
+  await page.selectOption(tid('new-entity-kind'), 'organisation');
+  await page.fill(tid('new-entity-name'), firm);
+  await page.click(tid('new-entity-submit'));
+  await page.waitForSelector(tid('entity-edit'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForFunction((n) => (document.querySelector('[data-testid="status"]')?.textContent ?? '').includes(`Entité « ${n} » créée.`),
+    firm, { timeout: STEP_TIMEOUT_MS });
+
+  // Linked to the place by picking it: typed, offered, chosen by keyboard.
+  await page.selectOption(tid('edit-link-kind'), 'located_in');
+  await page.fill(tid('edit-link-target'), place.slice(0, 7));
+  await page.waitForSelector(`${tid('edit-link-target-option')}`, { timeout: STEP_TIMEOUT_MS });
+  const offered = await page.$$eval(tid('edit-link-target-option'), (els) => els.map((e) => e.textContent));
+  assert(offered.some((o) => o.startsWith(place) && o.includes('lieu')), `the place is offered by its name: ${JSON.stringify(offered)}`);
+  await page.setViewportSize({ width: 1024, height: 700 });
+  await page.$eval(tid('entity-edit'), (el) => el.scrollIntoView({ block: 'start' }));
+  const pickShot = path.join(outDir, 'entity-pick-1024.png');
+  await page.screenshot({ path: pickShot, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(pickShot);
+  await page.setViewportSize({ width: 1440, height: 900 });
+  const index = offered.findIndex((o) => o.startsWith(place));
+  for (let i = 0; i <= index; i += 1) await page.press(tid('edit-link-target'), 'ArrowDown');
+  await page.press(tid('edit-link-target'), 'Enter');
+  assert(await page.inputValue(tid('edit-link-target')) === place, 'the chosen name fills the field');
+  await page.click(tid('edit-link'));
+  await page.waitForFunction(() => /Relation ajoutée/.test(document.querySelector('[data-testid="status"]')?.textContent ?? ''),
+    null, { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(tid('neighbour-relation'), { timeout: STEP_TIMEOUT_MS });
+  const rels = await page.$$eval(tid('neighbour-relation'), (els) => els.map((e) => e.textContent));
+  assert(rels.includes('situé à'), `the new relation is among the neighbours: ${JSON.stringify(rels)}`);
+
+  // The same in English: the picker's words, the mark panel's.
+  await page.click(tid('lang-en'), { timeout: STEP_TIMEOUT_MS });
+  await page.waitForSelector(`${tid('entity-edit')}`, { timeout: STEP_TIMEOUT_MS });
+  await page.setViewportSize({ width: 1024, height: 700 });
+  await page.fill(tid('edit-merge-into'), 'zz-nothing');
+  await page.waitForSelector(`${tid('edit-merge-into-options')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
+  assert(/Nothing by that name in the investigation/.test(await textOf(page, tid('edit-merge-into-options'))), 'the picker speaks English');
+  await page.$eval(tid('entity-edit'), (el) => el.scrollIntoView({ block: 'start' }));
+  const enShot = path.join(outDir, 'entity-pick-1024-en.png');
+  await page.screenshot({ path: enShot, timeout: STEP_TIMEOUT_MS });
+  screenshots.push(enShot);
+  await page.click(tid('lang-fr'), { timeout: STEP_TIMEOUT_MS });
+  await page.setViewportSize({ width: 1440, height: 900 });
+}
+
 async function scenarioOverviewScreenshot({ page, base }) {
   const before = eventCounts();
   await openOverview(page, base);
@@ -2914,6 +3023,7 @@ const SCENARIOS = [
   ['hostile evidence is shown as text (search "onerror", no script, no dialog)', scenarioHostileEvidence],
   ['add a note through the form; POST without X-CSRF-Token is refused', scenarioAddNote],
   ['extraction: a note’s selectors named in French; an entity linked and deleted by hand; « Extraire les sélecteurs » runs, is followed and ends (C4)', scenarioExtraction],
+  ['naming without ids: a name selected in a piece becomes an entity with its mention there; a proposed merge refused (« Pas la même ») and not proposed again; one made from the overview’s form; linked by picking the other by its name as the analyst types (A3; screenshots FR/EN)', scenarioNamingWithoutIds],
   ['overview screenshot', scenarioOverviewScreenshot],
   ['a SPECIMEN workspace asks before real files are imported into it (I5)', scenarioSpecimenImportAsks],
   ['accessibility: axe-core on every view and the agent drawer, no violation of any impact (U7)', scenarioAccessibility],

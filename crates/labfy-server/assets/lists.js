@@ -13,7 +13,7 @@ export const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domai
 
 export const LISTS = ['evidence', 'entities', 'relations'];
 const LIST_PAGE = 50;
-const ENTITY_KINDS = ['person', 'organisation', 'location', 'domain', 'email', 'phone', 'url', 'ipv4', 'ipv6',
+export const ENTITY_KINDS = ['person', 'organisation', 'location', 'domain', 'email', 'phone', 'url', 'ipv4', 'ipv6',
   'iban', 'btc_address', 'eth_address', 'onion', 'file_hash'];
 // Columns: [label key, sort name or null, cell, cell class].
 const LIST_COLUMNS = {

@@ -7,6 +7,7 @@ import { $, clear, cssToken, detailValue, displayKind, dl, emptyNote, h, hrefFor
 import { egoGraph } from './graph.js';
 import { enumLabel, fmtNumber, t } from './i18n.js';
 import { RELATION_KINDS } from './lists.js';
+import { picker } from './picker.js';
 import { beginView, failView, finishView, route, setStatusAfterRoute, setTitle, showError, state } from './page.js';
 
 const NEIGHBOURS_PAGE = 50;
@@ -157,17 +158,19 @@ function renderEntityEdit(ctx, node) {
   rename.addEventListener('click', () => act(rename,
     () => api(`/api/v1/entities/${seg(id)}/rename`, { method: 'POST', body: { name: name.value } }),
     () => { setStatusAfterRoute(t('edit_renamed'), 'ok'); route(); }));
-  const into = h('input', { type: 'text', id: 'edit-merge', testid: 'edit-merge-into', placeholder: 'entity:…', autocomplete: 'off' });
+  // Merged into another of its kind, linked to any entity or piece: each
+  // picked by its name (SPEC A3).
+  const into = picker({ id: 'edit-merge', testid: 'edit-merge-into', what: 'entities', kind: node.subkind ?? null, exclude: id, label: t('edit_merge_label') });
   const merge = h('button', { type: 'button', testid: 'edit-merge', text: t('edit_merge') });
   merge.addEventListener('click', () => act(merge,
-    () => api(`/api/v1/entities/${seg(id)}/merge`, { method: 'POST', body: { into: into.value.trim() } }),
+    () => api(`/api/v1/entities/${seg(id)}/merge`, { method: 'POST', body: { into: into.value() } }),
     (kept) => { setStatusAfterRoute(t('edit_merged'), 'ok'); location.hash = hrefFor(kept.id, 'entity'); }));
   const relKind = h('select', { testid: 'edit-link-kind', 'aria-label': t('edit_link') },
     RELATION_KINDS.map((k) => h('option', { value: k, text: enumLabel('rel', k) })));
-  const target = h('input', { type: 'text', id: 'edit-link', testid: 'edit-link-target', placeholder: 'entity:… / evidence:…', autocomplete: 'off' });
+  const target = picker({ id: 'edit-link', testid: 'edit-link-target', what: 'any', exclude: id, label: t('edit_link_label') });
   const link = h('button', { type: 'button', testid: 'edit-link', text: t('edit_link') });
   link.addEventListener('click', () => act(link,
-    () => api(`/api/v1/investigations/${seg(state.investigationId)}/relations`, { method: 'POST', body: { kind: relKind.value, src: id, dst: target.value.trim() } }),
+    () => api(`/api/v1/investigations/${seg(state.investigationId)}/relations`, { method: 'POST', body: { kind: relKind.value, src: id, dst: target.value() } }),
     () => { setStatusAfterRoute(t('edit_linked'), 'ok'); route(); }));
   const del = h('button', { type: 'button', class: 'danger', testid: 'edit-delete', text: t('edit_delete') });
   let armed = false;
@@ -185,8 +188,8 @@ function renderEntityEdit(ctx, node) {
   return h('section', { class: 'panel entity-edit', testid: 'entity-edit' },
     h('h2', { text: t('edit_heading') }),
     h('label', { for: 'edit-name', text: t('edit_rename') }), h('div', { class: 'form-actions' }, name, rename),
-    h('label', { for: 'edit-merge', text: t('edit_merge_label') }), h('div', { class: 'form-actions' }, into, merge),
-    h('label', { for: 'edit-link', text: t('edit_link_label') }), h('div', { class: 'form-actions' }, relKind, target, link),
+    h('label', { for: 'edit-merge', text: t('edit_merge_label') }), h('div', { class: 'form-actions' }, into.el, merge),
+    h('label', { for: 'edit-link', text: t('edit_link_label') }), h('div', { class: 'form-actions' }, relKind, target.el, link),
     h('div', { class: 'form-actions' }, del),
     status);
 }

@@ -6,7 +6,7 @@ import { api, errorText } from './api.js';
 import { $, clear, cssToken, emptyNote, h, hrefFor, objectLink, section, seg, timeEl } from './dom.js';
 import { renderExportForm, renderImportForm, renderNoteForm } from './forms.js';
 import { enumLabel, fmtNumber, hasLabel, lang, t, tn } from './i18n.js';
-import { listHref, LISTS } from './lists.js';
+import { ENTITY_KINDS, listHref, LISTS } from './lists.js';
 import { beginView, chrome, failView, finishView, route, setStatusAfterRoute, setTitle, showError, state } from './page.js';
 
 const CORRELATIONS_LIMIT = 20;
@@ -92,7 +92,8 @@ export async function renderOverview() {
       renderCounts(data.counts || {}),
       h('div', { class: 'grid' },
         h('div', { class: 'col' },
-          section('section_top_entities', 'top-entities-panel', renderTopEntities(data.top_entities)),
+          section('section_top_entities', 'top-entities-panel', renderTopEntities(data.top_entities),
+            received ? null : renderNewEntity(ctx, inv)),
           section('section_correlations', 'correlations-panel', correlations),
           section('section_name_variants', 'name-variants-panel', variants),
           section('section_entity_kinds', 'entity-kinds-panel', renderEntityKinds(data.entity_kinds))),
@@ -150,6 +151,30 @@ function renderTopEntities(items) {
       h('span', { class: 'muted small', text: tn('in_evidence', Number(e.evidence_count ?? 0)) }))));
 }
 
+// An entity made by hand, from its kind and its name (SPEC A3): the
+// analyst names what no extractor found; its page opens.
+function renderNewEntity(ctx, inv) {
+  const kind = h('select', { id: 'new-entity-kind', testid: 'new-entity-kind', 'aria-label': t('mark_kind') },
+    ENTITY_KINDS.map((k) => h('option', { value: k, text: enumLabel('kind', k) })));
+  const name = h('input', { type: 'text', id: 'new-entity-name', testid: 'new-entity-name', autocomplete: 'off', 'aria-label': t('mark_name'), placeholder: t('mark_name') });
+  const create = h('button', { type: 'button', testid: 'new-entity-submit', text: t('new_entity_submit') });
+  create.addEventListener('click', async () => {
+    create.disabled = true;
+    try {
+      const node = await api(`/api/v1/investigations/${seg(inv)}/entities`, { method: 'POST', body: { kind: kind.value, name: name.value } });
+      if (!ctx.live()) return;
+      setStatusAfterRoute(t('new_entity_created', { name: node?.label ?? name.value }), 'ok');
+      location.hash = hrefFor(node.id, 'entity');
+    } catch (err) {
+      create.disabled = false;
+      showError(err);
+    }
+  });
+  return h('div', { class: 'new-entity', testid: 'new-entity' },
+    h('h3', { text: t('new_entity_heading') }),
+    h('div', { class: 'form-actions' }, kind, name, create));
+}
+
 const VARIANTS_LIMIT = 12;
 
 // Names that may be one person or one organisation (SPEC A2), proposed,
@@ -166,7 +191,8 @@ function renderNameVariants(groups, ctx) {
         h('ul', { class: 'plain' }, entities.map((e, i) => h('li', null,
           objectLink({ id: e.id, kind: e.kind, label: e.name }, 'name-variant'),
           h('span', { class: 'muted small', text: ` ${tn('in_evidence', Number(e.evidence_count ?? 0))}` }),
-          i > 0 && keep ? mergeButton(e, keep, ctx) : null))));
+          i > 0 && keep ? mergeButton(e, keep, ctx) : null,
+          i > 0 && keep ? apartButton(e, keep, ctx) : null))));
     }));
 }
 
@@ -177,6 +203,23 @@ function mergeButton(e, keep, ctx) {
     try {
       await api(`/api/v1/entities/${seg(e.id)}/merge`, { method: 'POST', body: { into: keep.id } });
       setStatusAfterRoute(t('name_variants_merged', { gone: e.name, kept: keep.name }), 'ok');
+      if (ctx.live()) route();
+    } catch (err) {
+      b.disabled = false;
+      showError(err);
+    }
+  });
+  return b;
+}
+
+// « Not the same »: the proposal refused for good (SPEC A3).
+function apartButton(e, keep, ctx) {
+  const b = h('button', { type: 'button', class: 'secondary small', testid: 'name-variant-apart', text: t('name_variants_apart') });
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    try {
+      await api(`/api/v1/entities/${seg(e.id)}/apart`, { method: 'POST', body: { from: keep.id } });
+      setStatusAfterRoute(t('name_variants_set_apart', { one: e.name, other: keep.name }), 'ok');
       if (ctx.live()) route();
     } catch (err) {
       b.disabled = false;

@@ -6,7 +6,8 @@ import { api, errorText } from './api.js';
 import { $, countOf, dl, emptyNote, h, objectLink, refLink, section, seg, timeEl } from './dom.js';
 import { downloadLink, importPhrase } from './forms.js';
 import { enumLabel, fmtNumber, t } from './i18n.js';
-import { beginView, failView, finishView, setTitle, showError } from './page.js';
+import { ENTITY_KINDS } from './lists.js';
+import { beginView, failView, finishView, route, setStatusAfterRoute, setTitle, showError } from './page.js';
 
 const EXCERPT_PAGE = 4000;
 
@@ -87,7 +88,8 @@ export async function renderEvidence(ref) {
   if (!ctx.live()) return;
   setTitle(ev.title, t('evidence_heading'));
 
-  const pre = h('pre', { class: 'reader-text', testid: 'evidence-text', dataset: { state: 'loading' } });
+  // Focusable, so a selection can be made with the keyboard too.
+  const pre = h('pre', { class: 'reader-text', testid: 'evidence-text', tabindex: '0', dataset: { state: 'loading' } });
   const progress = h('p', { class: 'muted small', testid: 'evidence-progress' });
   const more = h('button', { type: 'button', class: 'more', testid: 'evidence-more', text: t('reader_more'), hidden: true });
   const readerError = h('p', { class: 'error-box', testid: 'evidence-text-error', hidden: true });
@@ -125,7 +127,8 @@ export async function renderEvidence(ref) {
               entities.map((e) => h('li', null,
                 objectLink({ id: e.id, kind: e.kind, label: e.name }, 'evidence-entity'),
                 e.relation ? h('span', { class: 'muted small', text: enumLabel('rel', e.relation) }) : null)))
-            : emptyNote('reader_no_entities', 'evidence-entities-empty')))));
+            : emptyNote('reader_no_entities', 'evidence-entities-empty'),
+          renderMarkPanel(ctx, ev.id ?? ref, pre)))));
   if (!shown) return;
 
   let offset = 0;
@@ -160,4 +163,71 @@ export async function renderEvidence(ref) {
   };
   more.addEventListener('click', loadPage);
   await loadPage();
+}
+
+// Naming what the analyst selects in the text (SPEC A3): the selection's
+// place in the piece (characters, as the server counts them: Unicode scalar
+// values), a kind, a name — the selection, spaces collapsed, which the
+// analyst may correct — and the entity is made (or found) with its mention
+// there. The last selection made inside the text is kept while the analyst
+// moves to the form.
+function renderMarkPanel(ctx, evidence, pre) {
+  const quote = h('blockquote', { testid: 'mark-selection', hidden: true });
+  const kind = h('select', { id: 'mark-kind', testid: 'mark-kind' },
+    ENTITY_KINDS.map((k) => h('option', { value: k, text: enumLabel('kind', k) })));
+  const name = h('input', { type: 'text', id: 'mark-name', testid: 'mark-name', autocomplete: 'off' });
+  const submit = h('button', { type: 'button', testid: 'mark-submit', text: t('mark_submit'), disabled: true });
+  const status = h('p', { class: 'form-status', testid: 'mark-status', role: 'status', hidden: true });
+  let picked = null;
+  const onSelection = () => {
+    if (!ctx.live()) {
+      document.removeEventListener('selectionchange', onSelection);
+      return;
+    }
+    const sel = document.getSelection();
+    if (!sel || sel.rangeCount === 0 || sel.isCollapsed) return;
+    const range = sel.getRangeAt(0);
+    if (!pre.contains(range.startContainer) || !pre.contains(range.endContainer)) return;
+    const before = document.createRange();
+    before.setStart(pre, 0);
+    before.setEnd(range.startContainer, range.startOffset);
+    const text = range.toString();
+    const lead = Array.from(text).length - Array.from(text.trimStart()).length;
+    const trimmed = text.trim();
+    if (!trimmed) return;
+    picked = { start: Array.from(before.toString()).length + lead, length: Array.from(trimmed).length };
+    quote.textContent = trimmed;
+    quote.hidden = false;
+    name.value = trimmed.split(/\s+/).join(' ');
+    submit.disabled = false;
+    status.hidden = true;
+  };
+  document.addEventListener('selectionchange', onSelection);
+  submit.addEventListener('click', async () => {
+    if (!picked) return;
+    submit.disabled = true;
+    try {
+      const out = await api(`/api/v1/evidence/${seg(evidence)}/mentions`, {
+        method: 'POST', body: { kind: kind.value, name: name.value, start: picked.start, length: picked.length },
+      });
+      if (!ctx.live()) return;
+      const label = out?.entity?.label ?? name.value;
+      setStatusAfterRoute(t(out?.created ? 'mark_created' : 'mark_existing', { name: label }), 'ok');
+      route();
+    } catch (err) {
+      status.textContent = errorText(err);
+      status.dataset.kind = 'error';
+      status.hidden = false;
+      submit.disabled = false;
+    }
+  });
+  return h('div', { class: 'mark-panel', testid: 'mark-panel' },
+    h('h3', { text: t('mark_heading') }),
+    h('p', { class: 'muted small', text: t('mark_help') }),
+    quote,
+    h('div', { class: 'form-grid' },
+      h('label', { for: 'mark-kind', text: t('mark_kind') }), kind,
+      h('label', { for: 'mark-name', text: t('mark_name') }), name),
+    h('div', { class: 'form-actions' }, submit),
+    status);
 }

@@ -12,7 +12,7 @@ pub const APP_CSS: &str = include_str!("../assets/app.css");
 /// helpers, the API client, the page's frame and router (`page.js`), one
 /// module per view, the resources and agent panels, the egress badge and
 /// the graph.
-pub const MODULES: [(&str, &str); 18] = [
+pub const MODULES: [(&str, &str); 19] = [
     ("/static/app.js", include_str!("../assets/app.js")),
     ("/static/i18n.js", include_str!("../assets/i18n.js")),
     ("/static/dom.js", include_str!("../assets/dom.js")),
@@ -27,6 +27,7 @@ pub const MODULES: [(&str, &str); 18] = [
     ("/static/cases.js", include_str!("../assets/cases.js")),
     ("/static/overview.js", include_str!("../assets/overview.js")),
     ("/static/forms.js", include_str!("../assets/forms.js")),
+    ("/static/picker.js", include_str!("../assets/picker.js")),
     ("/static/reader.js", include_str!("../assets/reader.js")),
     ("/static/node.js", include_str!("../assets/node.js")),
     ("/static/provenance.js", include_str!("../assets/provenance.js")),

@@ -108,7 +108,7 @@ fn phone_digits(name: &str) -> String {
 }
 
 /// Scans one evidence item in the caller's transaction, replacing what an
-/// earlier scan stored.
+/// earlier scan stored (not what the analyst marked).
 fn scan(
     tx: &Connection,
     inv: &str,
@@ -123,7 +123,10 @@ fn scan(
         .prepare_cached("SELECT DISTINCT entity_id FROM mentions WHERE evidence_id = ?1")?
         .query_map([ev], |r| r.get(0))?
         .collect::<std::result::Result<_, _>>()?;
-    tx.prepare_cached("DELETE FROM mentions WHERE evidence_id = ?1")?.execute([ev])?;
+    // What the analyst marked by hand stays (SPEC A3); the rest is the
+    // extractors' and found again.
+    tx.prepare_cached("DELETE FROM mentions WHERE evidence_id = ?1 AND extractor <> ?2")?
+        .execute(params![ev, crate::graph_edit::ANALYST_EXTRACTOR])?;
 
     let found = labfy_extract::extract(text);
     let mut after = BTreeSet::new();

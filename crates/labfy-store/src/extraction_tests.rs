@@ -372,4 +372,24 @@ fn name_variants_are_proposed_and_nothing_is_merged() {
         "{groups:?}"
     );
     assert_eq!(count(&store), before, "nothing merged");
+
+    // SPEC A3: the analyst says two of them are two — that pair is not
+    // proposed again; the others are, and nothing is merged.
+    let id_of = |name: &str| v.groups.iter().flat_map(|g| &g.entities).find(|e| e.name == name).map(|e| e.id).unwrap();
+    let (hm, hm2) = (id_of("Hélène Marchetti"), id_of("HÉLÈNE MARCHETTI"));
+    store.set_apart(ws, &hm2, &hm, "analyst").unwrap();
+    store.set_apart(ws, &hm, &hm2, "analyst").unwrap(); // once is enough; twice changes nothing
+    let again = store.reads().name_variants(ws, &inv, 50).unwrap();
+    assert!(!again.groups.iter().any(|g| g.entities.iter().any(|e| e.id == hm2)), "{:?}", again.groups);
+    assert_eq!(again.groups.len(), v.groups.len() - 1, "the other proposals stay");
+    assert!(store.set_apart(ws, &hm, &hm, "analyst").is_err());
+    assert!(store.set_apart(ws, &hm, &inv, "analyst").is_err());
+    let apart: String = store
+        .conn()
+        .query_row("SELECT attributes FROM entities WHERE id = ?1", [hm.id().to_string()], |r| r.get(0))
+        .unwrap();
+    let apart: serde_json::Value = serde_json::from_str(&apart).unwrap();
+    assert_eq!(apart["distinct_from"], serde_json::json!([hm2.to_string()]), "once, and the rest kept: {apart}");
+    assert_eq!(apart["extractor"], "person", "{apart}");
+    assert_eq!(count(&store), before, "nothing merged");
 }

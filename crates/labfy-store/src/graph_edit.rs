@@ -55,6 +55,42 @@ pub struct NewEntity {
     pub name: String,
 }
 
+/// A name the analyst read in a piece and marks (SPEC A3): the entity it
+/// names — made if the investigation has none of that kind and name — and
+/// the mention, at its place in the piece's text.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewMarked {
+    /// One of [`ENTITY_KINDS`].
+    pub kind: String,
+    /// The entity's name (normalised for the extractors' kinds); the text
+    /// selected, or what the analyst wrote for it.
+    pub name: String,
+    /// First character of the mention in the piece's text (Unicode scalar
+    /// values, as the excerpts count).
+    pub start: u64,
+    /// Its length in characters (1 to [`MAX_MARKED_CHARS`]).
+    pub length: u64,
+}
+
+/// Longest mention the analyst may mark, in characters.
+pub const MAX_MARKED_CHARS: u64 = 1000;
+
+/// What marking a mention did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marked {
+    /// The entity named.
+    pub entity: ObjectRef,
+    /// Whether it was made now (else the investigation had it already).
+    pub created: bool,
+    /// The text at the marked place, as stored.
+    pub text: String,
+}
+
+/// The extractor a mention marked by the analyst is stored with: extraction
+/// never replaces it.
+pub const ANALYST_EXTRACTOR: &str = "analyst";
+
 /// A new relation drawn by the analyst.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -192,6 +228,117 @@ pub(crate) fn create_entity(
     Ok(r)
 }
 
+/// Marks a mention in evidence `ev` (SPEC A3): finds or makes the entity,
+/// stores the mention at its offsets (extractor `analyst`, kept by later
+/// extractions) and the piece's `mentions` relation to it, with provenance
+/// whose input is the piece. The place must lie in the piece's text and
+/// hold more than spaces.
+pub(crate) fn mark_mention(
+    conn: &mut Connection,
+    ws: Uuid,
+    ev: &ObjectRef,
+    m: &NewMarked,
+    actor: &str,
+) -> Result<Marked> {
+    require(ev, RefKind::Evidence)?;
+    let name = normal_name(&m.kind, &m.name)?;
+    if !(1..=MAX_MARKED_CHARS).contains(&m.length) {
+        return Err(StoreError::Invalid(format!("a mention is 1 to {MAX_MARKED_CHARS} characters long")));
+    }
+    let (start, length) = (
+        i64::try_from(m.start).map_err(|_| StoreError::Invalid("start too large".into()))?,
+        i64::try_from(m.length).unwrap_or(i64::MAX),
+    );
+    let tx = conn.transaction()?;
+    let inv_id = investigation_of(&tx, ws, ev)?;
+    let ev_id = ev.id().to_string();
+    let (marked, total): (String, i64) = tx.query_row(
+        "SELECT substr(content, ?2 + 1, ?3), char_len FROM evidence WHERE id = ?1",
+        params![ev_id, start, length],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if start.saturating_add(length) > total {
+        return Err(StoreError::Invalid(format!(
+            "characters {start} to {} are past the end of {ev}'s text ({total} characters)",
+            start.saturating_add(length)
+        )));
+    }
+    if marked.trim().is_empty() {
+        return Err(StoreError::Invalid("the marked place holds only spaces".into()));
+    }
+    let now = now_rfc3339();
+    let ev_ref = ev.to_string();
+    let (id, created) = match find_entity(&tx, &inv_id, &m.kind, &name)? {
+        Some(existing) => (existing, false),
+        None => {
+            let id = Uuid::now_v7().to_string();
+            tx.execute(
+                "INSERT INTO entities (id, investigation_id, kind, name, attributes, created_at) VALUES (?1, ?2, ?3, ?4, '{}', ?5)",
+                params![id, inv_id, m.kind, name, now],
+            )?;
+            insert_provenance(
+                &tx,
+                &inv_id,
+                &format!("entity:{id}"),
+                actor,
+                "analyst.mark",
+                std::slice::from_ref(&ev_ref),
+            )?;
+            bump(&tx, &inv_id, 0, 1)?;
+            (id, true)
+        }
+    };
+    // A mention the extractors found at that place becomes the analyst's
+    // (kept from then on); one the analyst marked already is a conflict.
+    let n = tx.execute(
+        "INSERT INTO mentions (evidence_id, start, length, entity_id, extractor, version) VALUES (?1, ?2, ?3, ?4, ?5, 1)
+         ON CONFLICT (evidence_id, start, entity_id) DO UPDATE
+             SET length = excluded.length, extractor = excluded.extractor, version = 1
+             WHERE extractor <> excluded.extractor",
+        params![ev_id, start, length, id, ANALYST_EXTRACTOR],
+    )?;
+    if n == 0 {
+        return Err(StoreError::Conflict(format!("entity:{id} is already mentioned at character {start} of {ev}")));
+    }
+    let dst = format!("entity:{id}");
+    let linked: Option<String> = tx
+        .query_row(
+            "SELECT id FROM relations WHERE src = ?1 AND dst = ?2 AND kind = 'mentions'",
+            params![ev_ref, dst],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if linked.is_none() {
+        let rel = Uuid::now_v7().to_string();
+        tx.execute(
+            "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+             VALUES (?1, ?2, 'mentions', ?3, ?4, 1.0, ?5, 'analyst')",
+            params![rel, inv_id, ev_ref, dst, now],
+        )?;
+        insert_provenance(
+            &tx,
+            &inv_id,
+            &format!("relation:{rel}"),
+            actor,
+            "analyst.mark",
+            std::slice::from_ref(&ev_ref),
+        )?;
+        bump(&tx, &inv_id, 1, 1)?;
+        recount_entity(&tx, &id)?;
+    }
+    let entity: ObjectRef = dst.parse().map_err(|e: labfy_core::RefError| StoreError::Internal(e.to_string()))?;
+    audit(
+        &tx,
+        actor,
+        "mention.mark",
+        Some(ws),
+        Some(&entity),
+        &serde_json::json!({"evidence": ev_ref, "start": start, "length": length, "kind": m.kind, "name": name, "created": created}),
+    )?;
+    tx.commit()?;
+    Ok(Marked { entity, created, text: marked })
+}
+
 /// The entity of this kind whose name or one of whose aliases is `name`.
 pub(crate) fn find_entity(tx: &Connection, inv: &str, kind: &str, name: &str) -> Result<Option<String>> {
     let by_name: Option<String> = tx
@@ -268,6 +415,53 @@ pub(crate) fn rename_entity(conn: &mut Connection, ws: Uuid, ent: &ObjectRef, na
 /// and mentions move over (a relation that would repeat one of `keep`'s or
 /// join `keep` to itself is dropped), its name and aliases become `keep`'s
 /// aliases, and it is deleted. `keep` gets a provenance record of the merge.
+/// Most entities one entity is recorded apart from.
+pub const MAX_DISTINCT: usize = 256;
+
+/// Records that two entities of one investigation are two, not one (SPEC
+/// A3): the analyst's « not the same » on a proposed merge. Kept in both
+/// entities' attributes (`distinct_from`), so the pair is never proposed
+/// again; audited.
+pub(crate) fn set_apart(conn: &mut Connection, ws: Uuid, a: &ObjectRef, b: &ObjectRef, actor: &str) -> Result<()> {
+    require(a, RefKind::Entity)?;
+    require(b, RefKind::Entity)?;
+    if a == b {
+        return Err(StoreError::Invalid("an entity cannot be set apart from itself".into()));
+    }
+    let tx = conn.transaction()?;
+    let inv = investigation_of(&tx, ws, a)?;
+    if investigation_of(&tx, ws, b)? != inv {
+        return Err(StoreError::Invalid(format!("{a} and {b} belong to different investigations")));
+    }
+    for (me, other) in [(a, b), (b, a)] {
+        let attributes: String =
+            tx.query_row("SELECT attributes FROM entities WHERE id = ?1", [me.id().to_string()], |r| r.get(0))?;
+        let mut attrs: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&attributes).unwrap_or_default();
+        let mut apart: Vec<String> = attrs
+            .get("distinct_from")
+            .and_then(|v| v.as_array())
+            .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let other = other.to_string();
+        if apart.contains(&other) {
+            continue;
+        }
+        if apart.len() >= MAX_DISTINCT {
+            return Err(StoreError::Invalid(format!("{me} is set apart from {MAX_DISTINCT} entities already")));
+        }
+        apart.push(other);
+        attrs.insert("distinct_from".into(), serde_json::json!(apart));
+        tx.execute(
+            "UPDATE entities SET attributes = ?2 WHERE id = ?1",
+            params![me.id().to_string(), serde_json::Value::Object(attrs).to_string()],
+        )?;
+    }
+    audit(&tx, actor, "entity.set_apart", Some(ws), Some(a), &serde_json::json!({"from": b.to_string()}))?;
+    tx.commit()?;
+    Ok(())
+}
+
 pub(crate) fn merge_entities(
     conn: &mut Connection,
     ws: Uuid,

@@ -158,3 +158,70 @@ fn rename_merge_and_delete_keep_the_graph_and_its_counts_exact() {
     let done = w.finish(header).unwrap();
     verify(&out, Some(&done.fingerprint)).unwrap();
 }
+
+/// SPEC A3: a name the analyst reads in a piece is marked where it is — the
+/// entity made (or found: the same name twice is one entity), the mention
+/// at its offsets, the `mentions` relation and its provenance from the
+/// piece — and a later extraction keeps it.
+#[test]
+fn a_name_read_in_a_piece_is_marked_where_it_is_and_extraction_keeps_it() {
+    let (_d, mut store, ws, inv) = real();
+    let text = "Rencontre avec Maître Lucien Ferrand, notaire à Lyon, le 3 mars.";
+    let ev = note(&mut store, ws, &inv, text);
+    let at = |needle: &str| text[..text.find(needle).unwrap()].chars().count() as u64;
+    let mark = |kind: &str, name: &str, start: u64, length: u64| NewMarked {
+        kind: kind.into(),
+        name: name.into(),
+        start,
+        length,
+    };
+    // A place no extractor names: made, with its mention.
+    let lyon = store.mark_mention(ws, &ev, &mark("location", " Lyon ", at("Lyon"), 4), "analyst").unwrap();
+    assert!(lyon.created);
+    assert_eq!(lyon.text, "Lyon");
+    assert_eq!(store.reads().node(ws, &lyon.entity).unwrap().label, "Lyon");
+    let trace = store.reads().provenance_trace(ws, &lyon.entity, 1).unwrap();
+    assert_eq!(trace.records[0].activity, "analyst.mark");
+    assert_eq!(trace.records[0].inputs.iter().map(|i| i.id).collect::<Vec<_>>(), [ev], "{trace:?}");
+    // A name the extractors found already (after « Maître »): the same
+    // entity, its mention the analyst's from now on.
+    let m = store.mark_mention(ws, &ev, &mark("person", "Lucien  Ferrand", at("Lucien"), 14), "analyst").unwrap();
+    assert!(!m.created);
+    assert_eq!(store.reads().node(ws, &m.entity).unwrap().label, "Lucien Ferrand");
+    let mentions: Vec<(i64, i64, String)> = store
+        .conn()
+        .prepare("SELECT start, length, extractor FROM mentions WHERE entity_id = ?1")
+        .unwrap()
+        .query_map([m.entity.id().to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(mentions, [(at("Lucien") as i64, 14, "analyst".to_owned())]);
+    assert!(mentioned(&store, &ev).contains(&("person".to_owned(), "Lucien Ferrand".to_owned())));
+    // The same name at another place: the same entity, a second mention.
+    let same = store.mark_mention(ws, &ev, &mark("person", "Lucien Ferrand", at("Maître"), 21), "analyst").unwrap();
+    assert_eq!((same.entity, same.created), (m.entity, false));
+    // Refused: past the end, spaces only, empty, the same place twice, a
+    // reference that is no piece.
+    for (bad, said) in [
+        (mark("person", "X", 60, 10), "past the end"),
+        (mark("person", "X", at(",") + 1, 1), "only spaces"),
+        (mark("person", "X", 0, 0), "1 to 1000"),
+        (mark("person", "Lucien Ferrand", at("Lucien"), 14), "already mentioned"),
+    ] {
+        let err = store.mark_mention(ws, &ev, &bad, "analyst").unwrap_err();
+        assert!(err.to_string().contains(said), "{bad:?}: {err}");
+    }
+    assert!(store.mark_mention(ws, &inv, &mark("person", "X", 0, 1), "analyst").is_err());
+    assert_derived_consistent(store.conn());
+
+    // A new extraction of every piece keeps what the analyst marked.
+    store.conn().execute("UPDATE extraction_state SET version = 1", []).unwrap();
+    let (job, _) = store.start_extraction(ws, &inv, "analyst").unwrap();
+    while !store.extraction_step(ws, &job, 10).unwrap().done {}
+    let kept: i64 =
+        store.conn().query_row("SELECT count(*) FROM mentions WHERE extractor = 'analyst'", [], |r| r.get(0)).unwrap();
+    assert_eq!(kept, 3);
+    assert!(mentioned(&store, &ev).contains(&("location".to_owned(), "Lyon".to_owned())));
+    assert_derived_consistent(store.conn());
+}

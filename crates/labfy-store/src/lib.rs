@@ -57,7 +57,10 @@ pub use graph::{
     CO_MENTION, CO_MENTION_BASIS, CoMentionBasis, EGO_RELATION_SCAN, EVIDENCE_KIND, EgoGraph, EgoQuery, GraphEdge,
     GraphNode, LeftOut, MAX_EGO_NODES,
 };
-pub use graph_edit::{ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, NewEntity, NewRelation, RELATION_KINDS};
+pub use graph_edit::{
+    ANALYST_EXTRACTOR, ENTITY_KINDS, MAX_ALIASES, MAX_ENTITY_NAME_CHARS, MAX_MARKED_CHARS, Marked, NewEntity,
+    NewMarked, NewRelation, RELATION_KINDS,
+};
 pub use hosts::{MAX_HOST_CHARS, check_host_pattern};
 pub use import::{
     IMPORT_JOB, IMPORT_PRODUCER, ImportBatch, ImportOutcome, ImportRefusals, ImportReportLine, ImportStats,
@@ -346,9 +349,21 @@ impl Store {
         graph_edit::create_entity(&mut self.conn, ws, inv, e, actor)
     }
 
+    /// Marks a name the analyst read in evidence `ev` (SPEC A3): the entity
+    /// (found or made) and its mention at those offsets.
+    pub fn mark_mention(&mut self, ws: Uuid, ev: &ObjectRef, m: &NewMarked, actor: &str) -> Result<Marked> {
+        graph_edit::mark_mention(&mut self.conn, ws, ev, m, actor)
+    }
+
     /// Renames an entity; the former name becomes an alias.
     pub fn rename_entity(&mut self, ws: Uuid, ent: &ObjectRef, name: &str, actor: &str) -> Result<()> {
         graph_edit::rename_entity(&mut self.conn, ws, ent, name, actor)
+    }
+
+    /// Records that entities `a` and `b` are two (SPEC A3): a proposed
+    /// merge the analyst refused, never proposed again.
+    pub fn set_apart(&mut self, ws: Uuid, a: &ObjectRef, b: &ObjectRef, actor: &str) -> Result<()> {
+        graph_edit::set_apart(&mut self.conn, ws, a, b, actor)
     }
 
     /// Merges entity `gone` into `keep` (same kind and investigation).

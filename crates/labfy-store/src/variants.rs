@@ -6,7 +6,7 @@
 //! proposed, never merged: the analyst merges with the graph's own merge
 //! (an alias keeps the old name) or leaves them apart.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use labfy_core::{ObjectRef, RefKind};
 use rusqlite::params;
@@ -69,21 +69,29 @@ impl Reads<'_> {
         }
         self.require_in_workspace(ws, inv)?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, kind, name, mention_count FROM entities
+            "SELECT id, kind, name, mention_count, json_extract(attributes, '$.distinct_from') FROM entities
              WHERE investigation_id = ?1 AND kind IN ('person', 'organisation')
              ORDER BY mention_count DESC, id LIMIT ?2",
         )?;
-        let rows: Vec<(String, String, String, i64)> = stmt
+        let rows: Vec<(String, String, String, i64, Option<String>)> = stmt
             .query_map(params![inv.id().to_string(), MAX_VARIANT_NAMES + 1], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
         let partial = rows.len() > MAX_VARIANT_NAMES as usize;
         let mut names = Vec::with_capacity(rows.len().min(MAX_VARIANT_NAMES as usize));
-        for (id, kind, name, count) in rows.into_iter().take(MAX_VARIANT_NAMES as usize) {
+        // Pairs the analyst said are two (SPEC A3): never proposed again.
+        let mut distinct: HashSet<(ObjectRef, ObjectRef)> = HashSet::new();
+        for (id, kind, name, count, apart) in rows.into_iter().take(MAX_VARIANT_NAMES as usize) {
             let id = Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("entity id {id}: {e}")))?;
+            let me = ObjectRef::new(RefKind::Entity, id);
+            let others: Vec<String> = apart.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default();
+            for other in others.iter().filter_map(|o| o.parse::<ObjectRef>().ok()) {
+                distinct.insert((me, other));
+                distinct.insert((other, me));
+            }
             let w = words(&kind, &name);
-            names.push((EntityBrief { id: ObjectRef::new(RefKind::Entity, id), kind, name, evidence_count: count }, w));
+            names.push((EntityBrief { id: me, kind, name, evidence_count: count }, w));
         }
 
         // Same letters: accents, case, word order, a legal form apart.
@@ -146,16 +154,20 @@ impl Reads<'_> {
         groups.sort_by_key(|g| std::cmp::Reverse(weight(&g.1)));
         let groups = groups
             .into_iter()
-            .take(limit.clamp(1, 500) as usize)
-            .map(|(reason, mut g)| {
+            .filter_map(|(reason, mut g)| {
                 g.sort_by(|a, b| names[*b].0.evidence_count.cmp(&names[*a].0.evidence_count).then(a.cmp(b)));
                 g.dedup();
-                NameVariants {
+                // Each name is proposed beside the first; one the analyst
+                // set apart from it is not.
+                let keep = names[g[0]].0.id;
+                g.retain(|&i| !distinct.contains(&(keep, names[i].0.id)));
+                (g.len() > 1).then(|| NameVariants {
                     kind: names[g[0]].0.kind.clone(),
                     reason,
                     entities: g.into_iter().map(|i| names[i].0.clone()).collect(),
-                }
+                })
             })
+            .take(limit.clamp(1, 500) as usize)
             .collect();
         Ok(NameVariantList { groups, partial })
     }

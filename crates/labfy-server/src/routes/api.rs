@@ -8,8 +8,8 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use labfy_core::{ObjectRef, RefKind};
 use labfy_store::{
-    EgoGraph, EgoQuery, EvidenceSummary, Excerpt, InvestigationSummary, Job, ListQuery, Neighbors, NewEntity, NewNote,
-    NewRelation, Node, Overview, ProvenanceTrace, SearchResult, WorkspaceSummary,
+    EgoGraph, EgoQuery, EvidenceSummary, Excerpt, InvestigationSummary, Job, ListQuery, Neighbors, NewEntity,
+    NewMarked, NewNote, NewRelation, Node, Overview, ProvenanceTrace, SearchResult, WorkspaceSummary,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,9 +40,11 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/extraction", axum::routing::post(start_extraction))
         .route("/api/v1/investigations/{investigation}/entities", axum::routing::post(create_entity))
         .route("/api/v1/investigations/{investigation}/relations", axum::routing::post(create_relation))
+        .route("/api/v1/evidence/{evidence}/mentions", axum::routing::post(mark_mention))
         .route("/api/v1/entities/{entity}", axum::routing::delete(delete_entity))
         .route("/api/v1/entities/{entity}/rename", axum::routing::post(rename_entity))
         .route("/api/v1/entities/{entity}/merge", axum::routing::post(merge_entity))
+        .route("/api/v1/entities/{entity}/apart", axum::routing::post(set_apart))
         .route("/api/v1/relations/{relation}", axum::routing::delete(delete_relation))
         .route("/api/v1/evidence/{evidence}", get(evidence))
         .route("/api/v1/evidence/{evidence}/excerpt", get(excerpt))
@@ -340,6 +342,35 @@ async fn create_entity(
     Ok((StatusCode::CREATED, Json(node)))
 }
 
+/// The analyst marks a name read in a piece (SPEC A3): the entity it names,
+/// found or made, and the mention at its place in the text. `201` with the
+/// entity's node and whether it was made now.
+#[utoipa::path(
+    post,
+    path = "/api/v1/evidence/{evidence}/mentions",
+    tag = "edit",
+    params(("evidence" = String, Path, pattern = "^evidence:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`evidence:<uuid>` of the session's workspace")),
+    request_body = NewMarked,
+    responses((status = 201, description = "The entity named, and whether it was made now.", body = Object))
+)]
+async fn mark_mention(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ev): Path<String>,
+    ApiJson(m): ApiJson<NewMarked>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let ev = path_ref(&ev, Some(RefKind::Evidence))?;
+    let ws = s.session.workspace;
+    let (node, marked) = st
+        .db()
+        .write(move |store| {
+            let marked = store.mark_mention(ws, &ev, &m, "analyst")?;
+            Ok((store.reads().node(ws, &marked.entity)?, marked))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "entity": node, "created": marked.created, "text": marked.text }))))
+}
+
 /// The analyst draws a relation: `201` with its node.
 #[utoipa::path(
     post,
@@ -431,6 +462,34 @@ async fn merge_entity(
         })
         .await?;
     Ok(Json(node))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct Apart {
+    from: ObjectRef,
+}
+
+/// Records that the entity and `from` are two (SPEC A3): a proposed merge
+/// refused, never proposed again. `204`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/entities/{entity}/apart",
+    tag = "edit",
+    params(("entity" = String, Path, pattern = "^entity:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`entity:<uuid>`")),
+    request_body = Apart,
+    responses((status = 204, description = "Recorded."))
+)]
+async fn set_apart(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(ent): Path<String>,
+    ApiJson(body): ApiJson<Apart>,
+) -> ApiResult<StatusCode> {
+    let ent = path_ref(&ent, Some(RefKind::Entity))?;
+    let ws = s.session.workspace;
+    st.db().write(move |store| store.set_apart(ws, &ent, &body.from, "analyst")).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Deletes an entity with its relations and mentions: `204`.
@@ -715,10 +774,12 @@ async fn name_variants(
     add_note,
     start_extraction,
     create_entity,
+    mark_mention,
     create_relation,
     delete_entity,
     rename_entity,
     merge_entity,
+    set_apart,
     delete_relation,
     evidence,
     excerpt,
