@@ -2320,6 +2320,8 @@ async function scenarioImport({ page, base }) {
   assert(link, 'no link to the imported page');
   const scanHref = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /page-numerisee\.png/.test(e.textContent))?.getAttribute('href'));
   assert(scanHref, 'no link to the scanned page');
+  const mailHref = await page.$$eval(tid('import-line-link'), (els) => els.find((e) => /virement\.eml/.test(e.textContent))?.getAttribute('href'));
+  assert(mailHref, 'no link to the message');
   // The refused file alone, sent again from the page (SPEC I1): refused
   // again, for the same reason, and nothing else read.
   await page.waitForSelector(`${tid('import-retry')}:not([hidden])`, { timeout: STEP_TIMEOUT_MS });
@@ -2347,6 +2349,13 @@ async function scenarioImport({ page, base }) {
   const shot = path.join(outDir, 'import-evidence.png');
   await page.screenshot({ path: shot, fullPage: true, timeout: STEP_TIMEOUT_MS });
   screenshots.push(shot);
+
+  // The message says who sent it and to whom (A4): its neighbours, named
+  // in French.
+  await page.goto(`${base}/#/node/${mailHref.replace(/^#\/evidence\//, '')}`);
+  await page.waitForSelector(tid('neighbour-relation'), { timeout: STEP_TIMEOUT_MS });
+  const mailRels = await page.$$eval(tid('neighbour-relation'), (els) => els.map((e) => e.textContent));
+  assert(mailRels.includes('envoyé par') && mailRels.includes('envoyé à'), `the message's relations: ${JSON.stringify(mailRels)}`);
 
   // The scanned page: its text read by OCR, said above the text, in French.
   await page.goto(`${base}/${scanHref}`);

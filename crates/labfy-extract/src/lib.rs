@@ -3,6 +3,7 @@
 mod checks;
 mod names;
 mod patterns;
+mod structure;
 
 use std::collections::BTreeSet;
 
@@ -10,11 +11,12 @@ use serde::Serialize;
 
 pub use checks::{btc_address_is_valid, eth_address_is_valid, iban_is_valid, onion_is_valid};
 pub use names::is_legal_form;
+pub use structure::{Addressed, Role, message_roles};
 
 /// Version of the extractor set. A stored mention names it; evidence scanned by
 /// an older version is scanned again when the version changes (SPEC C4). Bump
 /// it whenever a change can add, drop or move a mention.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Name of the extractor set in provenance records (`labfy-extract/1`).
 pub const PRODUCER: &str = "labfy-extract";

@@ -9,7 +9,8 @@ import { enumLabel, fmtBytes, fmtNumber, t } from './i18n.js';
 import { beginView, finishView, render, setStatus, setTitle, showError, state } from './page.js';
 
 // The relation kinds, in the order the lists and the node view offer them.
-export const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'derived_from'];
+export const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'derived_from',
+  'sent_by', 'sent_to', 'copied_to'];
 
 export const LISTS = ['evidence', 'entities', 'relations'];
 const LIST_PAGE = 50;

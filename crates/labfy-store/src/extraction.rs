@@ -49,9 +49,11 @@ pub struct ExtractionStats {
     pub dropped: u64,
     /// Entities created.
     pub entities_created: u64,
-    /// `mentions` relations created.
+    /// Relations created: `mentions`, and those a message's structure
+    /// states (SPEC A4).
     pub relations_created: u64,
-    /// `mentions` relations removed (a new version no longer finds them).
+    /// Relations removed (a new version no longer finds them; a message's
+    /// structural relations made again).
     pub relations_removed: u64,
     /// Last `evidence.seq` scanned: the job resumes after it.
     pub cursor: i64,
@@ -100,6 +102,8 @@ struct EntityCache {
 struct Touched {
     mentions: HashMap<String, i64>,
     stats: ExtractionStats,
+    /// Provenance records written for relations from structure.
+    provenance: i64,
 }
 
 /// `+33 6 12 34 56 78`, `+33.6.12.34.56.78` → `+33612345678`.
@@ -181,6 +185,7 @@ fn scan(
         t.stats.relations_removed += n as u64;
         *t.mentions.entry(gone.clone()).or_default() -= n as i64;
     }
+    structure(tx, inv, ev, &ev_ref, text, &found.mentions, now, cache, t)?;
     tx.prepare_cached(
         "INSERT INTO extraction_state (evidence_id, version, mentions, dropped, extracted_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (evidence_id) DO UPDATE SET version = excluded.version, mentions = excluded.mentions,
@@ -189,6 +194,79 @@ fn scan(
     .execute(params![ev, VERSION, found.mentions.len() as i64, found.dropped as i64, now])?;
     t.stats.dropped += found.dropped as u64;
     t.stats.scanned += 1;
+    Ok(())
+}
+
+/// The relations a piece's structure states (SPEC A4), replacing those an
+/// earlier scan made: for a message (`message/rfc822`, as Labfy's mail
+/// reader wrote its text), the message `sent_by` its sender's address,
+/// `sent_to` and `copied_to` its recipients'; and the person whose display
+/// name goes with an address `uses_email` it (made once, with provenance
+/// from the message; kept).
+#[allow(clippy::too_many_arguments)]
+fn structure(
+    tx: &Connection,
+    inv: &str,
+    ev: &str,
+    ev_ref: &str,
+    text: &str,
+    mentions: &[labfy_extract::Mention],
+    now: &str,
+    cache: &mut EntityCache,
+    t: &mut Touched,
+) -> Result<()> {
+    let removed = tx
+        .prepare_cached(
+            "DELETE FROM relations WHERE src = ?1 AND kind IN ('sent_by', 'sent_to', 'copied_to') AND producer = ?2",
+        )?
+        .execute(params![ev_ref, EXTRACTION_PRODUCER])?;
+    t.stats.relations_removed += removed as u64;
+    let mime: String = tx.prepare_cached("SELECT mime FROM evidence WHERE id = ?1")?.query_row([ev], |r| r.get(0))?;
+    if mime != "message/rfc822" {
+        return Ok(());
+    }
+    let insert = |kind: &str, src: &str, dst: &str| -> Result<String> {
+        let id = Uuid::now_v7().to_string();
+        tx.prepare_cached(
+            "INSERT INTO relations (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1.0, ?6, ?7)",
+        )?
+        .execute(params![id, inv, kind, src, dst, now, EXTRACTION_PRODUCER])?;
+        Ok(id)
+    };
+    let mut made = HashSet::new();
+    for a in labfy_extract::message_roles(text, mentions) {
+        let email = entity_for(tx, inv, ev_ref, Kind::Email, &a.email, now, cache, t)?;
+        let dst = format!("entity:{email}");
+        let kind = match a.role {
+            labfy_extract::Role::From => "sent_by",
+            labfy_extract::Role::To => "sent_to",
+            labfy_extract::Role::Cc => "copied_to",
+        };
+        if made.insert((kind, dst.clone())) {
+            insert(kind, ev_ref, &dst)?;
+            t.stats.relations_created += 1;
+        }
+        let Some(name) = a.person else { continue };
+        let person = format!("entity:{}", entity_for(tx, inv, ev_ref, Kind::Person, &name, now, cache, t)?);
+        let known: Option<String> = tx
+            .prepare_cached("SELECT id FROM relations WHERE src = ?1 AND dst = ?2 AND kind = 'uses_email' LIMIT 1")?
+            .query_row(params![person, dst], |r| r.get(0))
+            .optional()?;
+        if known.is_none() {
+            let rel = insert("uses_email", &person, &dst)?;
+            crate::graph_edit::insert_provenance(
+                tx,
+                inv,
+                &format!("relation:{rel}"),
+                &format!("{EXTRACTION_PRODUCER}/{VERSION}"),
+                "extraction.structure",
+                &[ev_ref.to_owned()],
+            )?;
+            t.stats.relations_created += 1;
+            t.provenance += 1;
+        }
+    }
     Ok(())
 }
 
@@ -275,7 +353,7 @@ fn settle(tx: &Connection, inv: &str, t: &Touched) -> Result<()> {
         "UPDATE investigations SET relation_count = relation_count + ?2, provenance_count = provenance_count + ?3
          WHERE id = ?1",
     )?
-    .execute(params![inv, relations, t.stats.entities_created as i64])?;
+    .execute(params![inv, relations, t.stats.entities_created as i64 + t.provenance])?;
     Ok(())
 }
 

@@ -35,8 +35,19 @@ pub const ENTITY_KINDS: &[&str] = &[
 ];
 
 /// Relation kinds an analyst may draw (the schema's list).
-pub const RELATION_KINDS: &[&str] =
-    &["mentions", "works_for", "owns_domain", "uses_email", "uses_phone", "located_in", "linked_to", "derived_from"];
+pub const RELATION_KINDS: &[&str] = &[
+    "mentions",
+    "works_for",
+    "owns_domain",
+    "uses_email",
+    "uses_phone",
+    "located_in",
+    "linked_to",
+    "derived_from",
+    "sent_by",
+    "sent_to",
+    "copied_to",
+];
 
 /// Longest entity name, in characters.
 pub const MAX_ENTITY_NAME_CHARS: usize = 200;

@@ -267,3 +267,66 @@ fn an_import_asks_nothing_that_walks_the_investigation() {
     let same = plan("SELECT id FROM evidence WHERE investigation_id = ?1 AND sha256 = ?2 ORDER BY seq LIMIT 1", 2);
     assert!(same.contains("evidence_sha256"), "{same}");
 }
+
+/// SPEC A4: a message's header states who sent it and who received it —
+/// the message `sent_by` its sender's address, `sent_to` and `copied_to`
+/// its recipients'; a display name's person `uses_email` its address, with
+/// provenance from the message. The same text in a note states nothing,
+/// and a rescan makes the same relations, not more.
+#[test]
+fn a_messages_header_becomes_typed_relations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
+    let mail = "From: Paul Durand <paul@durand.example>\r\nTo: banque@exemple.example, \
+                Hélène Marchetti <h.marchetti@cabinet.example>\r\nCc: Jérôme Lemaître <jerome@lemaitre.example>\r\n\
+                Subject: Virement\r\n\r\nVoir aussi support@durand.example.\r\n";
+    let m = import(&mut store, &blobs, ws, &job, "m.eml", mail.as_bytes(), None);
+    store.finish_import(ws, &job, None, "analyste").unwrap();
+    let typed = |store: &Store| -> Vec<(String, String, String)> {
+        store
+            .conn
+            .prepare(
+                "SELECT r.kind, coalesce((SELECT name FROM entities WHERE 'entity:' || id = r.src), r.src),
+                        (SELECT name FROM entities WHERE 'entity:' || id = r.dst)
+                 FROM relations r WHERE r.kind IN ('sent_by', 'sent_to', 'copied_to', 'uses_email') ORDER BY 1, 3",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    let msg = m.evidence().to_string();
+    let expected = vec![
+        ("copied_to".to_owned(), msg.clone(), "jerome@lemaitre.example".to_owned()),
+        ("sent_by".into(), msg.clone(), "paul@durand.example".into()),
+        ("sent_to".into(), msg.clone(), "banque@exemple.example".into()),
+        ("sent_to".into(), msg.clone(), "h.marchetti@cabinet.example".into()),
+        ("uses_email".into(), "Hélène Marchetti".into(), "h.marchetti@cabinet.example".into()),
+        ("uses_email".into(), "Jérôme Lemaître".into(), "jerome@lemaitre.example".into()),
+        ("uses_email".into(), "Paul Durand".into(), "paul@durand.example".into()),
+    ];
+    assert_eq!(typed(&store), expected, "the body's address has no role");
+    let uses: String = store
+        .conn
+        .query_row(
+            "SELECT i.input_ref FROM relations r JOIN provenance p ON p.object_ref = 'relation:' || r.id
+             JOIN provenance_inputs i ON i.provenance_id = p.id WHERE r.kind = 'uses_email' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(uses, msg, "a person's address is known from this message");
+    assert_derived_consistent(&store.conn);
+
+    // The same lines written in a note are a note's text: no role.
+    store.add_note(ws, &inv, &NewNote { title: "n".into(), content: mail.into(), source: None }, "analyste").unwrap();
+    assert_eq!(typed(&store), expected);
+    // Scanned again (a new extractor version): the same relations.
+    store.conn.execute("UPDATE extraction_state SET version = 1", []).unwrap();
+    let (job, _) = store.start_extraction(ws, &inv, "analyste").unwrap();
+    while !store.extraction_step(ws, &job, 10).unwrap().done {}
+    assert_eq!(typed(&store), expected);
+    assert_derived_consistent(&store.conn);
+}

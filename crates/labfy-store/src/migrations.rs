@@ -10,7 +10,7 @@
 pub const APPLICATION_ID: i32 = 0x4C41_4246;
 
 /// All migrations, in order. Index `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// Newest schema version this build knows.
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -645,4 +645,34 @@ BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it cam
     received_read_only_child!("fetch_provenance", "provenance", "provenance_id"),
     received_read_only_child!("import_outcomes", "jobs", "job_id"),
     received_read_only_child!("campaign_items", "campaigns", "campaign_id"),
+);
+
+/// Version 11: relations from a message's structure (SPEC A4) — a message
+/// `sent_by` its sender's address, `sent_to` and `copied_to` its
+/// recipients'. SQLite cannot change a CHECK, so the table is rebuilt with
+/// the same rows, its indexes and its received read-only triggers.
+const V11: &str = concat!(
+    "CREATE TABLE relations_v11 (
+    id               TEXT PRIMARY KEY,
+    investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
+    kind             TEXT NOT NULL CHECK (kind IN ('mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone',
+                                                   'located_in', 'linked_to', 'derived_from', 'sent_by', 'sent_to',
+                                                   'copied_to')),
+    src              TEXT NOT NULL,
+    dst              TEXT NOT NULL,
+    confidence       REAL NOT NULL CHECK (confidence BETWEEN 0.0 AND 1.0),
+    created_at       TEXT NOT NULL,
+    producer         TEXT,
+    CHECK (src <> dst)
+);
+INSERT INTO relations_v11 (id, investigation_id, kind, src, dst, confidence, created_at, producer)
+    SELECT id, investigation_id, kind, src, dst, confidence, created_at, producer FROM relations;
+DROP TABLE relations;
+ALTER TABLE relations_v11 RENAME TO relations;
+CREATE INDEX relations_src ON relations(src, kind);
+CREATE INDEX relations_dst ON relations(dst, kind);
+CREATE INDEX relations_investigation ON relations(investigation_id);
+CREATE INDEX relations_typed ON relations(investigation_id, kind) WHERE kind <> 'mentions';
+",
+    received_read_only!("relations"),
 );
