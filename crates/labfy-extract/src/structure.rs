@@ -82,6 +82,88 @@ pub fn message_roles(text: &str, mentions: &[Mention]) -> Vec<Addressed> {
     out
 }
 
+/// Words that close a letter or a message before its signature, lower
+/// case, French and English.
+const CLOSINGS: &[&str] = &[
+    "cordialement",
+    "bien cordialement",
+    "très cordialement",
+    "bien à vous",
+    "salutations",
+    "sincères salutations",
+    "meilleures salutations",
+    "respectueusement",
+    "amicalement",
+    "best regards",
+    "kind regards",
+    "regards",
+    "sincerely",
+    "yours sincerely",
+    "yours faithfully",
+    "best",
+];
+
+/// Lines of a signature block read after its opening line.
+const SIGNATURE_LINES: usize = 6;
+
+/// A person and the organisation a signature block puts under the name
+/// (`Jean Dupont` / `Directeur financier` / `Transports Lemaître SARL`):
+/// the person `works_for` it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signed {
+    /// The person (a [`Kind::Person`] value).
+    pub person: String,
+    /// The organisation (a [`Kind::Organisation`] value).
+    pub organisation: String,
+}
+
+/// The signature blocks of `text` (SPEC A2, A4): after a line that closes a
+/// letter (« Cordialement, », « Best regards, ») or the delimiter `-- `, the
+/// first person named in the next lines, and the first organisation named
+/// after it in the same block (a title line may lie between). `mentions`
+/// are `extract(text)`'s.
+pub fn signatures(text: &str, mentions: &[Mention]) -> Vec<Signed> {
+    let lines: Vec<(usize, &str)> = {
+        let mut start = 0usize;
+        text.split('\n')
+            .map(|l| {
+                let at = start;
+                start += l.chars().count() + 1;
+                (at, l)
+            })
+            .collect()
+    };
+    let mut out: Vec<Signed> = Vec::new();
+    for (i, (_, line)) in lines.iter().enumerate() {
+        // Closings are short: most lines are not read further.
+        if line.len() > 32 {
+            continue;
+        }
+        let closing = line.trim().trim_end_matches([',', '.', '!']).trim().to_lowercase();
+        if !(CLOSINGS.contains(&closing.as_str()) || line.trim_end() == "--") {
+            continue;
+        }
+        let block = &lines[i + 1..lines.len().min(i + 1 + SIGNATURE_LINES)];
+        let (Some(first), Some(last)) = (block.first(), block.last()) else { continue };
+        let (from, to) = (first.0, last.0 + last.1.chars().count());
+        let mut person: Option<&Mention> = None;
+        for m in mentions.iter().filter(|m| m.start >= from && m.start + m.len <= to) {
+            match (m.kind, person) {
+                (Kind::Person, None) => person = Some(m),
+                (Kind::Organisation, Some(p)) if m.start >= p.start + p.len => {
+                    let signed = Signed { person: p.value.clone(), organisation: m.value.clone() };
+                    if !out.contains(&signed) {
+                        out.push(signed);
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +191,30 @@ mod tests {
             ],
             "the subject's and the body's addresses have no role"
         );
+    }
+
+    fn signed(text: &str) -> Vec<(String, String)> {
+        signatures(text, &extract(text).mentions).into_iter().map(|s| (s.person, s.organisation)).collect()
+    }
+
+    #[test]
+    fn a_signature_block_says_who_works_where() {
+        let fr = "Bonjour,\n\nVoici le relevé demandé.\n\nBien cordialement,\n\nMme Hélène Marchetti\n                  Directrice financière\nTransports Lemaître et Fils SARL\n69007 Lyon";
+        assert_eq!(signed(fr), [("Hélène Marchetti".to_owned(), "Transports Lemaître et Fils SARL".to_owned())]);
+        let en = "Hi,\nplease find the invoice.\n\nBest regards,\nJohn Smith\nHead of Sales\nNordlys Logistics Ltd\n";
+        assert_eq!(signed(en), [("John Smith".to_owned(), "Nordlys Logistics Ltd".to_owned())]);
+        let dashes = "Texte.\n--\nPaul Durand\nDurand Conseil SAS";
+        assert_eq!(signed(dashes), [("Paul Durand".to_owned(), "Durand Conseil SAS".to_owned())]);
+    }
+
+    #[test]
+    fn no_closing_no_signature_and_the_order_matters() {
+        // A person and a company in the body are not a signature.
+        assert!(signed("Paul Durand a rencontré Durand Conseil SAS hier.").is_empty());
+        // The company before the name is not the signer's.
+        assert!(signed("Cordialement,\nDurand Conseil SAS\nPaul Durand").is_empty());
+        // Too far below the closing: another part of the text.
+        assert!(signed("Cordialement,\n\n\n\n\n\n\nPaul Durand\nDurand Conseil SAS").is_empty());
     }
 
     #[test]

@@ -200,9 +200,10 @@ fn scan(
 /// The relations a piece's structure states (SPEC A4), replacing those an
 /// earlier scan made: for a message (`message/rfc822`, as Labfy's mail
 /// reader wrote its text), the message `sent_by` its sender's address,
-/// `sent_to` and `copied_to` its recipients'; and the person whose display
-/// name goes with an address `uses_email` it (made once, with provenance
-/// from the message; kept).
+/// `sent_to` and `copied_to` its recipients'; the person whose display
+/// name goes with an address `uses_email` it; in any piece, the signer of a
+/// signature block `works_for` the organisation under the name (these two
+/// made once, with provenance from the piece; kept).
 #[allow(clippy::too_many_arguments)]
 fn structure(
     tx: &Connection,
@@ -221,10 +222,6 @@ fn structure(
         )?
         .execute(params![ev_ref, EXTRACTION_PRODUCER])?;
     t.stats.relations_removed += removed as u64;
-    let mime: String = tx.prepare_cached("SELECT mime FROM evidence WHERE id = ?1")?.query_row([ev], |r| r.get(0))?;
-    if mime != "message/rfc822" {
-        return Ok(());
-    }
     let insert = |kind: &str, src: &str, dst: &str| -> Result<String> {
         let id = Uuid::now_v7().to_string();
         tx.prepare_cached(
@@ -234,6 +231,40 @@ fn structure(
         .execute(params![id, inv, kind, src, dst, now, EXTRACTION_PRODUCER])?;
         Ok(id)
     };
+    // Between two entities, a relation is made once, by the first piece
+    // that states it, with provenance from that piece; kept.
+    let once = |kind: &str, src: &str, dst: &str, t: &mut Touched| -> Result<()> {
+        let known: Option<String> = tx
+            .prepare_cached("SELECT id FROM relations WHERE src = ?1 AND dst = ?2 AND kind = ?3 LIMIT 1")?
+            .query_row(params![src, dst, kind], |r| r.get(0))
+            .optional()?;
+        if known.is_none() {
+            let rel = insert(kind, src, dst)?;
+            crate::graph_edit::insert_provenance(
+                tx,
+                inv,
+                &format!("relation:{rel}"),
+                &format!("{EXTRACTION_PRODUCER}/{VERSION}"),
+                "extraction.structure",
+                &[ev_ref.to_owned()],
+            )?;
+            t.stats.relations_created += 1;
+            t.provenance += 1;
+        }
+        Ok(())
+    };
+    // A signature block, in any piece: the signer works for the company
+    // named under the name.
+    for s in labfy_extract::signatures(text, mentions) {
+        let person = format!("entity:{}", entity_for(tx, inv, ev_ref, Kind::Person, &s.person, now, cache, t)?);
+        let org =
+            format!("entity:{}", entity_for(tx, inv, ev_ref, Kind::Organisation, &s.organisation, now, cache, t)?);
+        once("works_for", &person, &org, t)?;
+    }
+    let mime: String = tx.prepare_cached("SELECT mime FROM evidence WHERE id = ?1")?.query_row([ev], |r| r.get(0))?;
+    if mime != "message/rfc822" {
+        return Ok(());
+    }
     let mut made = HashSet::new();
     for a in labfy_extract::message_roles(text, mentions) {
         let email = entity_for(tx, inv, ev_ref, Kind::Email, &a.email, now, cache, t)?;
@@ -249,23 +280,7 @@ fn structure(
         }
         let Some(name) = a.person else { continue };
         let person = format!("entity:{}", entity_for(tx, inv, ev_ref, Kind::Person, &name, now, cache, t)?);
-        let known: Option<String> = tx
-            .prepare_cached("SELECT id FROM relations WHERE src = ?1 AND dst = ?2 AND kind = 'uses_email' LIMIT 1")?
-            .query_row(params![person, dst], |r| r.get(0))
-            .optional()?;
-        if known.is_none() {
-            let rel = insert("uses_email", &person, &dst)?;
-            crate::graph_edit::insert_provenance(
-                tx,
-                inv,
-                &format!("relation:{rel}"),
-                &format!("{EXTRACTION_PRODUCER}/{VERSION}"),
-                "extraction.structure",
-                &[ev_ref.to_owned()],
-            )?;
-            t.stats.relations_created += 1;
-            t.provenance += 1;
-        }
+        once("uses_email", &person, &dst, t)?;
     }
     Ok(())
 }

@@ -393,3 +393,40 @@ fn name_variants_are_proposed_and_nothing_is_merged() {
     assert_eq!(apart["extractor"], "person", "{apart}");
     assert_eq!(count(&store), before, "nothing merged");
 }
+
+/// SPEC A2, A4: a signature block says who works where — the signer
+/// `works_for` the organisation under the name, once, with provenance from
+/// the piece; a later scan makes nothing more.
+#[test]
+fn a_signature_block_becomes_works_for() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (ws, inv) = store.create_real_workspace("Affaire Lemaître", "analyst").unwrap();
+    let ws = ws.id();
+    let text = "Bonjour,\nVoici le relevé.\n\nBien cordialement,\n\nMme Hélène Marchetti\nDirectrice financière\n\
+                Transports Lemaître et Fils SARL";
+    let ev = store.add_note(ws, &inv, &note("Relevé", text), "analyst").unwrap();
+    store.add_note(ws, &inv, &note("Copie", text), "analyst").unwrap();
+    let works = |store: &Store| -> Vec<(String, String, String)> {
+        store
+            .conn()
+            .prepare(
+                "SELECT (SELECT name FROM entities WHERE 'entity:' || id = r.src),
+                        (SELECT name FROM entities WHERE 'entity:' || id = r.dst), i.input_ref
+                 FROM relations r JOIN provenance p ON p.object_ref = 'relation:' || r.id
+                 JOIN provenance_inputs i ON i.provenance_id = p.id WHERE r.kind = 'works_for'",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let expected = vec![("Hélène Marchetti".to_owned(), "Transports Lemaître et Fils SARL".to_owned(), ev.to_string())];
+    assert_eq!(works(&store), expected, "once, from the first piece that says it");
+    store.conn().execute("UPDATE extraction_state SET version = 1", []).unwrap();
+    let (job, _) = store.start_extraction(ws, &inv, "analyst").unwrap();
+    while !store.extraction_step(ws, &job, 10).unwrap().done {}
+    assert_eq!(works(&store), expected);
+    crate::tests::assert_derived_consistent(store.conn());
+}
