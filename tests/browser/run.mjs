@@ -2743,6 +2743,8 @@ async function scenarioGraph({ page, base }) {
   console.log(`# graph: first drawing, ${nodes0} nodes, ready ${await attr('last-ms')} ms after the view asked for it (data and library ${await attr('fetch-ms')} ms, layout ${await attr('layout-ms')} ms)`);
   assert(await attr('edges') >= nodes0 - 1, 'fewer edges than spokes');
   assert(await attr('aggregates') >= 1, 'a hub of the SPECIMEN draws no aggregated node');
+  // The most connected nodes are named at any zoom (A4).
+  assert(await attr('hubs') >= 3, `only ${await attr('hubs')} nodes keep their name at every zoom`);
   assert(await page.$(`${tid('graph-canvas')} canvas`), 'no canvas in the graph');
   const center = await page.getAttribute(tid('view') + ' ' + tid('node-view'), 'data-ref');
   assert(await page.getAttribute(panel, 'data-selected') === center, 'the centre is not selected first');

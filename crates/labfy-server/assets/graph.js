@@ -33,6 +33,8 @@ const MAX_DRAWN = 1500;
 const LABEL_CHARS = 28;
 // A selected node's links are named up to this many.
 const LABELLED_LINKS_MAX = 12;
+// The most connected nodes, named at any zoom (the centre always is).
+const HUB_LABELS = 8;
 // Co-mentions are dotted in a drawing of up to FORCE_LAYOUT_MAX nodes, and
 // in a bigger one from this zoom up; below it their dots (1–3 px at a seventh
 // of their size) would not show, and a dotted line is the canvas's dearest
@@ -131,6 +133,7 @@ const STYLE = [
   },
   { selector: 'node:selected', style: { 'border-width': 4, 'border-color': '#c05a00', 'z-index': 20, 'min-zoomed-font-size': 0 } },
   { selector: 'node.center', style: { 'min-zoomed-font-size': 0 } },
+  { selector: 'node.hub', style: { 'min-zoomed-font-size': 0, 'font-weight': 600 } },
   {
     selector: 'edge',
     style: {
@@ -145,7 +148,7 @@ const STYLE = [
   { selector: 'edge.aggregate', style: { 'line-style': 'dashed', width: 1 } },
   { selector: 'edge.focus', style: { 'line-color': '#c05a00', opacity: 1, 'z-index': 15 } },
   {
-    selector: 'edge.focus-label',
+    selector: 'edge.focus-label, edge.hover-label',
     style: {
       label: 'data(label)',
       'font-size': 11,
@@ -227,6 +230,7 @@ export function egoGraph(ui, centerRef) {
         kind,
         colour: KIND_COLOURS[kind] ?? OTHER_COLOUR,
         size: nodeSize(node.degree),
+        degree: Number(node.degree) || 0,
         short: shortLabel(ui.shown(node.label)),
       },
       classes: extra,
@@ -316,6 +320,18 @@ export function egoGraph(ui, centerRef) {
 
   // Dotted co-mentions only where their dots show (DOTTED_ZOOM): one batch
   // when that changes, nothing on other zoom steps.
+  // The most connected nodes keep their name at any zoom: a drawing reads
+  // at first sight (SPEC A4), not as unnamed dots.
+  function markHubs() {
+    const cy = state.cy;
+    const ranked = cy.nodes().not('.aggregate').not('.center').sort((a, b) => b.data('degree') - a.data('degree'));
+    cy.batch(() => {
+      cy.nodes('.hub').removeClass('hub');
+      ranked.slice(0, HUB_LABELS).filter((n) => n.data('degree') > 1).addClass('hub');
+    });
+    el.dataset.hubs = String(cy.nodes('.hub').length);
+  }
+
   function followZoom() {
     const near = state.cy.nodes().length <= FORCE_LAYOUT_MAX || state.cy.zoom() >= DOTTED_ZOOM;
     if (near === state.near) return;
@@ -586,6 +602,7 @@ export function egoGraph(ui, centerRef) {
       state.expanded.add(id);
       state.cy.getElementById(id).addClass('expanded');
       placeAround(id, fresh);
+      markHubs();
       followZoom();
       renderFilters();
       applyFilters();
@@ -642,6 +659,15 @@ export function egoGraph(ui, centerRef) {
         hideEdgesOnViewport: true,
       });
       state.cy.on('zoom', followZoom);
+      // A link says what it is under the pointer; a node's links too, when
+      // few enough to read.
+      state.cy.on('mouseover', 'edge', (ev) => ev.target.addClass('hover-label'));
+      state.cy.on('mouseout', 'edge', (ev) => ev.target.removeClass('hover-label'));
+      state.cy.on('mouseover', 'node', (ev) => {
+        const links = ev.target.connectedEdges().not('.aggregate');
+        if (links.length <= LABELLED_LINKS_MAX) links.addClass('hover-label');
+      });
+      state.cy.on('mouseout', 'node', (ev) => ev.target.connectedEdges().removeClass('hover-label'));
       state.cy.on('tap', 'node', (ev) => {
         const id = ev.target.id();
         select(id);
@@ -655,6 +681,7 @@ export function egoGraph(ui, centerRef) {
     const laid = performance.now();
     el.dataset.buildMs = String(Math.round(laid - started - Number(el.dataset.fetchMs)));
     firstLayout();
+    markHubs();
     followZoom();
     el.dataset.layoutMs = String(Math.round(performance.now() - laid));
     renderFilters();
