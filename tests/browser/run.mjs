@@ -2961,6 +2961,35 @@ async function scenarioAccessibility({ page, base }) {
   await setAgentDrawer(page, true);
   await check('agent drawer');
   await setAgentDrawer(page, false);
+  // The focus ring keeps 3:1 against what lies around it (WCAG 1.4.11),
+  // on the dark top bar as on the page: reached by the keyboard, each
+  // control's outline colour against its nearest opaque background.
+  const rings = [];
+  for (const target of [tid('lang-en'), tid('agent-toggle'), tid('app-title'), `${tid('top-entity')} >> nth=0`, tid('note-submit')]) {
+    await page.focus(target);
+    await page.keyboard.press('Shift+Tab');
+    await page.keyboard.press('Tab');
+    rings.push(await page.$eval(target, (el) => {
+      const rgb = (c) => (c.match(/[\d.]+/g) ?? []).slice(0, 4).map(Number);
+      const lum = ([r, g, b]) => {
+        const f = (v) => { const c = v / 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+      };
+      let bg = null;
+      for (let n = el.parentElement; n && !bg; n = n.parentElement) {
+        const c = rgb(getComputedStyle(n).backgroundColor);
+        if (c.length >= 3 && (c.length < 4 || c[3] > 0.9)) bg = c;
+      }
+      bg ??= [255, 255, 255];
+      const style = getComputedStyle(el);
+      const [a, b] = [lum(rgb(style.outlineColor)), lum(bg)].sort((x, y) => y - x);
+      return { id: el.dataset.testid, focus: el.matches(':focus-visible'), width: parseFloat(style.outlineWidth), ratio: (a + 0.05) / (b + 0.05) };
+    }));
+  }
+  console.log(`# focus rings: ${rings.map((r) => `${r.id} ${r.ratio.toFixed(2)}:1`).join(', ')}`);
+  for (const r of rings) {
+    if (!r.focus || r.width < 2 || r.ratio < 3) failures.push(`focus ring of ${r.id}: ${JSON.stringify(r)}`);
+  }
   assert(failures.length === 0, `${failures.length} accessibility violation(s), listed above: ${failures[0] ?? ''}`);
   assertNoNewEvents(before);
 }
