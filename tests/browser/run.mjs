@@ -689,6 +689,12 @@ async function scenarioNamingWithoutIds({ page, base }) {
   await page.waitForSelector(tid('evidence-entities'), { timeout: STEP_TIMEOUT_MS });
   const listed = await page.$$eval(tid('evidence-entity'), (els) => els.map((e) => [e.querySelector('.kind')?.textContent, e.querySelector('.obj-label')?.textContent]));
   assert(listed.some(([k, n]) => k === 'lieu' && n === place), `the piece names the place now: ${JSON.stringify(listed)}`);
+  // Its provenance says who named it and how, in French.
+  await page.goto(`${base}/#/provenance/${marked.entity.id}`);
+  await waitView(page, 'provenance');
+  const activity = await textOf(page, `${tid('provenance-activity')} >> nth=0`);
+  const producer = await textOf(page, `${tid('provenance-producer')} >> nth=0`);
+  assert(activity === 'nommée par l’analyste dans une pièce' && producer === 'analyste', `provenance: ${producer} / ${activity}`);
 
   // The proposed merge refused: « Pas la même », and it is not proposed again.
   await openOverview(page, base);

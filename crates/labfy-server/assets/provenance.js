@@ -3,10 +3,20 @@
 
 import { api } from './api.js';
 import { $, dl, emptyNote, h, hrefFor, objectLink, seg, timeEl } from './dom.js';
-import { fmtNumber, t } from './i18n.js';
+import { enumLabel, fmtNumber, t } from './i18n.js';
 import { beginView, failView, finishView, setTitle } from './page.js';
 
 const PROVENANCE_DEPTH = 8;
+
+// Who produced a record, in the analyst's language where Labfy wrote it
+// (the analyst, its extraction); any other producer as stored.
+function producerLabel(p) {
+  const raw = String(p ?? '');
+  if (raw === 'analyst') return t('prov_producer_analyst');
+  const extract = /^labfy-extract\/(\d+)$/.exec(raw);
+  if (extract) return t('prov_producer_extract', { n: extract[1] });
+  return raw || '—';
+}
 
 
 export async function renderProvenance(ref) {
@@ -47,8 +57,8 @@ export async function renderProvenance(ref) {
                 h('span', { class: 'pill depth', text: t('prov_depth', { n: fmtNumber(r.depth ?? 0) }) }),
                 obj.id ? objectLink(obj, 'provenance-object') : null),
               dl([
-                [t('prov_producer'), r.producer ?? '—'],
-                [t('prov_activity'), r.activity ?? '—'],
+                [t('prov_producer'), producerLabel(r.producer), 'provenance-producer'],
+                [t('prov_activity'), r.activity ? enumLabel('activity', r.activity) : '—', 'provenance-activity'],
                 [t('prov_time'), timeEl(r.created_at)],
                 [t('prov_inputs'), inputs.length
                   ? h('ul', { class: 'inline-list' }, inputs.map((inp) => h('li', null, objectLink(inp, 'provenance-input'))))
