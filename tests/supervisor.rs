@@ -418,3 +418,47 @@ fn with_tor_unreachable_the_terminal_stays_short() {
         "no multi-line record from arti in 130 s: the test saw nothing to fold"
     );
 }
+
+/// SPEC U8: on a terminal (a pseudo-terminal from `script`), while Tor
+/// cannot bootstrap, its progress is one status line redrawn in place under
+/// the state changes, and erased before the stop's lines — not a line per
+/// health check.
+#[test]
+fn on_a_terminal_tors_bootstrap_is_one_line_redrawn_in_place() {
+    siblings_built();
+    let dir = TempDir::new().unwrap();
+    let (data, run) = (dir.path().join("data"), dir.path().join("run"));
+    let up = format!(
+        "LABFY_ARTI_CONFIG={OFFLINE_ARTI} timeout -s INT 25 {BIN} up --port 0 --data-dir {} --runtime-dir {}",
+        data.display(),
+        run.display()
+    );
+    let o = Command::new("script").args(["-q", "-e", "-c", &up, "/dev/null"]).output().unwrap();
+    let screen = String::from_utf8_lossy(&o.stdout);
+    let erase = "\r\u{1b}[2K";
+    let redrawn = screen.matches(&format!("{erase}labfy: egress: not ready")).count();
+    assert!(redrawn >= 1, "no status line in place:\n{screen:?}");
+    // Each line of the screen once its redraws are applied: the status
+    // line is never one of its own among the lines kept.
+    // (A terminal ends its lines with \r\n.)
+    let lines: Vec<&str> = screen
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .map(|l| l.rsplit('\r').next().unwrap_or(l))
+        .map(|l| l.strip_prefix("\u{1b}[2K").unwrap_or(l))
+        .collect();
+    let status_lines = lines.iter().filter(|l| l.starts_with("labfy: egress: not ready")).count();
+    assert!(status_lines <= 1, "the status became lines of their own:\n{}", lines.join("\n"));
+    assert!(
+        lines.iter().all(|l| !l.contains('…') || l.starts_with("labfy: egress: not ready")),
+        "another line written after the status line:\n{}",
+        lines.join("\n")
+    );
+    assert!(lines.iter().any(|l| l.starts_with("Labfy is serving ")), "{}", lines.join("\n"));
+    assert!(
+        lines.iter().any(|l| l.trim_end() == "labfy: stopped"),
+        "the stop is a line of its own:\n{}",
+        lines.join("\n")
+    );
+    assert!(lines.len() < 30, "{} lines:\n{}", lines.len(), lines.join("\n"));
+}

@@ -227,13 +227,37 @@ pub struct LogBook {
     path: PathBuf,
     book: Mutex<Book>,
     /// Plain lines go here (the operator's terminal; a buffer in tests).
-    terminal: Mutex<Box<dyn Write + Send>>,
+    terminal: Mutex<Terminal>,
 }
 
+/// The terminal, and the one status line kept in place at its bottom.
+struct Terminal {
+    out: Box<dyn Write + Send>,
+    /// Whether a status line may be drawn (a terminal, not a file or a pipe).
+    live: bool,
+    /// The status line shown now, if any.
+    status: Option<String>,
+}
+
+/// Longest status line, in characters: within an 80-column terminal, so it
+/// never wraps (a wrapped line cannot be rewritten in place).
+pub const STATUS_CHARS: usize = 79;
+
+/// Erases the terminal's current line and returns to its start.
+const ERASE_LINE: &str = "\r\u{1b}[2K";
+
 impl LogBook {
+    /// [`LogBook::open_with`] with no status line (the tests' terminal).
+    #[cfg(test)]
+    pub fn open(data_dir: &Path, terminal: Box<dyn Write + Send>) -> io::Result<Arc<Self>> {
+        Self::open_with(data_dir, terminal, false)
+    }
+
     /// Opens (creating, 0700/0600 whatever the umask) `<data>/logs/labfy.log`
     /// for appending; a file already past [`MAX_LOG_BYTES`] is rotated first.
-    pub fn open(data_dir: &Path, terminal: Box<dyn Write + Send>) -> io::Result<Arc<Self>> {
+    /// A status line is kept in place on `terminal` when `live` — it is a
+    /// terminal (SPEC U8).
+    pub fn open_with(data_dir: &Path, terminal: Box<dyn Write + Send>, live: bool) -> io::Result<Arc<Self>> {
         let dir = log_dir(data_dir);
         std::fs::create_dir_all(&dir)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
@@ -246,7 +270,7 @@ impl LogBook {
         Ok(Arc::new(Self {
             path,
             book: Mutex::new(Book { file, written, warnings: Vec::new() }),
-            terminal: Mutex::new(terminal),
+            terminal: Mutex::new(Terminal { out: terminal, live, status: None }),
         }))
     }
 
@@ -338,11 +362,48 @@ impl LogBook {
         self.record("labfy", line);
     }
 
-    /// A line on the terminal (and nothing else).
+    /// A line on the terminal (and nothing else), above the status line.
     pub fn say(&self, line: &str) {
         let mut t = self.terminal.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = writeln!(t, "{line}");
-        let _ = t.flush();
+        let Terminal { out, status, .. } = &mut *t;
+        match status {
+            Some(shown) => {
+                let _ = write!(out, "{ERASE_LINE}{line}\n{shown}");
+            }
+            None => {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        let _ = out.flush();
+    }
+
+    /// The status line kept in place at the terminal's bottom (Tor's
+    /// bootstrap while it goes on, SPEC U8): drawn again over itself, one
+    /// line, cut to [`STATUS_CHARS`]; `None` erases it. Nothing when the
+    /// terminal is not one (a file, the journal: the state changes are lines
+    /// of their own there).
+    pub fn status(&self, line: Option<&str>) {
+        let mut t = self.terminal.lock().unwrap_or_else(PoisonError::into_inner);
+        if !t.live {
+            return;
+        }
+        let line = line.map(|l| {
+            let clean = terminal_safe(l).replace('\n', " ");
+            if clean.chars().count() > STATUS_CHARS {
+                let mut cut: String = clean.chars().take(STATUS_CHARS - 1).collect();
+                cut.push('…');
+                cut
+            } else {
+                clean
+            }
+        });
+        if line == t.status {
+            return;
+        }
+        let Terminal { out, status, .. } = &mut *t;
+        let _ = write!(out, "{ERASE_LINE}{}", line.as_deref().unwrap_or(""));
+        let _ = out.flush();
+        *status = line;
     }
 
     fn rotate(&self, b: &mut Book) {
@@ -516,6 +577,36 @@ mod tests {
         let plain = strip_ansi(coloured);
         assert_eq!(plain, "2026-12-02T03:25:34.265709Z  WARN tor: x");
         assert_eq!(classify(&plain), Line::Record(Level::Warn));
+    }
+
+    /// U8: on a terminal, Tor's bootstrap is one line redrawn in place;
+    /// the lines of state changes go above it, and it goes at the end.
+    /// Not a terminal: nothing of it.
+    #[test]
+    fn a_status_line_is_kept_in_place_under_the_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = Screen::default();
+        let book = LogBook::open_with(dir.path(), Box::new(screen.clone()), true).unwrap();
+        book.status(Some("labfy: Tor: 5 %"));
+        book.status(Some("labfy: Tor: 5 %")); // the same: not drawn again
+        book.event("labfy: server ready");
+        book.status(Some(&format!("labfy: Tor: 40 % {}\u{1b}[31m", "x".repeat(200))));
+        book.status(None);
+        book.event("labfy: egress ready");
+        let erase = "\r\u{1b}[2K";
+        let long = format!("labfy: Tor: 40 % {}…", "x".repeat(STATUS_CHARS - 18));
+        assert_eq!(
+            screen.text(),
+            format!(
+                "{erase}labfy: Tor: 5 %{erase}labfy: server ready\nlabfy: Tor: 5 %{erase}{long}{erase}labfy: egress ready\n"
+            )
+        );
+        assert_eq!(long.chars().count(), STATUS_CHARS, "cut to fit, the escape shown as text, never sent");
+        let plain = Screen::default();
+        let book = LogBook::open(dir.path(), Box::new(plain.clone())).unwrap();
+        book.status(Some("labfy: Tor: 5 %"));
+        book.event("labfy: server ready");
+        assert_eq!(plain.text(), "labfy: server ready\n");
     }
 
     /// U8: a failure that repeats for minutes is a line when it starts,

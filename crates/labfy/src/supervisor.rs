@@ -499,7 +499,8 @@ pub async fn run(mut plan: Plan, listener: std::net::TcpListener, on_ready: impl
     let secret = secret::create_secret(&plan.runtime_dir).map_err(storage)?;
     // The log book (SPEC U8): the children's stderr into `<data>/logs`, which
     // the server's view masks too; the terminal gets what is the operator's.
-    let book = LogBook::open(&plan.data_dir, Box::new(std::io::stderr()))?;
+    let live = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let book = LogBook::open_with(&plan.data_dir, Box::new(std::io::stderr()), live)?;
     if let Some(log) = plan.launcher_log.take() {
         book.follow(Role::Egress, log);
     }
@@ -643,10 +644,14 @@ async fn supervise(
             .all(|s| s.state == ChildState::Healthy || (s.role != Role::Server && s.state == ChildState::Failed));
         if on_ready.is_some() && settled {
             if let Some(f) = on_ready.take() {
+                // What the caller prints goes on lines of its own, not after
+                // the status line (drawn again at the next health check).
+                book.status(None);
                 f();
             }
         }
     };
+    book.status(None);
     stop_all(&mut slots, book).await;
     status_task.abort();
     // What was logged since the last summary, before the terminal is given back.
@@ -786,6 +791,12 @@ async fn tick(
                             s.child.as_ref().and_then(Proc::id).map_or_else(String::new, |p| format!(" (pid {p})"));
                         let state = if ready { "ready" } else { "running" };
                         book.event(&format!("labfy: {} {state}{pid}: {detail}", role_name(s.role)));
+                    }
+                    // Tor's bootstrap, on a terminal, one line redrawn in
+                    // place while it goes on (SPEC U8).
+                    if s.role == Role::Egress {
+                        let line = (!ready).then(|| format!("labfy: egress: {detail}"));
+                        book.status(line.as_deref());
                     }
                     s.state = ChildState::Healthy;
                     s.detail = detail;
