@@ -116,6 +116,10 @@ enum Command {
     /// Import files and folders into an investigation (SPEC C2): originals
     /// kept by hash, text read by a confined parser, one outcome per file.
     Import(crate::import_cli::ImportArgs),
+    /// Serve the agent tool catalog of one investigation to an MCP client
+    /// over standard input and output (SPEC L5): the running `labfy up`'s
+    /// gateway, policy and human decisions, as any agent's.
+    Mcp(crate::mcp::McpArgs),
     /// Export an investigation as a bundle anyone can check offline (SPEC
     /// C5): evidence and its text, entities, relations, mentions,
     /// provenance, fetches, grants, campaigns, the audit log and egress's
@@ -204,6 +208,7 @@ pub fn main() -> ExitCode {
         Command::Specimen { data_dir, size, seed } => specimen_cmd(data_dir, SpecimenSpec { seed, size }),
         Command::Extract(args) => crate::case_cli::extract(args),
         Command::Import(args) => crate::import_cli::import(args),
+        Command::Mcp(args) => crate::mcp::mcp(args),
         Command::Export(args) => crate::case_cli::export(args),
         Command::Verify(args) => crate::case_cli::verify(args),
         Command::ImportBundle(args) => crate::case_cli::import_bundle(args),

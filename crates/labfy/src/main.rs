@@ -8,6 +8,7 @@ mod grant_cli;
 mod import_cli;
 mod launcher;
 mod logs;
+mod mcp;
 mod operator;
 mod reading;
 mod supervisor;
