@@ -3,7 +3,8 @@
 //! The catalog listed with its annotations; a read tool answered; a bare
 //! UUID refused by the gateway; `research.prepare` waiting for the analyst
 //! in the UI (the request is there, pending; nothing approves it through
-//! MCP); malformed JSON, a batch, an unknown method, a notification — each a
+//! MCP) while the client goes on under another turn, past a turn's budget
+//! too; malformed JSON, a batch, an unknown method, a notification — each a
 //! JSON-RPC error or nothing, never a crash; a client gone mid-call ends the
 //! server, the call recorded once.
 
@@ -130,9 +131,15 @@ fn an_mcp_client_lists_calls_and_waits_for_the_analyst() {
     let (_, requests) = support::get(port, &cookie, &format!("/api/v1/research/requests?investigation={inv}"));
     let listed = requests.to_string();
     assert!(listed.contains("Qui possède cette société ?"), "the request waits in the UI: {requests}");
-    // A call while the turn waits: the gateway's answer, not a crash.
-    let during = c.ask(7, "tools/call", json!({"name": "graph.get_node", "arguments": {"node_id": entity}}));
-    assert!(during.get("result").is_some() || during.get("error").is_some(), "{during}");
+    // While that turn waits for the analyst the client goes on, under
+    // another; and past a turn's budget of calls (32), under another again.
+    let during = c.call(7, "graph.get_node", json!({"node_id": entity}));
+    assert_eq!(during["structuredContent"]["status"], "COMPLETED", "{during}");
+    assert_ne!(during["structuredContent"]["turn_id"], prep["structuredContent"]["turn_id"]);
+    for i in 0..40 {
+        let r = c.call(100 + i, "graph.get_node", json!({"node_id": entity}));
+        assert_eq!(r["structuredContent"]["status"], "COMPLETED", "call {i}: {r}");
+    }
 
     // Bad input: each a JSON-RPC error, and the server goes on.
     c.send_raw("{not json");

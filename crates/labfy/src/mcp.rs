@@ -13,6 +13,8 @@
 //! enabled them there), with MCP's annotations read from each contract. A
 //! call that needs the analyst (`research.prepare`, a grant) answers that it
 //! waits for the analyst in Labfy's UI: there is no approval through MCP.
+//! The session's calls go on under a new turn once one waits for the
+//! analyst or has made the gateway's per-turn budget of calls.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -69,7 +71,7 @@ pub fn mcp(args: McpArgs) -> Result<(), Failure> {
             ));
         }
         let turn = labfy.open_turn(&inv).await?;
-        Ok::<_, Failure>(Session { labfy, inv, turn })
+        Ok::<_, Failure>(Session { labfy, inv, turn, calls: 0, spent: false })
     })?;
     eprintln!("labfy mcp: the tool catalog of {} on standard input and output (turn {})", session.inv, session.turn);
     serve(&runtime, session)
@@ -81,7 +83,14 @@ struct Labfy {
     authorization: String,
     csrf: String,
     sender: Option<SendRequest<Full<Bytes>>>,
+    /// The last answer's `Retry-After`, in seconds.
+    retry_after: Option<u64>,
 }
+
+/// Times a write the rate guard refused is asked again.
+const RATE_RETRIES: u32 = 5;
+/// Longest `Retry-After` waited out, in seconds.
+const RATE_MAX_WAIT_S: u64 = 10;
 
 impl Labfy {
     /// Logs in as `labfy open` would hand the analyst a link: a one-time
@@ -98,6 +107,7 @@ impl Labfy {
             authorization: String::new(),
             csrf: String::new(),
             sender: None,
+            retry_after: None,
         };
         let code = key.mint_code(std::time::SystemTime::now());
         let page = me.send(Method::GET, &format!("/login?code={code}"), None).await?;
@@ -149,6 +159,11 @@ impl Labfy {
             match sender.send_request(req).await {
                 Ok(res) => {
                     let status = res.status().as_u16();
+                    self.retry_after = res
+                        .headers()
+                        .get(header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
                     let limited = http_body_util::Limited::new(res.into_body(), MAX_ANSWER_BYTES);
                     let body = limited.collect().await.map_err(|e| unreachable(&e))?.to_bytes();
                     return Ok((status, body));
@@ -163,10 +178,22 @@ impl Labfy {
         Err(Failure::new(ErrorKind::Unavailable, "the workspace server closed the connection"))
     }
 
-    /// One request whose answer is JSON.
+    /// One request whose answer is JSON. The server's rate guard on
+    /// writes (SPEC T5: `429` with `Retry-After`) is waited out, as the UI
+    /// does, a few times; a call carries its idempotency key, so asking
+    /// again never makes it twice.
     async fn ask(&mut self, method: Method, path: &str, body: Option<&Value>) -> Result<(u16, Value), Failure> {
-        let (status, bytes) = self.send(method, path, body).await?;
-        Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+        let mut waited = 0;
+        loop {
+            let (status, bytes) = self.send(method.clone(), path, body).await?;
+            match self.retry_after.filter(|s| status == 429 && waited < RATE_RETRIES && *s <= RATE_MAX_WAIT_S) {
+                Some(secs) => {
+                    waited += 1;
+                    tokio::time::sleep(std::time::Duration::from_secs(secs.max(1))).await;
+                }
+                None => return Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))),
+            }
+        }
     }
 
     /// The manual turn every call of this session goes under.
@@ -188,6 +215,28 @@ struct Session {
     labfy: Labfy,
     inv: ObjectRef,
     turn: String,
+    /// Calls made under `turn`.
+    calls: u32,
+    /// The turn takes no more calls (it waits for the analyst, or its
+    /// budget is spent): the next call opens another.
+    spent: bool,
+}
+
+impl Session {
+    /// The turn the next call goes under: a new one once the current one
+    /// waits for the analyst or has made a turn's worth of calls (the
+    /// gateway's per-turn budget, which bounds an agent's loop; an MCP
+    /// client's session goes on over several turns, each in the activity
+    /// list).
+    async fn turn_for_call(&mut self) -> Result<String, Failure> {
+        if self.spent || self.calls >= labfy_gateway::protocol::MAX_CALLS_PER_TURN {
+            self.turn = self.labfy.open_turn(&self.inv).await?;
+            self.calls = 0;
+            self.spent = false;
+        }
+        self.calls += 1;
+        Ok(self.turn.clone())
+    }
 }
 
 /// Reads messages until standard input ends, answering each in order (the
@@ -370,8 +419,9 @@ async fn tools_call(s: &mut Session, params: &Value) -> Result<Value, RpcError> 
             other => found(other),
         }
     }
+    let turn = s.turn_for_call().await.map_err(|f| (INTERNAL_ERROR, f.message().to_owned()))?;
     let call = json!({
-        "turn_id": s.turn,
+        "turn_id": turn,
         "call_id": uuid::Uuid::new_v4(),
         "tool_id": name,
         "input": arguments,
@@ -386,9 +436,19 @@ async fn tools_call(s: &mut Session, params: &Value) -> Result<Value, RpcError> 
         .map_err(|f| (INTERNAL_ERROR, f.message().to_owned()))?;
     if !(200..300).contains(&status) {
         let why = result["error"]["message"].as_str().unwrap_or("no reason given");
+        if status == 409 {
+            // The turn was ended meanwhile (cancelled in the UI): the next
+            // call opens another.
+            s.spent = true;
+        }
         return Err((if status == 400 { INVALID_PARAMS } else { INTERNAL_ERROR }, format!("HTTP {status}: {why}")));
     }
     let outcome = result["status"].as_str().unwrap_or_default();
+    if outcome == "AUTHORIZATION_REQUIRED" {
+        // The turn waits for the analyst now; the client's next calls go on
+        // under another.
+        s.spent = true;
+    }
     let diagnostic = result["diagnostic"].as_str().unwrap_or_default();
     let (text, is_error) = match outcome {
         "COMPLETED" => (result.to_string(), false),
