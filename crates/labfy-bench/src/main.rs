@@ -13,6 +13,7 @@ mod gateway;
 mod governor;
 mod import;
 mod ipc;
+mod mcp;
 mod pdf;
 mod runtime;
 mod soak;
@@ -59,6 +60,9 @@ enum What {
     Gateway(gateway::GatewayBenchArgs),
     /// The Resource Governor: sampling cost, admission, GGUF header parse.
     Governor(governor::GovernorBenchArgs),
+    /// One `tools/call` through `labfy mcp` on stdio against the same
+    /// gateway call over HTTP, alternating, in the same run (SPEC L5).
+    Mcp(mcp::McpBenchArgs),
     /// The agent runtime against a real llama-server: one round's overhead
     /// against the bare request, rounds and repairs per turn with and
     /// without `response_format`.
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         What::Confinement(args) => confinement::confinement(args),
         What::Gateway(args) => gateway::gateway(args),
         What::Governor(args) => governor::governor(args),
+        What::Mcp(args) => mcp::mcp(args),
         What::Runtime(args) => runtime::runtime(args),
         What::Soak(args) => soak::soak(args),
     };
