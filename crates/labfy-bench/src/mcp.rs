@@ -90,7 +90,7 @@ fn bench(
         ("Content-Type", "application/json"),
     ];
     // The reference keeps its connection alive, as `labfy mcp` does.
-    let sender = std::cell::RefCell::new(runtime.block_on(connect::<Full<Bytes>>(addr))?);
+    let sender = std::cell::RefCell::new(Some(runtime.block_on(connect::<Full<Bytes>>(addr))?));
     let post = |path: &str, body: &Value| -> Result<(u16, Value), Failure> {
         runtime.block_on(async {
             let mut b = axum::http::Request::builder().method("POST").uri(path).header("Host", addr.to_string());
@@ -98,8 +98,10 @@ fn bench(
                 b = b.header(name, value);
             }
             let req = b.body(Full::new(Bytes::from(body.to_string()))).map_err(fail)?;
-            let mut sender = sender.borrow_mut();
-            let res = sender.send_request(req).await.map_err(fail)?;
+            let mut conn = sender.take().ok_or_else(|| fail("the reference's connection is gone"))?;
+            let res = conn.send_request(req).await.map_err(fail);
+            sender.replace(Some(conn));
+            let res = res?;
             let status = res.status().as_u16();
             let bytes = http_body_util::BodyExt::collect(res.into_body()).await.map_err(fail)?.to_bytes();
             Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
