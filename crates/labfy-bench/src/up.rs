@@ -49,13 +49,15 @@ pub fn up(args: UpBenchArgs) -> Result<(), Failure> {
         }
         let (port, path) = link.ok_or_else(|| fail("labfy up printed no login link"))?;
         healthy.push(start.elapsed());
-        // The printed one-time link, as the analyst opens it: 303 to the UI.
+        // The printed one-time link, as the analyst opens it: the page that
+        // hands the session to the UI (SPEC V1).
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
         write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
-        let mut head = [0u8; 12];
-        s.read_exact(&mut head)?;
-        if &head[9..12] != b"303" {
-            return Err(fail(format!("the login link answered {}", String::from_utf8_lossy(&head))));
+        let mut page = String::new();
+        s.read_to_string(&mut page)?;
+        let body = page.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        if !page.starts_with("HTTP/1.1 200") || labfy_ipc::login::session_in_page(body).is_none() {
+            return Err(fail(format!("the login link answered {}", page.lines().next().unwrap_or(""))));
         }
         answering.push(start.elapsed());
         // SAFETY: kill(2) on the pid of a child we hold and have not reaped.
@@ -67,6 +69,6 @@ pub fn up(args: UpBenchArgs) -> Result<(), Failure> {
     }
     println!("# labfy-bench up — {} starts on a data dir holding the default SPECIMEN", args.runs);
     report("up → all children healthy", healthy);
-    report("up → login link answered (303)", answering);
+    report("up → login page with a session", answering);
     Ok(())
 }
