@@ -11,7 +11,7 @@ use serde::Serialize;
 
 pub use checks::{btc_address_is_valid, eth_address_is_valid, iban_is_valid, onion_is_valid};
 pub use names::is_legal_form;
-pub use structure::{Addressed, Role, Signed, message_roles, signatures};
+pub use structure::{Addressed, Role, Signed, message_origin, message_roles, signatures};
 
 /// Version of the extractor set. A stored mention names it; evidence scanned by
 /// an older version is scanned again when the version changes (SPEC C4). Bump

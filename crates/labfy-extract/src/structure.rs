@@ -82,6 +82,33 @@ pub fn message_roles(text: &str, mentions: &[Mention]) -> Vec<Addressed> {
     out
 }
 
+/// The address a message was first handed over from (SPEC A4): in the
+/// `Received:` lines of the header block that opens `text`, the earliest hop
+/// — the last line, as each relay writes its own above — and in its `from`
+/// clause (before ` by `), the last IP address extraction found: the one the
+/// relay saw the connection come from (`from HELO (name [IP])`, RFC 5321),
+/// not what the sender called itself. Only for a text known to be a
+/// message.
+pub fn message_origin<'m>(text: &str, mentions: &'m [Mention]) -> Option<&'m Mention> {
+    let mut start = 0usize;
+    let mut last: Option<(usize, usize)> = None;
+    for line in text.split('\n').take(MAX_HEADER_LINES) {
+        let len = line.chars().count();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("Received: from ") {
+            // The `from` clause ends where the receiving relay's ` by ` begins.
+            let clause = rest.find(" by ").map_or(rest, |i| &rest[..i]);
+            let from = start + "Received: from ".len();
+            last = Some((from, from + clause.chars().count()));
+        }
+        start += len + 1;
+    }
+    let (from, to) = last?;
+    mentions.iter().rfind(|m| matches!(m.kind, Kind::Ipv4 | Kind::Ipv6) && m.start >= from && m.start + m.len <= to)
+}
+
 /// Words that close a letter or a message before its signature, lower
 /// case, French and English.
 const CLOSINGS: &[&str] = &[
@@ -215,6 +242,27 @@ mod tests {
         assert!(signed("Cordialement,\nDurand Conseil SAS\nPaul Durand").is_empty());
         // Too far below the closing: another part of the text.
         assert!(signed("Cordialement,\n\n\n\n\n\n\nPaul Durand\nDurand Conseil SAS").is_empty());
+    }
+
+    #[test]
+    fn the_earliest_relay_names_where_a_message_came_from() {
+        let text = "From: a@b.example\n\
+                    Received: from mx.relay.example (mx.relay.example [198.51.100.7]) by mx.dest.example; Mon, 3 Feb\n\
+                    Received: from [192.168.1.20] (pc.local [203.0.113.44]) by mx.relay.example (Postfix) with ESMTPSA\n\
+                    Subject: x\n\n\
+                    Received: from 192.0.2.1 in the body";
+        let found = extract(text);
+        let origin = message_origin(text, &found.mentions).map(|m| (m.kind, m.value.clone()));
+        assert_eq!(
+            origin,
+            Some((Kind::Ipv4, "203.0.113.44".to_owned())),
+            "the address the first relay saw, not the HELO"
+        );
+        let relayed = "Received: from mx.relay.example by mx.dest.example (198.51.100.9)\n\nBody";
+        assert!(
+            message_origin(relayed, &extract(relayed).mentions).is_none(),
+            "an address after ` by ` is the receiver's"
+        );
     }
 
     #[test]

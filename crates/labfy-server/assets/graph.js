@@ -63,7 +63,7 @@ const KIND_COLOURS = {
 const OTHER_COLOUR = '#5d6677';
 // The relation kinds a graph can hold (the store's, and co-mention).
 const RELATIONS = ['mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'linked_to',
-  'derived_from', 'sent_by', 'sent_to', 'copied_to', 'co_mention'];
+  'derived_from', 'sent_by', 'sent_to', 'copied_to', 'sent_from', 'co_mention'];
 
 let cytoscapeLoad = null;
 function loadCytoscape() {

@@ -10,7 +10,7 @@ import { beginView, finishView, render, setStatus, setTitle, showError, state } 
 
 // The relation kinds, in the order the lists and the node view offer them.
 export const RELATION_KINDS = ['linked_to', 'mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone', 'located_in', 'derived_from',
-  'sent_by', 'sent_to', 'copied_to'];
+  'sent_by', 'sent_to', 'copied_to', 'sent_from'];
 
 export const LISTS = ['evidence', 'entities', 'relations'];
 const LIST_PAGE = 50;

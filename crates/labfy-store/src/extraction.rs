@@ -200,7 +200,8 @@ fn scan(
 /// The relations a piece's structure states (SPEC A4), replacing those an
 /// earlier scan made: for a message (`message/rfc822`, as Labfy's mail
 /// reader wrote its text), the message `sent_by` its sender's address,
-/// `sent_to` and `copied_to` its recipients'; the person whose display
+/// `sent_to` and `copied_to` its recipients', `sent_from` the address its
+/// first relay saw it come from; the person whose display
 /// name goes with an address `uses_email` it; in any piece, the signer of a
 /// signature block `works_for` the organisation under the name (these two
 /// made once, with provenance from the piece; kept).
@@ -218,7 +219,8 @@ fn structure(
 ) -> Result<()> {
     let removed = tx
         .prepare_cached(
-            "DELETE FROM relations WHERE src = ?1 AND kind IN ('sent_by', 'sent_to', 'copied_to') AND producer = ?2",
+            "DELETE FROM relations WHERE src = ?1 AND kind IN ('sent_by', 'sent_to', 'copied_to', 'sent_from')
+             AND producer = ?2",
         )?
         .execute(params![ev_ref, EXTRACTION_PRODUCER])?;
     t.stats.relations_removed += removed as u64;
@@ -266,6 +268,13 @@ fn structure(
         return Ok(());
     }
     let mut made = HashSet::new();
+    // Where the message was first handed over from: its first relay's
+    // view of the sender's address.
+    if let Some(m) = labfy_extract::message_origin(text, mentions) {
+        let ip = entity_for(tx, inv, ev_ref, m.kind, &m.value, now, cache, t)?;
+        insert("sent_from", ev_ref, &format!("entity:{ip}"))?;
+        t.stats.relations_created += 1;
+    }
     for a in labfy_extract::message_roles(text, mentions) {
         let email = entity_for(tx, inv, ev_ref, Kind::Email, &a.email, now, cache, t)?;
         let dst = format!("entity:{email}");

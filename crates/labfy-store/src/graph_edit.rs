@@ -47,6 +47,7 @@ pub const RELATION_KINDS: &[&str] = &[
     "sent_by",
     "sent_to",
     "copied_to",
+    "sent_from",
 ];
 
 /// Longest entity name, in characters.

@@ -278,7 +278,9 @@ fn a_messages_header_becomes_typed_relations() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, blobs, ws, inv) = real(&dir);
     let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
-    let mail = "From: Paul Durand <paul@durand.example>\r\nTo: banque@exemple.example, \
+    let mail = "Received: from mx.cabinet.example (mx.cabinet.example [198.51.100.7]) by mx.exemple.example\r\n\
+                Received: from [10.0.0.5] (pc-paul [203.0.113.44]) by mx.cabinet.example with ESMTPSA\r\n\
+                From: Paul Durand <paul@durand.example>\r\nTo: banque@exemple.example, \
                 Hélène Marchetti <h.marchetti@cabinet.example>\r\nCc: Jérôme Lemaître <jerome@lemaitre.example>\r\n\
                 Subject: Virement\r\n\r\nVoir aussi support@durand.example.\r\n";
     let m = import(&mut store, &blobs, ws, &job, "m.eml", mail.as_bytes(), None);
@@ -289,7 +291,8 @@ fn a_messages_header_becomes_typed_relations() {
             .prepare(
                 "SELECT r.kind, coalesce((SELECT name FROM entities WHERE 'entity:' || id = r.src), r.src),
                         (SELECT name FROM entities WHERE 'entity:' || id = r.dst)
-                 FROM relations r WHERE r.kind IN ('sent_by', 'sent_to', 'copied_to', 'uses_email') ORDER BY 1, 3",
+                 FROM relations r WHERE r.kind IN ('sent_by', 'sent_to', 'copied_to', 'sent_from', 'uses_email')
+                 ORDER BY 1, 3",
             )
             .unwrap()
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -301,6 +304,7 @@ fn a_messages_header_becomes_typed_relations() {
     let expected = vec![
         ("copied_to".to_owned(), msg.clone(), "jerome@lemaitre.example".to_owned()),
         ("sent_by".into(), msg.clone(), "paul@durand.example".into()),
+        ("sent_from".into(), msg.clone(), "203.0.113.44".into()),
         ("sent_to".into(), msg.clone(), "banque@exemple.example".into()),
         ("sent_to".into(), msg.clone(), "h.marchetti@cabinet.example".into()),
         ("uses_email".into(), "Hélène Marchetti".into(), "h.marchetti@cabinet.example".into()),

@@ -649,7 +649,7 @@ BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it cam
 
 /// Version 11: relations from a message's structure (SPEC A4) — a message
 /// `sent_by` its sender's address, `sent_to` and `copied_to` its
-/// recipients'. SQLite cannot change a CHECK, so the table is rebuilt with
+/// recipients', `sent_from` the address its first relay saw. SQLite cannot change a CHECK, so the table is rebuilt with
 /// the same rows, its indexes and its received read-only triggers.
 const V11: &str = concat!(
     "CREATE TABLE relations_v11 (
@@ -657,7 +657,7 @@ const V11: &str = concat!(
     investigation_id TEXT NOT NULL REFERENCES investigations(id) ON DELETE CASCADE,
     kind             TEXT NOT NULL CHECK (kind IN ('mentions', 'works_for', 'owns_domain', 'uses_email', 'uses_phone',
                                                    'located_in', 'linked_to', 'derived_from', 'sent_by', 'sent_to',
-                                                   'copied_to')),
+                                                   'copied_to', 'sent_from')),
     src              TEXT NOT NULL,
     dst              TEXT NOT NULL,
     confidence       REAL NOT NULL CHECK (confidence BETWEEN 0.0 AND 1.0),
