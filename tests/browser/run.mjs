@@ -696,6 +696,22 @@ async function scenarioNamingWithoutIds({ page, base }) {
   const producer = await textOf(page, `${tid('provenance-producer')} >> nth=0`);
   assert(activity === 'nommée par l’analyste dans une pièce' && producer === 'analyste', `provenance: ${producer} / ${activity}`);
 
+  // The place's timeline: the pieces that cite it, dated (issue 44).
+  await page.goto(`${base}/#/node/${marked.entity.id}`);
+  await page.click(tid('node-timeline-link'), { timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'timeline');
+  assert(await textOf(page, tid('timeline-title')) === `Les pièces qui citent « ${place} », dans l’ordre de leurs dates`, 'timeline title');
+  const cited = await page.$$eval(tid('timeline-row'), (els) => els.map((e) => [e.dataset.kind, e.querySelector('[data-testid="timeline-piece"]')?.textContent]));
+  assert(cited.length === 1 && cited[0][0] === 'collected' && cited[0][1].includes(`Rendez-vous ${stamp}`), `timeline rows: ${JSON.stringify(cited)}`);
+  await page.click(tid('timeline-clear'));
+  await waitView(page, 'timeline');
+  assert(await page.$$eval(tid('timeline-row'), (els) => els.length) === 50, 'the whole investigation, a page of 50');
+  await page.click(tid('timeline-order'));
+  await waitView(page, 'timeline');
+  const newestFirst = await page.$eval(`${tid('timeline-row')} ${tid('timeline-piece')}`, (e) => e.textContent);
+  assert(newestFirst.includes(`Rendez-vous ${stamp}`), `newest first: ${newestFirst}`);
+  await shotsAt(page, 'timeline', tid('timeline-view'));
+
   // The proposed merge refused: « Pas la même », and it is not proposed again.
   await openOverview(page, base);
   const group = `${tid('name-variant-group')}:has(${tid('name-variant')}:has-text("Odile ${surname}"))`;
@@ -2958,6 +2974,9 @@ async function scenarioAccessibility({ page, base }) {
   await page.goto(`${base}/#/cases`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
   await waitView(page, 'cases');
   await check('cases');
+  await page.goto(`${base}/#/timeline`, { waitUntil: 'domcontentloaded', timeout: STEP_TIMEOUT_MS });
+  await waitView(page, 'timeline');
+  await check('timeline');
   await openOverview(page, base);
   const panel = tid('resources-panel');
   if (!(await page.$eval(panel, (el) => el.open))) await page.click(`${panel} > summary`, { timeout: STEP_TIMEOUT_MS });

@@ -26,6 +26,7 @@ import { chooseInvestigation, chrome, parseHash, registerViews, rememberedInvest
 import { renderProvenance } from './provenance.js';
 import { renderEvidence } from './reader.js';
 import { bindResources, renderResources, resBoot } from './resources.js';
+import { renderTimeline } from './timeline.js';
 
 const SEARCH_LIMIT = 20;
 const SEARCH_MAX_CHARS = 256;
@@ -283,6 +284,7 @@ async function boot() {
     provenance: renderProvenance,
     cases: renderCases,
     list: renderList,
+    timeline: renderTimeline,
   });
   Object.assign(chrome, { renderWorkspace, renderSearchResults });
   bindChrome();

@@ -96,7 +96,10 @@ export async function renderNode(ref) {
           isEvidence(id, node.kind)
             ? h('a', { href: `#/evidence/${seg(id)}`, testid: 'node-open-evidence', text: t('link_open_evidence') })
             : null,
-          h('a', { href: `#/provenance/${seg(id)}`, testid: 'node-provenance-link', text: t('link_provenance') }))),
+          h('a', { href: `#/provenance/${seg(id)}`, testid: 'node-provenance-link', text: t('link_provenance') }),
+          node.kind === 'entity'
+            ? h('a', { href: `#/timeline/${seg(id)}`, testid: 'node-timeline-link', text: t('timeline_link_entity') })
+            : null)),
       h('div', { class: graph ? 'graph-row' : 'grid' },
         graph ? graph.el : null,
         h('div', { class: 'col col-wide' },

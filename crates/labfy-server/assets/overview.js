@@ -86,6 +86,8 @@ export async function renderOverview() {
         h('h1', { testid: 'overview-title', text: info.title ?? inv }),
         info.summary ? h('p', { class: 'summary', testid: 'overview-summary', text: info.summary }) : null,
         info.created_at ? h('p', { class: 'muted small' }, t('created_label'), ' ', timeEl(info.created_at)) : null,
+        h('nav', { class: 'links', 'aria-label': t('view_links') },
+          h('a', { href: '#/timeline', testid: 'overview-timeline-link', text: t('timeline_link') })),
         received ? h('p', { class: 'notice', testid: 'overview-received' },
           t('received_notice'), ' ', timeEl(received.received_at), '. ',
           t('received_fingerprint'), ' ', h('code', { class: 'fingerprint', text: String(received.fingerprint) })) : null),

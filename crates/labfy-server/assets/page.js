@@ -111,7 +111,7 @@ export function failView(ctx, err) {
 }
 
 // The views, by name (`registerViews`, from app.js): `overview`, `evidence`,
-// `node`, `provenance`, `cases`, `list`. A view that needs another shows it
+// `node`, `provenance`, `cases`, `list`, `timeline`. A view that needs another shows it
 // through here, so views import no view they lead to.
 const views = {};
 
@@ -142,6 +142,8 @@ export function route() {
       return render('cases');
     case 'list':
       return render('list');
+    case 'timeline':
+      return render('timeline', arg);
     default:
       render('overview');
       setStatus(t('unknown_route'), 'info');

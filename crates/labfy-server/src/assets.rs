@@ -12,7 +12,7 @@ pub const APP_CSS: &str = include_str!("../assets/app.css");
 /// helpers, the API client, the page's frame and router (`page.js`), one
 /// module per view, the resources and agent panels, the egress badge and
 /// the graph.
-pub const MODULES: [(&str, &str); 19] = [
+pub const MODULES: [(&str, &str); 20] = [
     ("/static/app.js", include_str!("../assets/app.js")),
     ("/static/i18n.js", include_str!("../assets/i18n.js")),
     ("/static/dom.js", include_str!("../assets/dom.js")),
@@ -28,6 +28,7 @@ pub const MODULES: [(&str, &str); 19] = [
     ("/static/overview.js", include_str!("../assets/overview.js")),
     ("/static/forms.js", include_str!("../assets/forms.js")),
     ("/static/picker.js", include_str!("../assets/picker.js")),
+    ("/static/timeline.js", include_str!("../assets/timeline.js")),
     ("/static/reader.js", include_str!("../assets/reader.js")),
     ("/static/node.js", include_str!("../assets/node.js")),
     ("/static/provenance.js", include_str!("../assets/provenance.js")),

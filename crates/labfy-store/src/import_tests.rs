@@ -334,3 +334,71 @@ fn a_messages_header_becomes_typed_relations() {
     assert_eq!(typed(&store), expected);
     assert_derived_consistent(&store.conn);
 }
+
+/// Issue 44, item 6: the timeline places a message at its `Date:`, anything
+/// else at its collection; oldest or newest first, one entity's pieces
+/// alone, a page at a time.
+#[test]
+fn the_timeline_orders_pieces_by_what_they_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, blobs, ws, inv) = real(&dir);
+    let job = store.start_import(ws, &inv, None, false, "analyste").unwrap();
+    let mail = |date: &str, from: &str, subject: &str| {
+        format!("From: {from}\r\nDate: {date}\r\nSubject: {subject}\r\n\r\nTexte.\r\n").into_bytes()
+    };
+    let late = import(
+        &mut store,
+        &blobs,
+        ws,
+        &job,
+        "b.eml",
+        &mail("Mon, 3 Feb 2025 09:14:00 +0100", "b@beta.example", "Second"),
+        None,
+    );
+    let early = import(
+        &mut store,
+        &blobs,
+        ws,
+        &job,
+        "a.eml",
+        &mail("Sun, 5 Jan 2025 18:00:00 +0000", "a@alpha.example", "Premier"),
+        None,
+    );
+    store.finish_import(ws, &job, None, "analyste").unwrap();
+    let note = store
+        .add_note(ws, &inv, &NewNote { title: "Note".into(), content: "Aujourd'hui.".into(), source: None }, "analyste")
+        .unwrap();
+    let reads = store.reads();
+    let page = |q: TimelineQuery| reads.timeline(ws, &inv, &q).unwrap();
+    let all = page(TimelineQuery { limit: 10, ..TimelineQuery::default() });
+    let order: Vec<ObjectRef> = all.items.iter().map(|i| i.id).collect();
+    assert_eq!(order, [*early.evidence(), *late.evidence(), note], "{all:?}");
+    assert_eq!(all.items[0].date, "2025-01-05 18:00:00");
+    assert_eq!(all.items[1].date, "2025-02-03 08:14:00", "in UTC");
+    assert_eq!((all.items[0].date_kind, all.items[2].date_kind), ("document", "collected"));
+    let newest = page(TimelineQuery { newest_first: true, limit: 10, ..TimelineQuery::default() });
+    assert_eq!(newest.items.iter().map(|i| i.id).collect::<Vec<_>>(), [note, *late.evidence(), *early.evidence()]);
+    // One entity's pieces.
+    let alpha: String = store
+        .conn
+        .query_row("SELECT id FROM entities WHERE kind = 'email' AND name = 'a@alpha.example'", [], |r| r.get(0))
+        .unwrap();
+    let alpha: ObjectRef = format!("entity:{alpha}").parse().unwrap();
+    let reads = store.reads();
+    let only = reads
+        .timeline(ws, &inv, &TimelineQuery { entity: Some(alpha), limit: 10, ..TimelineQuery::default() })
+        .unwrap();
+    assert_eq!(only.items.iter().map(|i| i.id).collect::<Vec<_>>(), [*early.evidence()]);
+    // A page at a time.
+    let first = reads.timeline(ws, &inv, &TimelineQuery { limit: 2, ..TimelineQuery::default() }).unwrap();
+    assert_eq!(first.items.len(), 2);
+    let rest = reads
+        .timeline(ws, &inv, &TimelineQuery { limit: 2, after: first.next.clone(), ..TimelineQuery::default() })
+        .unwrap();
+    assert_eq!(rest.items.iter().map(|i| i.id).collect::<Vec<_>>(), [note]);
+    assert!(rest.next.is_none());
+    assert!(reads.timeline(ws, &inv, &TimelineQuery { limit: 0, ..TimelineQuery::default() }).is_err());
+    assert!(
+        reads.timeline(ws, &inv, &TimelineQuery { entity: Some(inv), limit: 5, ..TimelineQuery::default() }).is_err()
+    );
+}

@@ -25,6 +25,7 @@ mod received;
 mod research;
 mod search;
 pub mod specimen;
+mod timeline;
 mod tool_requests;
 mod variants;
 
@@ -88,6 +89,7 @@ pub use research::{
     ResearchRequest, SELECTABLE_KINDS, SYNTHETIC_PAGES,
 };
 pub use search::fold as fold_word;
+pub use timeline::{MAX_TIMELINE_PAGE, TimelineItem, TimelinePage, TimelineQuery};
 pub use tool_requests::{
     CapabilityStanding, MAX_TOOL_DECISION_NOTE_CHARS, MAX_TOOL_REASON_CHARS, MAX_TOOL_REQUEST_JSON_BYTES,
     MAX_TOOL_REQUEST_LIST, NewToolRequest, PromotedManifest, ToolDecision, ToolRequest, ToolRequestKind,

@@ -33,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/investigations/{investigation}/overview", get(overview))
         .route("/api/v1/investigations/{investigation}/search", get(search))
         .route("/api/v1/investigations/{investigation}/correlations", get(correlations))
+        .route("/api/v1/investigations/{investigation}/timeline", get(timeline))
         .route("/api/v1/investigations/{investigation}/name-variants", get(name_variants))
         .route("/api/v1/investigations/{investigation}/jobs", get(jobs))
         .route("/api/v1/investigations/{investigation}/lists/{list}", get(list))
@@ -196,6 +197,50 @@ async fn search(
     let inv = path_ref(&inv, Some(RefKind::Investigation))?;
     let ws = s.session.workspace;
     Ok(Json(st.db().read(move |r| r.search(ws, &inv, &p.q, p.limit)).await?))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct TimelineParams {
+    /// Only the pieces that mention this entity (`entity:<uuid>`).
+    #[serde(default)]
+    entity: Option<String>,
+    /// `asc` (oldest first, the default) or `desc`.
+    #[serde(default)]
+    order: Option<String>,
+    /// The previous page's `next`.
+    #[serde(default)]
+    after: Option<String>,
+    /// 1–200 (50).
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// The investigation's pieces in the order of what they date (issue 44).
+#[utoipa::path(
+    get,
+    path = "/api/v1/investigations/{investigation}/timeline",
+    tag = "read",
+    params(("investigation" = String, Path, pattern = "^investigation:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", description = "`investigation:<uuid>` of the session's workspace"), TimelineParams),
+    responses((status = 200, description = "A page of the timeline.", body = Object))
+)]
+async fn timeline(
+    State(st): State<AppState>,
+    Extension(s): Session,
+    Path(inv): Path<String>,
+    ApiQuery(p): ApiQuery<TimelineParams>,
+) -> ApiResult<Json<labfy_store::TimelinePage>> {
+    let inv = path_ref(&inv, Some(RefKind::Investigation))?;
+    let entity = p.entity.as_deref().map(|e| path_ref(e, Some(RefKind::Entity))).transpose()?;
+    let newest_first = match p.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("order: `asc` or `desc`, not `{other}`"))),
+    };
+    let q = labfy_store::TimelineQuery { entity, newest_first, after: p.after, limit: p.limit.unwrap_or(50) };
+    let ws = s.session.workspace;
+    Ok(Json(st.db().read(move |r| r.timeline(ws, &inv, &q)).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -768,6 +813,7 @@ async fn name_variants(
     overview,
     search,
     correlations,
+    timeline,
     name_variants,
     jobs,
     list,
