@@ -344,6 +344,7 @@ fn plan_store(store: &mut Store, port: u16, sizes: &[usize]) -> Result<(Uuid, Ve
         title: "Benchmark".into(),
         content: "Pages fetched by bench_egress through labfy-egress.".into(),
         source: None,
+        dated_at: None,
     };
     let note = store.add_note(ws, &inv, &note, "bench")?;
     let mut planned = Vec::with_capacity(sizes.len());

@@ -652,6 +652,8 @@ async function scenarioNamingWithoutIds({ page, base }) {
   // a merge the overview proposes, which the analyst refuses.
   await page.fill(tid('note-title'), `Signature ${stamp}`, { timeout: STEP_TIMEOUT_MS });
   await page.fill(tid('note-content'), `Le courrier est signé par Mme ${surname} pour l’étude.`, { timeout: STEP_TIMEOUT_MS });
+  // An event entered by hand: the note of a signature on 2 March 2025.
+  await page.fill(tid('note-dated'), '2025-03-02T15:30');
   await page.click(tid('note-submit'), { timeout: STEP_TIMEOUT_MS });
   await page.waitForSelector(`${tid('evidence-text')}[data-state="complete"]`, { timeout: STEP_TIMEOUT_MS });
   await openOverview(page, base);
@@ -705,7 +707,10 @@ async function scenarioNamingWithoutIds({ page, base }) {
   assert(cited.length === 1 && cited[0][0] === 'collected' && cited[0][1].includes(`Rendez-vous ${stamp}`), `timeline rows: ${JSON.stringify(cited)}`);
   await page.click(tid('timeline-clear'));
   await waitView(page, 'timeline');
-  assert(await page.$$eval(tid('timeline-row'), (els) => els.length) === 50, 'the whole investigation, a page of 50');
+  const rowsAll = await page.$$eval(tid('timeline-row'), (els) => els.map((e) => [e.dataset.kind, e.querySelector('[data-testid="timeline-piece"]')?.textContent]));
+  assert(rowsAll.length === 50, 'the whole investigation, a page of 50');
+  // The event entered by hand comes first: 2025, before the SPECIMEN's 2026.
+  assert(rowsAll[0][0] === 'event' && rowsAll[0][1].includes(`Signature ${stamp}`), `the event first: ${JSON.stringify(rowsAll[0])}`);
   await page.click(tid('timeline-order'));
   await waitView(page, 'timeline');
   const newestFirst = await page.$eval(`${tid('timeline-row')} ${tid('timeline-piece')}`, (e) => e.textContent);

@@ -120,7 +120,12 @@ impl Fx {
             .add_note(
                 real_ws.id(),
                 &real_inv,
-                &NewNote { title: "Note réelle".into(), content: "Une note de l'analyste.".into(), source: None },
+                &NewNote {
+                    title: "Note réelle".into(),
+                    content: "Une note de l'analyste.".into(),
+                    source: None,
+                    dated_at: None,
+                },
                 "analyst",
             )
             .unwrap();
@@ -1034,7 +1039,12 @@ fn a_result_over_256_kib_is_refused_with_a_diagnostic() {
                 .add_note(
                     p.real_ws,
                     &p.real_inv,
-                    &NewNote { title: format!("Note longue {i}"), content: content.clone(), source: None },
+                    &NewNote {
+                        title: format!("Note longue {i}"),
+                        content: content.clone(),
+                        source: None,
+                        dated_at: None,
+                    },
                     "analyst",
                 )
                 .unwrap();
@@ -1116,7 +1126,12 @@ fn sandbox_exec_gives_the_evidence_text_and_maps_the_governors_answers() {
     use crate::sandbox::{SandboxEnded, SandboxRan, SandboxStreamText};
     let mut seeded = None;
     let fx = Fx::with(|p| {
-        let note = labfy_store::NewNote { title: "Liste".into(), content: "alpha\nbeta\nalpha".into(), source: None };
+        let note = labfy_store::NewNote {
+            title: "Liste".into(),
+            content: "alpha\nbeta\nalpha".into(),
+            source: None,
+            dated_at: None,
+        };
         seeded = Some(p.store.add_note(p.real_ws, &p.real_inv, &note, "analyst").unwrap());
     });
     let evidence = seeded.unwrap();
@@ -1204,6 +1219,7 @@ fn web_fetch_runs_through_the_lent_runner_and_maps_its_answers() {
             title: "Communiqué".into(),
             content: "La société Durand ouvre un bureau à Nantes.".into(),
             source: Some("https://news.example.org/a".into()),
+            dated_at: None,
         };
         seeded = (Some(grant), Some(p.store.add_note(rw, &ri, &note, "analyst").unwrap()));
     });

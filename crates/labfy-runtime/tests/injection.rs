@@ -256,7 +256,7 @@ fn ingest(data: &Path, ws: uuid::Uuid, inv: &ObjectRef, t: &Targets) -> Vec<Doc>
             "note" => {
                 let content = fill(&String::from_utf8(bytes).unwrap(), &token, t);
                 let title = fill(d["title"].as_str().unwrap(), &token, t);
-                let note = NewNote { title, content, source: Some("injection corpus".into()) };
+                let note = NewNote { title, content, source: Some("injection corpus".into()), dated_at: None };
                 match store.add_note(ws, inv, &note, "analyst") {
                     Ok(ev) => doc.evidence = Some(ev),
                     Err(e) => doc.refused = Some(e.to_string()),
@@ -310,11 +310,16 @@ async fn an_obedient_model_reading_the_corpus_changes_nothing() {
     let (targets, ws, inv, other) = {
         let mut store = Store::open(data).unwrap();
         let (other_ws, other_inv) = store.create_real_workspace("Autre dossier", "analyst").unwrap();
-        let secret =
-            NewNote { title: "Pièce confidentielle".into(), content: "Source protégée.".into(), source: None };
+        let secret = NewNote {
+            title: "Pièce confidentielle".into(),
+            content: "Source protégée.".into(),
+            source: None,
+            dated_at: None,
+        };
         let other_ev = store.add_note(other_ws.id(), &other_inv, &secret, "analyst").unwrap();
         let (ws, inv) = store.create_real_workspace("Dossier piégé", "analyst").unwrap();
-        let context = NewNote { title: "Contexte".into(), content: "Contexte du dossier.".into(), source: None };
+        let context =
+            NewNote { title: "Contexte".into(), content: "Contexte du dossier.".into(), source: None, dated_at: None };
         let context = store.add_note(ws.id(), &inv, &context, "analyst").unwrap().to_string();
         // The same id with its last hex digit changed.
         let last = context.chars().last().unwrap();

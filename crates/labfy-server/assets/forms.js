@@ -369,11 +369,15 @@ export function renderExportForm(ctx, inv) {
 export function renderNoteForm(inv) {
   const title = h('input', { id: 'note-title', type: 'text', testid: 'note-title', required: true, autocomplete: 'off', maxlength: String(NOTE_TITLE_MAX_CHARS) });
   const content = h('textarea', { id: 'note-content', rows: '5', testid: 'note-content', required: true });
+  // When what the note tells happened (optional): the timeline places the
+  // note there (issue 44). Local time in the field, sent in UTC.
+  const dated = h('input', { id: 'note-dated', type: 'datetime-local', testid: 'note-dated' });
   const submit = h('button', { type: 'submit', testid: 'note-submit', text: t('note_submit') });
   const status = h('p', { class: 'form-status', testid: 'note-status', role: 'status', hidden: true });
   const form = h('form', { class: 'note-form', testid: 'note-form', novalidate: true },
     h('label', { for: 'note-title', text: t('note_title') }), title,
     h('label', { for: 'note-content', text: t('note_content') }), content,
+    h('label', { for: 'note-dated', text: t('note_dated') }), dated,
     h('p', { class: 'muted small', text: t('note_help') }),
     h('div', { class: 'form-actions' }, submit),
     status);
@@ -385,6 +389,10 @@ export function renderNoteForm(inv) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const body = { title: title.value.trim(), content: content.value, source: NOTE_SOURCE };
+    if (dated.value) {
+      const at = new Date(dated.value);
+      if (!Number.isNaN(at.getTime())) body.dated_at = at.toISOString();
+    }
     if (!body.title || !body.content.trim()) {
       say(t('note_missing'), 'error');
       return;

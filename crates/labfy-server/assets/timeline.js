@@ -1,6 +1,7 @@
 // The investigation's timeline (issue 44): its pieces in the order of what
-// they date — a message by its Date:, a document by its file's creation
-// date, anything else by when it was collected, and said which — oldest or
+// they date — a note of an event by the date the analyst gave it, a message
+// by its Date:, a document by its file's creation date, anything else by
+// when it was collected, and said which — oldest or
 // newest first, a page at a time, and for one entity, picked by its name,
 // the pieces that mention it.
 
@@ -39,7 +40,7 @@ export async function renderTimeline(arg) {
     for (const item of items) {
       rows.append(h('tr', { testid: 'timeline-row', dataset: { ref: String(item.id), kind: String(item.date_kind) } },
         h('td', { class: 'num' }, h('time', { datetime: String(item.date), text: dateText(item.date) })),
-        h('td', { class: 'muted small', text: t(`timeline_date_${item.date_kind === 'document' ? 'document' : 'collected'}`) }),
+        h('td', { class: 'muted small', text: t(`timeline_date_${['document', 'event'].includes(item.date_kind) ? item.date_kind : 'collected'}`) }),
         h('td', null, objectLink({ id: item.id, kind: 'evidence', label: item.title }, 'timeline-piece')),
         h('td', { class: 'muted small', text: String(item.source ?? '') })));
     }

@@ -296,6 +296,7 @@ async fn fixture(run: Option<&Path>) -> Fixture {
         title: "Société Durand".into(),
         content: "La société Durand possède le domaine durand.example.".into(),
         source: None,
+        dated_at: None,
     };
     let evidence = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
     let db = Db::new(store, dir.path().to_path_buf());

@@ -32,6 +32,7 @@ fn exported() -> (TempDir, std::path::PathBuf, String, ObjectRef) {
                 title: "Note".into(),
                 content: "Vu 198.51.100.4 ; virement FR76 3000 6000 0112 3456 7890 189".into(),
                 source: None,
+                dated_at: None,
             },
             "analyst",
         )
@@ -292,7 +293,7 @@ pub(crate) fn fetched_case() -> Fetched {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Garde", "analyst").unwrap();
     let ws = ws.id();
-    let note = NewNote { title: "Piste".into(), content: "ACME et le ministre".into(), source: None };
+    let note = NewNote { title: "Piste".into(), content: "ACME et le ministre".into(), source: None, dated_at: None };
     let note = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let (r, _) = store.prepare_research(ws, &request(vec![note], "custody")).unwrap();
     let urls = PAGES.iter().map(|(u, _)| (*u).to_owned()).collect();

@@ -847,6 +847,7 @@ pub(crate) fn record_fetch(
         mime: &mime,
         at: &now,
         original,
+        dated_at: None,
     };
     let (inserted, relations) = insert_campaign_page(&tx, &origin, &doc, "tor_fetch")?;
     insert_fetch_provenance(&tx, &inserted.provenance, campaign, position, &grant, page, &checked)?;

@@ -39,7 +39,12 @@ fn real(dir: &TempDir, name: &str) -> Real {
 }
 
 fn add_real(mut store: Store, ws: Uuid, inv: ObjectRef) -> Real {
-    let note = |t: &str| NewNote { title: t.into(), content: format!("Piste {t} : le fil 8812."), source: None };
+    let note = |t: &str| NewNote {
+        title: t.into(),
+        content: format!("Piste {t} : le fil 8812."),
+        source: None,
+        dated_at: None,
+    };
     let notes = vec![
         store.add_note(ws, &inv, &note("un"), "analyst").unwrap(),
         store.add_note(ws, &inv, &note("deux"), "analyst").unwrap(),

@@ -17,7 +17,7 @@ fn real_store(dir: &TempDir) -> (Store, Uuid, ObjectRef) {
 }
 
 fn note(store: &mut Store, ws: Uuid, inv: &ObjectRef, title: &str, text: &str) -> ObjectRef {
-    let n = NewNote { title: title.into(), content: text.into(), source: None };
+    let n = NewNote { title: title.into(), content: text.into(), source: None, dated_at: None };
     store.add_note(ws, inv, &n, "analyst").unwrap()
 }
 

@@ -10,7 +10,7 @@ use crate::tests::{assert_derived_consistent, specimen};
 use crate::*;
 
 fn note(title: &str, content: &str) -> NewNote {
-    NewNote { title: title.into(), content: content.into(), source: None }
+    NewNote { title: title.into(), content: content.into(), source: None, dated_at: None }
 }
 
 fn entity(store: &Store, inv: &ObjectRef, kind: &str, name: &str) -> Option<(String, i64)> {

@@ -10,7 +10,14 @@ use crate::tests::assert_derived_consistent;
 use crate::*;
 
 fn note(store: &mut Store, ws: uuid::Uuid, inv: &ObjectRef, text: &str) -> ObjectRef {
-    store.add_note(ws, inv, &NewNote { title: "Note".into(), content: text.into(), source: None }, "analyst").unwrap()
+    store
+        .add_note(
+            ws,
+            inv,
+            &NewNote { title: "Note".into(), content: text.into(), source: None, dated_at: None },
+            "analyst",
+        )
+        .unwrap()
 }
 
 fn entity(kind: &str, name: &str) -> NewEntity {

@@ -26,7 +26,7 @@ impl Case {
     }
 
     fn note(&mut self, title: &str, text: &str) -> ObjectRef {
-        let n = NewNote { title: title.into(), content: text.into(), source: None };
+        let n = NewNote { title: title.into(), content: text.into(), source: None, dated_at: None };
         self.store.add_note(self.ws, &self.inv, &n, "analyst").unwrap()
     }
 

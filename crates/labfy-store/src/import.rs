@@ -352,6 +352,7 @@ fn record_in(
                 mime: &p.mime,
                 at: &now,
                 original: Some(file.blob),
+                dated_at: None,
             };
             let Inserted { evidence: ev, seq, provenance } =
                 insert_text_evidence(tx, &doc, actor, activity, &file.parent.copied().into_iter().collect::<Vec<_>>())?;

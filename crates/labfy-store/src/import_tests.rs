@@ -325,7 +325,14 @@ fn a_messages_header_becomes_typed_relations() {
     assert_derived_consistent(&store.conn);
 
     // The same lines written in a note are a note's text: no role.
-    store.add_note(ws, &inv, &NewNote { title: "n".into(), content: mail.into(), source: None }, "analyste").unwrap();
+    store
+        .add_note(
+            ws,
+            &inv,
+            &NewNote { title: "n".into(), content: mail.into(), source: None, dated_at: None },
+            "analyste",
+        )
+        .unwrap();
     assert_eq!(typed(&store), expected);
     // Scanned again (a new extractor version): the same relations.
     store.conn.execute("UPDATE extraction_state SET version = 1", []).unwrap();
@@ -366,18 +373,40 @@ fn the_timeline_orders_pieces_by_what_they_date() {
     );
     store.finish_import(ws, &job, None, "analyste").unwrap();
     let note = store
-        .add_note(ws, &inv, &NewNote { title: "Note".into(), content: "Aujourd'hui.".into(), source: None }, "analyste")
+        .add_note(
+            ws,
+            &inv,
+            &NewNote { title: "Note".into(), content: "Aujourd'hui.".into(), source: None, dated_at: None },
+            "analyste",
+        )
         .unwrap();
+    // A note of an event, placed at its date (between the two messages);
+    // a date that is none refused.
+    let event = NewNote {
+        title: "Rendez-vous".into(),
+        content: "Vu à Lyon.".into(),
+        source: None,
+        dated_at: Some("2025-01-20T10:30:00+01:00".into()),
+    };
+    let event = store.add_note(ws, &inv, &event, "analyste").unwrap();
+    let bad = NewNote { title: "x".into(), content: "x".into(), source: None, dated_at: Some("mardi".into()) };
+    assert!(
+        matches!(store.add_note(ws, &inv, &bad, "analyste"), Err(StoreError::Invalid(m)) if m.contains("not a date"))
+    );
     let reads = store.reads();
     let page = |q: TimelineQuery| reads.timeline(ws, &inv, &q).unwrap();
     let all = page(TimelineQuery { limit: 10, ..TimelineQuery::default() });
     let order: Vec<ObjectRef> = all.items.iter().map(|i| i.id).collect();
-    assert_eq!(order, [*early.evidence(), *late.evidence(), note], "{all:?}");
+    assert_eq!(order, [*early.evidence(), event, *late.evidence(), note], "{all:?}");
     assert_eq!(all.items[0].date, "2025-01-05 18:00:00");
-    assert_eq!(all.items[1].date, "2025-02-03 08:14:00", "in UTC");
-    assert_eq!((all.items[0].date_kind, all.items[2].date_kind), ("document", "collected"));
+    assert_eq!((all.items[1].date.as_str(), all.items[1].date_kind), ("2025-01-20 09:30:00", "event"));
+    assert_eq!(all.items[2].date, "2025-02-03 08:14:00", "in UTC");
+    assert_eq!((all.items[0].date_kind, all.items[3].date_kind), ("document", "collected"));
     let newest = page(TimelineQuery { newest_first: true, limit: 10, ..TimelineQuery::default() });
-    assert_eq!(newest.items.iter().map(|i| i.id).collect::<Vec<_>>(), [note, *late.evidence(), *early.evidence()]);
+    assert_eq!(
+        newest.items.iter().map(|i| i.id).collect::<Vec<_>>(),
+        [note, *late.evidence(), event, *early.evidence()]
+    );
     // One entity's pieces.
     let alpha: String = store
         .conn
@@ -390,10 +419,10 @@ fn the_timeline_orders_pieces_by_what_they_date() {
         .unwrap();
     assert_eq!(only.items.iter().map(|i| i.id).collect::<Vec<_>>(), [*early.evidence()]);
     // A page at a time.
-    let first = reads.timeline(ws, &inv, &TimelineQuery { limit: 2, ..TimelineQuery::default() }).unwrap();
-    assert_eq!(first.items.len(), 2);
+    let first = reads.timeline(ws, &inv, &TimelineQuery { limit: 3, ..TimelineQuery::default() }).unwrap();
+    assert_eq!(first.items.len(), 3);
     let rest = reads
-        .timeline(ws, &inv, &TimelineQuery { limit: 2, after: first.next.clone(), ..TimelineQuery::default() })
+        .timeline(ws, &inv, &TimelineQuery { limit: 3, after: first.next.clone(), ..TimelineQuery::default() })
         .unwrap();
     assert_eq!(rest.items.iter().map(|i| i.id).collect::<Vec<_>>(), [note]);
     assert!(rest.next.is_none());

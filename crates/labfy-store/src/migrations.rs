@@ -650,7 +650,8 @@ BEGIN SELECT RAISE(ABORT, 'read-only: a received investigation is kept as it cam
 /// Version 11: relations from a message's structure (SPEC A4) — a message
 /// `sent_by` its sender's address, `sent_to` and `copied_to` its
 /// recipients', `sent_from` the address its first relay saw. SQLite cannot change a CHECK, so the table is rebuilt with
-/// the same rows, its indexes and its received read-only triggers.
+/// the same rows, its indexes and its received read-only triggers. And a
+/// piece's event date (`evidence.dated_at`, issue 44).
 const V11: &str = concat!(
     "CREATE TABLE relations_v11 (
     id               TEXT PRIMARY KEY,
@@ -673,6 +674,9 @@ CREATE INDEX relations_src ON relations(src, kind);
 CREATE INDEX relations_dst ON relations(dst, kind);
 CREATE INDEX relations_investigation ON relations(investigation_id);
 CREATE INDEX relations_typed ON relations(investigation_id, kind) WHERE kind <> 'mentions';
+-- When what a piece tells happened, as the analyst gave it (a note of an
+-- event): the timeline places the piece there (issue 44).
+ALTER TABLE evidence ADD COLUMN dated_at TEXT CHECK (dated_at IS NULL OR datetime(dated_at) IS NOT NULL);
 ",
     received_read_only!("relations"),
 );

@@ -30,6 +30,11 @@ pub struct NewNote {
     /// Where it comes from; defaults to "analyst note".
     #[serde(default)]
     pub source: Option<String>,
+    /// When what it tells happened (`YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]`,
+    /// with `Z` or an offset; UTC without): the timeline places the note
+    /// there rather than at its writing (issue 44).
+    #[serde(default)]
+    pub dated_at: Option<String>,
 }
 
 /// One text evidence item added inside the caller's transaction: its row and
@@ -79,6 +84,20 @@ pub(crate) fn add_note(
     check_text("source", &source, MAX_NOTE_SOURCE_CHARS)?;
     let tx = conn.transaction()?;
     Reads { conn: &tx }.require_in_workspace(ws, inv)?;
+    // The event's date as SQLite reads a date, in UTC; anything else is
+    // refused.
+    let dated_at = match &note.dated_at {
+        None => None,
+        Some(at) => {
+            let utc: Option<String> = tx.query_row("SELECT datetime(?1)", [at.trim()], |r| r.get(0))?;
+            Some(utc.filter(|_| at.len() <= 40).ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "dated_at `{}` is not a date (YYYY-MM-DD, or with a time)",
+                    at.chars().take(40).collect::<String>()
+                ))
+            })?)
+        }
+    };
     let text = TextEvidence {
         investigation: inv.id(),
         title: &note.title,
@@ -87,6 +106,7 @@ pub(crate) fn add_note(
         mime: TEXT_PLAIN,
         at: &now_rfc3339(),
         original: None,
+        dated_at: dated_at.as_deref(),
     };
     let ev = add_one(&tx, &text, actor, "note", &[])?;
     audit(&tx, actor, "evidence.add_note", Some(ws), Some(&ev), &serde_json::json!({"bytes": note.content.len()}))?;
@@ -201,6 +221,7 @@ pub(crate) fn keep_run_file(
         mime: TEXT_PLAIN,
         at: &now_rfc3339(),
         original: None,
+        dated_at: None,
     };
     let producer = format!("sandbox.exec:{}", file.program);
     let ev = add_one(&tx, &text, &producer, "sandbox_run", &file.inputs)?;

@@ -83,6 +83,10 @@ pub(crate) struct TextEvidence<'a> {
     /// The original bytes it was read from, when they are kept (SPEC C2):
     /// then `sha256` and `byte_len` are theirs, not the text's.
     pub(crate) original: Option<&'a crate::blobs::Blob>,
+    /// When what it tells happened, as the analyst gave it (UTC,
+    /// `YYYY-MM-DD HH:MM:SS`): evidence is immutable, so it is written with
+    /// the row (issue 44's timeline).
+    pub(crate) dated_at: Option<&'a str>,
 }
 
 /// What [`insert_text_evidence`] wrote.
@@ -127,8 +131,8 @@ pub(crate) fn insert_text_evidence(
     let content = without_snippet_markers(doc.content);
     conn.prepare_cached(
         "INSERT INTO evidence (id, investigation_id, title, content, sha256, source, mime, byte_len, char_len,
-                               collected_at, created_at, blob_sha256)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                               collected_at, created_at, blob_sha256, dated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
     )?
     .execute(params![
         ev.id().to_string(),
@@ -142,6 +146,7 @@ pub(crate) fn insert_text_evidence(
         content.chars().count() as i64,
         doc.at,
         doc.original.map(|b| b.sha256.as_str()),
+        doc.dated_at,
     ])?;
     let seq = conn.last_insert_rowid();
     let prov = Uuid::now_v7().to_string();

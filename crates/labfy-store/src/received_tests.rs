@@ -96,7 +96,7 @@ fn a_bundle_from_another_appliance_is_received_whole_read_only_and_once() {
     // Read-only: a note, an entity, an extraction, an import are refused
     // with the reason; nothing changed.
     let before = count(&store, "SELECT count(*) FROM evidence WHERE investigation_id = ?1", &case.inv);
-    let note = NewNote { title: "Ajout".into(), content: "texte".into(), source: None };
+    let note = NewNote { title: "Ajout".into(), content: "texte".into(), source: None, dated_at: None };
     for refused in [
         store.add_note(ws, &case.inv, &note, "analyst").map(drop),
         store.create_entity(ws, &case.inv, &NewEntity { kind: "person".into(), name: "X".into() }, "a").map(drop),

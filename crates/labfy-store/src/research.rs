@@ -589,6 +589,7 @@ fn run_synthetic(
             mime: TEXT_PLAIN,
             at: &now,
             original: None,
+            dated_at: None,
         };
         let (inserted, added) = insert_campaign_page(tx, &origin, &page, "synthetic_fetch")?;
         first_seq.get_or_insert(inserted.seq);

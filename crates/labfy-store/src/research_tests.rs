@@ -380,7 +380,7 @@ fn selection_across_two_investigations_is_refused() {
             [inv2.id().to_string(), ws.id().to_string()],
         )
         .unwrap();
-    let note = |t: &str| NewNote { title: t.into(), content: format!("contenu {t}"), source: None };
+    let note = |t: &str| NewNote { title: t.into(), content: format!("contenu {t}"), source: None, dated_at: None };
     let e1 = store.add_note(ws.id(), &inv1, &note("un"), "analyst").unwrap();
     let e2 = store.add_note(ws.id(), &inv2, &note("deux"), "analyst").unwrap();
     assert_invalid(store.prepare_research(ws.id(), &request(vec![e1, e2], "cross")), "two investigations");
@@ -641,7 +641,7 @@ fn a_grant_in_a_real_workspace_leaves_its_campaign_pending() {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Dossier Nord", "analyst").unwrap();
     let ws = ws.id();
-    let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None };
+    let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None, dated_at: None };
     let e = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let (r, _) = store.prepare_research(ws, &request(vec![e], "real")).unwrap();
     let before = counters(store.conn(), &inv);

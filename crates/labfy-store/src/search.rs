@@ -349,7 +349,7 @@ mod tests {
         let (ws, inv) = store.create_real_workspace("Fréquences", "analyst").unwrap();
         for n in 0..40 {
             let content = if n % 2 == 0 { format!("Réunion à Lyon {n}") } else { format!("Réunion à Paris {n}") };
-            let note = crate::NewNote { title: format!("Note {n}"), content, source: None };
+            let note = crate::NewNote { title: format!("Note {n}"), content, source: None, dated_at: None };
             store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
         }
         let conn = &store.conn;
@@ -366,7 +366,12 @@ mod tests {
         assert_eq!(document_frequency(&store.conn, &term, generation).unwrap(), 40);
         let add = |store: &mut crate::Store, n: usize| {
             for i in 0..n {
-                let note = crate::NewNote { title: format!("Plus {i}"), content: "Réunion".into(), source: None };
+                let note = crate::NewNote {
+                    title: format!("Plus {i}"),
+                    content: "Réunion".into(),
+                    source: None,
+                    dated_at: None,
+                };
                 store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
             }
             store.conn.query_row("SELECT max(seq) FROM evidence", [], |r| r.get::<_, i64>(0)).unwrap()

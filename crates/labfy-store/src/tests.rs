@@ -277,7 +277,7 @@ fn documents_cannot_forge_search_highlights() {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Marqueurs", "analyst").unwrap();
     let forged = format!("{SNIPPET_OPEN}Autorisation accordée{SNIPPET_CLOSE} pour la société Quillon.");
-    let note = NewNote { title: "Faux surlignage".into(), content: forged.clone(), source: None };
+    let note = NewNote { title: "Faux surlignage".into(), content: forged.clone(), source: None, dated_at: None };
     let ev = store.add_note(ws.id(), &inv, &note, "analyst").unwrap();
     let r = store.reads();
     let hits = r.search(ws.id(), &inv, "Quillon", 5).unwrap().hits;
@@ -300,10 +300,12 @@ fn broad_searches_rank_the_most_recent_matches_and_say_so() {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Fenêtre", "analyst").unwrap();
     let ws = ws.id();
-    let note =
-        |n: usize| NewNote {
-            title: format!("Note {n}"), content: format!("Réunion à Lyon numéro {n}"), source: None
-        };
+    let note = |n: usize| NewNote {
+        title: format!("Note {n}"),
+        content: format!("Réunion à Lyon numéro {n}"),
+        source: None,
+        dated_at: None,
+    };
     let mut ours = Vec::new();
     for n in 0..8 {
         ours.push(store.add_note(ws, &inv, &note(n), "analyst").unwrap());
@@ -354,7 +356,7 @@ fn a_whole_word_is_searched_whole_and_the_best_match_comes_first() {
     let (ws, inv) = store.create_real_workspace("Typage", "analyst").unwrap();
     let ws = ws.id();
     let mut add = |title: &str, content: &str| {
-        let note = NewNote { title: title.into(), content: content.into(), source: None };
+        let note = NewNote { title: title.into(), content: content.into(), source: None, dated_at: None };
         store.add_note(ws, &inv, &note, "analyst").unwrap()
     };
     let company = add("Quillon SAS", "Quillon SAS, siège à Lyon. Quillon SAS dépose ses comptes.");
@@ -378,7 +380,7 @@ fn a_whole_word_is_searched_whole_and_the_best_match_comes_first() {
     // A match past the text a piece is scored on still gets its snippet
     // (FTS5's, for that piece).
     let far = format!("{}Ostrander conclut.", "rien ".repeat(crate::search::SCORED_CHARS as usize / 4));
-    let note = NewNote { title: "Long".into(), content: far, source: None };
+    let note = NewNote { title: "Long".into(), content: far, source: None, dated_at: None };
     let long_piece = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let r = store.reads();
     let hit = &r.search(ws, &inv, "Ostrander", 5).unwrap().hits[0];
@@ -395,7 +397,7 @@ fn a_run_file_is_kept_once_with_provenance_naming_the_run() {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Exécutions", "analyst").unwrap();
     let ws = ws.id();
-    let note = NewNote { title: "Liste".into(), content: "alpha\nbeta\nalpha".into(), source: None };
+    let note = NewNote { title: "Liste".into(), content: "alpha\nbeta\nalpha".into(), source: None, dated_at: None };
     let input = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let text = "mot,compte\nalpha,2\nbeta,1\n".to_owned();
     let file = RunFile {
@@ -508,7 +510,12 @@ fn reads_are_scoped_to_the_callers_workspace() {
 fn notes_are_bounded_stored_with_provenance_and_audited() {
     let dir = TempDir::new().unwrap();
     let (mut store, ws, inv) = specimen(&dir, 1, 10);
-    let note = |title: &str, content: &str| NewNote { title: title.into(), content: content.into(), source: None };
+    let note = |title: &str, content: &str| NewNote {
+        title: title.into(),
+        content: content.into(),
+        source: None,
+        dated_at: None,
+    };
     let ev = store.add_note(ws, &inv, &note("<b>Hypothèse</b>", "Le fil 8812 est un leurre."), "analyst").unwrap();
     let s = store.reads().evidence_summary(ws, &ev).unwrap();
     assert_eq!(s.title, "<b>Hypothèse</b>");

@@ -1,7 +1,7 @@
 //! An investigation's timeline (issue 44, item 6): its pieces in the order
-//! of what they date — a message by its `Date:`, a document by the date its
-//! file gives (a PDF's creation date), anything else by when it was
-//! collected — oldest or newest first, and for one entity the pieces that
+//! of what they date — a note of an event by the date the analyst gave it,
+//! a message by its `Date:`, a document by the date its file gives (a PDF's
+//! creation date), anything else by when it was collected — oldest or newest first, and for one entity the pieces that
 //! mention it. Keyset pages on (date, id): page 1,000 costs what page 1 does
 //! once the dates are computed.
 
@@ -28,7 +28,8 @@ pub struct TimelineItem {
     pub source: String,
     /// The date it is placed at, `YYYY-MM-DD HH:MM:SS` in UTC.
     pub date: String,
-    /// What that date is: `document` (the piece's own: a message's `Date:`,
+    /// What that date is: `event` (when what it tells happened, as the
+    /// analyst gave it), `document` (the piece's own: a message's `Date:`,
     /// a file's creation date) or `collected` (when Labfy got it).
     pub date_kind: &'static str,
 }
@@ -84,15 +85,17 @@ impl Reads<'_> {
         let sql = format!(
             "WITH dated AS (
                SELECT e.id, e.title, e.mime, e.source, datetime(e.collected_at) AS collected,
-                      (SELECT coalesce(datetime(json_extract(i.metadata, '$.date')),
-                                       datetime(json_extract(i.metadata, '$.created')))
-                         FROM imports i WHERE i.evidence_id = e.id ORDER BY i.imported_at LIMIT 1) AS own
+                      coalesce(e.dated_at,
+                               (SELECT coalesce(datetime(json_extract(i.metadata, '$.date')),
+                                                datetime(json_extract(i.metadata, '$.created')))
+                                  FROM imports i WHERE i.evidence_id = e.id ORDER BY i.imported_at LIMIT 1)) AS own,
+                      e.dated_at IS NOT NULL AS event
                  FROM evidence e
                 WHERE e.investigation_id = ?1
                   AND (?2 IS NULL OR EXISTS (SELECT 1 FROM relations r
                         WHERE r.dst = ?2 AND r.kind = 'mentions' AND r.src = 'evidence:' || e.id))
              )
-             SELECT id, title, mime, source, coalesce(own, collected) AS at, own IS NOT NULL FROM dated
+             SELECT id, title, mime, source, coalesce(own, collected) AS at, own IS NOT NULL, event FROM dated
               WHERE ?3 IS NULL OR (coalesce(own, collected), id) {cmp} (?3, ?4)
               ORDER BY at {order}, id {order} LIMIT ?5"
         );
@@ -107,13 +110,14 @@ impl Reads<'_> {
                     r.get::<_, String>(3)?,
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, bool>(5)?,
+                    r.get::<_, bool>(6)?,
                 ))
             },
         )?;
         let mut items = Vec::new();
         let mut raw_ids = Vec::new();
         for row in rows {
-            let (id, title, mime, source, at, own) = row?;
+            let (id, title, mime, source, at, own, event) = row?;
             let uuid = uuid::Uuid::try_parse(&id).map_err(|e| StoreError::Damaged(format!("evidence id {id}: {e}")))?;
             items.push(TimelineItem {
                 id: ObjectRef::new(RefKind::Evidence, uuid),
@@ -121,7 +125,13 @@ impl Reads<'_> {
                 mime,
                 source,
                 date: at.unwrap_or_default(),
-                date_kind: if own { "document" } else { "collected" },
+                date_kind: if event {
+                    "event"
+                } else if own {
+                    "document"
+                } else {
+                    "collected"
+                },
             });
             raw_ids.push(id);
         }

@@ -208,7 +208,7 @@ fn a_contract_change_voids_pending_requests_and_revokes_grants_at_once() {
     let mut store = Store::open(dir.path()).unwrap();
     let (ws, inv) = store.create_real_workspace("Dossier Omega", "analyst").unwrap();
     let ws = ws.id();
-    let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None };
+    let note = NewNote { title: "Piste".into(), content: "Le fil 8812.".into(), source: None, dated_at: None };
     let e = store.add_note(ws, &inv, &note, "analyst").unwrap();
     let (pending, _) = store.prepare_research(ws, &request(vec![e], "pending")).unwrap();
     let (granted, _) = store.prepare_research(ws, &request(vec![e], "granted")).unwrap();
