@@ -861,6 +861,18 @@ pub mod governor {
         pub blocked_by: Vec<String>,
     }
 
+    impl Refusal {
+        /// The refusal as one line for a person: `refused by the governor:
+        /// <reason> (held by <…>)`.
+        pub fn said(&self) -> String {
+            if self.blocked_by.is_empty() {
+                format!("refused by the governor: {}", self.reason)
+            } else {
+                format!("refused by the governor: {} (held by {})", self.reason, self.blocked_by.join(", "))
+            }
+        }
+    }
+
     /// What the server (or the operator) asks the governor.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

@@ -198,30 +198,28 @@ function renderNameVariants(groups, ctx) {
     }));
 }
 
+// A proposed merge decided with one click (SPEC A2, A3): « Fusionner »
+// merges (the old name kept as an alias), « Pas la même » sets the two
+// apart for good.
 function mergeButton(e, keep, ctx) {
-  const b = h('button', { type: 'button', class: 'secondary small', testid: 'name-variant-merge', text: t('name_variants_merge', { name: keep.name }) });
-  b.addEventListener('click', async () => {
-    b.disabled = true;
-    try {
-      await api(`/api/v1/entities/${seg(e.id)}/merge`, { method: 'POST', body: { into: keep.id } });
-      setStatusAfterRoute(t('name_variants_merged', { gone: e.name, kept: keep.name }), 'ok');
-      if (ctx.live()) route();
-    } catch (err) {
-      b.disabled = false;
-      showError(err);
-    }
-  });
-  return b;
+  return variantButton('name-variant-merge', t('name_variants_merge', { name: keep.name }), ctx,
+    () => api(`/api/v1/entities/${seg(e.id)}/merge`, { method: 'POST', body: { into: keep.id } }),
+    t('name_variants_merged', { gone: e.name, kept: keep.name }));
 }
 
-// « Not the same »: the proposal refused for good (SPEC A3).
 function apartButton(e, keep, ctx) {
-  const b = h('button', { type: 'button', class: 'secondary small', testid: 'name-variant-apart', text: t('name_variants_apart') });
+  return variantButton('name-variant-apart', t('name_variants_apart'), ctx,
+    () => api(`/api/v1/entities/${seg(e.id)}/apart`, { method: 'POST', body: { from: keep.id } }),
+    t('name_variants_set_apart', { one: e.name, other: keep.name }));
+}
+
+function variantButton(testid, text, ctx, call, said) {
+  const b = h('button', { type: 'button', class: 'secondary small', testid, text });
   b.addEventListener('click', async () => {
     b.disabled = true;
     try {
-      await api(`/api/v1/entities/${seg(e.id)}/apart`, { method: 'POST', body: { from: keep.id } });
-      setStatusAfterRoute(t('name_variants_set_apart', { one: e.name, other: keep.name }), 'ok');
+      await call();
+      setStatusAfterRoute(said, 'ok');
       if (ctx.live()) route();
     } catch (err) {
       b.disabled = false;

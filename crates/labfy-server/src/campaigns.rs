@@ -554,14 +554,7 @@ impl Run<'_> {
                 self.reservation = Some(reservation);
                 return Ok(detail);
             }
-            Ok(GovernorResponse::Refused(r)) => {
-                let blocked = if r.blocked_by.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (held by {})", r.blocked_by.join(", "))
-                };
-                format!("refused by the governor: {}{blocked}", r.reason)
-            }
+            Ok(GovernorResponse::Refused(r)) => r.said(),
             Ok(GovernorResponse::Failed(f)) => format!("the governor could not admit it: {}: {}", f.code, f.message),
             Ok(_) => "the governor answered the admission with another message".to_owned(),
             Err(e) => e,

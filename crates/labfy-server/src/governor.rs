@@ -82,14 +82,7 @@ pub(crate) async fn admit_reading(dir: &Path, job: labfy_core::JobRef) -> Result
             Ok(GovernorResponse::AdmittedReading { reservation, .. }) => {
                 return Ok(HeldReading { dir: dir.to_path_buf(), reservation, renewed: tokio::time::Instant::now() });
             }
-            Ok(GovernorResponse::Refused(r)) => {
-                let held = if r.blocked_by.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (held by {})", r.blocked_by.join(", "))
-                };
-                governor_line(format!("refused by the governor: {}{held}", r.reason))
-            }
+            Ok(GovernorResponse::Refused(r)) => governor_line(r.said()),
             Ok(GovernorResponse::Failed(f)) => {
                 return Err(governor_line(format!("the governor could not admit it: {}: {}", f.code, f.message)));
             }

@@ -72,14 +72,7 @@ impl Reading {
                 held: Some((dir, reservation)),
                 lost: Mutex::new(None),
             }),
-            Ok(GovernorResponse::Refused(r)) => {
-                let held = if r.blocked_by.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (held by {})", r.blocked_by.join(", "))
-                };
-                Err(format!("refused by the governor: {}{held}", r.reason))
-            }
+            Ok(GovernorResponse::Refused(r)) => Err(r.said()),
             Ok(GovernorResponse::Failed(f)) => {
                 Err(format!("the governor could not admit it: {}: {}", f.code, f.message))
             }
