@@ -40,6 +40,7 @@ const res = {
   history: null, // null: not asked yet; then the number of points the governor gave
   last: null, // { available: true, state } | { available: false, detail }
   error: null, // a failed poll: tracking stops until the analyst resumes it
+  now: null, // while a drawing runs: the one time its freshness is judged at
 };
 
 function ratio(used, total) {
@@ -245,10 +246,12 @@ async function resPoll() {
 
 // ----- rendering
 
+// Whether the latest sample is fresh — judged once per drawing (`res.now`),
+// so the status line, the chart and the figures never disagree about it.
 function resFresh() {
   if (res.error || !res.last || !res.last.available) return false;
   const at = num(res.last.state?.sample?.at_ms);
-  return at !== null && Date.now() - at <= resStaleMs();
+  return at !== null && (res.now ?? Date.now()) - at <= resStaleMs();
 }
 
 function renderResChart() {
@@ -481,10 +484,10 @@ function renderResStatus() {
       el.dataset.state = 'no-sample';
       el.classList.add('muted');
       el.textContent = t('res_no_sample');
-    } else if (Date.now() - at > resStaleMs()) {
+    } else if (!resFresh()) {
       el.dataset.state = 'old';
       el.classList.add('error-box');
-      el.textContent = t('res_sample_old', { age: fmtNumber(Math.round((Date.now() - at) / 1000)) });
+      el.textContent = t('res_sample_old', { age: fmtNumber(Math.round(((res.now ?? Date.now()) - at) / 1000)) });
     } else {
       el.dataset.state = 'fresh';
       el.classList.add('muted');
@@ -505,6 +508,15 @@ export function renderResources() {
   const panel = $('resources-panel');
   panel.dataset.available = res.last ? String(Boolean(res.last.available)) : '';
   if (!panel.open) return; // drawn when opened; the history is kept meanwhile
+  res.now = Date.now();
+  try {
+    drawResources();
+  } finally {
+    res.now = null;
+  }
+}
+
+function drawResources() {
   renderResStatus();
   renderResChart();
   renderResLegend();
