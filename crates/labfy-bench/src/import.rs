@@ -25,6 +25,12 @@ pub struct ImportBenchArgs {
     /// `labfy import` on them); by default a temporary one.
     #[arg(long)]
     keep: Option<std::path::PathBuf>,
+    /// Runtime directory of a running governor (`labfy up`'s, or a
+    /// `labfy-governor --runtime-dir` of its own): the import asks it to
+    /// admit its parser workers, as under the appliance (SPEC A1, I1).
+    /// Without it no governor is asked.
+    #[arg(long)]
+    runtime_dir: Option<std::path::PathBuf>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
@@ -97,6 +103,10 @@ pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
         .args(["import", "--data-dir"])
         .arg(&data)
         .args(["--investigation", &inv.to_string()])
+        .arg("--runtime-dir")
+        // No runtime directory given: one where no governor runs, so the
+        // import is not admitted by whatever `labfy up` this machine runs.
+        .arg(args.runtime_dir.clone().unwrap_or_else(|| tmp.path().join("no-governor")))
         .arg(&root)
         .output()
         .map_err(|e| failed("labfy import", e))?;
@@ -105,6 +115,11 @@ pub fn import(args: ImportBenchArgs) -> Result<(), Failure> {
         return Err(failed("labfy import", String::from_utf8_lossy(&out.stderr)));
     }
     let mb = bytes as f64 / 1e6;
+    // How many parser workers read, and whether a governor admitted them.
+    let said = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = said.lines().find(|l| l.contains("parser worker")) {
+        println!("# {}", line.trim_start_matches("labfy: "));
+    }
     println!(
         "{:<28} {} files, {mb:.1} MB in {took:.2} s: {:.0} files/s, {:.2} MB/s",
         "labfy import (+extraction)",
