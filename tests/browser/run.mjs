@@ -706,12 +706,17 @@ async function scenarioNamingWithoutIds({ page, base }) {
   const cited = await page.$$eval(tid('timeline-row'), (els) => els.map((e) => [e.dataset.kind, e.querySelector('[data-testid="timeline-piece"]')?.textContent]));
   assert(cited.length === 1 && cited[0][0] === 'collected' && cited[0][1].includes(`Rendez-vous ${stamp}`), `timeline rows: ${JSON.stringify(cited)}`);
   await page.click(tid('timeline-clear'));
+  // The new view, not the one the click left (both are a ready timeline).
+  await page.waitForFunction(() => document.querySelector('[data-testid="timeline-title"]')?.textContent === 'Les pièces dans l’ordre de leurs dates',
+    null, { timeout: STEP_TIMEOUT_MS });
   await waitView(page, 'timeline');
   const rowsAll = await page.$$eval(tid('timeline-row'), (els) => els.map((e) => [e.dataset.kind, e.querySelector('[data-testid="timeline-piece"]')?.textContent]));
   assert(rowsAll.length === 50, 'the whole investigation, a page of 50');
   // The event entered by hand comes first: 2025, before the SPECIMEN's 2026.
   assert(rowsAll[0][0] === 'event' && rowsAll[0][1].includes(`Signature ${stamp}`), `the event first: ${JSON.stringify(rowsAll[0])}`);
   await page.click(tid('timeline-order'));
+  await page.waitForFunction(() => document.querySelector('[data-testid="timeline-order"]')?.textContent === 'Les plus anciennes d’abord',
+    null, { timeout: STEP_TIMEOUT_MS });
   await waitView(page, 'timeline');
   const newestFirst = await page.$eval(`${tid('timeline-row')} ${tid('timeline-piece')}`, (e) => e.textContent);
   assert(newestFirst.includes(`Rendez-vous ${stamp}`), `newest first: ${newestFirst}`);
