@@ -183,6 +183,15 @@ fn investigation_of(tx: &Connection, ws: Uuid, r: &ObjectRef) -> Result<String> 
     })?)
 }
 
+/// The one investigation of `a` and `b`; refused when they are in two.
+fn investigation_of_both(tx: &Connection, ws: Uuid, a: &ObjectRef, b: &ObjectRef) -> Result<String> {
+    let inv = investigation_of(tx, ws, a)?;
+    if investigation_of(tx, ws, b)? != inv {
+        return Err(StoreError::Invalid(format!("{a} and {b} belong to different investigations")));
+    }
+    Ok(inv)
+}
+
 fn require(r: &ObjectRef, kind: RefKind) -> Result<()> {
     if r.kind() == kind {
         Ok(())
@@ -441,10 +450,7 @@ pub(crate) fn set_apart(conn: &mut Connection, ws: Uuid, a: &ObjectRef, b: &Obje
         return Err(StoreError::Invalid("an entity cannot be set apart from itself".into()));
     }
     let tx = conn.transaction()?;
-    let inv = investigation_of(&tx, ws, a)?;
-    if investigation_of(&tx, ws, b)? != inv {
-        return Err(StoreError::Invalid(format!("{a} and {b} belong to different investigations")));
-    }
+    investigation_of_both(&tx, ws, a, b)?;
     for (me, other) in [(a, b), (b, a)] {
         let attributes: String =
             tx.query_row("SELECT attributes FROM entities WHERE id = ?1", [me.id().to_string()], |r| r.get(0))?;
@@ -487,10 +493,7 @@ pub(crate) fn merge_entities(
         return Err(StoreError::Invalid("an entity cannot be merged into itself".into()));
     }
     let tx = conn.transaction()?;
-    let inv = investigation_of(&tx, ws, gone)?;
-    if investigation_of(&tx, ws, keep)? != inv {
-        return Err(StoreError::Invalid(format!("{gone} and {keep} belong to different investigations")));
-    }
+    let inv = investigation_of_both(&tx, ws, gone, keep)?;
     let (g, k) = (gone.id().to_string(), keep.id().to_string());
     let kind_of = |id: &str| -> Result<(String, String, String)> {
         Ok(tx.query_row("SELECT kind, name, attributes FROM entities WHERE id = ?1", [id], |r| {
